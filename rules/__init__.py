@@ -1,0 +1,1 @@
+"""The built-in rules, one YAML file per rule (installed as the package ``tracedoc.builtin_rules``)."""

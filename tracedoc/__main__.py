@@ -1,0 +1,3 @@
+from tracedoc.cli import cli
+
+cli()

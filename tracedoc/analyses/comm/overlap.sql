@@ -1,0 +1,43 @@
+-- comm.overlap: how much communication is hidden behind computation.
+--
+-- overlap % = |comm ∩ compute| / |comm| × 100, where comm is the union of communication kernels (NCCL) and
+-- compute the union of compute kernels on the same device, over all streams. Exposed communication is
+-- |comm| − |comm ∩ compute|: time the device spends communicating with nothing else to do. Times in ns.
+-- include: gpu.busy
+
+-- Per device: communication time, compute time, their intersection and the exposed part (ns); overlap %.
+CREATE OR REPLACE TEMP VIEW comm_overlap_by_device AS
+WITH edges AS (
+    SELECT source_id, rank, device, ts_ns AS t,
+           CASE WHEN category = 'communication' THEN 1 ELSE 0 END AS d_comm,
+           CASE WHEN category = 'compute' THEN 1 ELSE 0 END AS d_comp
+    FROM gpu_work WHERE kind = 'kernel'
+    UNION ALL
+    SELECT source_id, rank, device, end_ns,
+           CASE WHEN category = 'communication' THEN -1 ELSE 0 END,
+           CASE WHEN category = 'compute' THEN -1 ELSE 0 END
+    FROM gpu_work WHERE kind = 'kernel'
+),
+levels AS (
+    SELECT source_id, rank, device, t,
+           sum(d_comm) OVER w AS n_comm, sum(d_comp) OVER w AS n_comp,
+           lead(t) OVER (PARTITION BY source_id, device ORDER BY t, d_comm, d_comp) AS t_next
+    FROM edges
+    WINDOW w AS (PARTITION BY source_id, device ORDER BY t, d_comm, d_comp ROWS UNBOUNDED PRECEDING)
+)
+SELECT source_id, any_value(rank) AS rank, device,
+       coalesce(sum(t_next - t) FILTER (WHERE n_comm > 0), 0) AS comm_ns,
+       coalesce(sum(t_next - t) FILTER (WHERE n_comp > 0), 0) AS compute_ns,
+       coalesce(sum(t_next - t) FILTER (WHERE n_comm > 0 AND n_comp > 0), 0) AS overlap_ns,
+       coalesce(sum(t_next - t) FILTER (WHERE n_comm > 0 AND n_comp = 0), 0) AS exposed_comm_ns,
+       100.0 * sum(t_next - t) FILTER (WHERE n_comm > 0 AND n_comp > 0)
+           / nullif(sum(t_next - t) FILTER (WHERE n_comm > 0), 0) AS overlap_pct
+FROM levels WHERE t_next IS NOT NULL
+GROUP BY source_id, device;
+
+-- Per device with the window: adds wall_ns and exposed communication as % of the window.
+CREATE OR REPLACE TEMP VIEW comm_overlap_summary AS
+SELECT o.*, w.wall_ns, 100.0 * o.exposed_comm_ns / nullif(w.wall_ns, 0) AS exposed_comm_pct,
+       100.0 * o.comm_ns / nullif(w.wall_ns, 0) AS comm_pct
+FROM comm_overlap_by_device o JOIN trace_wall w USING (source_id)
+WHERE o.comm_ns > 0;

@@ -1,0 +1,87 @@
+-- gpu.idle: every idle gap of every GPU, and why the GPU was idle.
+--
+-- A gap runs from the end of one busy interval (or the window start) to the start of the next (or the window
+-- end). Its cause:
+--   host_wait   the work that ended the gap was launched by the host after the GPU had gone idle: the GPU
+--               waited for the CPU (launch overhead, Python, data loading, a sync that drained the queue);
+--   kernel_wait the work was already queued and the gap is short (≤ 30 µs): launch/dependency latency between
+--               kernels;
+--   other       queued work that still waited longer (cross-stream events, peers in a collective, ...).
+-- Host-wait gaps are split by length: short ones (< 100 µs, about the cost of a few kernel launches) come from
+-- launch overhead, long ones from host work between launches. Times in ns.
+-- include: gpu.busy
+
+-- One row per idle gap.
+-- Columns: source_id, rank, device, ts_ns/end_ns/dur_ns (the gap), launch_ts_ns (when the host launched the work
+-- that ended it, NULL when unknown), cause (host_wait | kernel_wait | other), long_gap (dur_ns ≥ 100 µs).
+CREATE OR REPLACE TEMP TABLE gpu_idle_gaps AS
+WITH bounds AS (
+    SELECT b.source_id, b.rank, b.device,
+           coalesce(lag(b.end_ns) OVER (PARTITION BY b.source_id, b.device ORDER BY b.ts_ns), w.start_ns) AS ts_ns,
+           b.ts_ns AS end_ns, b.first_correlation_id
+    FROM gpu_busy_intervals b JOIN trace_windows w USING (source_id)
+),
+launches AS (
+    SELECT source_id, correlation_id, min(ts_ns) AS launch_ts_ns
+    FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
+    GROUP BY source_id, correlation_id
+),
+tail_gaps AS (
+    -- after the device's last work until the window ends: nothing more was queued
+    SELECT b.source_id, any_value(b.rank) AS rank, b.device, max(b.end_ns) AS ts_ns,
+           any_value(w.end_ns) AS end_ns, NULL::BIGINT AS first_correlation_id
+    FROM gpu_busy_intervals b JOIN trace_windows w USING (source_id)
+    GROUP BY b.source_id, b.device
+)
+SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.end_ns - g.ts_ns AS dur_ns, l.launch_ts_ns,
+       CASE WHEN l.launch_ts_ns >= g.ts_ns THEN 'host_wait'
+            WHEN g.end_ns - g.ts_ns <= 30000 THEN 'kernel_wait'
+            ELSE 'other' END AS cause,
+       g.end_ns - g.ts_ns >= 100000 AS long_gap
+FROM (SELECT * FROM bounds UNION ALL SELECT * FROM tail_gaps) g
+LEFT JOIN launches l ON l.source_id = g.source_id AND l.correlation_id = g.first_correlation_id
+WHERE g.end_ns > g.ts_ns;
+
+-- Idle time per device by cause, ns and % of the window; busy_pct = 100 − idle_pct.
+CREATE OR REPLACE TEMP VIEW gpu_idle_by_device AS
+SELECT w.source_id, w.rank, d.device, any_value(w.wall_ns) AS wall_ns,
+       coalesce(sum(g.dur_ns), 0) AS idle_ns,
+       coalesce(sum(g.dur_ns) FILTER (WHERE g.cause = 'host_wait'), 0) AS host_wait_ns,
+       coalesce(sum(g.dur_ns) FILTER (WHERE g.cause = 'host_wait' AND NOT g.long_gap), 0) AS host_wait_short_ns,
+       coalesce(sum(g.dur_ns) FILTER (WHERE g.cause = 'host_wait' AND g.long_gap), 0) AS host_wait_long_ns,
+       count(g.dur_ns) FILTER (WHERE g.cause = 'host_wait' AND g.long_gap) AS host_wait_long_count,
+       coalesce(sum(g.dur_ns) FILTER (WHERE g.cause = 'kernel_wait'), 0) AS kernel_wait_ns,
+       coalesce(sum(g.dur_ns) FILTER (WHERE g.cause = 'other'), 0) AS other_ns,
+       100.0 * coalesce(sum(g.dur_ns) FILTER (WHERE g.cause = 'host_wait' AND NOT g.long_gap), 0)
+           / nullif(any_value(w.wall_ns), 0) AS host_wait_short_pct,
+       100.0 * coalesce(sum(g.dur_ns) FILTER (WHERE g.cause = 'host_wait' AND g.long_gap), 0)
+           / nullif(any_value(w.wall_ns), 0) AS host_wait_long_pct,
+       100.0 * coalesce(sum(g.dur_ns), 0) / nullif(any_value(w.wall_ns), 0) AS idle_pct,
+       100.0 - 100.0 * coalesce(sum(g.dur_ns), 0) / nullif(any_value(w.wall_ns), 0) AS busy_pct
+FROM trace_wall w
+JOIN (SELECT DISTINCT source_id, device FROM gpu_busy_intervals) d USING (source_id)
+LEFT JOIN gpu_idle_gaps g ON g.source_id = w.source_id AND g.device = d.device
+GROUP BY w.source_id, w.rank, d.device;
+
+-- What the host was doing during long host-wait gaps: for each device, the innermost user annotations and
+-- operators on the CPU that overlap those gaps, with the overlapped time (ns). Names the user's own code.
+CREATE OR REPLACE TEMP VIEW gpu_idle_host_activity AS
+SELECT g.source_id, g.rank, g.device, c.name, c.kind,
+       sum(least(g.end_ns, c.ts_ns + c.dur_ns) - greatest(g.ts_ns, c.ts_ns)) AS overlap_ns
+FROM gpu_idle_gaps g
+JOIN cpu_activity c ON c.source_id = g.source_id AND c.ts_ns < g.end_ns AND c.ts_ns + c.dur_ns > g.ts_ns
+WHERE g.cause = 'host_wait' AND g.long_gap AND c.kind IN ('annotation', 'op')
+  AND c.name NOT LIKE 'ProfilerStep#%'
+GROUP BY ALL;
+
+-- Long host-wait idle per device beside what the host was busy with meanwhile: every column of
+-- gpu_idle_by_device, plus host_activity (the annotation or operator overlapping those gaps the most) and
+-- host_activity_pct (its share of the long host-wait time, %).
+CREATE OR REPLACE TEMP VIEW gpu_idle_host_bound AS
+SELECT i.*, a.name AS host_activity,
+       100.0 * a.overlap_ns / nullif(i.host_wait_long_ns, 0) AS host_activity_pct
+FROM gpu_idle_by_device i
+LEFT JOIN (
+    SELECT source_id, device, arg_max(name, overlap_ns) AS name, max(overlap_ns) AS overlap_ns
+    FROM gpu_idle_host_activity GROUP BY source_id, device
+) a USING (source_id, device);

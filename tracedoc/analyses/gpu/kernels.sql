@@ -1,0 +1,18 @@
+-- gpu.kernels: where GPU time goes, by category and by kernel.
+--
+-- Categories come from the ingest (the profiler's own classification first, kernel names second):
+-- compute, communication (NCCL: ncclKernel_* and ncclDevKernel_*), memcpy, memset. Times in ns.
+-- include: gpu.busy
+
+-- GPU time per rank and category: count of activities, summed duration (ns) and share of all GPU work time (%).
+CREATE OR REPLACE TEMP VIEW gpu_time_by_category AS
+SELECT source_id, rank, category, count(*) AS activity_count, sum(dur_ns) AS total_ns,
+       100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER (PARTITION BY source_id) AS share_pct
+FROM gpu_work GROUP BY source_id, rank, category;
+
+-- The kernels that take the most GPU time per rank: launches, total/mean duration (ns), share of kernel time (%).
+CREATE OR REPLACE TEMP VIEW gpu_top_kernels AS
+SELECT source_id, rank, name, category, count(*) AS launch_count, sum(dur_ns) AS total_ns,
+       avg(dur_ns) AS mean_ns,
+       100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER (PARTITION BY source_id) AS share_pct
+FROM gpu_work WHERE kind = 'kernel' GROUP BY source_id, rank, name, category;

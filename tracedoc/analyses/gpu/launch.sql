@@ -1,0 +1,35 @@
+-- gpu.launch: kernel launch statistics per device.
+--
+-- Launch latency is the time from the host's launch call (cudaLaunchKernel, cudaGraphLaunch, ...) to the
+-- kernel's start on the GPU. A tiny kernel runs under 10 µs: shorter than it takes the host to launch the next
+-- one, so a stream of them leaves the GPU waiting on the CPU. Times in ns.
+-- include: gpu.idle
+
+-- Launch statistics per device: kernels, kernels per profiler step, median kernel duration (ns), share of tiny
+-- kernels (%), median and 90th-percentile launch latency (ns), and how many kernels came from CUDA graphs.
+CREATE OR REPLACE TEMP VIEW gpu_launch_stats AS
+WITH k AS (
+    SELECT w.source_id, w.rank, w.device, w.dur_ns, w.ts_ns - c.ts_ns AS launch_latency_ns,
+           c.name AS launch_call
+    FROM gpu_work w
+    LEFT JOIN cpu_activity c ON c.source_id = w.source_id AND c.correlation_id = w.correlation_id
+                             AND c.kind IN ('runtime', 'driver')
+    WHERE w.kind = 'kernel'
+)
+SELECT k.source_id, k.rank, k.device,
+       count(*) AS kernel_count,
+       count(*) / nullif(any_value(t.step_count), 0) AS kernels_per_step,
+       median(k.dur_ns) AS median_kernel_ns,
+       100.0 * count(*) FILTER (WHERE k.dur_ns < 10000) / count(*) AS tiny_kernel_pct,
+       median(k.launch_latency_ns) AS median_launch_latency_ns,
+       quantile_cont(k.launch_latency_ns, 0.9) AS p90_launch_latency_ns,
+       count(*) FILTER (WHERE k.launch_call ILIKE '%GraphLaunch%') AS graph_kernel_count
+FROM k JOIN trace_wall t USING (source_id)
+GROUP BY k.source_id, k.rank, k.device;
+
+-- Launch statistics beside the idle time they explain, per device: every column of gpu_idle_by_device and of
+-- gpu_launch_stats. Launch-bound work shows as much short host-wait idle between many tiny kernels.
+CREATE OR REPLACE TEMP VIEW gpu_launch_overhead AS
+SELECT i.*, l.kernel_count, l.kernels_per_step, l.median_kernel_ns, l.tiny_kernel_pct,
+       l.median_launch_latency_ns, l.p90_launch_latency_ns, l.graph_kernel_count
+FROM gpu_idle_by_device i JOIN gpu_launch_stats l USING (source_id, rank, device);

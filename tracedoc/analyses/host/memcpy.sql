@@ -1,0 +1,21 @@
+-- host.memcpy: copies between host and device, and those from or to pageable host memory.
+--
+-- A copy from pageable memory cannot run as DMA directly: the driver stages it through a pinned buffer and the
+-- call blocks the host, so it neither overlaps compute nor lets the host run ahead. Times in ns, sizes in bytes.
+-- include: gpu.busy
+
+-- Per rank and direction: copies, bytes, GPU time (ns), effective bandwidth (GB/s), split by host memory kind.
+CREATE OR REPLACE TEMP VIEW host_copies_by_rank AS
+SELECT source_id, rank, copy_kind, coalesce(host_memory, 'device') AS host_memory,
+       count(*) AS copy_count, sum(bytes) AS total_bytes, sum(dur_ns) AS total_ns,
+       sum(bytes) / nullif(sum(dur_ns), 0) AS bandwidth_gbps
+FROM gpu_work WHERE kind = 'memcpy' GROUP BY ALL;
+
+-- Per rank: copies from/to pageable memory, their bytes, GPU time (ns), share of the window (%), and directions.
+CREATE OR REPLACE TEMP VIEW host_pageable_copies AS
+SELECT c.source_id, c.rank, sum(c.copy_count) AS copy_count, sum(c.total_bytes) AS total_bytes,
+       sum(c.total_ns) AS total_ns, 100.0 * sum(c.total_ns) / nullif(any_value(w.wall_ns), 0) AS time_pct,
+       string_agg(DISTINCT c.copy_kind, ', ') AS directions, any_value(w.wall_ns) AS wall_ns
+FROM host_copies_by_rank c JOIN trace_wall w USING (source_id)
+WHERE c.host_memory = 'pageable'
+GROUP BY c.source_id, c.rank;

@@ -1,0 +1,38 @@
+-- host.sync: blocking host synchronizations and what they cost the GPU.
+--
+-- A sync call (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, synchronous cudaMemcpy/
+-- cudaMemset) blocks the CPU until the GPU has drained its queue; the GPU then idles until the host launches new
+-- work. Each call is named after the operator that made it (e.g. aten::item, aten::_local_scalar_dense).
+-- The cost charged to a sync is the GPU idle gap in progress when it returned. Times in ns.
+-- include: gpu.idle
+
+-- One row per blocking sync call: its operator (via the profiler's External id), start, duration (ns).
+CREATE OR REPLACE TEMP TABLE host_sync_calls AS
+SELECT r.source_id, r.rank, r.name AS call, r.ts_ns, r.dur_ns, r.ts_ns + r.dur_ns AS end_ns,
+       (SELECT arg_max(o.name, o.ts_ns) FROM cpu_activity o
+        WHERE o.source_id = r.source_id AND o.kind = 'op' AND o.external_id = r.external_id) AS op
+FROM cpu_activity r JOIN trace_windows w USING (source_id)
+WHERE r.kind IN ('runtime', 'driver')
+  AND r.ts_ns >= w.start_ns AND r.ts_ns < w.end_ns
+  AND (r.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize', 'cudaMemcpy',
+                  'cudaMemset', 'cuCtxSynchronize', 'cuStreamSynchronize', 'cuEventSynchronize'));
+
+-- GPU idle gaps that were in progress when a sync returned: the drain each sync caused.
+CREATE OR REPLACE TEMP VIEW host_sync_idle AS
+SELECT DISTINCT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns
+FROM gpu_idle_gaps g JOIN host_sync_calls s
+  ON s.source_id = g.source_id AND s.end_ns BETWEEN g.ts_ns AND g.end_ns;
+
+-- Per rank: sync calls, calls per profiler step, time the host spent blocked (ns), GPU idle they caused (ns and
+-- % of the window), and the operator that made most of them.
+CREATE OR REPLACE TEMP VIEW host_sync_by_rank AS
+SELECT s.source_id, s.rank, count(*) AS sync_count,
+       count(*) / nullif(any_value(w.step_count), 0) AS syncs_per_step,
+       sum(s.dur_ns) AS blocked_ns,
+       coalesce((SELECT sum(i.dur_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0) AS gpu_idle_ns,
+       100.0 * coalesce((SELECT sum(i.dur_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0)
+           / nullif(any_value(w.wall_ns), 0) AS gpu_idle_pct,
+       mode(coalesce(s.op, s.call)) AS top_origin,
+       any_value(w.wall_ns) AS wall_ns
+FROM host_sync_calls s JOIN trace_wall w USING (source_id)
+GROUP BY s.source_id, s.rank;

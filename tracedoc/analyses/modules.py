@@ -1,0 +1,51 @@
+"""Load analysis modules: ``analyses/<group>/<name>.sql`` is the module ``group.name``.
+
+A module's header lists its dependencies as ``-- include: other.module`` lines; they are loaded first. Modules
+create only TEMP views, tables and macros, so analysing never changes a stored database.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from tracedoc.errors import TracedocError
+
+if TYPE_CHECKING:
+    from tracedoc.store import Store
+
+_INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
+
+
+def module_file(module: str) -> Traversable:
+    """The SQL file of a module key such as ``gpu.idle``."""
+    group, _, name = module.partition(".")
+    path = resources.files("tracedoc.analyses").joinpath(group, f"{name}.sql")
+    if not name or not path.is_file():
+        raise TracedocError(f"unknown analysis module '{module}'")
+    return path
+
+
+def all_modules() -> list[str]:
+    """Every module key shipped with tracedoc, sorted."""
+    root = resources.files("tracedoc.analyses")
+    return sorted(f"{group.name}.{f.name[:-4]}" for group in root.iterdir() if group.is_dir()
+                  for f in group.iterdir() if f.name.endswith(".sql"))
+
+
+def include(store: Store, module: str) -> None:
+    """Run ``module`` (after its includes) on the store's connection, once."""
+    if module in store._included:
+        return
+    sql = module_file(module).read_text()
+    for dep in _INCLUDE.findall(sql):
+        include(store, dep)
+    try:
+        store.con.execute(sql)
+    except duckdb.Error as exc:
+        raise TracedocError(f"analysis module {module} failed: {str(exc).splitlines()[0]}") from exc
+    store._included.add(module)

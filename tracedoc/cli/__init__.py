@@ -1,0 +1,22 @@
+"""The command line: a click group of thin commands over the Python API (one file per command group)."""
+
+from __future__ import annotations
+
+import click
+
+from tracedoc import __version__
+from tracedoc.cli.analyze import analyze_command
+from tracedoc.cli.rules import rules_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracedoc")
+def cli() -> None:
+    """tracedoc: a doctor for GPU profiling traces.
+
+    Reads PyTorch profiler traces and tells you what is slow, where, how much it costs and how to fix it.
+    """
+
+
+cli.add_command(analyze_command)
+cli.add_command(rules_command)

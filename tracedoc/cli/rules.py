@@ -1,0 +1,48 @@
+"""`tracedoc rules`: list the rules, or show one in full."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from tracedoc.cli.errors import BadInput, one_line_errors
+from tracedoc.judge import load_rules
+
+
+@click.command("rules")
+@click.argument("rule_id", required=False)
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
+              help="Also load the rule files of this folder; repeatable.")
+@one_line_errors
+def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...]) -> None:
+    """List the rules tracedoc applies, or show one rule's thresholds, fix and references.
+
+    Example:
+
+        tracedoc rules
+
+        tracedoc rules launch-bound
+    """
+    rules = load_rules(rules_dirs)
+    console = Console(highlight=False)
+    if rule_id is None:
+        table = Table("rule", "severity", "title", "reads", "source", box=None, header_style="bold")
+        for r in sorted(rules, key=lambda r: r.id):
+            table.add_row(r.id, r.severity, r.title, r.reads, r.source)
+        console.print(table)
+        return
+    rule = next((r for r in rules if r.id == rule_id), None)
+    if rule is None:
+        raise BadInput(f"no rule '{rule_id}' (see `tracedoc rules`)")
+    console.print(f"[bold]{rule.id}[/bold] ({rule.severity}, {rule.source}): {rule.title}")
+    console.print(f"reads: {rule.reads} → {rule.view}")
+    console.print(f"fires when: {rule.when}")
+    for name, value in rule.thresholds.items():
+        console.print(f"  threshold {name} = {value:g}  (override: --set {rule.id}.{name}=…)")
+    console.print(f"estimated saving (ms): {rule.impact_ms}")
+    console.print(f"fix: {rule.fix}")
+    for ref in rule.references:
+        console.print(f"  see {ref}")

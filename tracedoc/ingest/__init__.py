@@ -1,0 +1,120 @@
+"""Ingest: find the trace files among the user's paths, detect their format, and load them into a store.
+
+One module per format; each has ``FORMAT``, ``sniff(head) -> bool`` and
+``load(store, source_id, path, workdir) -> LoadResult``. Ingest knows nothing about analyses or rules.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from isal import igzip
+
+from tracedoc.errors import InputError
+from tracedoc.ingest import kineto
+from tracedoc.store import Store
+from tracedoc.store.cache import file_digest
+
+FORMATS: dict[str, ModuleType] = {kineto.FORMAT: kineto}
+
+_TRACE_SUFFIXES = (".json", ".json.gz")
+_SNIFF_BYTES = 1 << 20
+_RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+
+
+@dataclass
+class InputFile:
+    """One trace file to analyse."""
+
+    path: Path
+    format: str
+    digest: str
+    size_bytes: int
+
+
+def discover(paths: Sequence[Path]) -> list[InputFile]:
+    """Expand files and directories into the trace files to analyse, each with its detected format."""
+    found: list[InputFile] = []
+    for path in paths:
+        if not path.exists():
+            raise InputError(f"{path}: no such file or directory")
+        if path.is_dir():
+            candidates = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(_TRACE_SUFFIXES))
+            files = [f for f in (_identify(p, strict=False) for p in candidates) if f is not None]
+            if not files:
+                raise InputError(f"{path}: no trace files found in this directory")
+            found.extend(files)
+        else:
+            found.append(_identify(path, strict=True))
+    return found
+
+
+def _identify(path: Path, strict: bool) -> InputFile | None:
+    """Detect the format of one file from its content; None (or an error when ``strict``) if unknown."""
+    head = _head(path)
+    if not head.strip():
+        if strict:
+            raise InputError(f"{path}: empty file")
+        return None
+    for name, module in FORMATS.items():
+        if module.sniff(head):
+            return InputFile(path, name, file_digest(path), path.stat().st_size)
+    if strict:
+        raise InputError(f"{path}: not a trace format tracedoc reads (expected a PyTorch profiler trace)")
+    return None
+
+
+def _head(path: Path) -> bytes:
+    """The first bytes of a file, decompressed when it is gzipped."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(_SNIFF_BYTES)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        with igzip.open(path, "rb") as f:
+            return f.read(_SNIFF_BYTES)
+    except (OSError, EOFError, ValueError) as exc:
+        raise InputError(f"{path}: corrupt or truncated gzip ({exc})") from None
+
+
+def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str], None] | None = None) -> None:
+    """Load every input into the store, one source each, and record the sources with their ranks."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tracedoc-ingest-", dir=store.path.parent if store.path else None) as tmp:
+        for source_id, item in enumerate(inputs):
+            if progress:
+                progress(f"reading {item.path} ({item.size_bytes / 1e6:.1f} MB)")
+            result = FORMATS[item.format].load(store, source_id, item.path, Path(tmp))
+            rows.append([source_id, str(item.path), item.format, result.rank, result.world_size, item.digest,
+                         item.size_bytes, result.event_count, result.tool])
+    ranks = _assign_ranks(inputs, [r[3] for r in rows])
+    for row, rank in zip(rows, ranks):
+        row[3] = rank
+    store.con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    for table in ("gpu_activity", "cpu_activity", "steps"):
+        store.con.execute(
+            f"UPDATE {table} t SET rank = s.rank FROM sources s WHERE t.source_id = s.source_id AND t.rank <> s.rank")
+
+
+def _assign_ranks(inputs: Sequence[InputFile], reported: list[int | None]) -> list[int]:
+    """Rank from the trace itself, else from the file name (``rank3``), else the input's position."""
+    ranks = []
+    for i, (item, rank) in enumerate(zip(inputs, reported)):
+        if rank is None:
+            m = _RANK_IN_NAME.search(item.path.name)
+            rank = int(m.group(1)) if m else (i if len(inputs) > 1 else 0)
+        ranks.append(rank)
+    seen: dict[int, Path] = {}
+    for item, rank in zip(inputs, ranks):
+        if rank in seen:
+            raise InputError(f"two traces claim rank {rank}: {seen[rank]} and {item.path}")
+        seen[rank] = item.path
+    return ranks

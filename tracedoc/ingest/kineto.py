@@ -1,0 +1,313 @@
+"""PyTorch profiler traces (Kineto chrome-trace JSON, plain or gzipped) into the store.
+
+The hot path never builds a Python object per event. The file is cut into its small header and tail (parsed
+with the json module) and the ``traceEvents`` array, which is split at event boundaries into a few part files
+that DuckDB's JSON reader parses in parallel straight into columns. Normalization into the store's tables is SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from isal import igzip
+
+from tracedoc.errors import InputError
+from tracedoc.store import Store
+
+FORMAT = "torch"
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+# Kineto writes one event per line (or per block of lines): a raw newline never occurs inside a JSON string, so
+# '},' + newline + '{' can only be a boundary between two array elements.
+_EVENT_BOUNDARY = re.compile(rb"\}\s*,[ \t]*\r?\n\s*\{")
+_HEADER_SEARCH_BYTES = 64 << 20
+_TAIL_CANDIDATES = 256
+_PART_MIN_BYTES = 16 << 20
+
+# Fields read from each event's "args"; everything is read as text and cast in SQL, so a trace that writes a
+# number as a string (or the reverse) still loads.
+_ARGS_TYPE = (
+    'STRUCT("device" VARCHAR, "stream" VARCHAR, "correlation" VARCHAR, "External id" VARCHAR, '
+    '"bytes" VARCHAR, "registers per thread" VARCHAR, "shared memory" VARCHAR, '
+    '"Collective name" VARCHAR, "grid" JSON, "block" JSON)'
+)
+_COLUMNS = (
+    "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', "
+    f"ts: 'DOUBLE', dur: 'DOUBLE', id: 'VARCHAR', args: '{_ARGS_TYPE}'}}"
+)
+
+
+@dataclass
+class LoadResult:
+    """What one loaded file told about itself."""
+
+    rank: int | None
+    world_size: int | None
+    event_count: int
+    tool: str
+
+
+def sniff(head: bytes) -> bool:
+    """True when the first bytes (decompressed) look like a chrome trace with a ``traceEvents`` array."""
+    text = head.lstrip()
+    return text[:1] == b"{" and _EVENTS_KEY.search(head) is not None
+
+
+def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
+    """Read one trace file into the store's tables under ``source_id``."""
+    plain = _decompressed(path, workdir)
+    try:
+        with plain.open("rb") as f:
+            if plain.stat().st_size == 0:
+                raise InputError(f"{path}: empty file")
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                meta, body_start, body_end = _locate_events(mm, path)
+                threads = store.scalar("SELECT current_setting('threads')")
+                parts = _write_parts(mm, body_start, body_end, workdir, threads)
+    finally:
+        if plain != path:
+            plain.unlink()
+    try:
+        event_count = _read_events(store.con, parts, path)
+    finally:
+        for p in parts:
+            p.unlink()
+    if event_count == 0:
+        raise InputError(f"{path}: the trace holds no events")
+    rank, world_size = _distributed(meta)
+    _normalize(store.con, source_id, rank if rank is not None else 0)
+    _insert_devices(store.con, source_id, meta)
+    return LoadResult(rank, world_size, event_count, _tool(meta))
+
+
+def _decompressed(path: Path, workdir: Path) -> Path:
+    """The path of the plain JSON: the file itself, or a decompressed copy of a gzipped one in ``workdir``."""
+    with path.open("rb") as f:
+        magic = f.read(2)
+    if magic != _GZIP_MAGIC:
+        return path
+    out = workdir / (path.name + ".json")
+    try:
+        with igzip.open(path, "rb") as src, out.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 4 << 20)
+    except (OSError, EOFError, ValueError) as exc:
+        out.unlink(missing_ok=True)
+        raise InputError(f"{path}: corrupt or truncated gzip ({exc})") from None
+    return out
+
+
+def _locate_events(mm: mmap.mmap, path: Path) -> tuple[dict[str, Any], int, int]:
+    """Find the ``traceEvents`` array; return the rest of the document parsed, and the array's byte range.
+
+    The range is [start, end): start just after '[', end at the closing ']'.
+    """
+    match = _EVENTS_KEY.search(mm, 0, min(len(mm), _HEADER_SEARCH_BYTES))
+    if match is None:
+        raise InputError(f"{path}: not a PyTorch profiler trace (no traceEvents array)")
+    head = mm[: match.start()]
+    body_start = match.end()
+    tail_from = max(body_start, len(mm) - (1 << 20))
+    end = len(mm)
+    for _ in range(_TAIL_CANDIDATES):
+        end = mm.rfind(b"]", tail_from, end)
+        if end < 0:
+            break
+        try:
+            meta = json.loads(head + b'"traceEvents": []' + mm[end + 1 :])
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(meta, dict):
+            return meta, body_start, end
+    raise InputError(f"{path}: truncated or malformed trace (the traceEvents array is not closed)")
+
+
+def _write_parts(mm: mmap.mmap, start: int, end: int, workdir: Path, threads: int) -> list[Path]:
+    """Copy the array's elements into a few standalone JSON array files, split at event boundaries."""
+    n_parts = max(1, min(threads, (end - start) // _PART_MIN_BYTES))
+    cuts = [start]
+    for i in range(1, n_parts):
+        target = start + (end - start) * i // n_parts
+        m = _EVENT_BOUNDARY.search(mm, max(target, cuts[-1]), end)
+        if m is None:
+            break
+        cuts.append(m.start() + 1)  # just after the '}' that closes the previous event
+    cuts.append(end)
+    parts = []
+    for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        if i > 0:
+            a = mm.find(b"{", a, b)  # skip the separating comma
+        part = workdir / f"part{i}.json"
+        with part.open("wb") as out:
+            out.write(b"[")
+            for pos in range(a, b, 16 << 20):
+                out.write(mm[pos : min(b, pos + (16 << 20))])
+            out.write(b"]")
+        parts.append(part)
+    return parts
+
+
+def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Path], path: Path) -> int:
+    """Parse the part files into the temp table ``_raw``; return its row count."""
+    files = "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in parts) + "]"
+    sql = (f"CREATE OR REPLACE TEMP TABLE _raw AS SELECT * FROM read_json({files}, format = 'array', "
+           f"columns = {_COLUMNS}, maximum_object_size = 268435456)")
+    try:
+        con.execute(sql)
+    except duckdb.Error as exc:
+        first_line = str(exc).strip().splitlines()[0]
+        raise InputError(f"{path}: malformed trace JSON ({first_line})") from None
+    return con.execute("SELECT count(*) FROM _raw").fetchone()[0]
+
+
+_NORMALIZE_SQL = """
+-- Kineto times are microseconds with nanosecond decimals.
+CREATE OR REPLACE TEMP TABLE _ev AS
+SELECT
+    ph, lower(cat) AS cat, name,
+    TRY_CAST(pid AS BIGINT) AS pid, TRY_CAST(tid AS BIGINT) AS tid,
+    CAST(round(ts * 1000) AS BIGINT) AS ts_ns,
+    CAST(round(greatest(coalesce(dur, 0), 0) * 1000) AS BIGINT) AS dur_ns,
+    id, args
+FROM _raw
+WHERE ts IS NOT NULL;
+
+-- Flow events ('ac2g') link a runtime call (phase s) to the GPU activity it issued (phase f) by id; used when an
+-- activity carries no 'correlation' argument of its own.
+CREATE OR REPLACE TEMP TABLE _flow_end AS
+SELECT DISTINCT ON (pid, tid, ts_ns) pid, tid, ts_ns, TRY_CAST(id AS BIGINT) AS correlation_id
+FROM _ev WHERE ph = 'f' AND cat = 'ac2g';
+
+INSERT INTO gpu_activity
+SELECT
+    getvariable('source_id'), getvariable('rank'),
+    coalesce(TRY_CAST(e.args."device" AS INTEGER), CAST(e.pid AS INTEGER)),
+    coalesce(TRY_CAST(e.args."stream" AS BIGINT), e.tid),
+    e.kind,
+    CASE
+        WHEN e.kind <> 'kernel' THEN e.kind
+        WHEN e.args."Collective name" IS NOT NULL THEN 'communication'
+        WHEN e.name ILIKE 'nccl%' OR e.name ILIKE '%ncclDevKernel%' OR e.name ILIKE '%ncclKernel%'
+            THEN 'communication'
+        ELSE 'compute'
+    END,
+    e.name, e.ts_ns, e.dur_ns,
+    coalesce(TRY_CAST(e.args."correlation" AS BIGINT), f.correlation_id),
+    TRY_CAST(e.args."bytes" AS BIGINT),
+    CASE WHEN e.kind = 'memcpy' THEN nullif(regexp_extract(e.name, 'Memcpy ([A-Za-z]+)', 1), '') END,
+    CASE WHEN e.kind <> 'memcpy' THEN NULL
+         WHEN e.name ILIKE '%pageable%' THEN 'pageable'
+         WHEN e.name ILIKE '%pinned%' THEN 'pinned' END,
+    CASE WHEN e.kind = 'kernel' THEN array_to_string(TRY_CAST(e.args."grid" AS BIGINT[]), ',') END,
+    CASE WHEN e.kind = 'kernel' THEN array_to_string(TRY_CAST(e.args."block" AS BIGINT[]), ',') END,
+    TRY_CAST(e.args."registers per thread" AS INTEGER),
+    TRY_CAST(e.args."shared memory" AS BIGINT),
+    e.args."Collective name"
+FROM (
+    SELECT *, CASE cat
+        WHEN 'kernel' THEN 'kernel'
+        WHEN 'gpu_memcpy' THEN 'memcpy' WHEN 'memcpy' THEN 'memcpy'
+        WHEN 'gpu_memset' THEN 'memset' WHEN 'memset' THEN 'memset'
+        WHEN 'cuda_sync' THEN 'sync'
+    END AS kind
+    FROM _ev WHERE ph = 'X'
+) e
+LEFT JOIN _flow_end f ON f.pid = e.pid AND f.tid = e.tid AND f.ts_ns = e.ts_ns
+WHERE e.kind IS NOT NULL;
+
+INSERT INTO cpu_activity
+SELECT
+    getvariable('source_id'), getvariable('rank'), pid, tid,
+    CASE cat
+        WHEN 'cpu_op' THEN 'op' WHEN 'operator' THEN 'op'
+        WHEN 'cuda_runtime' THEN 'runtime' WHEN 'runtime' THEN 'runtime'
+        WHEN 'cuda_driver' THEN 'driver'
+        WHEN 'user_annotation' THEN 'annotation'
+        WHEN 'python_function' THEN 'python'
+        ELSE 'other'
+    END,
+    name, ts_ns, dur_ns,
+    TRY_CAST(args."correlation" AS BIGINT),
+    TRY_CAST(args."External id" AS BIGINT)
+FROM _ev
+WHERE ph = 'X'
+  AND cat NOT IN ('kernel', 'gpu_memcpy', 'memcpy', 'gpu_memset', 'memset', 'cuda_sync',
+                  'gpu_user_annotation', 'trace', 'ac2g')
+  AND cat NOT LIKE 'gpu\\_%' ESCAPE '\\';
+
+-- ProfilerStep#N annotations mark the steps (a step may be recorded more than once: keep its whole extent).
+INSERT INTO steps
+SELECT getvariable('source_id'), getvariable('rank'), step, min(ts_ns), max(ts_ns + dur_ns) - min(ts_ns)
+FROM (
+    SELECT TRY_CAST(split_part(name, '#', 2) AS INTEGER) AS step, ts_ns, dur_ns
+    FROM _ev
+    WHERE ph = 'X' AND name LIKE 'ProfilerStep#%' AND cat NOT LIKE 'gpu\\_%' ESCAPE '\\'
+)
+WHERE step IS NOT NULL
+GROUP BY step;
+
+DROP TABLE _ev;
+DROP TABLE _flow_end;
+DROP TABLE _raw;
+"""
+
+
+def _normalize(con: duckdb.DuckDBPyConnection, source_id: int, rank: int) -> None:
+    """Map the raw events of ``_raw`` into the store's tables."""
+    con.execute(f"SET VARIABLE source_id = {int(source_id)}; SET VARIABLE rank = {int(rank)};")
+    con.execute(_NORMALIZE_SQL)
+
+
+def _distributed(meta: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Rank and world size from ``distributedInfo``, when the trace has it."""
+    info = meta.get("distributedInfo")
+    if not isinstance(info, dict):
+        return None, None
+    rank, world = info.get("rank"), info.get("world_size")
+    return (int(rank) if isinstance(rank, int | str) and str(rank).isdigit() else None,
+            int(world) if isinstance(world, int | str) and str(world).isdigit() else None)
+
+
+def _insert_devices(con: duckdb.DuckDBPyConnection, source_id: int, meta: dict[str, Any]) -> None:
+    """GPUs from the trace header's ``deviceProperties``."""
+    props = meta.get("deviceProperties")
+    if not isinstance(props, list):
+        return
+    rows = []
+    for p in props:
+        if not isinstance(p, dict):
+            continue
+        major, minor = p.get("computeMajor"), p.get("computeMinor")
+        cc = f"{major}.{minor}" if major is not None and minor is not None else None
+        rows.append((source_id, _int(p.get("id")), _str(p.get("name")), cc,
+                     _int(p.get("totalGlobalMem")), _int(p.get("numSms"))))
+    if rows:
+        con.executemany("INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+
+def _tool(meta: dict[str, Any]) -> str:
+    """A short description of what wrote the trace."""
+    parts = ["torch.profiler"]
+    if "schemaVersion" in meta:
+        parts.append(f"schema {_str(meta['schemaVersion'])}")
+    if "cuda_runtime_version" in meta:
+        parts.append(f"CUDA runtime {_str(meta['cuda_runtime_version'])}")
+    return ", ".join(parts)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)[:200]

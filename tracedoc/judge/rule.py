@@ -1,0 +1,107 @@
+"""Rule definitions: one YAML file per rule, file name = rule id.
+
+Built-in rules ship in the top-level ``rules/`` folder (installed as ``tracedoc.builtin_rules``); users add
+folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. Fields:
+
+    id, title, severity (critical|warning|info), reads (analysis module), view (its view or table),
+    when (SQL condition on the view's columns; thresholds as $name), thresholds ({name: number}),
+    impact_ms (SQL expression: estimated saving in ms), critical_above_pct (optional: severity becomes critical
+    when the saving is at least this % of wall time), scope ({rank|device|stream|kernel|step|pg|seq: SQL}),
+    evidence ([{name, value (SQL), unit}]), message (text with {column} placeholders), fix, references.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tracedoc.errors import RuleError
+from tracedoc.report import SEVERITIES
+
+_REQUIRED = ("id", "title", "severity", "reads", "view", "when", "impact_ms", "message", "fix")
+_SCOPE_KEYS = {"rank", "device", "stream", "kernel", "step", "pg", "seq"}
+_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+@dataclass
+class EvidenceSpec:
+    name: str
+    value: str
+    unit: str = ""
+
+
+@dataclass
+class Rule:
+    """A rule as written in its file."""
+
+    id: str
+    title: str
+    severity: str
+    reads: str
+    view: str
+    when: str
+    impact_ms: str
+    message: str
+    fix: str
+    thresholds: dict[str, float] = field(default_factory=dict)
+    critical_above_pct: float | None = None
+    scope: dict[str, str] = field(default_factory=dict)
+    evidence: list[EvidenceSpec] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+    source: str = "built-in"
+
+    @classmethod
+    def from_file(cls, path: Path | Any, source: str) -> Rule:
+        """Parse and validate one rule file; a malformed one raises RuleError naming the file."""
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise RuleError(f"{path}: cannot read rule ({str(exc).splitlines()[0]})") from None
+        if not isinstance(data, dict):
+            raise RuleError(f"{path}: a rule file must be a YAML mapping")
+        missing = [k for k in _REQUIRED if not data.get(k)]
+        if missing:
+            raise RuleError(f"{path}: rule is missing {', '.join(missing)}")
+        if not _ID.match(str(data["id"])):
+            raise RuleError(f"{path}: rule id '{data['id']}' must be kebab-case")
+        if Path(str(path)).stem != data["id"]:
+            raise RuleError(f"{path}: file name must be the rule id ('{data['id']}.yaml')")
+        if data["severity"] not in SEVERITIES:
+            raise RuleError(f"{path}: severity must be one of {', '.join(SEVERITIES)}")
+        if not set(data.get("scope") or {}) <= _SCOPE_KEYS:
+            raise RuleError(f"{path}: scope keys must be among {', '.join(sorted(_SCOPE_KEYS))}")
+        try:
+            evidence = [EvidenceSpec(**e) for e in data.get("evidence") or []]
+            thresholds = {str(k): float(v) for k, v in (data.get("thresholds") or {}).items()}
+        except (TypeError, ValueError) as exc:
+            raise RuleError(f"{path}: bad evidence or thresholds ({exc})") from None
+        return cls(id=data["id"], title=data["title"], severity=data["severity"], reads=data["reads"],
+                   view=data["view"], when=data["when"], impact_ms=str(data["impact_ms"]),
+                   message=data["message"].strip(), fix=data["fix"].strip(), thresholds=thresholds,
+                   critical_above_pct=data.get("critical_above_pct"), scope=data.get("scope") or {},
+                   evidence=evidence, references=list(data.get("references") or []), source=source)
+
+
+def load_rules(user_dirs: tuple[Path, ...] | list[Path] = ()) -> list[Rule]:
+    """Built-in rules, then each user folder's; a later rule with the same id replaces an earlier one."""
+    rules: dict[str, Rule] = {}
+    builtin = resources.files("tracedoc.builtin_rules")
+    for f in sorted(builtin.iterdir(), key=lambda p: p.name):
+        if f.name.endswith(".yaml"):
+            rule = Rule.from_file(f, "built-in")
+            rules[rule.id] = rule
+    for d in user_dirs:
+        if not d.is_dir():
+            raise RuleError(f"{d}: rules folder not found")
+        files = sorted(d.glob("*.yaml"))
+        if not files:
+            raise RuleError(f"{d}: no rule files (*.yaml) in this folder")
+        for f in files:
+            rule = Rule.from_file(f, str(d))
+            rules[rule.id] = rule
+    return list(rules.values())

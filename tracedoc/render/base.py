@@ -1,0 +1,51 @@
+"""The renderer interface and registry: each format's name and file extension are held once, here."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from tracedoc.report import Report
+
+
+class Renderer:
+    """Turns a Report into one output document."""
+
+    name: ClassVar[str]
+    extension: ClassVar[str]
+
+    def render(self, report: Report) -> str:
+        raise NotImplementedError
+
+
+RENDERERS: dict[str, type[Renderer]] = {}
+
+
+def renderer_for_extension(suffix: str) -> type[Renderer] | None:
+    """The renderer whose files end with ``suffix`` (e.g. '.md'), if any."""
+    return next((r for r in RENDERERS.values() if r.extension == suffix.lower()), None)
+
+
+def fmt_ms(value: float) -> str:
+    """A duration in ms, readable at a glance: 1234.5 -> '1,234.5 ms', 0.0123 -> '12.3 µs'."""
+    if value >= 100:
+        return f"{value:,.0f} ms"
+    if value >= 1:
+        return f"{value:,.1f} ms"
+    return f"{value * 1000:,.1f} µs"
+
+
+def fmt_value(value: object, unit: str) -> str:
+    """An evidence value with its unit."""
+    if isinstance(value, float):
+        text = f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3g}"
+    elif isinstance(value, int):
+        text = f"{value:,}"
+    else:
+        text = "n/a" if value is None else str(value)
+    unit = {"count": "", "us": "µs"}.get(unit, unit)
+    return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
+
+
+def scope_text(scope: dict[str, object]) -> str:
+    """'rank 0, device 1, kernel ...' from a finding's scope."""
+    return ", ".join(f"{k} {v}" for k, v in scope.items()) or "whole job"

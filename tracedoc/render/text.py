@@ -1,0 +1,62 @@
+"""The terminal report (rich): the top findings and their savings readable at a glance."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from tracedoc.render.base import Renderer, fmt_ms, fmt_value, scope_text
+from tracedoc.report import Report
+
+_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+class TextRenderer(Renderer):
+    name = "text"
+    extension = ".txt"
+
+    def __init__(self, width: int = 110, color: bool = False) -> None:
+        self.width = width
+        self.color = color
+
+    def render(self, report: Report) -> str:
+        buf = io.StringIO()
+        console = Console(file=buf, width=self.width, force_terminal=self.color, no_color=not self.color,
+                          highlight=False)
+        for part in self.parts(report):
+            console.print(part)
+        return buf.getvalue()
+
+    def parts(self, report: Report) -> list:
+        """The renderables, so the CLI can print them to a live console with colour."""
+        s = report.summary
+        head = Text.assemble(("tracedoc ", "bold"), f"{len(report.inputs)} input(s) · {s['ranks']} rank(s) · "
+                             f"wall {fmt_ms(s['wall_ms'])} · GPU busy {fmt_value(s['gpu_busy_pct'], '%')}")
+        out: list = [head]
+        if not report.findings:
+            out.append(Text("No problems found by the rules that ran.", style="green"))
+            return out
+        table = Table(show_header=True, header_style="bold", expand=False, box=None, pad_edge=False)
+        for col, kw in (("#", {"justify": "right"}), ("severity", {}), ("rule", {}), ("where", {}),
+                        ("est. saving", {"justify": "right"}), ("", {"justify": "right"})):
+            table.add_column(col, **kw)
+        for i, f in enumerate(report.findings, 1):
+            table.add_row(str(i), Text(f.severity, style=_STYLE[f.severity]), f.rule,
+                          scope_text(f.scope.to_dict()), fmt_ms(f.impact_ms), f"{f.impact_pct:.1f}%")
+        out.append(table)
+        for i, f in enumerate(report.findings, 1):
+            evidence = Table.grid(padding=(0, 2))
+            evidence.add_column(style="dim")
+            evidence.add_column()
+            for e in f.evidence:
+                evidence.add_row(escape(e.name), escape(fmt_value(e.value, e.unit)))
+            body = Group(Text(f.message), Text(""), evidence, Text(""), Text.assemble(("fix: ", "bold"), f.fix))
+            title = Text.assemble((f"{i}. ", "bold"), (f.title, "bold"), f"  [{f.rule}]")
+            out.append(Panel(body, title=title, title_align="left", border_style=_STYLE[f.severity],
+                             subtitle=f"saves ~{fmt_ms(f.impact_ms)} ({f.impact_pct:.1f}%)", subtitle_align="right"))
+        return out

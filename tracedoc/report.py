@@ -1,0 +1,116 @@
+"""Report: what tracedoc concluded about a set of inputs. Renderers and the dashboard only read it.
+
+The JSON form is a contract (schema 1, see README): inputs, summary, findings ranked by estimated saving, metrics.
+A saved report re-renders without analysing again (``Report.from_json``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tracedoc import __version__
+
+REPORT_SCHEMA = 1
+SEVERITIES = ("critical", "warning", "info")
+
+
+@dataclass
+class Scope:
+    """Where a finding applies; unset fields do not apply."""
+
+    rank: int | None = None
+    device: int | None = None
+    stream: int | None = None
+    kernel: str | None = None
+    step: int | None = None
+    pg: str | None = None
+    seq: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class Evidence:
+    """One measured number behind a finding."""
+
+    name: str
+    value: float | int | str | None
+    unit: str = ""
+
+
+@dataclass
+class Finding:
+    """A judged problem: what, where, how much it costs and how to fix it."""
+
+    rule: str
+    severity: str
+    title: str
+    message: str
+    impact_ms: float
+    impact_pct: float
+    scope: Scope = field(default_factory=Scope)
+    evidence: list[Evidence] = field(default_factory=list)
+    fix: str = ""
+    references: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["scope"] = self.scope.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        return cls(**{**d, "scope": Scope(**d.get("scope", {})),
+                      "evidence": [Evidence(**e) for e in d.get("evidence", [])]})
+
+
+@dataclass
+class InputInfo:
+    """One analysed input file."""
+
+    path: str
+    format: str
+    rank: int
+    events: int
+
+
+@dataclass
+class Report:
+    """Everything the renderers need."""
+
+    inputs: list[InputInfo]
+    summary: dict[str, Any]
+    findings: list[Finding]
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tracedoc": __version__, "schema": REPORT_SCHEMA,
+                "inputs": [asdict(i) for i in self.inputs], "summary": self.summary,
+                "findings": [f.to_dict() for f in self.findings], "metrics": self.metrics}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=_json_default)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Report:
+        return cls(inputs=[InputInfo(**i) for i in d["inputs"]], summary=d["summary"],
+                   findings=[Finding.from_dict(f) for f in d["findings"]], metrics=d.get("metrics", {}))
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        return cls.from_dict(json.loads(text))
+
+    def worst_severity(self) -> str | None:
+        """The most severe finding's severity, or None without findings."""
+        present = {f.severity for f in self.findings}
+        return next((s for s in SEVERITIES if s in present), None)
+
+
+def _json_default(value: Any) -> Any:
+    """Numbers DuckDB returns as Decimal or numpy types serialize as floats/ints."""
+    if hasattr(value, "item"):
+        return value.item()
+    return float(value)

@@ -1,0 +1,94 @@
+"""Store: a DuckDB database holding the normalized tables of schema.sql.
+
+The database file is written once by ingestion and then opened read-only; analyses add TEMP views and macros
+on top, so a cached store is never modified by analysing it.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+SCHEMA_VERSION = 1
+
+
+class Store:
+    """A connection to one store, with helpers to run SQL and load analysis modules."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None) -> None:
+        self.con = con
+        self.path = path
+        self._included: set[str] = set()
+
+    @classmethod
+    def create(cls, path: Path) -> Store:
+        """Create an empty store with the normalized schema at ``path``."""
+        con = duckdb.connect(str(path))
+        con.execute(resources.files("tracedoc.store").joinpath("schema.sql").read_text())
+        con.execute("INSERT INTO store_meta VALUES ('schema_version', ?), ('complete', 'false')",
+                    [str(SCHEMA_VERSION)])
+        return cls(con, path)
+
+    @classmethod
+    def open(cls, path: Path) -> Store:
+        """Open a finished store read-only; analyses then add TEMP objects on top of it."""
+        con = duckdb.connect(":memory:")
+        con.execute(f"ATTACH '{_sql_string(str(path))}' AS store (READ_ONLY)")
+        con.execute("USE store")
+        return cls(con, path)
+
+    def query(self, sql: str, params: dict[str, Any] | list[Any] | None = None) -> list[dict[str, Any]]:
+        """Run ``sql`` and return the rows as dicts."""
+        cur = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+        names = [d[0] for d in cur.description] if cur.description else []
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def scalar(self, sql: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
+        """Run ``sql`` and return the first column of the first row (None when there is no row)."""
+        cur = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+        row = cur.fetchone()
+        return row[0] if row else None
+
+    def include(self, module: str) -> None:
+        """Load an analysis module (e.g. ``gpu.idle``) and its dependencies, once per connection."""
+        from tracedoc.analyses.modules import include
+
+        include(self, module)
+
+    def is_complete(self) -> bool:
+        """True when ingestion finished and marked the store complete."""
+        return self.scalar("SELECT value FROM store_meta WHERE key = 'complete'") == "true"
+
+    def mark_complete(self) -> None:
+        """Record that every input was ingested; only complete stores are reused from the cache."""
+        self.con.execute("UPDATE store_meta SET value = 'true' WHERE key = 'complete'")
+
+    def self_check(self) -> list[str]:
+        """Invariants every ingest must keep; returns the violated ones (empty when the store is sound)."""
+        checks = {
+            "activity with negative duration": "SELECT count(*) FROM gpu_activity WHERE dur_ns < 0",
+            "gpu activity without start time": "SELECT count(*) FROM gpu_activity WHERE ts_ns IS NULL",
+            "cpu activity without start time": "SELECT count(*) FROM cpu_activity WHERE ts_ns IS NULL",
+            "gpu activity with unknown kind": "SELECT count(*) FROM gpu_activity WHERE kind NOT IN "
+            "('kernel', 'memcpy', 'memset', 'sync')",
+            "activity of an unknown source": "SELECT count(*) FROM gpu_activity WHERE source_id NOT IN "
+            "(SELECT source_id FROM sources)",
+        }
+        return [what for what, sql in checks.items() if self.scalar(sql)]
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _sql_string(text: str) -> str:
+    """Escape a value for use inside a single-quoted SQL literal."""
+    return text.replace("'", "''")
