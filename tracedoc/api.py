@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover, load_all
 from tracedoc.judge import judge, load_rules
 from tracedoc.report import InputInfo, Report
@@ -46,13 +45,12 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
         progress("analysing")
     store.include("trace.summary")
     summary = store.query("SELECT * FROM trace_summary")[0]
-    if not summary["wall_ms"]:
-        raise InputError("the traces hold no timed activity to analyse")
-    findings = judge(store, rules, float(summary["wall_ms"]), thresholds)
+    wall_ms = float(summary["wall_ms"] or 0.0)  # 0 for inputs without a timeline (e.g. hang dumps)
+    findings = judge(store, rules, wall_ms, thresholds)
     inputs = [InputInfo(path=r["path"], format=r["format"], rank=r["rank"], events=r["event_count"])
               for r in store.query("SELECT path, format, rank, event_count FROM sources ORDER BY source_id")]
     return Report(inputs=inputs,
-                  summary={"wall_ms": round(summary["wall_ms"], 3),
+                  summary={"wall_ms": round(wall_ms, 3),
                            "gpu_busy_pct": _round(summary["gpu_busy_pct"]),
                            "ranks": summary["ranks"]},
                   findings=findings, metrics=collect_metrics(store))

@@ -1,7 +1,8 @@
 """Ingest: find the trace files among the user's paths, detect their format, and load them into a store.
 
-One module per format; each has ``FORMAT``, ``sniff(head) -> bool`` and
-``load(store, source_id, path, workdir) -> LoadResult``. Ingest knows nothing about analyses or rules.
+One module per format; each has ``FORMAT``, ``sniff(path, head) -> bool`` (``head``: the file's first MiB,
+decompressed when gzipped) and ``load(store, source_id, path, workdir) -> LoadResult``. Register a new format
+in FORMATS. Ingest knows nothing about analyses or rules.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from tracedoc.store.cache import file_digest
 
 FORMATS: dict[str, ModuleType] = {kineto.FORMAT: kineto}
 
-_TRACE_SUFFIXES = (".json", ".json.gz")
+# Files in a directory that are never traces: documentation and sample metadata beside the traces.
+_NOT_TRACES = (".md", ".txt", ".yaml", ".yml", ".py", ".log", ".png", ".html")
 _SNIFF_BYTES = 1 << 20
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 
@@ -44,7 +46,8 @@ def discover(paths: Sequence[Path]) -> list[InputFile]:
         if not path.exists():
             raise InputError(f"{path}: no such file or directory")
         if path.is_dir():
-            candidates = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(_TRACE_SUFFIXES))
+            candidates = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")
+                                and not p.name.lower().endswith(_NOT_TRACES))
             files = [f for f in (_identify(p, strict=False) for p in candidates) if f is not None]
             if not files:
                 raise InputError(f"{path}: no trace files found in this directory")
@@ -62,10 +65,10 @@ def _identify(path: Path, strict: bool) -> InputFile | None:
             raise InputError(f"{path}: empty file")
         return None
     for name, module in FORMATS.items():
-        if module.sniff(head):
+        if module.sniff(path, head):
             return InputFile(path, name, file_digest(path), path.stat().st_size)
     if strict:
-        raise InputError(f"{path}: not a trace format tracedoc reads (expected a PyTorch profiler trace)")
+        raise InputError(f"{path}: not a trace format tracedoc reads ({', '.join(FORMATS)})")
     return None
 
 

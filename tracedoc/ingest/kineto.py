@@ -55,7 +55,7 @@ class LoadResult:
     tool: str
 
 
-def sniff(head: bytes) -> bool:
+def sniff(path: Path, head: bytes) -> bool:
     """True when the first bytes (decompressed) look like a chrome trace with a ``traceEvents`` array."""
     text = head.lstrip()
     return text[:1] == b"{" and _EVENTS_KEY.search(head) is not None

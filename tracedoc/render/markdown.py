@@ -7,7 +7,7 @@ import re
 from tracedoc.render.base import Renderer, fmt_ms, fmt_value, scope_text
 from tracedoc.report import Report
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+|!~])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
 
 
 def escape(text: object) -> str:

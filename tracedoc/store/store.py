@@ -7,6 +7,7 @@ on top, so a cached store is never modified by analysing it.
 from __future__ import annotations
 
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ class Store:
     def create(cls, path: Path) -> Store:
         """Create an empty store with the normalized schema at ``path``."""
         con = duckdb.connect(str(path))
-        con.execute(resources.files("tracedoc.store").joinpath("schema.sql").read_text())
+        for schema in schema_files():
+            con.execute(schema.read_text())
         con.execute("INSERT INTO store_meta VALUES ('schema_version', ?), ('complete', 'false')",
                     [str(SCHEMA_VERSION)])
         return cls(con, path)
@@ -87,6 +89,14 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def schema_files() -> list[Traversable]:
+    """schema.sql (the tables every format shares), then each format's own schema_<format>.sql."""
+    root = resources.files("tracedoc.store")
+    extra = sorted((f for f in root.iterdir() if f.name.startswith("schema_") and f.name.endswith(".sql")),
+                   key=lambda f: f.name)
+    return [root.joinpath("schema.sql"), *extra]
 
 
 def _sql_string(text: str) -> str:
