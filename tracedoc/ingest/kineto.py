@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,[ \t]*\r?\n\s*\{")
 _HEADER_SEARCH_BYTES = 64 << 20
 _TAIL_CANDIDATES = 256
-_PART_MIN_BYTES = 16 << 20
+_PART_BYTES = 32 << 20
 
 # Fields read from each event's "args"; everything is read as text and cast in SQL, so a trace that writes a
 # number as a string (or the reverse) still loads.
@@ -70,20 +71,29 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
                 raise InputError(f"{path}: empty file")
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 meta, body_start, body_end = _locate_events(mm, path)
-                threads = store.scalar("SELECT current_setting('threads')")
-                parts = _write_parts(mm, body_start, body_end, workdir, threads)
+                rank, world_size = _distributed(meta)
+                store.con.execute(f"SET VARIABLE source_id = {int(source_id)}; "
+                                  f"SET VARIABLE rank = {int(rank or 0)};")
+                threads = int(store.scalar("SELECT current_setting('threads')"))
+                cuts = _event_cuts(mm, body_start, body_end)
+                event_count = 0
+                # Chunks of `threads` parts: DuckDB parses the parts of a chunk in parallel, and memory stays
+                # bounded by one chunk whatever the file size.
+                for i in range(0, len(cuts) - 1, threads):
+                    group = cuts[i : i + threads + 1]
+                    parts = _write_parts(mm, f.fileno(), group, workdir)
+                    try:
+                        event_count += _read_events(store.con, parts, path)
+                    finally:
+                        for part in parts:
+                            part.unlink()
+                    store.con.execute(_NORMALIZE_CHUNK_SQL)
     finally:
         if plain != path:
             plain.unlink()
-    try:
-        event_count = _read_events(store.con, parts, path)
-    finally:
-        for p in parts:
-            p.unlink()
     if event_count == 0:
         raise InputError(f"{path}: the trace holds no events")
-    rank, world_size = _distributed(meta)
-    _normalize(store.con, source_id, rank if rank is not None else 0)
+    store.con.execute(_FINISH_SQL)
     _insert_devices(store.con, source_id, meta)
     return LoadResult(rank, world_size, event_count, _tool(meta))
 
@@ -129,34 +139,54 @@ def _locate_events(mm: mmap.mmap, path: Path) -> tuple[dict[str, Any], int, int]
     raise InputError(f"{path}: truncated or malformed trace (the traceEvents array is not closed)")
 
 
-def _write_parts(mm: mmap.mmap, start: int, end: int, workdir: Path, threads: int) -> list[Path]:
-    """Copy the array's elements into a few standalone JSON array files, split at event boundaries."""
-    n_parts = max(1, min(threads, (end - start) // _PART_MIN_BYTES))
+def _event_cuts(mm: mmap.mmap, start: int, end: int) -> list[int]:
+    """Offsets that split the array's body [start, end) into parts of about _PART_BYTES at event boundaries.
+
+    Each offset but the first points just past the '}' that closes an event.
+    """
     cuts = [start]
-    for i in range(1, n_parts):
-        target = start + (end - start) * i // n_parts
-        m = _EVENT_BOUNDARY.search(mm, max(target, cuts[-1]), end)
+    while end - cuts[-1] > _PART_BYTES:
+        m = _EVENT_BOUNDARY.search(mm, cuts[-1] + _PART_BYTES, end)
         if m is None:
             break
-        cuts.append(m.start() + 1)  # just after the '}' that closes the previous event
+        cuts.append(m.start() + 1)
     cuts.append(end)
+    return cuts
+
+
+def _write_parts(mm: mmap.mmap, source_fd: int, cuts: list[int], workdir: Path) -> list[Path]:
+    """Copy the events between consecutive cuts into standalone JSON array files."""
     parts = []
     for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
-        if i > 0:
-            a = mm.find(b"{", a, b)  # skip the separating comma
+        a = mm.find(b"{", a, b)  # skip the separating comma and whitespace
+        if a < 0:
+            continue
         part = workdir / f"part{i}.json"
         with part.open("wb") as out:
             out.write(b"[")
-            for pos in range(a, b, 16 << 20):
-                out.write(mm[pos : min(b, pos + (16 << 20))])
+            out.flush()
+            _copy_range(source_fd, out.fileno(), a, b - a)
+            out.seek(0, os.SEEK_END)
             out.write(b"]")
         parts.append(part)
     return parts
 
 
+def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int) -> None:
+    """Append ``count`` bytes of ``src_fd`` from ``offset`` to ``dst_fd``, inside the kernel (no Python copies)."""
+    while count > 0:
+        n = os.copy_file_range(src_fd, dst_fd, count, offset)
+        if n == 0:
+            raise InputError("trace file shrank while being read")
+        offset += n
+        count -= n
+
+
 def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Path], path: Path) -> int:
     """Parse the part files into the temp table ``_raw``; return its row count."""
     files = "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in parts) + "]"
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS _flow_end (pid BIGINT, tid BIGINT, ts_ns BIGINT, "
+                "correlation_id BIGINT)")
     sql = (f"CREATE OR REPLACE TEMP TABLE _raw AS SELECT * FROM read_json({files}, format = 'array', "
            f"columns = {_COLUMNS}, maximum_object_size = 268435456)")
     try:
@@ -167,65 +197,49 @@ def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Path], path: Path) 
     return con.execute("SELECT count(*) FROM _raw").fetchone()[0]
 
 
-_NORMALIZE_SQL = """
--- Kineto times are microseconds with nanosecond decimals.
-CREATE OR REPLACE TEMP TABLE _ev AS
-SELECT
-    ph, lower(cat) AS cat, name,
-    TRY_CAST(pid AS BIGINT) AS pid, TRY_CAST(tid AS BIGINT) AS tid,
-    CAST(round(ts * 1000) AS BIGINT) AS ts_ns,
-    CAST(round(greatest(coalesce(dur, 0), 0) * 1000) AS BIGINT) AS dur_ns,
-    id, args
-FROM _raw
-WHERE ts IS NOT NULL;
+_TS_NS = "CAST(round(ts * 1000) AS BIGINT)"  # Kineto times are microseconds with nanosecond decimals
+_DUR_NS = "CAST(round(greatest(coalesce(dur, 0), 0) * 1000) AS BIGINT)"
 
--- Flow events ('ac2g') link a runtime call (phase s) to the GPU activity it issued (phase f) by id; used when an
--- activity carries no 'correlation' argument of its own.
-CREATE OR REPLACE TEMP TABLE _flow_end AS
-SELECT DISTINCT ON (pid, tid, ts_ns) pid, tid, ts_ns, TRY_CAST(id AS BIGINT) AS correlation_id
-FROM _ev WHERE ph = 'f' AND cat = 'ac2g';
-
+_NORMALIZE_CHUNK_SQL = f"""
 INSERT INTO gpu_activity
 SELECT
     getvariable('source_id'), getvariable('rank'),
-    coalesce(TRY_CAST(e.args."device" AS INTEGER), CAST(e.pid AS INTEGER)),
-    coalesce(TRY_CAST(e.args."stream" AS BIGINT), e.tid),
-    e.kind,
+    coalesce(TRY_CAST(args."device" AS INTEGER), TRY_CAST(pid AS INTEGER)),
+    coalesce(TRY_CAST(args."stream" AS BIGINT), TRY_CAST(tid AS BIGINT)),
+    kind,
     CASE
-        WHEN e.kind <> 'kernel' THEN e.kind
-        WHEN e.args."Collective name" IS NOT NULL THEN 'communication'
-        WHEN e.name ILIKE 'nccl%' OR e.name ILIKE '%ncclDevKernel%' OR e.name ILIKE '%ncclKernel%'
-            THEN 'communication'
+        WHEN kind <> 'kernel' THEN kind
+        WHEN args."Collective name" IS NOT NULL THEN 'communication'
+        WHEN name ILIKE 'nccl%' OR name ILIKE '%ncclDevKernel%' OR name ILIKE '%ncclKernel%' THEN 'communication'
         ELSE 'compute'
     END,
-    e.name, e.ts_ns, e.dur_ns,
-    coalesce(TRY_CAST(e.args."correlation" AS BIGINT), f.correlation_id),
-    TRY_CAST(e.args."bytes" AS BIGINT),
-    CASE WHEN e.kind = 'memcpy' THEN nullif(regexp_extract(e.name, 'Memcpy ([A-Za-z]+)', 1), '') END,
-    CASE WHEN e.kind <> 'memcpy' THEN NULL
-         WHEN e.name ILIKE '%pageable%' THEN 'pageable'
-         WHEN e.name ILIKE '%pinned%' THEN 'pinned' END,
-    CASE WHEN e.kind = 'kernel' THEN array_to_string(TRY_CAST(e.args."grid" AS BIGINT[]), ',') END,
-    CASE WHEN e.kind = 'kernel' THEN array_to_string(TRY_CAST(e.args."block" AS BIGINT[]), ',') END,
-    TRY_CAST(e.args."registers per thread" AS INTEGER),
-    TRY_CAST(e.args."shared memory" AS BIGINT),
-    e.args."Collective name"
+    name, {_TS_NS}, {_DUR_NS},
+    TRY_CAST(args."correlation" AS BIGINT),
+    TRY_CAST(args."bytes" AS BIGINT),
+    CASE WHEN kind = 'memcpy' THEN nullif(regexp_extract(name, 'Memcpy ([A-Za-z]+)', 1), '') END,
+    CASE WHEN kind <> 'memcpy' THEN NULL
+         WHEN name ILIKE '%pageable%' THEN 'pageable'
+         WHEN name ILIKE '%pinned%' THEN 'pinned' END,
+    CASE WHEN kind = 'kernel' THEN array_to_string(TRY_CAST(args."grid" AS BIGINT[]), ',') END,
+    CASE WHEN kind = 'kernel' THEN array_to_string(TRY_CAST(args."block" AS BIGINT[]), ',') END,
+    TRY_CAST(args."registers per thread" AS INTEGER),
+    TRY_CAST(args."shared memory" AS BIGINT),
+    args."Collective name"
 FROM (
-    SELECT *, CASE cat
+    SELECT *, CASE lower(cat)
         WHEN 'kernel' THEN 'kernel'
         WHEN 'gpu_memcpy' THEN 'memcpy' WHEN 'memcpy' THEN 'memcpy'
         WHEN 'gpu_memset' THEN 'memset' WHEN 'memset' THEN 'memset'
         WHEN 'cuda_sync' THEN 'sync'
     END AS kind
-    FROM _ev WHERE ph = 'X'
-) e
-LEFT JOIN _flow_end f ON f.pid = e.pid AND f.tid = e.tid AND f.ts_ns = e.ts_ns
-WHERE e.kind IS NOT NULL;
+    FROM _raw WHERE ph = 'X' AND ts IS NOT NULL
+)
+WHERE kind IS NOT NULL;
 
 INSERT INTO cpu_activity
 SELECT
-    getvariable('source_id'), getvariable('rank'), pid, tid,
-    CASE cat
+    getvariable('source_id'), getvariable('rank'), TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT),
+    CASE lower(cat)
         WHEN 'cpu_op' THEN 'op' WHEN 'operator' THEN 'op'
         WHEN 'cuda_runtime' THEN 'runtime' WHEN 'runtime' THEN 'runtime'
         WHEN 'cuda_driver' THEN 'driver'
@@ -233,36 +247,42 @@ SELECT
         WHEN 'python_function' THEN 'python'
         ELSE 'other'
     END,
-    name, ts_ns, dur_ns,
+    name, {_TS_NS}, {_DUR_NS},
     TRY_CAST(args."correlation" AS BIGINT),
     TRY_CAST(args."External id" AS BIGINT)
-FROM _ev
-WHERE ph = 'X'
-  AND cat NOT IN ('kernel', 'gpu_memcpy', 'memcpy', 'gpu_memset', 'memset', 'cuda_sync',
-                  'gpu_user_annotation', 'trace', 'ac2g')
-  AND cat NOT LIKE 'gpu\\_%' ESCAPE '\\';
+FROM _raw
+WHERE ph = 'X' AND ts IS NOT NULL
+  AND lower(cat) NOT IN ('kernel', 'gpu_memcpy', 'memcpy', 'gpu_memset', 'memset', 'cuda_sync', 'trace', 'ac2g')
+  AND lower(cat) NOT LIKE 'gpu\\_%' ESCAPE '\\';
+
+-- Flow events ('ac2g') link a runtime call (phase s) to the GPU activity it issued (phase f) by id. Kept for
+-- GPU activity that carries no 'correlation' argument of its own (older traces).
+INSERT INTO _flow_end
+SELECT TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT), {_TS_NS}, TRY_CAST(id AS BIGINT)
+FROM _raw WHERE ph = 'f' AND cat = 'ac2g';
+
+DROP TABLE _raw;
+"""
+
+_FINISH_SQL = """
+UPDATE gpu_activity g SET correlation_id = f.correlation_id
+FROM _flow_end f
+WHERE g.source_id = getvariable('source_id') AND g.correlation_id IS NULL
+  AND f.pid = g.device AND f.tid = g.stream AND f.ts_ns = g.ts_ns;
+
+DROP TABLE _flow_end;
 
 -- ProfilerStep#N annotations mark the steps (a step may be recorded more than once: keep its whole extent).
 INSERT INTO steps
 SELECT getvariable('source_id'), getvariable('rank'), step, min(ts_ns), max(ts_ns + dur_ns) - min(ts_ns)
 FROM (
     SELECT TRY_CAST(split_part(name, '#', 2) AS INTEGER) AS step, ts_ns, dur_ns
-    FROM _ev
-    WHERE ph = 'X' AND name LIKE 'ProfilerStep#%' AND cat NOT LIKE 'gpu\\_%' ESCAPE '\\'
+    FROM cpu_activity
+    WHERE source_id = getvariable('source_id') AND name LIKE 'ProfilerStep#%'
 )
 WHERE step IS NOT NULL
 GROUP BY step;
-
-DROP TABLE _ev;
-DROP TABLE _flow_end;
-DROP TABLE _raw;
 """
-
-
-def _normalize(con: duckdb.DuckDBPyConnection, source_id: int, rank: int) -> None:
-    """Map the raw events of ``_raw`` into the store's tables."""
-    con.execute(f"SET VARIABLE source_id = {int(source_id)}; SET VARIABLE rank = {int(rank)};")
-    con.execute(_NORMALIZE_SQL)
 
 
 def _distributed(meta: dict[str, Any]) -> tuple[int | None, int | None]:
