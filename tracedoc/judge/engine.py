@@ -50,8 +50,9 @@ def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
     impact_ms = _number(row.pop("__impact_ms")) or 0.0
     impact_pct = 100.0 * impact_ms / wall_ms if wall_ms else 0.0
     scope = Scope(**{key: row.pop(f"__scope_{key}") for key in rule.scope})
-    evidence = [Evidence(spec.name, _rounded(row.pop(f"__evidence_{i}")), spec.unit)
-                for i, spec in enumerate(rule.evidence)]
+    values = [_rounded(row.pop(f"__evidence_{i}")) for i in range(len(rule.evidence))]
+    evidence = [Evidence(spec.name, value, spec.unit)  # a number the trace cannot give is left out
+                for spec, value in zip(rule.evidence, values) if value is not None]
     values = {k: _rounded(v) for k, v in row.items()}
     values.update({"impact_ms": impact_ms, "impact_pct": impact_pct})
     severity = rule.severity

@@ -6,7 +6,7 @@
 -- include: gpu.busy
 
 -- Per device: communication time, compute time, their intersection and the exposed part (ns); overlap %.
-CREATE OR REPLACE TEMP VIEW comm_overlap_by_device AS
+CREATE OR REPLACE TEMP TABLE comm_overlap_by_device AS
 WITH edges AS (
     SELECT source_id, rank, device, ts_ns AS t,
            CASE WHEN category = 'communication' THEN 1 ELSE 0 END AS d_comm,

@@ -3,7 +3,10 @@
 -- A sync call (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, synchronous cudaMemcpy/
 -- cudaMemset) blocks the CPU until the GPU has drained its queue; the GPU then idles until the host launches new
 -- work. Each call is named after the operator that made it (e.g. aten::item, aten::_local_scalar_dense).
--- The cost charged to a sync is the GPU idle gap in progress when it returned. Times in ns.
+-- Cost of a sync: without it the host would have done its next work while the GPU was still busy, so the saving
+-- is at most the time the host sat blocked, and at most the GPU idle that followed its return:
+-- least(blocked time, idle gap after the return). A sync made while the GPU is busy anyway costs nothing, and
+-- idle that the host spends on other work (e.g. loading data) stays charged to that work. Times in ns.
 -- include: gpu.idle
 
 -- One row per blocking sync call: its operator (via the profiler's External id), start, duration (ns).
@@ -17,20 +20,23 @@ WHERE r.kind IN ('runtime', 'driver')
   AND (r.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize', 'cudaMemcpy',
                   'cudaMemset', 'cuCtxSynchronize', 'cuStreamSynchronize', 'cuEventSynchronize'));
 
--- GPU idle gaps that were in progress when a sync returned: the drain each sync caused.
-CREATE OR REPLACE TEMP VIEW host_sync_idle AS
-SELECT DISTINCT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns
+-- GPU idle charged to syncs, one row per idle gap in progress when a sync returned: cost_ns is the summed
+-- least(blocked time, idle after the return) of the syncs returning in it, capped at the gap's length.
+CREATE OR REPLACE TEMP TABLE host_sync_idle AS
+SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns,
+       least(g.dur_ns, sum(least(s.dur_ns, g.end_ns - greatest(g.ts_ns, s.end_ns)))) AS cost_ns
 FROM gpu_idle_gaps g JOIN host_sync_calls s
-  ON s.source_id = g.source_id AND s.end_ns BETWEEN g.ts_ns AND g.end_ns;
+  ON s.source_id = g.source_id AND s.end_ns BETWEEN g.ts_ns AND g.end_ns
+GROUP BY g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns;
 
--- Per rank: sync calls, calls per profiler step, time the host spent blocked (ns), GPU idle they caused (ns and
--- % of the window), and the operator that made most of them.
+-- Per rank: sync calls, calls per profiler step, time the host spent blocked (ns), GPU idle charged to them
+-- (gpu_idle_ns, ns and % of the window), and the operator that made most of them.
 CREATE OR REPLACE TEMP VIEW host_sync_by_rank AS
 SELECT s.source_id, s.rank, count(*) AS sync_count,
        count(*) / nullif(any_value(w.step_count), 0) AS syncs_per_step,
        sum(s.dur_ns) AS blocked_ns,
-       coalesce((SELECT sum(i.dur_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0) AS gpu_idle_ns,
-       100.0 * coalesce((SELECT sum(i.dur_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0)
+       coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0) AS gpu_idle_ns,
+       100.0 * coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0)
            / nullif(any_value(w.wall_ns), 0) AS gpu_idle_pct,
        mode(coalesce(s.op, s.call)) AS top_origin,
        any_value(w.wall_ns) AS wall_ns

@@ -1,0 +1,21 @@
+"""Shared fixtures: the sample corpus, and an isolated cache so tests never touch the user's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples"
+
+
+def sample_dirs() -> list[Path]:
+    """Every sample folder that states what tracedoc must conclude about it."""
+    return sorted(p.parent for p in SAMPLES.glob("*/expected.yaml"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stores go to a per-session temporary cache, never ~/.cache."""
+    monkeypatch.setenv("TRACEDOC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))

@@ -1,0 +1,198 @@
+"""A DistributedDataParallel training step of a small transformer, profiled on every rank.
+
+Variants:
+  overlap     plain DDP: gradient buckets are all-reduced while backward is still running
+  no_overlap  forward and backward under ddp.no_sync(), then every gradient is all-reduced by hand
+              after backward, so no communication is hidden behind compute
+
+Each rank writes its own trace, rank<N>.trace.json.gz, into --out.
+
+Example:
+  torchrun --nproc_per_node=2 workloads/ddp_step/run.py --variant overlap --out out/ddp-overlap
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+VARIANTS = ("overlap", "no_overlap")
+D_IN = 256
+
+
+class Net(nn.Module):
+    """Input projection, a stack of pre-norm transformer encoder layers, output projection."""
+
+    def __init__(self, d_model: int, layers: int, heads: int) -> None:
+        super().__init__()
+        self.inp = nn.Linear(D_IN, d_model)
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(
+                d_model, heads, 4 * d_model, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+            )
+            for _ in range(layers)
+        )
+        self.out = nn.Linear(d_model, D_IN)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [batch, seq, D_IN] -> [batch, seq, D_IN]."""
+        h = self.inp(x)
+        for layer in self.layers:
+            h = layer(h)
+        return self.out(h)
+
+
+def allreduce_grads(params: list[nn.Parameter], world: int) -> None:
+    """Average gradients over ranks one tensor at a time, after backward has finished."""
+    grads = [p.grad for p in params if p.grad is not None]
+    for g in grads:
+        dist.all_reduce(g)
+    torch._foreach_div_(grads, world)
+
+
+class Trainer:
+    """Runs one training step per call for the chosen variant."""
+
+    def __init__(self, args: argparse.Namespace, device: torch.device, world: int) -> None:
+        self.variant = args.variant
+        self.device = device
+        self.world = world
+        model = Net(args.d_model, args.layers, args.heads).to(device)
+        self.ddp = DDP(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            bucket_cap_mb=args.bucket_mb,
+        )
+        self.params = list(self.ddp.parameters())
+        self.opt = torch.optim.AdamW(self.params, lr=1e-4, foreach=True)
+        gen = torch.Generator(device=device).manual_seed(1000 + dist.get_rank())
+        shape = (args.batch, args.seq, D_IN)
+        self.batches = [tuple(torch.randn(shape, device=device, generator=gen) for _ in range(2)) for _ in range(2)]
+        self.n = 0
+
+    def loss(self) -> torch.Tensor:
+        """Forward pass on the next synthetic batch."""
+        x, target = self.batches[self.n % len(self.batches)]
+        self.n += 1
+        with record_function("forward"), torch.autocast(self.device.type, dtype=torch.bfloat16):
+            return F.mse_loss(self.ddp(x).float(), target)
+
+    def step(self) -> None:
+        """Forward, backward (with or without overlapped all-reduce), optimizer."""
+        if self.variant == "overlap":
+            loss = self.loss()
+            with record_function("backward"):
+                loss.backward()
+        else:
+            with self.ddp.no_sync():
+                loss = self.loss()
+                with record_function("backward"):
+                    loss.backward()
+            with record_function("allreduce_grads"):
+                allreduce_grads(self.params, self.world)
+        with record_function("optimizer"):
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the device."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def allreduce_gbps(numel: int, device: torch.device, repeats: int = 5) -> float:
+    """Bus bandwidth in GB/s of an fp32 all-reduce of numel elements (the gradients' size)."""
+    buf = torch.ones(numel, device=device)
+    dist.all_reduce(buf)
+    sync(device)
+    started = time.perf_counter()
+    for _ in range(repeats):
+        dist.all_reduce(buf)
+    sync(device)
+    seconds = (time.perf_counter() - started) / repeats
+    world = dist.get_world_size()
+    return 4 * numel * 2 * (world - 1) / world / seconds / 1e9
+
+
+def main() -> None:
+    """Parse arguments, time unprofiled steps, then write one trace per rank."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--variant", choices=VARIANTS, default="overlap")
+    parser.add_argument("--out", type=Path, required=True, help="folder for rank<N>.trace.json.gz")
+    parser.add_argument("--steps", type=int, default=3, help="profiled (active) steps")
+    parser.add_argument("--bench-steps", type=int, default=20, help="unprofiled steps timed for step ms")
+    parser.add_argument("--d-model", type=int, default=3072)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=24)
+    parser.add_argument("--batch", type=int, default=8, help="sequences per rank")
+    parser.add_argument("--seq", type=int, default=1024)
+    parser.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
+    parser.add_argument("--device", default="cuda", help="'cpu' runs a smoke test over gloo")
+    args = parser.parse_args()
+
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if args.device == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    trainer = Trainer(args, device, world)
+    numel = sum(p.numel() for p in trainer.params)
+    tokens = args.batch * args.seq
+    if rank == 0:
+        print(
+            f"variant={args.variant} world={world} params={numel / 1e6:.1f}M "
+            f"grads={4 * numel / 1e6:.0f} MB tokens/rank={tokens} bucket_cap_mb={args.bucket_mb} "
+            f"torch={torch.__version__}"
+        )
+        print(f"all-reduce of the gradients' size: {allreduce_gbps(numel, device):.1f} GB/s bus bandwidth")
+    else:
+        allreduce_gbps(numel, device)
+
+    for _ in range(3):
+        trainer.step()
+    sync(device)
+    started = time.perf_counter()
+    for _ in range(args.bench_steps):
+        trainer.step()
+    sync(device)
+    step_ms = 1e3 * (time.perf_counter() - started) / args.bench_steps
+    if rank == 0:
+        print(
+            f"RESULT ddp {args.variant}: {step_ms:.2f} ms/step, "
+            f"{world * tokens / step_ms * 1e3:.0f} tokens/s over {world} ranks (no profiler)"
+        )
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    trace = args.out / f"rank{rank}.trace.json.gz"
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(
+        activities=activities,
+        schedule=schedule(wait=1, warmup=2, active=args.steps, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),
+    ) as prof:
+        for _ in range(3 + args.steps):
+            trainer.step()
+            prof.step()
+    print(f"rank {rank} trace: {trace} ({trace.stat().st_size / 1e3:.0f} kB)")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
