@@ -1,0 +1,99 @@
+"""Measured numbers on real samples, checked against independent computations from the raw trace events."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLES
+from tracedoc.api import open_store
+from tracedoc.ingest import discover
+from tracedoc.store import Store
+
+
+def union_ns(intervals: list[tuple[int, int]]) -> int:
+    total, end = 0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def ns(us: float) -> int:
+    """Microseconds to integer ns, rounding half away from zero as the store does."""
+    return int(us * 1000 + 0.5)
+
+
+def kernels(path: Path) -> list[dict]:
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    return [{"name": e["name"], "ts": ns(e["ts"]), "end": ns(e["ts"]) + ns(e["dur"])}
+            for e in events if e.get("cat") == "kernel"]
+
+
+def ingest(tmp_path: Path, path: Path) -> Store:
+    return open_store(discover([path]), tmp_path)[0]
+
+
+@pytest.mark.parametrize("sample", ["ddp-overlap", "ddp-no-overlap"])
+def test_comm_overlap_matches_an_independent_sweep(sample: str, tmp_path: Path) -> None:
+    """overlap % = |comm ∩ compute| / |comm|, from NCCL and other kernels of the same rank."""
+    for trace in sorted((SAMPLES / sample).glob("*.json.gz")):
+        ks = kernels(trace)
+        comm = [(k["ts"], k["end"]) for k in ks if "nccl" in k["name"].lower()]
+        comp = [(k["ts"], k["end"]) for k in ks if "nccl" not in k["name"].lower()]
+        both = union_ns(comm) + union_ns(comp) - union_ns(comm + comp)
+        with ingest(tmp_path / trace.name, trace) as store:
+            store.include("comm.overlap")
+            row = store.query("SELECT comm_ns, compute_ns, overlap_ns, overlap_pct FROM comm_overlap_by_device")[0]
+        # the analysis clips to the trace window; kernels outside it are a few at most
+        assert row["comm_ns"] == pytest.approx(union_ns(comm), rel=0.02)
+        assert row["overlap_ns"] == pytest.approx(both, rel=0.02, abs=50_000)
+    low = sample == "ddp-no-overlap"
+    assert (row["overlap_pct"] < 10) if low else (row["overlap_pct"] > 80)
+
+
+def test_busy_time_is_the_union_of_gpu_work(tmp_path: Path) -> None:
+    trace = SAMPLES / "decode-eager" / "trace.json.gz"
+    with ingest(tmp_path, trace) as store:
+        store.include("gpu.idle")
+        busy = store.scalar("SELECT sum(end_ns - ts_ns) FROM gpu_busy_intervals")
+        idle = store.query("SELECT * FROM gpu_idle_by_device")[0]
+        window = store.query("SELECT * FROM trace_wall")[0]
+        raw = [(k["ts"], k["end"]) for k in kernels(trace)]
+        inside = [(a, b) for a, b in raw if b > window["start_ns"] and a < window["end_ns"]]
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    copies = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events
+              if e.get("cat") in ("gpu_memcpy", "gpu_memset")]
+    copies = [(a, b) for a, b in copies if b > window["start_ns"] and a < window["end_ns"]]
+    assert busy == union_ns(inside + copies)
+    # busy + every idle gap = the window
+    assert idle["idle_ns"] + busy == pytest.approx(window["wall_ns"], abs=1000)
+    assert idle["host_wait_ns"] + idle["kernel_wait_ns"] + idle["other_ns"] == idle["idle_ns"]
+
+
+def test_idle_causes_separate_launch_gaps_from_host_work(tmp_path: Path) -> None:
+    """Eager decode idles in short launch gaps; the slow input pipeline idles in long host gaps inside 'data'."""
+    with ingest(tmp_path / "a", SAMPLES / "decode-eager" / "trace.json.gz") as store:
+        store.include("gpu.idle")
+        eager = store.query("SELECT * FROM gpu_idle_host_bound")[0]
+    with ingest(tmp_path / "b", SAMPLES / "input-slow" / "trace.json.gz") as store:
+        store.include("gpu.idle")
+        slow = store.query("SELECT * FROM gpu_idle_host_bound")[0]
+    assert eager["host_wait_short_pct"] > 80 and eager["host_wait_long_pct"] < 10
+    assert slow["host_wait_long_pct"] > 60 and slow["host_activity"] == "data"
+
+
+def test_sync_cost_is_bounded_by_blocked_time(tmp_path: Path) -> None:
+    """A sync can save at most the time the host sat blocked in it, whatever idle followed."""
+    with ingest(tmp_path, SAMPLES / "input-slow" / "trace.json.gz") as store:
+        store.include("host.sync")
+        row = store.query("SELECT * FROM host_sync_by_rank")[0]
+    assert row["sync_count"] == 9 and row["syncs_per_step"] == 3
+    assert 0 < row["gpu_idle_ns"] <= row["blocked_ns"]

@@ -1,0 +1,112 @@
+"""PyTorch profiler traces into the store: checked against an independent json-module reading of real samples."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLES
+from tracedoc.api import open_store
+from tracedoc.ingest import discover
+from tracedoc.store import Store
+
+GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
+
+
+def reference(path: Path) -> dict:
+    """What the file holds, read the slow, obvious way."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    events = doc["traceEvents"]
+    return {"doc": doc, "gpu": Counter(GPU_CATS[e["cat"]] for e in events if e.get("ph") == "X"
+                                       and e.get("cat") in GPU_CATS),
+            "steps": sorted(int(e["name"].split("#")[1]) for e in events
+                            if str(e.get("name", "")).startswith("ProfilerStep#")
+                            and e.get("cat") != "gpu_user_annotation"),
+            "kernel_ns": sum(int(e["dur"] * 1000 + 0.5) for e in events if e.get("cat") == "kernel")}
+
+
+def ingest(tmp_path: Path, *paths: Path) -> Store:
+    store, _ = open_store(discover(list(paths)), tmp_path / "cache")
+    return store
+
+
+@pytest.mark.parametrize("sample", ["decode-eager", "decode-cudagraph", "input-slow", "ddp-overlap"])
+def test_every_gpu_activity_is_stored(sample: str, tmp_path: Path) -> None:
+    for trace in sorted((SAMPLES / sample).glob("*.json.gz")):
+        ref = reference(trace)
+        with ingest(tmp_path / trace.name, trace) as store:
+            assert store.self_check() == []
+            rows = store.query("SELECT kind, count(*) AS n FROM gpu_activity GROUP BY kind")
+            assert {r["kind"]: r["n"] for r in rows} == dict(ref["gpu"])
+            assert store.scalar("SELECT sum(dur_ns) FROM gpu_activity WHERE kind = 'kernel'") == ref["kernel_ns"]
+            assert [r["step"] for r in store.query("SELECT step FROM steps ORDER BY step")] == sorted(set(ref["steps"]))
+
+
+def test_cuda_graph_kernels_do_not_vanish(tmp_path: Path) -> None:
+    """Kernels replayed by cudaGraphLaunch are stored and linked to the graph launch that issued them."""
+    trace = SAMPLES / "decode-cudagraph" / "trace.json.gz"
+    with ingest(tmp_path, trace) as store:
+        assert store.scalar("SELECT count(*) FROM gpu_activity WHERE kind = 'kernel'") == \
+            reference(trace)["gpu"]["kernel"]
+        store.include("gpu.launch")
+        stats = store.query("SELECT kernel_count, graph_kernel_count FROM gpu_launch_stats")[0]
+        assert stats["graph_kernel_count"] > 0.5 * stats["kernel_count"]
+
+
+def test_rank_comes_from_distributed_info(tmp_path: Path) -> None:
+    with ingest(tmp_path, SAMPLES / "ddp-overlap") as store:
+        rows = store.query("SELECT path, rank, world_size FROM sources ORDER BY rank")
+    assert [(Path(r["path"]).name, r["rank"], r["world_size"]) for r in rows] == [
+        ("rank0.trace.json.gz", 0, 2), ("rank1.trace.json.gz", 1, 2)]
+
+
+def test_rank_falls_back_to_the_file_name(tmp_path: Path) -> None:
+    """A trace without distributedInfo (as older or single-process runs write) takes its rank from its name."""
+    doc = json.loads(gzip.decompress((SAMPLES / "ddp-overlap" / "rank1.trace.json.gz").read_bytes()))
+    del doc["distributedInfo"]
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    (ranks / "worker_rank7.json").write_text(json.dumps(doc))
+    with ingest(tmp_path, ranks) as store:
+        assert store.scalar("SELECT rank FROM sources") == 7
+        assert store.scalar("SELECT count(DISTINCT rank) FROM gpu_activity") == 1
+        assert store.scalar("SELECT min(rank) FROM gpu_activity") == 7
+
+
+def test_plain_and_gzipped_traces_give_the_same_store(tmp_path: Path) -> None:
+    gz = SAMPLES / "input-slow" / "trace.json.gz"
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    counts = []
+    for i, path in enumerate((gz, plain)):
+        with ingest(tmp_path / str(i), path) as store:
+            counts.append(store.query("SELECT kind, count(*) AS n, sum(dur_ns) AS d FROM gpu_activity "
+                                      "GROUP BY kind ORDER BY kind"))
+    assert counts[0] == counts[1]
+
+
+def test_large_traces_are_read_in_several_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Splitting the event array at event boundaries loses and duplicates nothing."""
+    import tracedoc.ingest.kineto as kineto
+
+    trace = SAMPLES / "decode-eager" / "trace.json.gz"
+    monkeypatch.setattr(kineto, "_PART_BYTES", 64 << 10)  # ~60 parts instead of one
+    with ingest(tmp_path, trace) as store:
+        assert store.scalar("SELECT count(*) FROM gpu_activity") == sum(reference(trace)["gpu"].values())
+
+
+def test_second_analysis_reuses_the_store(tmp_path: Path) -> None:
+    trace = SAMPLES / "decode-cudagraph" / "trace.json.gz"
+    copy = tmp_path / "renamed.json.gz"
+    shutil.copy(trace, copy)
+    first, cached_first = open_store(discover([trace]), tmp_path / "cache")
+    first.close()
+    second, cached_second = open_store(discover([copy]), tmp_path / "cache")  # same bytes, other name
+    second.close()
+    assert (cached_first, cached_second) == (False, True)
+    assert len(list((tmp_path / "cache").glob("*.duckdb"))) == 1

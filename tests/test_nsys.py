@@ -1,0 +1,315 @@
+"""Nsight Systems ingest: totals equal `nsys stats`, rule hits agree with `nsys analyze`, schema drift, NVTX,
+ranks, privacy and bad input. Runs on .sqlite samples without nsys; the .nsys-rep test needs nsys on PATH."""
+
+from __future__ import annotations
+
+import csv
+import json
+import lzma
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import SAMPLES
+from tracedoc import analyze
+from tracedoc.api import open_store
+from tracedoc.cli import cli
+from tracedoc.ingest import discover, nsys, sqlite_arrow
+from tracedoc.render import RENDERERS
+from tracedoc.store import Store
+
+TORCH = SAMPLES / "nsys-torch-h100"
+NVFUSER = SAMPLES / "nsys-nvfuser-h200" / "report1.sqlite"
+TRAIN = SAMPLES / "nsys-fastvideo-train-2gpu" / "mfu_2gpu_before.sqlite"
+INFER = SAMPLES / "nsys-fastvideo-infer-2gpu" / "h100_2gpu_1s.sqlite"
+SECRET = "hf_s3cr3tT0kenThatMustNeverShow"
+
+
+@pytest.fixture(scope="module")
+def torch_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """The nsys-torch-h100 export, ingested once for the module."""
+    store, _ = open_store(discover([TORCH / "sample.sqlite"]), tmp_path_factory.mktemp("nsys-store"))
+    with store:
+        yield store
+
+
+def _csv(name: str) -> list[dict[str, str]]:
+    with (TORCH / name).open() as f:
+        return list(csv.DictReader(f))
+
+
+def _api(name: str) -> str:
+    """nsys stats' name for a CUDA call: a '_vNNNN' version suffix dropped."""
+    return name[:-6] if name[-6:-4] == "_v" and name[-4:].isdigit() else name
+
+
+# --- totals: exactly what `nsys stats` reports -----------------------------------------------------------------
+
+def test_kernel_totals_match_nsys_stats(torch_store: Store) -> None:
+    ours = {r["name"]: r for r in torch_store.query(
+        "SELECT name, count(*) AS n, sum(dur_ns) AS total, min(dur_ns) AS lo, max(dur_ns) AS hi, "
+        "median(dur_ns) AS med FROM gpu_activity WHERE kind = 'kernel' GROUP BY name")}
+    theirs = _csv("stats_cuda_gpu_kern_sum.csv")
+    assert len(theirs) == len(ours) == 8
+    for row in theirs:
+        got = ours[row["Name"]]
+        assert (got["n"], got["total"], got["lo"], got["hi"]) == (
+            int(row["Instances"]), int(row["Total Time (ns)"]), int(row["Min (ns)"]), int(row["Max (ns)"]))
+        assert float(got["med"]) == float(row["Med (ns)"])
+
+
+def test_api_totals_match_nsys_stats(torch_store: Store) -> None:
+    ours = {r["name"]: r for r in torch_store.query(
+        "SELECT name, count(*) AS n, sum(dur_ns) AS total, min(dur_ns) AS lo, max(dur_ns) AS hi "
+        "FROM cpu_activity WHERE kind IN ('runtime', 'driver') GROUP BY name")}
+    theirs = _csv("stats_cuda_api_sum.csv")
+    assert {r["Name"] for r in theirs} == set(ours)
+    for row in theirs:
+        got = ours[row["Name"]]
+        assert (got["n"], got["total"], got["lo"], got["hi"]) == (
+            int(row["Num Calls"]), int(row["Total Time (ns)"]), int(row["Min (ns)"]), int(row["Max (ns)"]))
+
+
+def test_memory_totals_match_nsys_stats(torch_store: Store) -> None:
+    operation = {"HtoD": "[CUDA memcpy Host-to-Device]", "DtoH": "[CUDA memcpy Device-to-Host]",
+                 "DtoD": "[CUDA memcpy Device-to-Device]"}
+    ours = {("[CUDA memset]" if r["kind"] == "memset" else operation[r["copy_kind"]]): r for r in torch_store.query(
+        "SELECT kind, copy_kind, count(*) AS n, sum(dur_ns) AS total, min(dur_ns) AS lo, max(dur_ns) AS hi "
+        "FROM gpu_activity WHERE kind IN ('memcpy', 'memset') GROUP BY kind, copy_kind")}
+    theirs = _csv("stats_cuda_gpu_mem_time_sum.csv")
+    assert {r["Operation"] for r in theirs} == set(ours)
+    for row in theirs:
+        got = ours[row["Operation"]]
+        assert (got["n"], got["total"], got["lo"], got["hi"]) == (
+            int(row["Count"]), int(row["Total Time (ns)"]), int(row["Min (ns)"]), int(row["Max (ns)"]))
+
+
+# --- rule hits: what `nsys analyze` reports --------------------------------------------------------------------
+
+def test_gpu_gaps_equal_nsys_gpu_gaps(torch_store: Store) -> None:
+    torch_store.include("gpu.gaps")
+    ours = torch_store.query("SELECT ts_ns, dur_ns FROM gpu_gaps_all WHERE dur_ns >= 500e6 ORDER BY ts_ns")
+    theirs = [(int(r["Start (ns)"]), int(r["Duration (ns)"])) for r in _csv("analyze_gpu_gaps.csv")]
+    assert [(r["ts_ns"], r["dur_ns"]) for r in ours] == theirs
+
+
+def test_sync_copies_and_memsets_equal_nsys(torch_store: Store) -> None:
+    torch_store.include("host.blocking")
+    for kind, name in (("memcpy", "analyze_cuda_memcpy_sync.csv"), ("memset", "analyze_cuda_memset_sync.csv")):
+        ours = torch_store.query(f"""
+            SELECT a.ts_ns, a.dur_ns FROM host_blocking_calls b
+            JOIN cpu_activity c ON c.ts_ns = b.ts_ns AND c.name = b.call
+            JOIN gpu_activity a ON a.correlation_id = c.correlation_id AND a.kind = '{kind}'
+            WHERE b.kind = '{kind}' ORDER BY a.dur_ns DESC""")
+        theirs = [(int(r["Start (ns)"]), int(r["Duration (ns)"])) for r in _csv(name)]
+        assert [(r["ts_ns"], r["dur_ns"]) for r in ours] == theirs, kind
+
+
+def test_pageable_async_copies_equal_nsys(torch_store: Store) -> None:
+    ours = torch_store.query("""
+        SELECT a.ts_ns, a.dur_ns FROM gpu_activity a
+        JOIN cpu_activity c ON c.correlation_id = a.correlation_id AND c.kind = 'runtime'
+        WHERE a.kind = 'memcpy' AND a.host_memory = 'pageable' AND c.name LIKE 'cudaMemcpy%Async%'
+        ORDER BY a.dur_ns DESC""")
+    theirs = [(int(r["Start (ns)"]), int(r["Duration (ns)"])) for r in _csv("analyze_cuda_memcpy_async.csv")]
+    assert [(r["ts_ns"], r["dur_ns"]) for r in ours] == theirs
+
+
+def test_sync_calls_equal_nsys_cuda_api_sync(torch_store: Store) -> None:
+    """host.sync sees every call nsys lists; host-sync does not fire here because it judges by the GPU idle the
+    calls cause (under 2 % of the window), where nsys lists every call without a cost."""
+    torch_store.include("host.sync")
+    ours = torch_store.query("SELECT ts_ns, dur_ns FROM host_sync_calls WHERE call IN "
+                             "('cudaStreamSynchronize', 'cudaDeviceSynchronize') ORDER BY dur_ns DESC, ts_ns")
+    theirs = sorted(((int(r["Start (ns)"]), int(r["Duration (ns)"])) for r in _csv("analyze_cuda_api_sync.csv")),
+                    key=lambda t: (-t[1], t[0]))
+    assert [(r["ts_ns"], r["dur_ns"]) for r in ours] == theirs
+    assert torch_store.scalar("SELECT gpu_idle_pct FROM host_sync_by_rank") < 2
+
+
+def test_low_utilization_covers_nsys_region(torch_store: Store) -> None:
+    """nsys: one merged region of all 30 chunks, 2.9 % in use (a sum of durations); tracedoc: 30 chunks under
+    50 % busy (a union), starting at the same first GPU activity."""
+    (row,) = _csv("analyze_gpu_time_util.csv")
+    torch_store.include("gpu.utilization")
+    chunks = torch_store.query("SELECT ts_ns, dur_ns, busy_pct FROM gpu_utilization_chunks(30) ORDER BY ts_ns")
+    assert len(chunks) == 30 and all(c["busy_pct"] < 50 for c in chunks)
+    assert chunks[0]["ts_ns"] == int(row["Start (ns)"])
+    span_busy = sum(c["busy_pct"] * c["dur_ns"] for c in chunks) / sum(c["dur_ns"] for c in chunks)
+    assert abs(span_busy - float(row["In-Use (%)"])) < 0.3
+
+
+def test_report_on_torch_sample_names_the_nvtx_range() -> None:
+    report = analyze([TORCH])
+    by_rule = {f.rule: f for f in report.findings}
+    assert {"pageable-memcpy", "sync-memcpy", "sync-memset", "gpu-gaps", "low-gpu-utilization"} <= set(by_rule)
+    gaps = by_rule["gpu-gaps"]
+    assert gaps.impact_ms == pytest.approx(652.404, abs=0.001)
+    assert {e.name: e.value for e in gaps.evidence}["host annotation over the longest gap"] == "checkpoint"
+    idle = by_rule["gpu-idle-host-bound"]
+    assert "Most idle time falls in NVTX range" in idle.message
+    assert any(e.name == "NVTX range with the most idle GPU time" and e.value for e in idle.evidence)
+
+
+def test_gpu_gaps_threshold_is_configurable() -> None:
+    fired = {f.rule for f in analyze([NVFUSER]).findings}
+    assert "gpu-gaps" not in fired  # longest gap 397 ms
+    lowered = analyze([NVFUSER], thresholds={"gpu-gaps": {"min_gap_ms": 100}})
+    (gap,) = [f for f in lowered.findings if f.rule == "gpu-gaps"]
+    assert {e.name: e.value for e in gap.evidence}["longest gap"] == pytest.approx(396.816, abs=0.001)
+
+
+# --- mapping and schema drift -----------------------------------------------------------------------------------
+
+def test_mapping_of_the_torch_export(torch_store: Store) -> None:
+    s = torch_store
+    assert s.scalar("SELECT tool FROM sources") == "Nsight Systems 2025.3.2.0, export schema 3.20.3"
+    gemm = s.query("SELECT grid, block, registers_per_thread, shared_memory_bytes FROM gpu_activity "
+                   "WHERE name LIKE 'sm80_xmma_gemm%' LIMIT 1")[0]
+    assert gemm["grid"].count(",") == 2 and gemm["registers_per_thread"] > 0 and gemm["shared_memory_bytes"] > 0
+    assert s.scalar("SELECT count(*) FROM gpu_activity WHERE kind = 'memset' AND host_memory = 'managed'") == 1
+    assert s.scalar("SELECT count(*) FROM gpu_activity WHERE name = 'Sync (cudaStreamSynchronize)'") == 18
+    assert s.scalar("SELECT count(*) FROM cpu_activity WHERE kind = 'os'") > 1000
+    window = s.query("SELECT min(ts_ns) AS a, max(ts_ns + dur_ns) AS b FROM cpu_activity WHERE kind = 'os'")[0]
+    api = s.query("SELECT min(ts_ns) AS a FROM cpu_activity WHERE kind IN ('runtime', 'driver')")[0]
+    assert window["a"] >= api["a"]  # OS calls clipped to the CUDA/NVTX span
+    assert s.scalar("SELECT count(*) FROM nsys_threads WHERE process_name = 'python3'") >= 1
+    assert s.query("SELECT name, kind, depth FROM nvtx_ranges WHERE name IN ('epoch', 'checkpoint') "
+                   "ORDER BY name") == [{"name": "checkpoint", "kind": "push_pop", "depth": 2},
+                                        {"name": "epoch", "kind": "start_end", "depth": 0}]
+    assert s.query("SELECT name FROM devices") == [{"name": "NVIDIA H100 80GB HBM3"}]
+
+
+def test_nvtx_projection_attributes_gpu_work(torch_store: Store) -> None:
+    torch_store.include("nvtx.projection")
+    by_range = {r["range_name"]: r for r in torch_store.query("SELECT * FROM nvtx_range_gpu_time")}
+    assert by_range["forward"]["activity_count"] == 6 * 16  # 8 matmuls + 8 tanh per step
+    assert by_range["optimizer"]["activity_count"] == 6 * 200
+    assert by_range["checkpoint"]["idle_ns"] >= 600e6
+
+
+def test_old_and_new_schemas_load(tmp_path: Path) -> None:
+    """2024.6 (schema 3.16.1, TARGET_INFO_GPU) and 2026.2 (3.25.0, no GPU table, NVTX as registered strings)."""
+    old = analyze([NVFUSER])
+    assert old.inputs[0].format == "nsys" and old.inputs[0].events == 1642
+    with Store.create(tmp_path / "store.duckdb") as store:
+        nsys.load(store, 0, TRAIN, tmp_path)
+        assert store.scalar("SELECT count(*) FROM gpu_activity WHERE category = 'communication'") == 66
+        assert store.scalar("SELECT count(DISTINCT collective) FROM gpu_activity WHERE category = 'communication'") == 1
+        assert store.scalar("SELECT count(*) FROM nvtx_ranges WHERE name = 'ncclSend' AND domain_id = 1") == 132
+        assert store.scalar("SELECT count(*) FROM cpu_activity WHERE kind = 'op' AND name = 'aten::empty'") > 0
+        assert store.query("SELECT device, name FROM devices ORDER BY device") == [
+            {"device": 0, "name": None}, {"device": 1, "name": None}]
+
+
+def test_sqlite3_fallback_reads_the_same(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if sqlite_arrow._adbc is None:
+        pytest.skip("ADBC's SQLite driver is not installed: every test already uses the fallback")
+    with_adbc = analyze([INFER], cache_dir=tmp_path / "a").to_dict()
+    monkeypatch.setattr(sqlite_arrow, "_adbc", None)
+    without = analyze([INFER], cache_dir=tmp_path / "b").to_dict()
+    assert with_adbc["metrics"] == without["metrics"] and with_adbc["inputs"] == without["inputs"]
+
+
+def test_directory_of_per_rank_exports(tmp_path: Path) -> None:
+    """One export per rank: the rank comes from the file name, comm.overlap runs per rank and device."""
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    shutil.copyfile(TRAIN, ranks / "rank0.sqlite")
+    shutil.copyfile(INFER, ranks / "rank1.sqlite")
+    report = analyze([ranks])
+    assert sorted(i.rank for i in report.inputs) == [0, 1] and report.summary["ranks"] == 2
+    overlap = {(r["rank"], r["device"]): r for r in report.metrics["comm_overlap"]}
+    assert overlap[0, 0]["comm_ms"] == pytest.approx(17.17, abs=0.01) and overlap[0, 0]["overlap_ms"] == 0
+    assert overlap[1, 0]["comm_ms"] == 0
+    assert [f.scope.rank for f in report.findings if f.rule == "low-comm-overlap"] == [0]
+
+
+# --- privacy: the environment the export keeps never leaves it --------------------------------------------------
+
+def test_environment_variables_never_reach_store_or_report(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.sqlite"
+    shutil.copyfile(TORCH / "sample.sqlite", planted)
+    con = sqlite3.connect(planted)
+    con.execute("INSERT INTO META_DATA_CAPTURE VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', ?)",
+                (f'HF_TOKEN="{SECRET}"',))
+    con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = ? WHERE name = 'DeviceEnvironment'", (SECRET,))
+    assert con.total_changes == 2
+    con.commit()
+    con.close()
+    cache = tmp_path / "cache"
+    runner = CliRunner()
+    for fmt in sorted(RENDERERS):
+        result = runner.invoke(cli, ["analyze", str(planted), "--format", fmt, "--cache-dir", str(cache)])
+        assert result.exit_code == 0, result.output
+        assert SECRET not in result.output
+    stores = list(cache.glob("*.duckdb"))
+    assert stores and all(SECRET.encode() not in p.read_bytes() for p in stores)
+
+
+# --- bad input: exit code 2 and one line ------------------------------------------------------------------------
+
+def _fails_with(path: Path, *needles: str) -> None:
+    result = CliRunner().invoke(cli, ["analyze", str(path), "--no-cache"])
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.output
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_truncated_export(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes((TORCH / "sample.sqlite").read_bytes()[:300_000])
+    _fails_with(cut, "truncated SQLite database")
+
+
+def test_corrupt_export(tmp_path: Path) -> None:
+    data = bytearray((TORCH / "sample.sqlite").read_bytes())
+    data[200_000:400_000] = b"\xff" * 200_000
+    bad = tmp_path / "corrupt.sqlite"
+    bad.write_bytes(bytes(data))
+    _fails_with(bad, str(bad))
+
+
+def test_sqlite_that_is_not_an_export(tmp_path: Path) -> None:
+    other = tmp_path / "app.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    con.commit()
+    con.close()
+    _fails_with(other, "not a trace format")
+
+
+def test_export_without_events(tmp_path: Path) -> None:
+    empty = tmp_path / "empty-export.sqlite"
+    con = sqlite3.connect(empty)
+    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, \"end\" INTEGER, deviceId INTEGER)")
+    con.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+    con.commit()
+    con.close()
+    _fails_with(empty, "holds no CUDA")
+
+
+def test_report_without_nsys_says_how_to_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(lzma.decompress((TORCH / "sample.nsys-rep.xz").read_bytes()))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    _fails_with(rep, f"nsys export --type sqlite --output {tmp_path / 'run.sqlite'} {rep}")
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="needs Nsight Systems' nsys on PATH")
+def test_report_is_exported_and_analysed(tmp_path: Path) -> None:
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(lzma.decompress((TORCH / "sample.nsys-rep.xz").read_bytes()))
+    result = CliRunner().invoke(cli, ["analyze", str(rep), "--format", "json", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["inputs"][0]["format"] == "nsys"
+    fired = {f["rule"] for f in report["findings"]}
+    assert {"pageable-memcpy", "sync-memcpy", "sync-memset", "gpu-gaps"} <= fired
+    assert not list(tmp_path.glob("*.sqlite"))  # the export went to the work directory, not beside the report

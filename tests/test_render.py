@@ -1,0 +1,49 @@
+"""Every renderer on the same real report; strings from traces never become markup."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLES
+from tracedoc import Report, analyze
+from tracedoc.render import RENDERERS
+
+HOSTILE = "<img src=x onerror=alert(1)> [link](http://x) | *b*"
+
+
+@pytest.fixture(scope="module")
+def report() -> Report:
+    return analyze([SAMPLES / "input-slow"])
+
+
+@pytest.mark.parametrize("name", sorted(RENDERERS))
+def test_renderer_shows_every_finding(name: str, report: Report) -> None:
+    text = RENDERERS[name]().render(report)
+    for finding in report.findings:
+        assert finding.rule in text
+
+
+def test_json_round_trip(report: Report) -> None:
+    again = Report.from_json(report.to_json())
+    assert again.to_dict() == json.loads(report.to_json())
+
+
+def test_hostile_names_are_escaped_in_markdown(tmp_path: Path) -> None:
+    """An annotation named like HTML/Markdown reaches the message (the host was busy in it) but stays text."""
+    doc = json.loads(gzip.decompress((SAMPLES / "input-slow" / "trace.json.gz").read_bytes()))
+    for e in doc["traceEvents"]:
+        if e.get("name") == "data":
+            e["name"] = HOSTILE
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(doc))
+    report = analyze([path])
+    finding = next(f for f in report.findings if f.rule == "gpu-idle-host-bound")
+    assert HOSTILE in finding.message
+    md = RENDERERS["md"]().render(report)
+    assert not re.search(r"(?<!\\)<img", md) and "\\<img src=x onerror=alert(1)\\>" in md
+    assert "\\[link\\](http://x) \\| \\*b\\*" in md
