@@ -63,16 +63,23 @@ JOIN (SELECT DISTINCT source_id, device FROM gpu_busy_intervals) d USING (source
 LEFT JOIN gpu_idle_gaps g ON g.source_id = w.source_id AND g.device = d.device
 GROUP BY w.source_id, w.rank, d.device;
 
--- What the host was doing during long host-wait gaps: for each device, the innermost user annotations and
--- operators on the CPU that overlap those gaps, with the overlapped time (ns). Names the user's own code.
+-- What the host was doing during long host-wait gaps: for each device, the user annotations and operators on
+-- the CPU that overlap those gaps, with the overlapped time (ns). Names the user's own code.
+-- (The overlap join compares (source, time) keys packed into one HUGEINT so that DuckDB can run it as a range
+-- join; an equality on source_id beside the two inequalities would make it compare every pair.)
 CREATE OR REPLACE TEMP VIEW gpu_idle_host_activity AS
+WITH g AS (
+    SELECT *, (source_id::HUGEINT << 64) + ts_ns AS k_start, (source_id::HUGEINT << 64) + end_ns AS k_end
+    FROM gpu_idle_gaps WHERE cause = 'host_wait' AND long_gap
+),
+c AS (
+    SELECT *, (source_id::HUGEINT << 64) + ts_ns AS k_start, (source_id::HUGEINT << 64) + ts_ns + dur_ns AS k_end
+    FROM cpu_activity WHERE kind IN ('annotation', 'op') AND name NOT LIKE 'ProfilerStep#%'
+)
 SELECT g.source_id, g.rank, g.device, c.name, c.kind,
        sum(least(g.end_ns, c.ts_ns + c.dur_ns) - greatest(g.ts_ns, c.ts_ns)) AS overlap_ns
-FROM gpu_idle_gaps g
-JOIN cpu_activity c ON c.source_id = g.source_id AND c.ts_ns < g.end_ns AND c.ts_ns + c.dur_ns > g.ts_ns
-WHERE g.cause = 'host_wait' AND g.long_gap AND c.kind IN ('annotation', 'op')
-  AND c.name NOT LIKE 'ProfilerStep#%'
-GROUP BY ALL;
+FROM g JOIN c ON c.k_start < g.k_end AND c.k_end > g.k_start
+GROUP BY g.source_id, g.rank, g.device, c.name, c.kind;
 
 -- Long host-wait idle per device beside what the host was busy with meanwhile: every column of
 -- gpu_idle_by_device, plus host_activity (the annotation or operator overlapping those gaps the most) and
