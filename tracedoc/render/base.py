@@ -40,10 +40,25 @@ def fmt_value(value: object, unit: str) -> str:
         text = f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3g}"
     elif isinstance(value, int):
         text = f"{value:,}"
+    elif value is None:
+        return "n/a"
     else:
-        text = "n/a" if value is None else str(value)
+        text = str(value)
     unit = {"count": "", "us": "µs"}.get(unit, unit)
     return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
+
+
+def summary_text(summary: dict[str, object], inputs: int) -> str:
+    """The report's one-line headline; inputs without a timeline (e.g. hang dumps) have no wall time."""
+    parts = [f"{inputs} input(s)", f"{summary['ranks']} rank(s)"]
+    if summary.get("wall_ms"):
+        parts += [f"wall {fmt_ms(float(summary['wall_ms']))}", f"GPU busy {fmt_value(summary['gpu_busy_pct'], '%')}"]
+    return " · ".join(parts)
+
+
+def saving_text(impact_ms: float, impact_pct: float, wall_ms: float) -> str:
+    """'12.3 ms (4.5%)', or just the time when there is no wall time to compare with."""
+    return f"{fmt_ms(impact_ms)} ({impact_pct:.1f}%)" if wall_ms else fmt_ms(impact_ms)
 
 
 def scope_text(scope: dict[str, object]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tracedoc.render.base import Renderer, fmt_ms, fmt_value, scope_text
+from tracedoc.render.base import Renderer, fmt_value, saving_text, scope_text, summary_text
 from tracedoc.report import Report
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
@@ -20,10 +20,8 @@ class MarkdownRenderer(Renderer):
     extension = ".md"
 
     def render(self, report: Report) -> str:
-        s = report.summary
-        lines = ["# tracedoc report", "",
-                 f"{len(report.inputs)} input(s), {s['ranks']} rank(s), wall {fmt_ms(s['wall_ms'])}, "
-                 f"GPU busy {fmt_value(s['gpu_busy_pct'], '%')}.", ""]
+        wall = report.summary.get("wall_ms") or 0.0
+        lines = ["# tracedoc report", "", summary_text(report.summary, len(report.inputs)) + ".", ""]
         lines += ["## Findings", ""]
         if not report.findings:
             lines += ["No problems found by the rules that ran.", ""]
@@ -31,11 +29,11 @@ class MarkdownRenderer(Renderer):
             lines += ["| # | severity | rule | where | est. saving |", "|---|---|---|---|---|"]
             for i, f in enumerate(report.findings, 1):
                 lines.append(f"| {i} | {f.severity} | `{f.rule}` | {escape(scope_text(f.scope.to_dict()))} | "
-                             f"{fmt_ms(f.impact_ms)} ({f.impact_pct:.1f}%) |")
+                             f"{saving_text(f.impact_ms, f.impact_pct, wall)} |")
             lines.append("")
             for i, f in enumerate(report.findings, 1):
                 lines += [f"### {i}. {escape(f.title)} (`{f.rule}`, {f.severity})", "", escape(f.message), "",
-                          f"**Estimated saving:** {fmt_ms(f.impact_ms)} ({f.impact_pct:.1f}% of wall time)", "",
+                          f"**Estimated saving:** {saving_text(f.impact_ms, f.impact_pct, wall)}", "",
                           "| evidence | value |", "|---|---|"]
                 lines += [f"| {escape(e.name)} | {escape(fmt_value(e.value, e.unit))} |" for e in f.evidence]
                 lines += ["", f"**Fix:** {escape(f.fix)}", ""]

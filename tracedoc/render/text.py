@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tracedoc.render.base import Renderer, fmt_ms, fmt_value, scope_text
+from tracedoc.render.base import Renderer, fmt_ms, fmt_value, saving_text, scope_text, summary_text
 from tracedoc.report import Report
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -34,9 +34,8 @@ class TextRenderer(Renderer):
 
     def parts(self, report: Report) -> list:
         """The renderables, so the CLI can print them to a live console with colour."""
-        s = report.summary
-        head = Text.assemble(("tracedoc ", "bold"), f"{len(report.inputs)} input(s) · {s['ranks']} rank(s) · "
-                             f"wall {fmt_ms(s['wall_ms'])} · GPU busy {fmt_value(s['gpu_busy_pct'], '%')}")
+        wall = report.summary.get("wall_ms") or 0.0
+        head = Text.assemble(("tracedoc ", "bold"), summary_text(report.summary, len(report.inputs)))
         out: list = [head]
         if not report.findings:
             out.append(Text("No problems found by the rules that ran.", style="green"))
@@ -47,7 +46,8 @@ class TextRenderer(Renderer):
             table.add_column(col, **kw)
         for i, f in enumerate(report.findings, 1):
             table.add_row(str(i), Text(f.severity, style=_STYLE[f.severity]), f.rule,
-                          scope_text(f.scope.to_dict()), fmt_ms(f.impact_ms), f"{f.impact_pct:.1f}%")
+                          scope_text(f.scope.to_dict()), fmt_ms(f.impact_ms),
+                          f"{f.impact_pct:.1f}%" if wall else "")
         out.append(table)
         for i, f in enumerate(report.findings, 1):
             evidence = Table.grid(padding=(0, 2))
@@ -58,5 +58,6 @@ class TextRenderer(Renderer):
             body = Group(Text(f.message), Text(""), evidence, Text(""), Text.assemble(("fix: ", "bold"), f.fix))
             title = Text.assemble((f"{i}. ", "bold"), (f.title, "bold"), f"  [{f.rule}]")
             out.append(Panel(body, title=title, title_align="left", border_style=_STYLE[f.severity],
-                             subtitle=f"saves ~{fmt_ms(f.impact_ms)} ({f.impact_pct:.1f}%)", subtitle_align="right"))
+                             subtitle=f"saves ~{saving_text(f.impact_ms, f.impact_pct, wall)}",
+                             subtitle_align="right"))
         return out
