@@ -313,3 +313,29 @@ def test_report_is_exported_and_analysed(tmp_path: Path) -> None:
     fired = {f["rule"] for f in report["findings"]}
     assert {"pageable-memcpy", "sync-memcpy", "sync-memset", "gpu-gaps"} <= fired
     assert not list(tmp_path.glob("*.sqlite"))  # the export went to the work directory, not beside the report
+
+
+def test_report_beside_its_export_is_read_once(tmp_path: Path) -> None:
+    """`nsys stats` leaves run.sqlite beside run.nsys-rep: a directory holding both is one rank, read from the
+    export (no nsys needed)."""
+    (tmp_path / "run.nsys-rep").write_bytes(lzma.decompress((TORCH / "sample.nsys-rep.xz").read_bytes()))
+    shutil.copyfile(TORCH / "sample.sqlite", tmp_path / "run.sqlite")
+    report = analyze([tmp_path], use_cache=False)
+    assert [(Path(i.path).name, i.rank) for i in report.inputs] == [("run.sqlite", 0)]
+
+
+def test_every_analysis_runs_on_nsys_input(tmp_path: Path) -> None:
+    """The shared analyses work on an export unchanged: idle, launch, sync, copies and NCCL overlap all measure."""
+    from tracedoc.analyses.modules import all_modules
+
+    store, _ = open_store(discover([TRAIN]), tmp_path)
+    with store:
+        for module in all_modules():
+            store.include(module)
+        assert store.scalar("SELECT count(*) FROM gpu_idle_by_device WHERE busy_pct BETWEEN 85 AND 95") == 2
+        assert store.scalar("SELECT sum(kernel_count) FROM gpu_launch_stats") == 4010
+        assert store.scalar("SELECT sync_count FROM host_sync_by_rank") == 33
+        assert store.scalar("SELECT sum(copy_count) FROM host_copies_by_rank") == 1020
+        assert store.query("SELECT device, round(comm_ns / 1e6, 1) AS comm_ms, overlap_ns FROM comm_overlap_by_device "
+                           "ORDER BY device") == [{"device": 0, "comm_ms": 17.2, "overlap_ns": 0},
+                                                  {"device": 1, "comm_ms": 8.2, "overlap_ns": 0}]

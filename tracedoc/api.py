@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracedoc.health.metrics import HEALTH_METRICS
 from tracedoc.ingest import InputFile, discover, load_all
 from tracedoc.judge import judge, load_rules
 from tracedoc.report import InputInfo, Report
@@ -86,13 +87,48 @@ _METRICS: dict[str, tuple[str, str]] = {
                overlap_ns / 1e6 AS overlap_ms, exposed_comm_ns / 1e6 AS exposed_comm_ms, overlap_pct
         FROM comm_overlap_by_device ORDER BY rank, device"""),
     "step_times": ("trace.summary", "SELECT rank, step, step_ms FROM trace_step_times"),
+    "collectives": ("hang.progress", """
+        SELECT backend, pg_name AS pg, label AS pg_label, rank, has_dump, last_enqueued_seq, last_described,
+               last_state, last_started_seq, last_completed_seq, pending_seq, pending_described, waited_ms,
+               last_call_site FROM hang_progress ORDER BY backend, pg_name, rank"""),
+    "flight_recorder_dumps": ("hang.dumps", """
+        SELECT rank, path, version, encoding, comm_lib_version, entry_count AS entries, used, note
+        FROM hang_dumps ORDER BY rank, NOT used, path"""),
+    # Nsight Compute: per kernel (all profiled launches of one function and launch configuration), times in ms.
+    "ncu_kernels": ("ncu.sol", """
+        SELECT rank, name AS kernel, grid, block, launches, total_ns / 1e6 AS total_ms, kernel_class, busiest_unit,
+               busiest_unit_pct, sm_pct, mem_pct, dram_pct, l2_pct, l1_pct, tensor_pct, achieved_occupancy_pct,
+               theoretical_occupancy_pct, waves, registers_per_thread, device_name
+        FROM ncu_kernel_sol ORDER BY rank, total_ns DESC"""),
+    "ncu_warp_stalls": ("ncu.stalls", """
+        SELECT rank, name AS kernel, grid, block, reason, share_pct, cycles_per_issue, source, judged
+        FROM ncu_warp_stalls
+        QUALIFY row_number() OVER (PARTITION BY source_id, demangled_name, grid, block ORDER BY share_pct DESC) <= 3
+        ORDER BY rank, total_ns DESC, share_pct DESC"""),
+    "ncu_roofline": ("ncu.roofline", """
+        SELECT rank, name AS kernel, grid, block, precision, flop_per_s / 1e12 AS tflop_per_s,
+               dram_bytes_per_s / 1e9 AS dram_gb_per_s, arithmetic_intensity,
+               peak_flop_per_s / 1e12 AS peak_tflop_per_s, peak_bytes_per_s / 1e9 AS peak_gb_per_s, ridge_point,
+               pct_of_roof, roof_side, peak_source
+        FROM ncu_roofline ORDER BY rank, total_ns DESC"""),
+    "ncu_coverage": ("ncu.coverage", """
+        SELECT rank, path, launches, unmeasured_launches, unmeasured_kernels, collected_set, sections, not_judged
+        FROM ncu_coverage ORDER BY rank"""),
+    "ncu_rules_vs_tracedoc": ("ncu.verdicts", """
+        SELECT rank, name AS kernel, grid, block, ncu_rule, ncu_title, ncu_type, ncu_speedup_pct, tracedoc_rule,
+               CASE WHEN tracedoc_rule IS NULL THEN 'no tracedoc counterpart'
+                    WHEN not_limiting_reason IS NOT NULL THEN 'overruled: ' || not_limiting_reason
+                    ELSE 'judged by tracedoc rule ' || tracedoc_rule END AS tracedoc_view
+        FROM ncu_rule_verdicts ORDER BY rank, total_ns DESC, ncu_speedup_pct DESC NULLS LAST"""),
+    **HEALTH_METRICS,  # GPU health: NVML snapshots and telemetry (tracedoc.health.metrics)
 }
 
 
-def collect_metrics(store: Store) -> dict[str, list[dict[str, Any]]]:
-    """The measured tables the report carries for renderers and the dashboard (ms and %, rounded)."""
+def collect_metrics(store: Store, tables: dict[str, tuple[str, str]] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The measured tables the report carries for renderers and the dashboard (ms and %, rounded); ``tables``
+    picks other ones than all of them."""
     metrics = {}
-    for name, (module, sql) in _METRICS.items():
+    for name, (module, sql) in (tables or _METRICS).items():
         store.include(module)
         metrics[name] = [{k: _round(v) for k, v in row.items()} for row in store.query(sql)]
     return metrics

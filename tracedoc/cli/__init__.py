@@ -6,6 +6,7 @@ import click
 
 from tracedoc import __version__
 from tracedoc.cli.analyze import analyze_command
+from tracedoc.cli.health import health_command
 from tracedoc.cli.rules import rules_command
 
 
@@ -20,3 +21,4 @@ def cli() -> None:
 
 cli.add_command(analyze_command)
 cli.add_command(rules_command)
+cli.add_command(health_command)

@@ -17,11 +17,12 @@ from types import ModuleType
 from isal import igzip
 
 from tracedoc.errors import InputError
-from tracedoc.ingest import kineto
+from tracedoc.ingest import flight_recorder, kineto, ncu, nsys, nvml, telemetry
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest
 
-FORMATS: dict[str, ModuleType] = {kineto.FORMAT: kineto}
+FORMATS: dict[str, ModuleType] = {kineto.FORMAT: kineto, flight_recorder.FORMAT: flight_recorder,
+                                   nsys.FORMAT: nsys, ncu.FORMAT: ncu, nvml.FORMAT: nvml, telemetry.FORMAT: telemetry}
 
 # Files in a directory that are never traces: documentation and sample metadata beside the traces.
 _NOT_TRACES = (".md", ".txt", ".yaml", ".yml", ".py", ".log", ".png", ".html")
@@ -98,26 +99,39 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
             result = FORMATS[item.format].load(store, source_id, item.path, Path(tmp))
             rows.append([source_id, str(item.path), item.format, result.rank, result.world_size, item.digest,
                          item.size_bytes, result.event_count, result.tool])
+    if rows and not any(r[7] for r in rows):
+        raise InputError(f"{rows[0][1]}: nothing to analyse ({rows[0][8]})")
     ranks = _assign_ranks(inputs, [r[3] for r in rows])
     for row, rank in zip(rows, ranks):
         row[3] = rank
     store.con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    for table in ("gpu_activity", "cpu_activity", "steps"):
+    for table in ("gpu_activity", "cpu_activity", "steps", "nvtx_ranges"):
         store.con.execute(
             f"UPDATE {table} t SET rank = s.rank FROM sources s WHERE t.source_id = s.source_id AND t.rank <> s.rank")
 
 
-def _assign_ranks(inputs: Sequence[InputFile], reported: list[int | None]) -> list[int]:
-    """Rank from the trace itself, else from the file name (``rank3``), else the input's position."""
-    ranks = []
-    for i, (item, rank) in enumerate(zip(inputs, reported)):
+def _assign_ranks(inputs: Sequence[InputFile], reported: list[int | None]) -> list[int | None]:
+    """Rank from the trace itself, else from the file name (``rank3``), else the input's position among the ranked.
+
+    Two files of one format may not claim the same rank, unless the format keeps several files per rank and its
+    analyses choose among them (``SEVERAL_PER_RANK``: automatic and on-demand flight-recorder dumps). Inputs that
+    cover a whole host (``PER_HOST``: GPU health snapshots and telemetry) belong to no rank: None.
+    """
+    ranked = [item for item in inputs if not getattr(FORMATS[item.format], "PER_HOST", False)]
+    ranks: list[int | None] = []
+    for item, rank in zip(inputs, reported):
+        if item not in ranked:
+            ranks.append(None)
+            continue
         if rank is None:
             m = _RANK_IN_NAME.search(item.path.name)
-            rank = int(m.group(1)) if m else (i if len(inputs) > 1 else 0)
+            rank = int(m.group(1)) if m else (ranked.index(item) if len(ranked) > 1 else 0)
         ranks.append(rank)
-    seen: dict[int, Path] = {}
+    seen: dict[tuple[str, int], Path] = {}
     for item, rank in zip(inputs, ranks):
-        if rank in seen:
-            raise InputError(f"two traces claim rank {rank}: {seen[rank]} and {item.path}")
-        seen[rank] = item.path
+        if rank is None or getattr(FORMATS[item.format], "SEVERAL_PER_RANK", False):
+            continue
+        if (item.format, rank) in seen:
+            raise InputError(f"two traces claim rank {rank}: {seen[item.format, rank]} and {item.path}")
+        seen[item.format, rank] = item.path
     return ranks

@@ -25,6 +25,7 @@ from tracedoc.report import SEVERITIES
 
 _REQUIRED = ("id", "title", "severity", "reads", "view", "when", "impact_ms", "message", "fix")
 _SCOPE_KEYS = {"rank", "device", "stream", "kernel", "step", "pg", "seq"}
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there: 5x faster
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -59,12 +60,12 @@ class Rule:
     def from_file(cls, path: Path | Any, source: str) -> Rule:
         """Parse and validate one rule file; a malformed one raises RuleError naming the file."""
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.load(path.read_text(), Loader=_YAML_LOADER)
         except (OSError, yaml.YAMLError) as exc:
             raise RuleError(f"{path}: cannot read rule ({str(exc).splitlines()[0]})") from None
         if not isinstance(data, dict):
             raise RuleError(f"{path}: a rule file must be a YAML mapping")
-        missing = [k for k in _REQUIRED if not data.get(k)]
+        missing = [k for k in _REQUIRED if data.get(k) in (None, "")]
         if missing:
             raise RuleError(f"{path}: rule is missing {', '.join(missing)}")
         if not _ID.match(str(data["id"])):

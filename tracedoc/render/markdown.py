@@ -19,9 +19,13 @@ class MarkdownRenderer(Renderer):
     name = "md"
     extension = ".md"
 
+    def __init__(self, headline: bool = True) -> None:
+        self.headline = headline  # False when a command writes its own title and summary above the report
+
     def render(self, report: Report) -> str:
         wall = report.summary.get("wall_ms") or 0.0
-        lines = ["# tracedoc report", "", summary_text(report.summary, len(report.inputs)) + ".", ""]
+        lines = ["# tracedoc report", "", summary_text(report.summary, len(report.inputs)) + ".", ""] \
+            if self.headline else []
         lines += ["## Findings", ""]
         if not report.findings:
             lines += ["No problems found by the rules that ran.", ""]
@@ -40,5 +44,6 @@ class MarkdownRenderer(Renderer):
                 if f.references:
                     lines += ["References: " + ", ".join(f"<{r}>" for r in f.references), ""]
         lines += ["## Inputs", "", "| rank | format | events | path |", "|---|---|---|---|"]
-        lines += [f"| {i.rank} | {i.format} | {i.events:,} | {escape(i.path)} |" for i in report.inputs]
+        lines += [f"| {'—' if i.rank is None else i.rank} | {i.format} | {i.events:,} | {escape(i.path)} |"
+                  for i in report.inputs]
         return "\n".join(lines) + "\n"

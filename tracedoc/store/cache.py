@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tracedoc import __version__
-from tracedoc.store.store import SCHEMA_VERSION, Store
+from tracedoc.store.store import SCHEMA_VERSION, Store, schema_files
 
 
 def default_cache_dir() -> Path:
@@ -31,9 +31,11 @@ def file_digest(path: Path) -> str:
 
 
 def content_key(digests: Sequence[str]) -> str:
-    """The cache key of an input set: its files' digests, the store schema and tracedoc's version."""
+    """The cache key of an input set: its files' digests, the store schema (its text) and tracedoc's version."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"schema={SCHEMA_VERSION};tracedoc={__version__}".encode())
+    for schema in schema_files():
+        h.update(schema.read_bytes())
     for d in digests:
         h.update(d.encode())
     return h.hexdigest()

@@ -42,7 +42,8 @@ CREATE TABLE gpu_activity (
     correlation_id        BIGINT,     -- links to the CUDA runtime/driver call that issued it (cpu_activity)
     bytes                 BIGINT,     -- memcpy/memset size in bytes, else NULL
     copy_kind             VARCHAR,    -- HtoD | DtoH | DtoD | HtoH | PtoP for memcpy, else NULL
-    host_memory           VARCHAR,    -- pageable | pinned for host-side copies, else NULL
+    host_memory           VARCHAR,    -- pageable | pinned for host-side copies; pinned | managed for memsets of
+                                      -- host-accessible memory (nsys); else NULL
     grid                  VARCHAR,    -- launch grid as 'x,y,z', kernels only
     block                 VARCHAR,    -- launch block as 'x,y,z', kernels only
     registers_per_thread  INTEGER,    -- kernels only
@@ -56,7 +57,8 @@ CREATE TABLE cpu_activity (
     rank            INTEGER,
     pid             BIGINT,           -- process id
     tid             BIGINT,           -- thread id
-    kind            VARCHAR,          -- op | runtime | driver | annotation | python | other
+    kind            VARCHAR,          -- op | runtime | driver | annotation | python | os (OS runtime calls, nsys)
+                                      -- | other
     name            VARCHAR,          -- e.g. 'aten::mm', 'cudaLaunchKernel', 'forward'
     ts_ns           BIGINT,           -- start, ns
     dur_ns          BIGINT,           -- duration, ns

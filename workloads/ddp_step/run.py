@@ -4,6 +4,9 @@ Variants:
   overlap     plain DDP: gradient buckets are all-reduced while backward is still running
   no_overlap  forward and backward under ddp.no_sync(), then every gradient is all-reduced by hand
               after backward, so no communication is hidden behind compute
+  straggler   plain DDP, but the last rank runs extra matrix products before each forward (about
+              --straggler-ms of GPU work), as a rank with a heavier data pipeline or a slower GPU does:
+              every other rank waits for it in the gradient all-reduces
 
 Each rank writes its own trace, rank<N>.trace.json.gz, into --out.
 
@@ -25,7 +28,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-VARIANTS = ("overlap", "no_overlap")
+VARIANTS = ("overlap", "no_overlap", "straggler")
 D_IN = 256
 
 
@@ -59,6 +62,22 @@ def allreduce_grads(params: list[nn.Parameter], world: int) -> None:
     torch._foreach_div_(grads, world)
 
 
+class ExtraWork:
+    """The straggling rank's additional GPU work: a chain of bf16 4096x4096 matrix products per step."""
+
+    def __init__(self, device: torch.device, matmuls: int) -> None:
+        gen = torch.Generator(device=device).manual_seed(7)
+        self.a = torch.randn(4096, 4096, device=device, generator=gen).to(torch.bfloat16) / 64
+        self.b = torch.randn(4096, 4096, device=device, generator=gen).to(torch.bfloat16) / 64
+        self.matmuls = matmuls
+
+    def __call__(self) -> None:
+        with record_function("extra_work"):
+            x = self.a
+            for _ in range(self.matmuls):
+                x = x @ self.b
+
+
 class Trainer:
     """Runs one training step per call for the chosen variant."""
 
@@ -78,6 +97,8 @@ class Trainer:
         shape = (args.batch, args.seq, D_IN)
         self.batches = [tuple(torch.randn(shape, device=device, generator=gen) for _ in range(2)) for _ in range(2)]
         self.n = 0
+        straggles = args.variant == "straggler" and dist.get_rank() == world - 1
+        self.extra = ExtraWork(device, args.straggler_matmuls) if straggles else None
 
     def loss(self) -> torch.Tensor:
         """Forward pass on the next synthetic batch."""
@@ -88,7 +109,9 @@ class Trainer:
 
     def step(self) -> None:
         """Forward, backward (with or without overlapped all-reduce), optimizer."""
-        if self.variant == "overlap":
+        if self.extra is not None:
+            self.extra()
+        if self.variant != "no_overlap":
             loss = self.loss()
             with record_function("backward"):
                 loss.backward()
@@ -124,6 +147,16 @@ def allreduce_gbps(numel: int, device: torch.device, repeats: int = 5) -> float:
     return 4 * numel * 2 * (world - 1) / world / seconds / 1e9
 
 
+def extra_work_ms(extra: ExtraWork, device: torch.device, repeats: int = 5) -> float:
+    """GPU time of the straggler's extra work, ms per step (alone, outside the training step)."""
+    sync(device)
+    started = time.perf_counter()
+    for _ in range(repeats):
+        extra()
+    sync(device)
+    return 1e3 * (time.perf_counter() - started) / repeats
+
+
 def main() -> None:
     """Parse arguments, time unprofiled steps, then write one trace per rank."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -137,6 +170,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="sequences per rank")
     parser.add_argument("--seq", type=int, default=1024)
     parser.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
+    parser.add_argument("--straggler-matmuls", type=int, default=32,
+                        help="extra 4096x4096 bf16 products per step on the last rank (straggler variant)")
     parser.add_argument("--device", default="cuda", help="'cpu' runs a smoke test over gloo")
     args = parser.parse_args()
 
@@ -171,6 +206,8 @@ def main() -> None:
         trainer.step()
     sync(device)
     step_ms = 1e3 * (time.perf_counter() - started) / args.bench_steps
+    if trainer.extra is not None:
+        print(f"rank {rank} extra work: {extra_work_ms(trainer.extra, device):.2f} ms/step")
     if rank == 0:
         print(
             f"RESULT ddp {args.variant}: {step_ms:.2f} ms/step, "

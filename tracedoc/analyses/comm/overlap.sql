@@ -30,7 +30,7 @@ SELECT source_id, any_value(rank) AS rank, device,
        coalesce(sum(t_next - t) FILTER (WHERE n_comp > 0), 0) AS compute_ns,
        coalesce(sum(t_next - t) FILTER (WHERE n_comm > 0 AND n_comp > 0), 0) AS overlap_ns,
        coalesce(sum(t_next - t) FILTER (WHERE n_comm > 0 AND n_comp = 0), 0) AS exposed_comm_ns,
-       100.0 * sum(t_next - t) FILTER (WHERE n_comm > 0 AND n_comp > 0)
+       100.0 * coalesce(sum(t_next - t) FILTER (WHERE n_comm > 0 AND n_comp > 0), 0)
            / nullif(sum(t_next - t) FILTER (WHERE n_comm > 0), 0) AS overlap_pct
 FROM levels WHERE t_next IS NOT NULL
 GROUP BY source_id, device;

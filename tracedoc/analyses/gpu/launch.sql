@@ -7,7 +7,7 @@
 
 -- Launch statistics per device: kernels, kernels per profiler step, median kernel duration (ns), share of tiny
 -- kernels (%), median and 90th-percentile launch latency (ns), and how many kernels came from CUDA graphs.
-CREATE OR REPLACE TEMP VIEW gpu_launch_stats AS
+CREATE OR REPLACE TEMP TABLE gpu_launch_stats AS
 WITH k AS (
     SELECT w.source_id, w.rank, w.device, w.dur_ns, w.ts_ns - c.ts_ns AS launch_latency_ns,
            c.name AS launch_call

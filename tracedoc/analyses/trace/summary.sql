@@ -1,10 +1,11 @@
 -- trace.summary: the headline numbers of the report.
 -- include: gpu.busy
 
--- One row: wall_ms (the longest rank window, ms), gpu_busy_pct (busy time over window time, all devices, %),
+-- One row: wall_ms (the longest rank window, ms; for kernel profiles without a timeline, e.g. Nsight Compute,
+-- the summed duration of the profiled kernels), gpu_busy_pct (busy time over window time, all devices, %),
 -- ranks (number of ranks), steps (most profiler steps seen on one rank).
 CREATE OR REPLACE TEMP VIEW trace_summary AS
-SELECT (SELECT max(wall_ns) FROM trace_wall) / 1e6 AS wall_ms,
+SELECT coalesce((SELECT max(wall_ns) FROM trace_wall), (SELECT sum(duration_ns) FROM ncu_kernels)) / 1e6 AS wall_ms,
        (SELECT 100.0 * sum(busy_ns) / nullif(sum(wall_ns), 0) FROM gpu_busy_by_device) AS gpu_busy_pct,
        (SELECT count(DISTINCT rank) FROM sources) AS ranks,
        (SELECT max(step_count) FROM trace_wall) AS steps;

@@ -1,0 +1,197 @@
+"""Nsight Compute: .ncu-rep and CSV exports give the same diagnosis, judged the way an expert reads ncu."""
+
+from __future__ import annotations
+
+import csv
+import lzma
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import SAMPLES
+from tracedoc import analyze
+from tracedoc.cli import cli
+from tracedoc.report import Report
+
+A40_REP = SAMPLES / "ncu-a40-julia" / "a40_julia_indexspaces.ncu-rep"
+A40_CSV = SAMPLES / "ncu-a40-julia-csv" / "a40_julia_indexspaces.raw.base-units.csv"
+A40_CSV_SCALED = SAMPLES / "ncu-a40-julia-csv" / "a40_julia_indexspaces.raw.csv"
+H800_REP = SAMPLES / "ncu-h800-sglang" / "h800_sglang_pytorch_flashattn_full.ncu-rep"
+H800_CSV = SAMPLES / "ncu-h800-sglang-csv" / "h800_sglang_pytorch_flashattn_full.raw.base-units.csv"
+H200_CSV = SAMPLES / "ncu-h200-torch-csv" / "h200_torch_gemm_softmax_full.raw.base-units.csv"
+H200_REP_XZ = SAMPLES / "ncu-h200-torch-csv" / "h200_torch_gemm_softmax_full.ncu-rep.xz"
+A100_CSV = SAMPLES / "ncu-a100-cutlass-csv" / "a100_cutlass_gemm_full.raw.base-units.csv"
+GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+
+def _ncu_report_available() -> bool:
+    try:
+        import ncu_report  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+requires_ncu_report = pytest.mark.skipif(not _ncu_report_available(), reason="ncu-report (tracedoc[ncu]) missing")
+
+
+def _verdicts(report: Report) -> dict[tuple[str, str | None], float]:
+    """tracedoc's own findings as {(rule, kernel): saving in ms}; ncu's stored verdicts (rep only) left out."""
+    out: dict[tuple[str, str | None], float] = {}
+    for f in report.findings:
+        if f.rule != "ncu-verdict-overruled":
+            key = (f.rule, f.scope.kernel)
+            out[key] = out.get(key, 0.0) + f.impact_ms
+    return out
+
+
+def _kernels(report: Report) -> list[tuple]:
+    return sorted((k["kernel"], k["grid"], k["block"], k["launches"], k["kernel_class"], k["busiest_unit"])
+                  for k in report.metrics["ncu_kernels"])
+
+
+def _assert_same_diagnosis(a: Report, b: Report) -> None:
+    assert _kernels(a) == _kernels(b)
+    va, vb = _verdicts(a), _verdicts(b)
+    assert va.keys() == vb.keys()
+    for key in va:
+        assert va[key] == pytest.approx(vb[key], rel=0.02, abs=1e-3), key
+
+
+@pytest.fixture(scope="module")
+def h200_rep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The H200 report, unpacked from the sample's .xz."""
+    out = tmp_path_factory.mktemp("h200") / "h200_torch_gemm_softmax_full.ncu-rep"
+    with lzma.open(H200_REP_XZ) as src, out.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+@requires_ncu_report
+@pytest.mark.parametrize("rep, exported", [(A40_REP, A40_CSV), (A40_REP, A40_CSV_SCALED), (H800_REP, H800_CSV)],
+                         ids=["a40-base-units", "a40-scaled-units", "h800"])
+def test_report_and_csv_export_give_the_same_verdicts(rep: Path, exported: Path) -> None:
+    _assert_same_diagnosis(analyze([rep]), analyze([exported]))
+
+
+@requires_ncu_report
+def test_h200_report_and_csv_give_the_same_verdicts(h200_rep: Path) -> None:
+    _assert_same_diagnosis(analyze([h200_rep]), analyze([H200_CSV]))
+
+
+def test_gemm_at_high_tensor_throughput_is_compute_bound_never_low_occupancy() -> None:
+    report = analyze([H200_CSV])
+    gemm = [f for f in report.findings if f.scope.kernel == GEMM]
+    assert {f.rule for f in gemm} == {"compute-bound"}, [f.rule for f in gemm]
+    [kernel] = [k for k in report.metrics["ncu_kernels"] if k["kernel"] == GEMM]
+    assert kernel["busiest_unit"] == "tensor pipe" and kernel["busiest_unit_pct"] > 85
+    assert kernel["theoretical_occupancy_pct"] < 20  # the number that misleads a one-metric reading
+    softmax = next(f for f in report.findings if f.rule == "low-occupancy")
+    assert softmax.scope.kernel == "cunn_SoftMaxForwardReg"
+    assert "registers (37 per thread)" in softmax.message
+
+
+@requires_ncu_report
+def test_ncu_advice_that_does_not_apply_is_overruled_and_said_so(h200_rep: Path) -> None:
+    report = analyze([h200_rep])
+    rows = [r for r in report.metrics["ncu_rules_vs_tracedoc"] if r["kernel"] == GEMM]
+    occupancy = next(r for r in rows if r["ncu_rule"] == "TheoreticalOccupancy")
+    assert occupancy["tracedoc_rule"] == "low-occupancy"
+    assert occupancy["ncu_speedup_pct"] == pytest.approx(9.85, abs=0.1)
+    assert occupancy["tracedoc_view"].startswith("overruled: it is compute-bound: tensor pipe")
+    overruled = next(f for f in report.findings if f.rule == "ncu-verdict-overruled" and f.scope.kernel == GEMM)
+    assert "TheoreticalOccupancy" in overruled.message and "SharedMemoryConflicts" in overruled.message
+    compute = next(f for f in report.findings if f.rule == "compute-bound" and f.scope.kernel == GEMM)
+    assert {e.name: e.value for e in compute.evidence}["ncu's verdict"] == 'SOLBottleneck "High Throughput"'
+
+
+def test_memory_bound_and_register_spills_on_a40() -> None:
+    report = analyze([A40_CSV])
+    fill = [f for f in report.findings if f.scope.kernel == "julia__5_11155" and "grid 39312,1,1" in f.message]
+    assert [f.rule for f in fill] == ["memory-bound"]  # 91 % of DRAM peak: no occupancy or stall advice
+    top = report.findings[0]
+    assert (top.rule, top.scope.kernel) == ("register-spill", "julia_frb_5885")
+    assert {e.name: e.value for e in top.evidence}["share of L1 load/store traffic"] > 90
+    assert not any(f.rule == "uncoalesced-access" for f in report.findings)
+
+
+def test_small_grid_gemm_is_not_called_low_occupancy() -> None:
+    report = analyze([A100_CSV])
+    assert {f.rule for f in report.findings} == {"small-grid"}
+    first = next(f for f in report.findings if f.rule == "small-grid")
+    assert {e.name: e.value for e in first.evidence}["SMs"] == 108
+
+
+def test_launches_without_metrics_are_reported_not_dropped() -> None:
+    report = analyze([H800_CSV])
+    [coverage] = report.metrics["ncu_coverage"]
+    assert (coverage["launches"], coverage["unmeasured_launches"]) == (5, 1)
+    assert coverage["unmeasured_kernels"] == "flash_fwd_kernel" and coverage["collected_set"] == "full"
+    incomplete = next(f for f in report.findings if f.rule == "ncu-incomplete-profile")
+    assert "flash_fwd_kernel" in incomplete.message
+    tail = next(f for f in report.findings if f.rule == "tail-effect")
+    assert {e.name: e.value for e in tail.evidence}["waves"] == pytest.approx(1.33, abs=0.01)
+
+
+def test_smaller_section_set_says_what_it_could_not_judge(tmp_path: Path) -> None:
+    """The H200 export cut to the basic set's metrics: classes still judged, the rest named as not judged."""
+    basic = ("gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+             "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+             "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "launch__", "device__attribute_",
+             "sm__warps_active.avg.pct_of_peak_sustained_active", "sm__maximum_warps_per_active_cycle_pct")
+    with H200_CSV.open(newline="") as f:
+        rows = list(csv.reader(f))
+    keep = [i for i, name in enumerate(rows[0]) if i < 11 or name.startswith(basic)]
+    cut = tmp_path / "h200_basic.csv"
+    with cut.open("w", newline="") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows([[r[i] for i in keep] for r in rows])
+    report = analyze([cut])
+    fired = {f.rule for f in report.findings}
+    assert {"compute-bound", "latency-bound", "small-grid", "ncu-incomplete-profile"} <= fired
+    assert not any(r.startswith("warp-stall-") for r in fired)
+    [coverage] = report.metrics["ncu_coverage"]
+    assert coverage["collected_set"] == "basic"
+    for judgement in ("warp stalls", "register spills", "shared-memory bank conflicts", "global-access coalescing"):
+        assert judgement in coverage["not_judged"]
+
+
+def _analyze_cli(path: Path) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["analyze", "--no-cache", str(path)])
+    return result.exit_code, result.output.strip()
+
+
+def test_truncated_report_is_rejected_in_one_line(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.ncu-rep"
+    cut.write_bytes(A40_REP.read_bytes()[:1_000_000])
+    code, output = _analyze_cli(cut)
+    assert code == 2 and len(output.splitlines()) == 1
+    assert "truncated or corrupt Nsight Compute report" in output
+
+
+def test_truncated_csv_export_is_rejected_in_one_line(tmp_path: Path) -> None:
+    text = A100_CSV.read_text()
+    cut = tmp_path / "cut.csv"
+    cut.write_text(text[: len(text) - 5000])
+    code, output = _analyze_cli(cut)
+    assert code == 2 and len(output.splitlines()) == 1 and "truncated or malformed ncu CSV" in output
+
+
+def test_export_without_launches_is_rejected(tmp_path: Path) -> None:
+    header_and_units = tmp_path / "empty.csv"
+    header_and_units.write_text("".join(A100_CSV.read_text().splitlines(keepends=True)[:2]))
+    code, output = _analyze_cli(header_and_units)
+    assert code == 2 and "holds no profiled kernel" in output
+
+
+def test_csv_of_another_tool_is_rejected() -> None:
+    code, output = _analyze_cli(SAMPLES / "nsys-torch-h100" / "stats_cuda_gpu_kern_sum.csv")
+    assert code == 2 and len(output.splitlines()) == 1 and "not a trace format" in output
+
+
+def test_missing_ncu_report_package_names_the_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ncu_report", None)  # import ncu_report now raises ImportError
+    code, output = _analyze_cli(A40_REP)
+    assert code == 2 and len(output.splitlines()) == 1
+    assert "pip install 'tracedoc[ncu]'" in output and "--csv --page raw --print-units base" in output

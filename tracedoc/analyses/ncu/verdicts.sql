@@ -1,0 +1,115 @@
+-- ncu.verdicts: ncu's own guided-analysis verdicts (stored in .ncu-rep reports) beside tracedoc's.
+--
+-- Each stored ncu rule message of type optimization or warning (and every SOLBottleneck classification) is
+-- mapped to the tracedoc rule that judges the same problem; messages without a counterpart (IssueSlotUtilization,
+-- HighPipeUtilization, FPInstructions, MemoryL2Compression, ...) keep tracedoc_rule NULL. Where tracedoc's own
+-- measurements say the problem cannot limit that kernel, not_limiting_reason says why: that is where the two
+-- disagree by design (e.g. ncu's TheoreticalOccupancy on a GEMM at 90 % tensor-pipe throughput).
+-- ncu's speedups are % of the launch's duration ("local": of the part the rule looks at, "global": of the whole).
+-- include: ncu.stalls
+-- include: ncu.occupancy
+-- include: ncu.memory
+-- include: ncu.launch_config
+-- include: ncu.roofline
+-- include: ncu.coverage
+
+-- One row per kernel (as in ncu_kernel_metrics) and ncu verdict: ncu_rule, ncu_title, ncu_type,
+-- ncu_speedup_pct (mean over the kernel's launches that carry it), launches_with_verdict, tracedoc_rule,
+-- not_limiting_reason (NULL when tracedoc judges the same problem with its own thresholds), and the kernel's
+-- class, busiest unit and total_ns.
+CREATE OR REPLACE TEMP TABLE ncu_rule_verdicts AS
+WITH mapped AS (
+    SELECT r.source_id, r.launch_id, r.rule_id AS ncu_rule, r.title AS ncu_title, r.type AS ncu_type,
+           r.speedup_pct,
+           CASE
+               WHEN r.rule_id = 'SOLBottleneck' AND r.title ILIKE '%small grid%' THEN 'small-grid'
+               WHEN r.rule_id = 'SOLBottleneck' AND r.title ILIKE '%latency%' THEN 'latency-bound'
+               WHEN r.rule_id = 'SOLBottleneck' AND r.title ILIKE '%compute%' THEN 'compute-bound'
+               WHEN r.rule_id = 'SOLBottleneck' AND r.title ILIKE '%memory%' THEN 'memory-bound'
+               WHEN r.rule_id = 'SOLBottleneck' AND r.title ILIKE '%throughput%' THEN 'compute-bound|memory-bound'
+               WHEN r.rule_id = 'CPIStall' AND r.title <> ''
+                   THEN 'warp-stall-' || replace(lower(trim(regexp_replace(r.title, '(?i)\s*stalls?$', ''))), ' ', '-')
+               WHEN r.rule_id IN ('AchievedOccupancy', 'TheoreticalOccupancy', 'Occupancy') THEN 'low-occupancy'
+               WHEN r.rule_id = 'LaunchConfiguration' AND r.title ILIKE '%tail%' THEN 'tail-effect'
+               WHEN r.rule_id = 'LaunchConfiguration' AND r.title ILIKE '%small grid%' THEN 'small-grid'
+               WHEN r.rule_id IN ('SharedMemoryConflicts', 'UncoalescedSharedAccess') THEN 'shared-bank-conflicts'
+               WHEN r.rule_id IN ('UncoalescedGlobalAccess', 'MemoryCacheAccessPattern') THEN 'uncoalesced-access'
+               WHEN r.rule_id = 'LocalMemoryUsage' THEN 'register-spill'
+           END AS tracedoc_rule
+    FROM ncu_rule_results r
+    WHERE r.type IN ('optimization', 'warning') OR (r.rule_id = 'SOLBottleneck' AND r.type = 'ok')
+),
+per_kernel AS (
+    SELECT l.source_id, l.demangled_name, l.grid, l.block, m.ncu_rule, m.ncu_title, any_value(m.ncu_type) AS ncu_type,
+           avg(m.speedup_pct) AS ncu_speedup_pct, count(DISTINCT m.launch_id) AS launches_with_verdict,
+           CASE WHEN any_value(m.tracedoc_rule) = 'compute-bound|memory-bound'
+                THEN CASE WHEN any_value(s.kernel_class) = 'memory' THEN 'memory-bound' ELSE 'compute-bound' END
+                ELSE any_value(m.tracedoc_rule) END AS tracedoc_rule
+    FROM mapped m
+    JOIN ncu_launch_metrics l USING (source_id, launch_id)
+    JOIN ncu_kernel_sol s USING (source_id, demangled_name, grid, block)
+    GROUP BY l.source_id, l.demangled_name, l.grid, l.block, m.ncu_rule, m.ncu_title
+)
+SELECT s.source_id, s.rank, s.name, s.demangled_name, s.grid, s.block, s.launches, s.total_ns, s.launch_ids,
+       s.kernel_class, s.busiest_unit, s.busiest_unit_pct, p.ncu_rule, p.ncu_title, p.ncu_type, p.ncu_speedup_pct,
+       p.launches_with_verdict, p.tracedoc_rule,
+       CASE
+           WHEN p.tracedoc_rule = 'low-occupancy' THEN o.not_limiting_reason
+           WHEN p.tracedoc_rule LIKE 'warp-stall-%' AND NOT coalesce(w.judged, true)
+               THEN replace(w.reason, '_', ' ') || ' stalls are not a problem in themselves'
+                    || CASE w.reason WHEN 'not_selected' THEN ': another eligible warp issued instead'
+                                     WHEN 'selected' THEN ': the warp was issuing'
+                                     WHEN 'gmma' THEN ': the warps wait on tensor-core (warpgroup MMA) results'
+                                     ELSE '' END
+           WHEN p.tracedoc_rule LIKE 'warp-stall-%' THEN w.not_limiting_reason
+           WHEN p.tracedoc_rule = 'shared-bank-conflicts' THEN b.not_limiting_reason
+           WHEN p.tracedoc_rule = 'small-grid' AND s.waves >= 1
+               THEN 'the grid fills ' || round(s.waves, 2) || ' waves (' || s.grid_size::BIGINT || ' blocks on '
+                    || s.sm_count::BIGINT || ' SMs)'
+           WHEN p.tracedoc_rule IN ('latency-bound', 'compute-bound', 'memory-bound', 'small-grid')
+                AND p.tracedoc_rule <> replace(s.kernel_class, '_', '-')
+                    || CASE WHEN s.kernel_class = 'small_grid' THEN '' ELSE '-bound' END
+               THEN 'tracedoc classes it ' || replace(s.kernel_class, '_', ' ')
+                    || coalesce(' (' || s.busiest_unit || ' at ' || round(s.busiest_unit_pct)::INTEGER || '% of peak)', '')
+           WHEN p.tracedoc_rule = 'uncoalesced-access' AND u.excess_pct < 10
+               THEN 'the source counters show the global accesses need only ' || round(u.excess_pct, 1)
+                    || '% more L2 sectors than perfectly coalesced ones'
+       END AS not_limiting_reason
+FROM per_kernel p
+JOIN ncu_kernel_sol s USING (source_id, demangled_name, grid, block)
+LEFT JOIN ncu_occupancy o USING (source_id, demangled_name, grid, block)
+LEFT JOIN ncu_bank_conflicts b USING (source_id, demangled_name, grid, block)
+LEFT JOIN ncu_uncoalesced_access u USING (source_id, demangled_name, grid, block)
+LEFT JOIN ncu_warp_stalls w ON w.source_id = p.source_id AND w.demangled_name = p.demangled_name
+     AND w.grid = p.grid AND w.block = p.block AND w.rule_id = p.tracedoc_rule;
+
+-- The ncu verdict on each kernel for each tracedoc rule, as one line ('TheoreticalOccupancy: est. 9.9 %'), for
+-- the evidence of tracedoc's findings; 'none' when ncu stored no such verdict. Keyed by kernel and tracedoc_rule.
+CREATE OR REPLACE TEMP TABLE ncu_verdict_text AS
+SELECT source_id, demangled_name, grid, block, tracedoc_rule,
+       string_agg(ncu_rule || coalesce(' "' || nullif(ncu_title, '') || '"', '')
+                  || coalesce(', est. ' || round(ncu_speedup_pct, 1) || '%', ''), '; ') AS ncu_verdict
+FROM ncu_rule_verdicts WHERE tracedoc_rule IS NOT NULL
+GROUP BY ALL;
+
+-- ncu_verdict(source_id, demangled_name, grid, block, rule): that text for one kernel and tracedoc rule, or 'none'.
+-- 'not stored in this input' for CSV exports and reports without rule results.
+CREATE OR REPLACE TEMP MACRO ncu_verdict(src, kernel, kgrid, kblock, rule) AS CASE
+    WHEN NOT EXISTS (SELECT 1 FROM ncu_rule_results r WHERE r.source_id = src) THEN 'not stored in this input'
+    ELSE coalesce((
+        SELECT any_value(v.ncu_verdict) FROM ncu_verdict_text v
+        WHERE v.source_id = src AND v.demangled_name = kernel AND v.grid IS NOT DISTINCT FROM kgrid
+          AND v.block IS NOT DISTINCT FROM kblock AND v.tracedoc_rule = rule), 'none') END;
+
+-- The ncu verdicts tracedoc overrules, one row per kernel: verdicts (each as 'ncu rule → tracedoc rule: why
+-- tracedoc disagrees'), verdict_count, ncu_speedup_pct (the largest speedup ncu claimed among them), and the
+-- kernel's identity and class.
+CREATE OR REPLACE TEMP VIEW ncu_overruled_verdicts AS
+SELECT source_id, rank, name, demangled_name, grid, block, launches, total_ns, kernel_class,
+       string_agg(ncu_rule || coalesce(' "' || nullif(ncu_title, '') || '"', '')
+                  || coalesce(' (est. ' || round(ncu_speedup_pct, 1) || '%)', '') || ' → ' || tracedoc_rule
+                  || ': ' || not_limiting_reason, '; ' ORDER BY ncu_speedup_pct DESC NULLS LAST) AS verdicts,
+       count(*) AS verdict_count, max(ncu_speedup_pct) AS ncu_speedup_pct
+FROM ncu_rule_verdicts
+WHERE not_limiting_reason IS NOT NULL
+GROUP BY ALL;

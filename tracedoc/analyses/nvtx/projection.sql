@@ -1,0 +1,103 @@
+-- nvtx.projection: the user's NVTX ranges projected onto the GPU.
+--
+-- Each GPU activity is attributed to the innermost user NVTX range that was open on the thread that launched it,
+-- when it launched it (the CUDA call with the activity's correlation id gives thread and time). Each GPU idle gap
+-- is attributed to the innermost user range open, at the gap's start, on the thread that launched the work that
+-- ended the gap. User ranges are NVTX ranges other than framework operator ranges (PyTorch emit_nvtx's
+-- 'aten::…'); nesting is recomputed among them, so an operator range never hides the user's range around it.
+-- Times in ns. Empty (no rows) for inputs without NVTX ranges.
+-- include: gpu.idle
+
+-- User ranges with their nesting depth among the thread's user ranges, and their parent (the innermost user
+-- range open on the thread when they started; NULL at depth 0).
+CREATE OR REPLACE TEMP TABLE nvtx_user_ranges AS
+WITH r AS MATERIALIZED (
+    SELECT row_number() OVER (ORDER BY source_id, pid, tid, ts_ns, dur_ns DESC) AS range_id,
+           source_id, rank, pid, tid, name, ts_ns, ts_ns + dur_ns AS end_ns
+    FROM nvtx_ranges WHERE NOT coalesce(is_op, false) AND name IS NOT NULL AND dur_ns > 0
+),
+edges AS (
+    SELECT range_id, source_id, pid, tid, ts_ns AS t, 1 AS delta, 1 AS ord FROM r
+    UNION ALL
+    SELECT range_id, source_id, pid, tid, end_ns, -1, 0 FROM r
+),
+depths AS (
+    SELECT range_id, delta,
+           sum(delta) OVER (PARTITION BY source_id, pid, tid ORDER BY t, ord, range_id ROWS UNBOUNDED PRECEDING)
+               - 1 AS depth
+    FROM edges
+),
+ranged AS MATERIALIZED (
+    SELECT r.*, d.depth FROM r JOIN depths d ON d.range_id = r.range_id AND d.delta = 1
+)
+SELECT c.*, p.range_id AS parent_id
+FROM ranged c
+ASOF LEFT JOIN ranged p
+  ON p.source_id = c.source_id AND p.pid = c.pid AND p.tid = c.tid AND p.depth = c.depth - 1 AND p.ts_ns <= c.ts_ns;
+
+-- Which user range is innermost on a thread from time t on: a range's start makes it current, its end makes its
+-- parent current again. One row per (thread, t): the last change at that instant wins.
+CREATE OR REPLACE TEMP TABLE nvtx_thread_states AS
+SELECT source_id, pid, tid, t, range_id FROM (
+    SELECT source_id, pid, tid, ts_ns AS t, range_id, 1 AS ord, depth FROM nvtx_user_ranges
+    UNION ALL
+    SELECT source_id, pid, tid, end_ns, parent_id, 0, depth FROM nvtx_user_ranges
+)
+QUALIFY row_number() OVER (PARTITION BY source_id, pid, tid, t ORDER BY ord DESC, depth DESC) = 1;
+
+-- The CUDA call behind each correlation id: launching thread and launch time (ns).
+CREATE OR REPLACE TEMP TABLE nvtx_launches AS
+SELECT source_id, correlation_id, arg_min(pid, ts_ns) AS pid, arg_min(tid, ts_ns) AS tid, min(ts_ns) AS launch_ns
+FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
+GROUP BY source_id, correlation_id;
+
+-- GPU work inside the window with its launching thread and innermost user range (range_id/range_name NULL when none).
+CREATE OR REPLACE TEMP TABLE nvtx_gpu_work AS
+SELECT w.source_id, w.rank, w.device, w.stream, w.kind, w.category, w.name, w.ts_ns, w.end_ns, w.dur_ns,
+       l.pid, l.tid, l.launch_ns, s.range_id, u.name AS range_name
+FROM gpu_work w
+LEFT JOIN nvtx_launches l ON l.source_id = w.source_id AND l.correlation_id = w.correlation_id
+ASOF LEFT JOIN nvtx_thread_states s
+  ON s.source_id = w.source_id AND s.pid = l.pid AND s.tid = l.tid AND s.t <= l.launch_ns
+LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id;
+
+-- Idle gaps with the innermost user range open at the gap's start on the thread that launched the work ending
+-- the gap (NULL for the gap after a device's last work, and when nothing is known of the launch).
+CREATE OR REPLACE TEMP TABLE nvtx_idle_gaps AS
+SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns, g.cause, s.range_id, u.name AS range_name
+FROM gpu_idle_gaps g
+LEFT JOIN gpu_busy_intervals b ON b.source_id = g.source_id AND b.device = g.device AND b.ts_ns = g.end_ns
+LEFT JOIN nvtx_launches l ON l.source_id = g.source_id AND l.correlation_id = b.first_correlation_id
+ASOF LEFT JOIN nvtx_thread_states s
+  ON s.source_id = g.source_id AND s.pid = l.pid AND s.tid = l.tid AND s.t <= g.ts_ns
+LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id;
+
+-- Per device and range name: GPU time of the work launched in it (summed durations, ns), idle time attributed to
+-- it (ns), and idle_pct = idle / (GPU time + idle) × 100: "in 'forward', 38 % of the GPU time is idle".
+CREATE OR REPLACE TEMP VIEW nvtx_range_gpu_time AS
+WITH work AS (
+    SELECT source_id, any_value(rank) AS rank, device, range_name, count(*) AS activity_count, sum(dur_ns) AS gpu_ns
+    FROM nvtx_gpu_work WHERE range_name IS NOT NULL GROUP BY source_id, device, range_name
+),
+idle AS (
+    SELECT source_id, any_value(rank) AS rank, device, range_name, sum(dur_ns) AS idle_ns
+    FROM nvtx_idle_gaps WHERE range_name IS NOT NULL GROUP BY source_id, device, range_name
+)
+SELECT source_id, coalesce(work.rank, idle.rank) AS rank, device, range_name,
+       coalesce(activity_count, 0) AS activity_count, coalesce(gpu_ns, 0) AS gpu_ns, coalesce(idle_ns, 0) AS idle_ns,
+       100.0 * coalesce(idle_ns, 0) / nullif(coalesce(gpu_ns, 0) + coalesce(idle_ns, 0), 0) AS idle_pct
+FROM work FULL JOIN idle USING (source_id, device, range_name);
+
+-- Per device: the user range with the most idle GPU time (nvtx_range), that idle (ns) and its idle_pct, and a
+-- sentence for findings (nvtx_note, '' without NVTX).
+CREATE OR REPLACE TEMP VIEW nvtx_idle_by_device AS
+SELECT source_id, device, arg_max(range_name, idle_ns) AS nvtx_range, max(idle_ns) AS nvtx_range_idle_ns,
+       arg_max(idle_pct, idle_ns) AS nvtx_range_idle_pct,
+       printf(' Most idle time falls in NVTX range ''%s'': %.0f%% of the GPU time there is idle (%.1f ms).',
+              arg_max(range_name, idle_ns), arg_max(idle_pct, idle_ns), max(idle_ns) / 1e6) AS nvtx_note
+FROM nvtx_range_gpu_time WHERE idle_ns > 0 GROUP BY source_id, device;
+
+-- gpu_idle_host_bound (gpu.idle) with the NVTX columns of nvtx_idle_by_device (NULL, and nvtx_note '', without).
+CREATE OR REPLACE TEMP VIEW nvtx_gpu_idle_host_bound AS
+SELECT h.*, n.nvtx_range, n.nvtx_range_idle_ns, n.nvtx_range_idle_pct, coalesce(n.nvtx_note, '') AS nvtx_note
+FROM gpu_idle_host_bound h LEFT JOIN nvtx_idle_by_device n USING (source_id, device);

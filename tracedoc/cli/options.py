@@ -1,0 +1,110 @@
+"""Options and helpers shared by the commands that write a report (`tracedoc analyze`, `tracedoc health`)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console, RenderableType
+
+from tracedoc.cli.errors import BadInput
+from tracedoc.render import RENDERERS, renderer_for_extension
+from tracedoc.render.markdown import MarkdownRenderer
+from tracedoc.render.text import TextRenderer
+from tracedoc.report import SEVERITIES, Report
+
+_OUT_HELP = "Write the report to this file, or into this directory as tracedoc-report.<ext>."
+
+
+def report_options(out_help: str = _OUT_HELP) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of a command that judges with rules and writes a report: --format, --out, --rules, --set,
+    --fail-on (parameters fmt, out, rules_dirs, settings, fail_on)."""
+    options = [
+        click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default=None,
+                     help="Output format (default: text, or what --out's extension implies)."),
+        click.option("--out", type=click.Path(path_type=Path), default=None, help=out_help),
+        click.option("--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
+                     help="A folder of extra rule files (*.yaml); repeatable. A rule with a built-in's id "
+                          "replaces it."),
+        click.option("--set", "settings", multiple=True, metavar="RULE.THRESHOLD=VALUE",
+                     help="Override a rule threshold, e.g. --set launch-bound.min_idle_pct=25; repeatable."),
+        click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
+                     help="Exit with code 1 when a finding of this severity or worse is reported (for CI)."),
+    ]
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+def output_target(fmt: str | None, out: Path | None, stem: str = "tracedoc-report") -> tuple[str, Path | None]:
+    """The format and file to write: --out with a known extension is a file, otherwise a directory."""
+    if out is None:
+        return fmt or "text", None
+    by_extension = renderer_for_extension(out.suffix)
+    if by_extension is not None and not out.is_dir():
+        if fmt is not None and fmt != by_extension.name:
+            raise BadInput(f"--format {fmt} does not match the extension of {out}")
+        return by_extension.name, out
+    fmt = fmt or "text"
+    return fmt, out / f"{stem}{RENDERERS[fmt].extension}"
+
+
+def parse_settings(settings: Sequence[str]) -> dict[str, dict[str, float]]:
+    """--set RULE.NAME=VALUE options as {rule: {name: value}}."""
+    parsed: dict[str, dict[str, float]] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        rule, dot, name = key.partition(".")
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+        if not sep or not dot or not rule or not name or number is None:
+            raise BadInput(f"--set {item}: expected RULE.THRESHOLD=NUMBER")
+        parsed.setdefault(rule, {})[name] = number
+    return parsed
+
+
+def exit_code(report: Report, fail_on: str | None) -> int:
+    """1 when a finding is at least as severe as --fail-on, else 0."""
+    if fail_on is None:
+        return 0
+    worst = report.worst_severity()
+    return 1 if worst is not None and SEVERITIES.index(worst) <= SEVERITIES.index(fail_on) else 0
+
+
+def emit_report(report: Report, fmt: str, target: Path | None, text_head: Sequence[RenderableType] | None = None,
+                markdown_head: str = "") -> None:
+    """Print the report (text in colour on a terminal) or write it to ``target``.
+
+    ``text_head`` replaces the text report's summary line, for a command that summarises in its own way;
+    ``markdown_head`` goes before the Markdown report.
+    """
+    if fmt == "text" and (target is None or text_head is not None):
+        console = Console(highlight=False)
+        renderer = TextRenderer(width=min(console.width, 120)) if target is None else TextRenderer()
+        buf = io.StringIO()
+        if target is not None:
+            console = Console(file=buf, width=renderer.width, no_color=True, highlight=False)
+        parts = renderer.parts(report)
+        for part in [*text_head, *parts[1:]] if text_head is not None else parts:
+            console.print(part)
+        if target is None:
+            return
+        text = buf.getvalue()
+    else:
+        renderer = MarkdownRenderer(headline=False) if fmt == "md" and markdown_head else RENDERERS[fmt]()
+        text = (markdown_head if fmt == "md" else "") + renderer.render(report)
+    if target is None:
+        click.echo(text, nl=False)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        Console(stderr=True).print(f"report written to {target}", highlight=False)

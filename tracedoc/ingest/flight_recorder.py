@@ -1,0 +1,298 @@
+"""PyTorch NCCL flight-recorder dumps into the store: what each rank's collectives were doing when it dumped.
+
+torch writes one dump per rank when a collective times out (``TORCH_NCCL_DUMP_ON_TIMEOUT``; a pickle named
+``<prefix><rank>``), or on demand through ``_dump_nccl_trace()`` (pickle) and ``_dump_nccl_trace_json()`` (JSON).
+A dump is a small dict (a ring buffer of at most ``TORCH_FR_BUFFER_SIZE`` entries), so it is read whole.
+
+Dumps are untrusted. A pickle is read by an unpickler that refuses every global: only dicts, lists, tuples,
+strings and numbers can be built, so nothing in the file can run. Every field is then checked against the shape
+torch writes — schema versions "2.1" (torch 2.4), "2.4" (2.5–2.7), "2.9" (2.8), "2.10" (2.9–2.11) and whatever
+else carries the same keys — and a missing or malformed field becomes NULL. JSON dumps differ from pickles only in
+types (strings for ``pg_status`` values, lists for tuples, 0 for unset times, no stack frames).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import pickle
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from isal import igzip
+
+from tracedoc.errors import InputError
+from tracedoc.ingest.kineto import LoadResult
+from tracedoc.store import Store
+
+FORMAT = "flight_recorder"
+# A rank may leave several dumps side by side (the automatic one and on-demand ones); the hang analyses use one
+# per rank (tracedoc/analyses/hang/dumps.sql), so two dumps claiming one rank are not an error.
+SEVERAL_PER_RANK = True
+
+_PICKLE_MAGIC = re.compile(rb"\A\x80[\x02-\x05]")
+_GZIP_MAGIC = b"\x1f\x8b"
+_MAX_BYTES = 1 << 30  # a decompressed dump larger than this is not one (the ring buffer keeps a few MB)
+_DIGITS = re.compile(r"-?\d{1,18}")
+_MAX_FRAMES = 64  # innermost Python frames kept per entry
+_MAX_TEXT = 1000  # characters kept of any string from a dump
+
+_FRAME = pa.struct([("name", pa.string()), ("filename", pa.string()), ("line", pa.int32())])
+_ENTRY_SCHEMA = pa.schema([
+    ("source_id", pa.int32()), ("record_id", pa.int64()), ("pg_id", pa.int64()), ("pg_name", pa.string()),
+    ("pg_desc", pa.string()), ("collective_seq_id", pa.int64()), ("p2p_seq_id", pa.int64()),
+    ("op_id", pa.int64()), ("profiling_name", pa.string()), ("backend", pa.string()), ("op", pa.string()),
+    ("peer", pa.string()), ("is_p2p", pa.bool_()), ("input_sizes", pa.list_(pa.list_(pa.int64()))),
+    ("input_dtypes", pa.list_(pa.string())), ("output_sizes", pa.list_(pa.list_(pa.int64()))),
+    ("output_dtypes", pa.list_(pa.string())), ("input_numel", pa.int64()), ("output_numel", pa.int64()),
+    ("state", pa.string()), ("retired", pa.bool_()), ("time_created_ns", pa.int64()),
+    ("time_discovered_started_ns", pa.int64()), ("time_discovered_completed_ns", pa.int64()),
+    ("duration_ms", pa.float64()), ("timeout_ms", pa.int64()), ("thread_name", pa.string()),
+    ("frames", pa.list_(_FRAME)),
+])
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True for a pickle or JSON object that carries the flight recorder's top-level keys."""
+    if _PICKLE_MAGIC.match(head):
+        return b"version" in head and (b"pg_config" in head or b"collective_seq_id" in head)
+    text = head.lstrip()
+    return (text[:1] == b"{" and b'"traceEvents"' not in head
+            and (b'"pg_config"' in head or b'"collective_seq_id"' in head))
+
+
+def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
+    """Read one dump into fr_dumps, fr_process_groups, fr_pg_status and fr_entries under ``source_id``."""
+    dump, encoding = _read(path)
+    entries = dump.get("entries") or []
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise InputError(f"{path}: malformed flight-recorder dump ('entries' is not a list of records)")
+    rows = [_entry(e, source_id) for e in entries]
+    groups = _process_groups(dump.get("pg_config"), source_id)
+    status = _pg_status(dump.get("pg_status"), source_id)
+    version = _text(dump.get("version"))
+    comm_lib = _text(dump.get("comm_lib_version") or dump.get("nccl_version"))
+    backends = Counter(r["backend"] for r in rows if r["backend"])
+    backend = backends.most_common(1)[0][0] if backends else None
+
+    con = store.con
+    if groups:
+        con.executemany("INSERT INTO fr_process_groups VALUES (?, ?, ?, ?)", groups)
+    if status:
+        con.executemany("INSERT INTO fr_pg_status VALUES (?, ?, ?, ?, ?)", status)
+    if rows:
+        con.register("_fr_entries_in", pa.Table.from_pylist(rows, schema=_ENTRY_SCHEMA))
+        try:
+            con.execute("INSERT INTO fr_entries BY NAME SELECT * FROM _fr_entries_in")
+        finally:
+            con.unregister("_fr_entries_in")
+    times = [t for r in rows for t in (r["time_created_ns"], r["time_discovered_started_ns"],
+                                       r["time_discovered_completed_ns"]) if t is not None]
+    record_ids = [r["record_id"] for r in rows if r["record_id"] is not None]
+    con.execute("INSERT INTO fr_dumps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [source_id, encoding, version, comm_lib, backend, len(rows), min(record_ids, default=None),
+                 max(times, default=None), any(r["frames"] for r in rows)])
+
+    sizes = [len(g[3]) for g in groups if g[3]]
+    tool = f"PyTorch flight recorder {version or '(no version)'} ({encoding}"
+    tool += f", {backend or 'library'} {comm_lib})" if comm_lib else ")"
+    rank = dump.get("rank")
+    return LoadResult(rank=rank if _is_int(rank) and rank >= 0 else None, world_size=max(sizes, default=None),
+                      event_count=len(rows), tool=tool if rows else f"{tool}, empty: no recorded collectives")
+
+
+def _read(path: Path) -> tuple[dict[str, Any], str]:
+    """The dump as a dict, and its encoding (pickle | json); gzipped dumps are read too."""
+    raw = path.read_bytes()
+    if raw[:2] == _GZIP_MAGIC:
+        try:
+            with igzip.open(path, "rb") as f:
+                raw = f.read(_MAX_BYTES + 1)
+        except (OSError, EOFError, ValueError) as exc:
+            raise InputError(f"{path}: corrupt or truncated gzip ({exc})") from None
+        if len(raw) > _MAX_BYTES:
+            raise InputError(f"{path}: over {_MAX_BYTES >> 20} MiB decompressed: not a flight-recorder dump")
+    encoding = "pickle" if _PICKLE_MAGIC.match(raw) else "json"
+    dump = _unpickle(raw, path) if encoding == "pickle" else _parse_json(raw, path)
+    if not isinstance(dump, dict) or not ({"entries", "pg_config"} & dump.keys()):
+        raise InputError(f"{path}: not a flight-recorder dump (no entries or pg_config at the top level)")
+    return dump, encoding
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    """Builds only plain containers and scalars: every request for a class or function is refused."""
+
+    def __init__(self, data: bytes, path: Path) -> None:
+        super().__init__(io.BytesIO(data))
+        self._path = path
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise InputError(f"{self._path}: refused: the pickle asks for {module[:80]}.{name[:80]}, but a "
+                         "flight-recorder dump holds only plain data (nothing in the file was run)")
+
+
+def _unpickle(raw: bytes, path: Path) -> Any:
+    try:
+        return _PlainDataUnpickler(raw, path).load()
+    except InputError:
+        raise
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
+            MemoryError, RecursionError, UnicodeDecodeError, OverflowError) as exc:
+        detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"{path}: truncated or corrupt flight-recorder pickle ({detail})") from None
+
+
+def _parse_json(raw: bytes, path: Path) -> Any:
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        detail = str(exc).strip().splitlines()[0][:120]
+        raise InputError(f"{path}: truncated or malformed flight-recorder JSON ({detail})") from None
+
+
+def _entry(e: dict[str, Any], source_id: int) -> dict[str, Any]:
+    """One ring-buffer record as a row of fr_entries; fields of the wrong type become NULL."""
+    name = _text(e.get("profiling_name"))
+    backend, _, rest = (name or "").partition(":")
+    op, _, peer = rest.partition(" ")
+    group = e.get("process_group")
+    group = group if isinstance(group, list | tuple) else ()
+    is_p2p = e.get("is_p2p")
+    if not isinstance(is_p2p, bool):  # older dumps: send/recv are the point-to-point operations
+        is_p2p = op in ("send", "recv") if op else None
+    in_sizes, out_sizes = _sizes(e.get("input_sizes")), _sizes(e.get("output_sizes"))
+    return {
+        "source_id": source_id, "record_id": _int(e.get("record_id")), "pg_id": _int(e.get("pg_id")),
+        "pg_name": _text(group[0]) if len(group) > 0 else None,
+        "pg_desc": _text(group[1]) if len(group) > 1 else None,
+        "collective_seq_id": _int(e.get("collective_seq_id")), "p2p_seq_id": _int(e.get("p2p_seq_id")),
+        "op_id": _int(e.get("op_id")), "profiling_name": name,
+        "backend": backend if rest else None, "op": op or None, "peer": peer or None, "is_p2p": is_p2p,
+        "input_sizes": in_sizes, "input_dtypes": _strings(e.get("input_dtypes")),
+        "output_sizes": out_sizes, "output_dtypes": _strings(e.get("output_dtypes")),
+        "input_numel": _numel(in_sizes), "output_numel": _numel(out_sizes),
+        "state": _text(e.get("state")), "retired": e.get("retired") if isinstance(e.get("retired"), bool) else None,
+        "time_created_ns": _time(e.get("time_created_ns")),
+        "time_discovered_started_ns": _time(e.get("time_discovered_started_ns")),
+        "time_discovered_completed_ns": _time(e.get("time_discovered_completed_ns")),
+        "duration_ms": _float(e.get("duration_ms")),
+        "timeout_ms": _int(e.get("timeout_ms")), "thread_name": _text(e.get("thread_name")),
+        "frames": _frames(e.get("frames")),
+    }
+
+
+def _process_groups(config: Any, source_id: int) -> list[tuple[int, str, str | None, list[int] | None]]:
+    """pg_config: {name: {name, desc, ranks: "[0, 1]"}} (older dumps: {name: ranks})."""
+    if not isinstance(config, dict):
+        return []
+    rows = []
+    for key, info in config.items():
+        if isinstance(info, dict):
+            name, desc, ranks = info.get("name", key), info.get("desc"), info.get("ranks")
+        else:
+            name, desc, ranks = key, None, info
+        rows.append((source_id, _text(name), _text(desc), _ranks(ranks)))
+    return rows
+
+
+def _pg_status(status: Any, source_id: int) -> list[tuple[int, int | None, int | None, int | None, int | None]]:
+    """pg_status: {pg_id: {last_enqueued_collective, last_started_collective, last_completed_collective}}.
+
+    −1 means none and becomes NULL.
+    """
+    if not isinstance(status, dict):
+        return []
+    rows = []
+    for pg_id, s in status.items():
+        if isinstance(s, dict):
+            seqs = [_int(s.get(k)) for k in ("last_enqueued_collective", "last_started_collective",
+                                             "last_completed_collective")]
+            rows.append((source_id, _int(pg_id), *[v if v is not None and v >= 0 else None for v in seqs]))
+    return rows
+
+
+def _ranks(value: Any) -> list[int] | None:
+    """Global ranks of a group: a string such as "[0, 1]" in dumps, or a list."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            return None
+    if isinstance(value, list | tuple) and all(isinstance(r, int) and not isinstance(r, bool) for r in value):
+        return list(value)
+    return None
+
+
+def _sizes(value: Any) -> list[list[int]] | None:
+    """Tensor shapes: a list of lists of ints, or NULL."""
+    if not isinstance(value, list | tuple):
+        return None
+    out = []
+    for shape in value:
+        if not isinstance(shape, list | tuple) or not all(_is_int(d) for d in shape):
+            return None
+        out.append([int(d) for d in shape])
+    return out
+
+
+def _numel(sizes: list[list[int]] | None) -> int | None:
+    if sizes is None:
+        return None
+    total = sum(math.prod(shape) for shape in sizes)
+    return total if total < 2**63 else None
+
+
+def _strings(value: Any) -> list[str] | None:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        return None
+    return [v[:_MAX_TEXT] for v in value]
+
+
+def _frames(value: Any) -> list[dict[str, Any]] | None:
+    """Python stack at enqueue, innermost first: [{name, filename, line}]."""
+    if not isinstance(value, list | tuple):
+        return None
+    return [{"name": _text(f.get("name")), "filename": _text(f.get("filename")), "line": _int32(f.get("line"))}
+            for f in value[:_MAX_FRAMES] if isinstance(f, dict)]
+
+
+def _is_int(value: Any) -> bool:
+    """An int that fits BIGINT (bool is not an int here)."""
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
+def _int(value: Any) -> int | None:
+    """An int, or a string of one (JSON dumps write pg_status that way); NULL otherwise."""
+    if type(value) is int:
+        return value if -(2**63) <= value < 2**63 else None
+    if isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+        return int(value)
+    return None
+
+
+def _int32(value: Any) -> int | None:
+    v = _int(value)
+    return v if v is not None and -(2**31) <= v < 2**31 else None
+
+
+def _float(value: Any) -> float | None:
+    """A finite float (an int is taken as one); NULL otherwise."""
+    if _is_int(value):
+        return float(value)
+    return value if type(value) is float and math.isfinite(value) else None
+
+
+def _time(value: Any) -> int | None:
+    """A timestamp in ns; unset ones are None in pickles and 0 in JSON dumps."""
+    v = _int(value)
+    return v if v else None
+
+
+def _text(value: Any) -> str | None:
+    if type(value) is str:
+        return value[:_MAX_TEXT]
+    return str(value) if _is_int(value) else None
