@@ -26,11 +26,11 @@ def analyze(paths: Sequence[Path | str], rules_dirs: Sequence[Path] = (), cache_
     if use_cache:
         store, _ = open_store(inputs, cache_dir or default_cache_dir(), progress)
         with store:
-            return build_report(store, rules, thresholds, progress)
+            return build_report(store, rules, thresholds, progress, paths=[str(i.path) for i in inputs])
     with tempfile.TemporaryDirectory(prefix="tracedoc-") as tmp:
         store, _ = open_store(inputs, Path(tmp), progress)
         with store:
-            return build_report(store, rules, thresholds, progress)
+            return build_report(store, rules, thresholds, progress, paths=[str(i.path) for i in inputs])
 
 
 def open_store(inputs: Sequence[InputFile], cache_dir: Path, progress: Progress | None = None) -> tuple[Store, bool]:
@@ -40,16 +40,23 @@ def open_store(inputs: Sequence[InputFile], cache_dir: Path, progress: Progress 
 
 
 def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, float]] | None = None,
-                 progress: Progress | None = None) -> Report:
-    """Measure and judge an ingested store."""
+                 progress: Progress | None = None, paths: Sequence[str] | None = None) -> Report:
+    """Measure and judge an ingested store.
+
+    ``paths`` are the inputs as given this time, in source order: a cached store keeps the paths of the run that
+    ingested it, and the same bytes may since have been given under other names.
+    """
     if progress:
         progress("analysing")
     store.include("trace.summary")
     summary = store.query("SELECT * FROM trace_summary")[0]
     wall_ms = float(summary["wall_ms"] or 0.0)  # 0 for inputs without a timeline (e.g. hang dumps)
     findings = judge(store, rules, wall_ms, thresholds)
-    inputs = [InputInfo(path=r["path"], format=r["format"], rank=r["rank"], events=r["event_count"])
-              for r in store.query("SELECT path, format, rank, event_count FROM sources ORDER BY source_id")]
+    rows = store.query("SELECT path, format, rank, event_count FROM sources ORDER BY source_id")
+    if paths is not None and len(paths) == len(rows):
+        for row, path in zip(rows, paths):
+            row["path"] = path
+    inputs = [InputInfo(path=r["path"], format=r["format"], rank=r["rank"], events=r["event_count"]) for r in rows]
     return Report(inputs=inputs,
                   summary={"wall_ms": round(wall_ms, 3),
                            "gpu_busy_pct": _round(summary["gpu_busy_pct"]),

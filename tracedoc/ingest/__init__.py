@@ -49,7 +49,7 @@ def discover(paths: Sequence[Path]) -> list[InputFile]:
         if path.is_dir():
             candidates = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")
                                 and not p.name.lower().endswith(_NOT_TRACES))
-            files = [f for f in (_identify(p, strict=False) for p in candidates) if f is not None]
+            files = [f for f in (_identify(p, strict=False, in_directory=True) for p in candidates) if f is not None]
             if not files:
                 raise InputError(f"{path}: no trace files found in this directory")
             found.extend(files)
@@ -58,8 +58,12 @@ def discover(paths: Sequence[Path]) -> list[InputFile]:
     return found
 
 
-def _identify(path: Path, strict: bool) -> InputFile | None:
-    """Detect the format of one file from its content; None (or an error when ``strict``) if unknown."""
+def _identify(path: Path, strict: bool, in_directory: bool = False) -> InputFile | None:
+    """Detect the format of one file from its content; None (or an error when ``strict``) if unknown.
+
+    In a directory, a format may set aside a file whose data another file there holds too
+    (``redundant_in_directory(path, head)``, e.g. an Nsight Systems report beside its SQLite export).
+    """
     head = _head(path)
     if not head.strip():
         if strict:
@@ -67,6 +71,9 @@ def _identify(path: Path, strict: bool) -> InputFile | None:
         return None
     for name, module in FORMATS.items():
         if module.sniff(path, head):
+            redundant = getattr(module, "redundant_in_directory", None)
+            if in_directory and redundant is not None and redundant(path, head):
+                return None
             return InputFile(path, name, file_digest(path), path.stat().st_size)
     if strict:
         raise InputError(f"{path}: not a trace format tracedoc reads ({', '.join(FORMATS)})")

@@ -35,14 +35,9 @@ _EXPORT_TIMEOUT_S = 3600
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """An nsys report by its extension or header, or an SQLite file whose schema holds nsys tables.
-
-    A report whose export sits beside it (``run.nsys-rep`` and ``run.sqlite``, as `nsys stats` and `nsys analyze`
-    leave them) is not claimed: the export holds the same data, and reading both would count a rank twice.
-    """
-    if path.name.lower().endswith(_REPORT_SUFFIXES) or head.startswith(_REPORT_MAGIC):
-        export = path.with_suffix(".sqlite")
-        return not (export.is_file() and _read_head(export).startswith(SQLITE_MAGIC))
+    """An nsys report by its extension or header, or an SQLite file whose schema holds nsys tables."""
+    if _is_report(path, head):
+        return True
     if not head.startswith(SQLITE_MAGIC):
         return False
     if any(m in head for m in _MARKERS):
@@ -57,9 +52,32 @@ def sniff(path: Path, head: bytes) -> bool:
         source.close()
 
 
+def _is_report(path: Path, head: bytes) -> bool:
+    return path.name.lower().endswith(_REPORT_SUFFIXES) or head.startswith(_REPORT_MAGIC)
+
+
+def _export_beside(report: Path) -> Path | None:
+    """``run.sqlite`` beside ``run.nsys-rep``, when it is an SQLite file."""
+    export = report.with_suffix(".sqlite")
+    return export if export.is_file() and _read_head(export).startswith(SQLITE_MAGIC) else None
+
+
+def redundant_in_directory(path: Path, head: bytes) -> bool:
+    """A report whose export sits beside it (``run.nsys-rep`` and ``run.sqlite``, as `nsys stats` and
+    `nsys analyze` leave them): in a directory only the export is read, or the rank would count twice."""
+    return _is_report(path, head) and _export_beside(path) is not None
+
+
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
-    """Read one report or export into the store's tables under ``source_id``."""
-    sqlite_path = path if _read_head(path).startswith(SQLITE_MAGIC) else export_report(path, workdir)
+    """Read one report or export into the store's tables under ``source_id``.
+
+    A report is read through the export beside it when there is one (the same data, no nsys needed), else
+    exported with nsys first.
+    """
+    if _read_head(path).startswith(SQLITE_MAGIC):
+        sqlite_path = path
+    else:
+        sqlite_path = _export_beside(path) or export_report(path, workdir)
     source = SqliteSource(sqlite_path)
     try:
         if not _is_export(source):
@@ -69,16 +87,17 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
         tool = _tool(source)
     finally:
         source.close()
-        if sqlite_path != path:
+        if sqlite_path.parent == workdir:
             sqlite_path.unlink(missing_ok=True)
     if event_count == 0:
         raise InputError(f"{path}: the export holds no CUDA, NVTX or OS runtime events")
     return LoadResult(rank, None, event_count, tool)
 
 
-def export_command(report: Path, output: Path, nsys: str = "nsys") -> list[str]:
+def export_command(report: Path, output: Path, nsys: str = "nsys", overwrite: bool = False) -> list[str]:
     """The `nsys export` command line that turns a report into an SQLite export."""
-    return [nsys, "export", "--type", "sqlite", "--output", str(output), str(report)]
+    force = ["--force-overwrite", "true"] if overwrite else []
+    return [nsys, "export", "--type", "sqlite", *force, "--output", str(output), str(report)]
 
 
 def export_report(report: Path, workdir: Path) -> Path:
@@ -89,7 +108,7 @@ def export_report(report: Path, workdir: Path) -> Path:
         raise InputError(f"{report}: reading an .nsys-rep needs Nsight Systems' nsys on PATH; export it and "
                          f"analyse the .sqlite instead: {command}")
     target = workdir / (report.stem + ".sqlite")
-    cmd = [*export_command(report, target, nsys)[:4], "--force-overwrite", "true", *export_command(report, target)[4:]]
+    cmd = export_command(report, target, nsys, overwrite=True)
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=_EXPORT_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -13,6 +13,7 @@ from tracedoc.errors import RuleError
 from tracedoc.judge.rule import Rule
 from tracedoc.report import Evidence, Finding, Scope
 from tracedoc.store import Store
+from tracedoc.units import fmt_ms
 
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 
@@ -80,6 +81,8 @@ class _TolerantFormatter(string.Formatter):
     def format_field(self, value: Any, format_spec: str) -> str:
         if value is None:
             return "n/a"
+        if format_spec == "time":  # {x_ns:time}: a duration in ns, written readably ('1.2 ms', '850.0 µs')
+            return fmt_ms(float(value) / 1e6)
         try:
             return super().format_field(value, format_spec)
         except (ValueError, TypeError):

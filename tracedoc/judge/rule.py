@@ -7,7 +7,8 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
     when (SQL condition on the view's columns; thresholds as $name), thresholds ({name: number}),
     impact_ms (SQL expression: estimated saving in ms), critical_above_pct (optional: severity becomes critical
     when the saving is at least this % of wall time), scope ({rank|device|stream|kernel|step|pg|seq: SQL}),
-    evidence ([{name, value (SQL), unit}]), message (text with {column} placeholders), fix, references.
+    evidence ([{name, value (SQL), unit}]), message (text with {column} placeholders; {x_ns:time} writes a duration
+    in ns readably), fix, references.
 """
 
 from __future__ import annotations

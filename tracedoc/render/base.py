@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from tracedoc.report import Report
+from tracedoc.units import fmt_ms
 
 
 class Renderer:
@@ -23,15 +24,6 @@ RENDERERS: dict[str, type[Renderer]] = {}
 def renderer_for_extension(suffix: str) -> type[Renderer] | None:
     """The renderer whose files end with ``suffix`` (e.g. '.md'), if any."""
     return next((r for r in RENDERERS.values() if r.extension == suffix.lower()), None)
-
-
-def fmt_ms(value: float) -> str:
-    """A duration in ms, readable at a glance: 1234.5 -> '1,234.5 ms', 0.0123 -> '12.3 µs'."""
-    if value >= 100:
-        return f"{value:,.0f} ms"
-    if value >= 1:
-        return f"{value:,.1f} ms"
-    return f"{value * 1000:,.1f} µs"
 
 
 def fmt_value(value: object, unit: str) -> str:

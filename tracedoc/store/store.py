@@ -51,8 +51,8 @@ class Store:
     def scalar(self, sql: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
         """Run ``sql`` and return the first column of the first row (None when there is no row)."""
         cur = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
-        row = cur.fetchone()
-        return row[0] if row else None
+        rows = cur.fetchall()  # fetch to the end: a half-read result would block the next statement
+        return rows[0][0] if rows else None
 
     def include(self, module: str) -> None:
         """Load an analysis module (e.g. ``gpu.idle``) and its dependencies, once per connection."""
