@@ -18,7 +18,7 @@ from tracedoc.report import Report
 
 A40_REP = SAMPLES / "ncu-a40-julia" / "a40_julia_indexspaces.ncu-rep"
 A40_CSV = SAMPLES / "ncu-a40-julia-csv" / "a40_julia_indexspaces.raw.base-units.csv"
-A40_CSV_SCALED = SAMPLES / "ncu-a40-julia-csv" / "a40_julia_indexspaces.raw.csv"
+A40_CSV_SCALED = SAMPLES / "ncu-a40-julia-csv-scaled" / "a40_julia_indexspaces.raw.csv"
 H800_REP = SAMPLES / "ncu-h800-sglang" / "h800_sglang_pytorch_flashattn_full.ncu-rep"
 H800_CSV = SAMPLES / "ncu-h800-sglang-csv" / "h800_sglang_pytorch_flashattn_full.raw.base-units.csv"
 H200_CSV = SAMPLES / "ncu-h200-torch-csv" / "h200_torch_gemm_softmax_full.raw.base-units.csv"

@@ -339,3 +339,19 @@ def test_every_analysis_runs_on_nsys_input(tmp_path: Path) -> None:
         assert store.query("SELECT device, round(comm_ns / 1e6, 1) AS comm_ms, overlap_ns FROM comm_overlap_by_device "
                            "ORDER BY device") == [{"device": 0, "comm_ms": 17.2, "overlap_ns": 0},
                                                   {"device": 1, "comm_ms": 8.2, "overlap_ns": 0}]
+
+
+def test_range_open_when_capture_stopped_runs_to_the_end(tmp_path: Path) -> None:
+    """A range the capture stopped inside has no end in the export: it runs to the capture's last event."""
+    cut = tmp_path / "open.sqlite"
+    shutil.copyfile(TORCH / "sample.sqlite", cut)
+    con = sqlite3.connect(cut)
+    con.execute("""UPDATE NVTX_EVENTS SET "end" = NULL WHERE text = 'epoch'""")
+    assert con.total_changes == 1
+    con.commit()
+    con.close()
+    with Store.create(tmp_path / "store.duckdb") as store:
+        nsys.load(store, 0, cut, tmp_path)
+        epoch = store.query("SELECT ts_ns + dur_ns AS end_ns, open_end FROM nvtx_ranges WHERE name = 'epoch'")
+        last = store.scalar("SELECT max(ts_ns + dur_ns) FROM cpu_activity WHERE kind <> 'annotation'")
+        assert epoch == [{"end_ns": last, "open_end": True}]

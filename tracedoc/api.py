@@ -94,6 +94,14 @@ _METRICS: dict[str, tuple[str, str]] = {
                overlap_ns / 1e6 AS overlap_ms, exposed_comm_ns / 1e6 AS exposed_comm_ms, overlap_pct
         FROM comm_overlap_by_device ORDER BY rank, device"""),
     "step_times": ("trace.summary", "SELECT rank, step, step_ms FROM trace_step_times"),
+    # Rank × step (the ranks heatmap): GPU step time, compute, waits inside collectives, arrival lateness (ms).
+    "rank_steps": ("ranks.steps", """
+        SELECT rank, step, step_ns / 1e6 AS step_ms, compute_ns / 1e6 AS compute_ms,
+               comm_wait_ns / 1e6 AS comm_wait_ms, lateness_ns / 1e6 AS arrival_lateness_ms,
+               exposed_wait_ns / 1e6 AS exposed_wait_ms, blocked_exposed_ns / 1e6 AS others_wait_ms,
+               comm_ns / 1e6 AS comm_ms, host_step_ns / 1e6 AS host_step_ms, host_gap_ns / 1e6 AS host_gap_ms,
+               kernels, collectives
+        FROM ranks_steps ORDER BY rank, step"""),
     "collectives": ("hang.progress", """
         SELECT backend, pg_name AS pg, label AS pg_label, rank, has_dump, last_enqueued_seq, last_described,
                last_state, last_started_seq, last_completed_seq, pending_seq, pending_described, waited_ms,

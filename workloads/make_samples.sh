@@ -4,7 +4,8 @@
 #   bash workloads/make_samples.sh OUT_DIR [single|ddp|all]
 #
 # single: decode_loop (eager, cudagraph, compile) and input_bound (slow, fast) on one GPU;
-# ddp: ddp_step (overlap, no_overlap) on two GPUs. RUN_TIMEOUT (seconds, default 600) bounds each run.
+# ddp: ddp_step (overlap, no_overlap, straggler) and moe_alltoall (balanced, hot_expert) on two GPUs.
+# RUN_TIMEOUT (seconds, default 600) bounds each run.
 # Copy OUT_DIR/<case>/ into samples/<case>/ afterwards; the log holds the figures SOURCE.md quotes.
 set -uo pipefail
 
@@ -38,8 +39,12 @@ fi
 
 if [[ $which == ddp || $which == all ]]; then
     nvidia-smi topo -m
-    for v in overlap no_overlap; do
+    for v in overlap no_overlap straggler; do
         run "ddp-${v//_/-}" torchrun --standalone --nproc_per_node=2 "$here/ddp_step/run.py" \
             --variant "$v" --out "$out/ddp-${v//_/-}"
+    done
+    for v in balanced hot_expert; do
+        run "moe-${v//_/-}" torchrun --standalone --nproc_per_node=2 "$here/moe_alltoall/run.py" \
+            --variant "$v" --out "$out/moe-${v//_/-}"
     done
 fi

@@ -38,7 +38,10 @@ _PART_BYTES = 32 << 20
 _ARGS_TYPE = (
     'STRUCT("device" VARCHAR, "stream" VARCHAR, "correlation" VARCHAR, "External id" VARCHAR, '
     '"bytes" VARCHAR, "registers per thread" VARCHAR, "shared memory" VARCHAR, '
-    '"Collective name" VARCHAR, "grid" JSON, "block" JSON)'
+    '"Collective name" VARCHAR, "grid" JSON, "block" JSON, '
+    # record_param_comms (collective calls): process group and message sizes
+    '"Process Group Name" VARCHAR, "Process Group Description" VARCHAR, "Group size" VARCHAR, "dtype" VARCHAR, '
+    '"In msg nelems" VARCHAR, "Out msg nelems" VARCHAR, "In split size" VARCHAR, "Out split size" VARCHAR)'
 )
 _COLUMNS = (
     "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', "
@@ -188,9 +191,11 @@ def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Path], path: Path) 
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _flow_end (pid BIGINT, tid BIGINT, ts_ns BIGINT, "
                 "correlation_id BIGINT)")
     sql = (f"CREATE OR REPLACE TEMP TABLE _raw AS SELECT * FROM read_json({files}, format = 'array', "
-           f"columns = {_COLUMNS}, maximum_object_size = 268435456)")
+           f"columns = {_COLUMNS}, maximum_object_size = 16777216)")
     try:
         con.execute(sql)
+    except duckdb.OutOfMemoryException as exc:
+        raise InputError(f"{path}: out of memory while reading the trace ({str(exc).splitlines()[0]})") from None
     except duckdb.Error as exc:
         first_line = str(exc).strip().splitlines()[0]
         raise InputError(f"{path}: malformed trace JSON ({first_line})") from None
@@ -260,6 +265,15 @@ WHERE ph = 'X' AND ts IS NOT NULL
 INSERT INTO _flow_end
 SELECT TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT), {_TS_NS}, TRY_CAST(id AS BIGINT)
 FROM _raw WHERE ph = 'f' AND cat = 'ac2g';
+
+-- Collective calls with their process group and sizes (schema_ranks.sql).
+INSERT INTO collective_calls
+SELECT getvariable('source_id'), getvariable('rank'), TRY_CAST(tid AS BIGINT), {_TS_NS}, {_DUR_NS},
+       TRY_CAST(args."External id" AS BIGINT), args."Collective name", args."Process Group Name",
+       args."Process Group Description", TRY_CAST(args."Group size" AS INTEGER), args."dtype",
+       TRY_CAST(args."In msg nelems" AS BIGINT), TRY_CAST(args."Out msg nelems" AS BIGINT),
+       args."In split size", args."Out split size"
+FROM _raw WHERE ph = 'X' AND name = 'record_param_comms' AND ts IS NOT NULL;
 
 DROP TABLE _raw;
 """

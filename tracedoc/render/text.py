@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracedoc.render.base import Renderer, fmt_ms, fmt_value, saving_text, scope_text, summary_text
+from tracedoc.render.ranks import rank_steps_parts
 from tracedoc.report import Report
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -39,7 +40,7 @@ class TextRenderer(Renderer):
         out: list = [head]
         if not report.findings:
             out.append(Text("No problems found by the rules that ran.", style="green"))
-            return out
+            return out + rank_steps_parts(report.metrics)
         table = Table(show_header=True, header_style="bold", expand=False, box=None, pad_edge=False)
         for col, kw in (("#", {"justify": "right"}), ("severity", {}), ("rule", {}), ("where", {}),
                         ("est. saving", {"justify": "right"}), ("", {"justify": "right"})):
@@ -60,4 +61,4 @@ class TextRenderer(Renderer):
             out.append(Panel(body, title=title, title_align="left", border_style=_STYLE[f.severity],
                              subtitle=f"saves ~{saving_text(f.impact_ms, f.impact_pct, wall)}",
                              subtitle_align="right"))
-        return out
+        return out + rank_steps_parts(report.metrics)

@@ -2,8 +2,11 @@
 --
 -- overlap % = |comm ∩ compute| / |comm| × 100, where comm is the union of communication kernels (NCCL) and
 -- compute the union of compute kernels on the same device, over all streams. Exposed communication is
--- |comm| − |comm ∩ compute|: time the device spends communicating with nothing else to do. Times in ns.
+-- |comm| − |comm ∩ compute|: time the device spends communicating with nothing else to do. Part of that may be
+-- waiting inside a collective for a later rank (ranks.collectives): overlap cannot hide that, a faster peer can.
+-- Times in ns.
 -- include: gpu.busy
+-- include: ranks.collectives
 
 -- Per device: communication time, compute time, their intersection and the exposed part (ns); overlap %.
 CREATE OR REPLACE TEMP TABLE comm_overlap_by_device AS
@@ -35,9 +38,17 @@ SELECT source_id, any_value(rank) AS rank, device,
 FROM levels WHERE t_next IS NOT NULL
 GROUP BY source_id, device;
 
--- Per device with the window: adds wall_ns and exposed communication as % of the window.
+-- Per device with the window: adds wall_ns, exposed communication as % of the window, peer_wait_ns (the exposed
+-- time spent waiting in collectives for later ranks) and hideable_comm_ns = exposed_comm_ns − peer_wait_ns, the
+-- exposed communication that overlapping with compute could hide (also as % of the window).
 CREATE OR REPLACE TEMP VIEW comm_overlap_summary AS
 SELECT o.*, w.wall_ns, 100.0 * o.exposed_comm_ns / nullif(w.wall_ns, 0) AS exposed_comm_pct,
-       100.0 * o.comm_ns / nullif(w.wall_ns, 0) AS comm_pct
+       100.0 * o.comm_ns / nullif(w.wall_ns, 0) AS comm_pct,
+       coalesce(p.peer_wait_ns, 0) AS peer_wait_ns,
+       greatest(o.exposed_comm_ns - coalesce(p.peer_wait_ns, 0), 0) AS hideable_comm_ns,
+       100.0 * greatest(o.exposed_comm_ns - coalesce(p.peer_wait_ns, 0), 0) / nullif(w.wall_ns, 0)
+           AS hideable_comm_pct
 FROM comm_overlap_by_device o JOIN trace_wall w USING (source_id)
+LEFT JOIN (SELECT source_id, device, sum(exposed_wait_ns) AS peer_wait_ns FROM ranks_collectives
+           GROUP BY source_id, device) p USING (source_id, device)
 WHERE o.comm_ns > 0;

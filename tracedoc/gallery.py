@@ -1,0 +1,55 @@
+"""Regenerate the report gallery: tracedoc's Markdown and JSON reports for every sample.
+
+    python -m tracedoc.gallery            # samples/ -> reports/
+
+So a reader can see what tracedoc says about each sample without installing it, and a changed diagnosis shows
+up as a reviewed diff (tests/test_gallery.py compares the committed reports with fresh ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tracedoc.api import analyze
+from tracedoc.render import RENDERERS
+from tracedoc.report import Report
+
+
+def sample_dirs(samples: Path) -> list[Path]:
+    """Sample folders: those with an expected.yaml."""
+    return sorted(p.parent for p in samples.glob("*/expected.yaml"))
+
+
+def gallery_report(sample: Path) -> Report:
+    """The report of one sample, with paths relative to the repository so the gallery is portable."""
+    report = analyze([sample])
+    for item in report.inputs:
+        item.path = str(Path(item.path).relative_to(sample.parent.parent)) if Path(item.path).is_absolute() \
+            else item.path
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("samples", nargs="?", type=Path, default=Path("samples"))
+    parser.add_argument("reports", nargs="?", type=Path, default=Path("reports"))
+    args = parser.parse_args()
+    args.reports.mkdir(parents=True, exist_ok=True)
+    index = ["# tracedoc report gallery", "", "What tracedoc concludes about each bundled sample "
+             "(regenerate with `python -m tracedoc.gallery`).", "", "| sample | findings | report |", "|---|---|---|"]
+    for sample in sample_dirs(args.samples):
+        report = gallery_report(sample)
+        (args.reports / f"{sample.name}.md").write_text(RENDERERS["md"]().render(report))
+        data = report.to_dict()
+        data.pop("tracedoc")  # the version would make every release a diff
+        (args.reports / f"{sample.name}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        rules = ", ".join(sorted({f"`{f.rule}`" for f in report.findings})) or "none"
+        index.append(f"| {sample.name} | {rules} | [md]({sample.name}.md) · [json]({sample.name}.json) |")
+        print(f"{sample.name}: {len(report.findings)} finding(s)")
+    (args.reports / "README.md").write_text("\n".join(index) + "\n")
+
+
+if __name__ == "__main__":
+    main()
