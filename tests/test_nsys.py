@@ -207,10 +207,10 @@ def test_old_and_new_schemas_load(tmp_path: Path) -> None:
 
 
 def test_sqlite3_fallback_reads_the_same(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    if sqlite_arrow._adbc is None:
+    if sqlite_arrow._adbc_module() is None:
         pytest.skip("ADBC's SQLite driver is not installed: every test already uses the fallback")
     with_adbc = analyze([INFER], cache_dir=tmp_path / "a").to_dict()
-    monkeypatch.setattr(sqlite_arrow, "_adbc", None)
+    monkeypatch.setattr(sqlite_arrow, "_adbc_module", lambda: None)
     without = analyze([INFER], cache_dir=tmp_path / "b").to_dict()
     assert with_adbc["metrics"] == without["metrics"] and with_adbc["inputs"] == without["inputs"]
 

@@ -51,7 +51,8 @@ SELECT source_id, correlation_id, arg_min(pid, ts_ns) AS pid, arg_min(tid, ts_ns
 FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
 GROUP BY source_id, correlation_id;
 
--- GPU work inside the window with its launching thread and innermost user range (range_id/range_name NULL when none).
+-- GPU work inside the window with its launching thread and innermost user range (range_id/range_name NULL when none),
+-- for the sources that have user ranges at all.
 CREATE OR REPLACE TEMP TABLE nvtx_gpu_work AS
 SELECT w.source_id, w.rank, w.device, w.stream, w.kind, w.category, w.name, w.ts_ns, w.end_ns, w.dur_ns,
        l.pid, l.tid, l.launch_ns, s.range_id, u.name AS range_name
@@ -59,10 +60,12 @@ FROM gpu_work w
 LEFT JOIN nvtx_launches l ON l.source_id = w.source_id AND l.correlation_id = w.correlation_id
 ASOF LEFT JOIN nvtx_thread_states s
   ON s.source_id = w.source_id AND s.pid = l.pid AND s.tid = l.tid AND s.t <= l.launch_ns
-LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id;
+LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id
+WHERE w.source_id IN (SELECT source_id FROM nvtx_user_ranges);
 
 -- Idle gaps with the innermost user range open at the gap's start on the thread that launched the work ending
--- the gap (NULL for the gap after a device's last work, and when nothing is known of the launch).
+-- the gap (NULL for the gap after a device's last work, and when nothing is known of the launch), for the sources
+-- that have user ranges at all.
 CREATE OR REPLACE TEMP TABLE nvtx_idle_gaps AS
 SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns, g.cause, s.range_id, u.name AS range_name
 FROM gpu_idle_gaps g
@@ -70,7 +73,8 @@ LEFT JOIN gpu_busy_intervals b ON b.source_id = g.source_id AND b.device = g.dev
 LEFT JOIN nvtx_launches l ON l.source_id = g.source_id AND l.correlation_id = b.first_correlation_id
 ASOF LEFT JOIN nvtx_thread_states s
   ON s.source_id = g.source_id AND s.pid = l.pid AND s.tid = l.tid AND s.t <= g.ts_ns
-LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id;
+LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id
+WHERE g.source_id IN (SELECT source_id FROM nvtx_user_ranges);
 
 -- Per device and range name: GPU time of the work launched in it (summed durations, ns), idle time attributed to
 -- it (ns), and idle_pct = idle / (GPU time + idle) × 100: "in 'forward', 38 % of the GPU time is idle".
