@@ -3,7 +3,7 @@
 HTA (HolisticTraceAnalysis) runs from its own virtual environment, so the two never share a process:
 
     python -m venv .venv-hta && .venv-hta/bin/pip install HolisticTraceAnalysis==0.5.0
-    python benchmarks/tile_trace.py samples/decode-eager/ bench-data/large.json --min-mb 220
+    python benchmarks/tile_trace.py samples/decode-eager/trace.json.gz bench-data/large.json --min-mb 220
     python benchmarks/bench_torch_ingest.py bench-data/large.json --hta-python .venv-hta/bin/python
 
 Each tool runs --repeat times in a fresh process; the table shows the best wall time and its peak RSS.
@@ -38,7 +38,9 @@ def measure(cmd: list[str]) -> tuple[float, float]:
 
 def _json_bytes(path: Path) -> int:
     """The trace's size as JSON: the file size, or the decompressed size of a gzipped file."""
-    if path.read_bytes()[:2] != b"\x1f\x8b":
+    with path.open("rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    if not gzipped:
         return path.stat().st_size
     with gzip.open(path, "rb") as f:
         return sum(len(block) for block in iter(lambda: f.read(1 << 24), b""))

@@ -24,7 +24,8 @@ def main() -> None:
     parser.add_argument("--min-mb", type=float, default=220.0, help="tile until the output is at least this big")
     args = parser.parse_args()
 
-    opener = gzip.open if args.source.read_bytes()[:2] == b"\x1f\x8b" else open
+    with args.source.open("rb") as f:
+        opener = gzip.open if f.read(2) == b"\x1f\x8b" else open
     with opener(args.source, "rt") as f:
         doc = json.load(f)
     events: list[dict[str, Any]] = doc.pop("traceEvents")

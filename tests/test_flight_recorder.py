@@ -26,12 +26,14 @@ SLOW = SAMPLES / "hang-slow-rank"
 TYPE = SAMPLES / "hang-type-mismatch"
 SIZE = SAMPLES / "hang-size-mismatch"
 HEALTHY = SAMPLES / "hang-ondemand-healthy"
+FOUR = SAMPLES / "hang-4rank-stuck"
 
 # What fr_trace concluded (verbatim lines from the samples' SOURCE.md).
 FR_TRACE = {
     "slow": "missing ranks: {1}",
     "type": "error msg: Culprit rank 0; Error type: COLLECTIVE_TYPE_MISMATCH",
     "size": "error msg: Culprit rank 0; Error type: SIZE_OR_SYNTAX_MISMATCH",
+    "four": "missing ranks: {2}",
 }
 
 
@@ -72,6 +74,7 @@ def test_references_are_documented() -> None:
     assert FR_TRACE["slow"] in (SLOW / "SOURCE.md").read_text()
     assert FR_TRACE["type"] in (TYPE / "SOURCE.md").read_text()
     assert FR_TRACE["size"] in (SIZE / "SOURCE.md").read_text()
+    assert FR_TRACE["four"] in (FOUR / "SOURCE.md").read_text()
 
 
 def test_slow_rank_is_the_culprit_and_rank_0_its_victim() -> None:
@@ -243,6 +246,27 @@ def test_four_ranks_name_every_victim_and_the_odd_one_out(tmp_path: Path) -> Non
     ev = _evidence(mismatch)
     assert ev["odd one out"] == "1" and "Rank 1 differs from all the others." in mismatch.message
     assert "rank 1 issued broadcast" in ev["each side"] and "ranks 0, 2, 3 issued all_reduce" in ev["each side"]
+
+
+def test_real_four_rank_hang_names_rank_2_and_its_three_victims() -> None:
+    """4×H200: rank 2 slept before #3. Agrees with fr_trace ('missing ranks: {2}') and adds rank 2's side."""
+    seqs = {r: max(e["collective_seq_id"] for e in _load_sample_dump(FOUR / f"trace_rank_{r}")["entries"])
+            for r in range(4)}
+    assert seqs == {0: 3, 1: 3, 2: 2, 3: 3}  # what the dumps themselves say
+    report = analyze([FOUR])
+    [hang] = _findings(report, "collective-hang")
+    assert hang.scope.to_dict() == {"rank": 2, "pg": "0", "seq": 3}
+    ev = _evidence(hang)
+    assert ev["waiting in the collective"] == "ranks 0, 1, 3"
+    assert ev["the collective"] == "#3 all_reduce [[3, 4]] Float"
+    assert ev["culprit's last collective on this group"] == "#2 all_reduce [[3, 4]] Float (completed)"
+    assert ev["culprit's last call site"].endswith("workloads/hang/run.py:67 (main)")
+    waits = {r["rank"]: r["waited_ms"] for r in report.metrics["collectives"]}
+    assert waits[2] is None and all(10_000 < waits[r] < 15_000 for r in (0, 1, 3))  # the group timeout is 10 s
+    assert ev["waited at least"] == max(waits[r] for r in (0, 1, 3)) == hang.impact_ms
+    assert "ranks 0, 1, 3 issued it and wait for rank 2" in hang.message
+    assert "Rank 2 is the culprit; ranks 0, 1, 3 are its victims." in hang.message
+    assert not _findings(report, "collective-mismatch")
 
 
 @pytest.mark.parametrize("protocol", [2, 4])

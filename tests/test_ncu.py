@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
+import gzip
+import json
 import lzma
 import shutil
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -195,3 +198,92 @@ def test_missing_ncu_report_package_names_the_commands(monkeypatch: pytest.Monke
     code, output = _analyze_cli(A40_REP)
     assert code == 2 and len(output.splitlines()) == 1
     assert "pip install 'tracedoc[ncu]'" in output and "--csv --page raw --print-units base" in output
+
+
+# --- Links to a timeline of the same kernels (ncu.links) ---------------------------------------------------------
+# The H200 report's programs share two kernels, in the same launch configuration, with other real samples: the
+# in-place add on 64 floats (one block of 128 threads) that samples/nsys-torch-h100 runs 1200 times, and the nvjet
+# GEMM that samples/ddp-overlap runs on both ranks. Each tool spells the names differently (ncu
+# 'at::vectorized_elementwise_kernel<4, …>', nsys 'at::native::vectorized_elementwise_kernel<(int)4, …,
+# (unsigned long)2>', the PyTorch profiler '<4, …, 2ul>' with full parameter types).
+NSYS_H100 = SAMPLES / "nsys-torch-h100"
+DDP_OVERLAP = SAMPLES / "ddp-overlap"
+ADD_ON_SELF = "%vectorized_elementwise_kernel%CUDAFunctorOnSelf_add<float>%"
+
+
+def _nsys_kernels(like: str, grid: tuple[int, int, int], block: tuple[int, int, int]) -> tuple[int, float]:
+    """(launches, total ms) of the export's kernels whose demangled name matches, read straight from SQLite."""
+    con = sqlite3.connect(NSYS_H100 / "sample.sqlite")
+    try:
+        count, total_ns = con.execute(
+            "SELECT count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.demangledName WHERE s.value LIKE ? AND gridX = ? AND gridY = ? "
+            "AND gridZ = ? AND blockX = ? AND blockY = ? AND blockZ = ?", (like, *grid, *block)).fetchone()
+    finally:
+        con.close()
+    return count, total_ns / 1e6
+
+
+def _torch_kernels(rank: int, name: str, grid: list[int], block: list[int]) -> tuple[int, float]:
+    """(launches, total ms) of one rank's kernels of that name and launch configuration, from the raw JSON."""
+    events = json.loads(gzip.decompress((DDP_OVERLAP / f"rank{rank}.trace.json.gz").read_bytes()))["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel" and e["name"] == name
+               and e["args"].get("grid") == grid and e["args"].get("block") == block]
+    return len(kernels), sum(e["dur"] for e in kernels) / 1e3
+
+
+def _timeline_evidence(report: Report, rule: str) -> list[tuple[float, dict]]:
+    """(saving, evidence) of the rule's findings that carry the timeline's launches."""
+    found = [(f.impact_ms, {e.name: e.value for e in f.evidence}) for f in report.findings if f.rule == rule]
+    return [(ms, ev) for ms, ev in found if "launches in the timeline" in ev]
+
+
+def test_ncu_kernel_links_to_the_nsys_timeline_by_name_and_launch_config() -> None:
+    launches, total_ms = _nsys_kernels(ADD_ON_SELF, (1, 1, 1), (128, 1, 1))
+    assert launches == 1200
+    report = analyze([H200_CSV.parent, NSYS_H100])
+    [link] = report.metrics["ncu_trace_links"]  # the fill kernel of the same launch configuration does not link
+    assert (link["kernel"], link["grid"], link["block"]) == ("vectorized_elementwise_kernel", "1,1,1", "128,1,1")
+    assert "CUDAFunctorOnSelf_add<float>" in link["timeline_name"]
+    assert link["timeline_launches"] == launches and link["timeline_total_ms"] == pytest.approx(total_ms, abs=1e-3)
+    # its small grid (1 block on 132 SMs) wastes 131/132 of each launch: saving per launch × 1200 launches
+    [(saving, evidence)] = _timeline_evidence(report, "small-grid")
+    assert evidence["launches in the timeline"] == launches
+    assert saving == pytest.approx(131 / 132 * total_ms, rel=1e-3)
+    assert saving == pytest.approx(evidence["saving per launch in the timeline"] * launches / 1e3, rel=1e-3)
+
+
+def test_unlinked_ncu_findings_keep_their_profiled_saving() -> None:
+    alone = analyze([H200_CSV.parent])
+    both = analyze([H200_CSV.parent, NSYS_H100])
+    assert not alone.metrics["ncu_trace_links"]
+    assert not [f for f in alone.findings if any(e.name == "launches in the timeline" for e in f.evidence)]
+    ncu_rules = {f.rule for f in alone.findings}
+    unlinked = sorted((f.rule, f.impact_ms) for f in both.findings if f.rule in ncu_rules
+                      and not any(e.name == "launches in the timeline" for e in f.evidence))
+    before = sorted((f.rule, f.impact_ms) for f in alone.findings)
+    assert len(unlinked) == len(before) - 1 and set(unlinked) <= set(before)
+
+
+def test_ncu_kernels_link_to_per_rank_torch_traces() -> None:
+    """Profiler names, two ranks: the GEMM's saving counts once per rank, because the ranks run side by side."""
+    raw = [_torch_kernels(rank, GEMM, [2, 66, 1], [384, 1, 1]) for rank in (0, 1)]
+    assert [n for n, _ in raw] == [28, 28]
+    report = analyze([H200_CSV.parent, DDP_OVERLAP])
+    links = {link["kernel"]: link for link in report.metrics["ncu_trace_links"]}
+    gemm = links[GEMM]
+    assert (gemm["timeline_sources"], gemm["timeline_launches"]) == (2, 56)
+    assert gemm["timeline_total_ms"] == pytest.approx(sum(ms for _, ms in raw), abs=1e-3)
+    assert gemm["impact_scale"] == pytest.approx(sum(ms for _, ms in raw) / 2 / gemm["total_ms"], rel=2e-3)
+    [(saving, evidence)] = _timeline_evidence(report, "compute-bound")
+    [alone] = [f for f in analyze([H200_CSV.parent]).findings if f.rule == "compute-bound"]
+    assert evidence["launches in the timeline"] == 28
+    assert saving == pytest.approx(alone.impact_ms * gemm["impact_scale"], rel=0.02)
+
+
+@requires_ncu_report
+def test_report_links_like_its_csv_export(h200_rep: Path) -> None:
+    """ncu_report's demangled names and the CSV's give the same link."""
+    from_rep = analyze([h200_rep, NSYS_H100]).metrics["ncu_trace_links"]
+    from_csv = analyze([H200_CSV.parent, NSYS_H100]).metrics["ncu_trace_links"]
+    assert from_rep == from_csv

@@ -135,6 +135,12 @@ _METRICS: dict[str, tuple[str, str]] = {
                     WHEN not_limiting_reason IS NOT NULL THEN 'overruled: ' || not_limiting_reason
                     ELSE 'judged by tracedoc rule ' || tracedoc_rule END AS tracedoc_view
         FROM ncu_rule_verdicts ORDER BY rank, total_ns DESC, ncu_speedup_pct DESC NULLS LAST"""),
+    # ncu kernels found in a timeline given with the report (same demangled name, grid and block), times in ms.
+    "ncu_trace_links": ("ncu.links", """
+        SELECT rank, name AS kernel, grid, block, launches, total_ns / 1e6 AS total_ms, timeline_sources,
+               timeline_launches, timeline_total_ns / 1e6 AS timeline_total_ms,
+               timeline_mean_ns / 1e3 AS timeline_mean_us, impact_scale, timeline_name
+        FROM ncu_trace_links WHERE timeline_launches > 0 ORDER BY rank, timeline_total_ns DESC"""),
     **HEALTH_METRICS,  # GPU health: NVML snapshots and telemetry (tracedoc.health.metrics)
 }
 

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Run every workload variant on this machine's GPU(s) and write one folder of traces per case.
 #
-#   bash workloads/make_samples.sh OUT_DIR [single|ddp|all]
+#   bash workloads/make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|all]
 #
 # single: decode_loop (eager, cudagraph, compile) and input_bound (slow, fast) on one GPU;
-# ddp: ddp_step (overlap, no_overlap, straggler) and moe_alltoall (balanced, hot_expert) on two GPUs.
+# gemm: the GEMM ladder timed, then under Nsight Compute (ncu on PATH) with the report exported as CSV;
+# ddp: ddp_step (overlap, no_overlap, straggler), moe_alltoall (balanced, hot_expert) and fsdp_step (prefetch,
+# no_prefetch) on two GPUs; fsdp: fsdp_step alone.
 # RUN_TIMEOUT (seconds, default 600) bounds each run.
 # Copy OUT_DIR/<case>/ into samples/<case>/ afterwards; the log holds the figures SOURCE.md quotes.
 set -uo pipefail
 
-out=${1:?usage: make_samples.sh OUT_DIR [single|ddp|all]}
+out=${1:?usage: make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|all]}
 which=${2:-all}
 limit=${RUN_TIMEOUT:-600}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,8 +39,23 @@ if [[ $which == single || $which == all ]]; then
     run decode-compile python3 "$here/decode_loop/run.py" --variant compile --out "$out/decode-compile"
 fi
 
-if [[ $which == ddp || $which == all ]]; then
+if [[ $which == gemm || $which == all ]]; then
+    run gemm-ladder python3 "$here/gemm_ladder/run.py" --profiler none --out "$out/gemm-ladder"
+    run gemm-ladder-ncu ncu --set full --profile-from-start off --force-overwrite -o "$out/gemm-ladder-ncu/kernels" \
+        python3 "$here/gemm_ladder/run.py" --profiler ncu --shapes 4096 --min-ms 20 --out "$out/gemm-ladder-ncu"
+    ncu --import "$out/gemm-ladder-ncu/kernels.ncu-rep" --csv --page raw --print-units base \
+        > "$out/gemm-ladder-ncu/kernels.raw.base-units.csv"
+fi
+
+if [[ $which == ddp || $which == fsdp || $which == all ]]; then
     nvidia-smi topo -m
+    for v in prefetch no_prefetch; do
+        run "fsdp-${v//_/-}" torchrun --standalone --nproc_per_node=2 "$here/fsdp_step/run.py" \
+            --variant "$v" --out "$out/fsdp-${v//_/-}"
+    done
+fi
+
+if [[ $which == ddp || $which == all ]]; then
     for v in overlap no_overlap straggler; do
         run "ddp-${v//_/-}" torchrun --standalone --nproc_per_node=2 "$here/ddp_step/run.py" \
             --variant "$v" --out "$out/ddp-${v//_/-}"

@@ -8,6 +8,8 @@ from tracedoc import __version__
 from tracedoc.cli.analyze import analyze_command
 from tracedoc.cli.health import health_command
 from tracedoc.cli.rules import rules_command
+from tracedoc.cli.serve import serve_command
+from tracedoc.cli.workload import workload_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,3 +24,5 @@ def cli() -> None:
 cli.add_command(analyze_command)
 cli.add_command(rules_command)
 cli.add_command(health_command)
+cli.add_command(serve_command)
+cli.add_command(workload_command)

@@ -54,8 +54,11 @@ class _Stop(Exception):
 
 
 def watch(backend: Backend, out: Path, interval_s: float, duration_s: float | None = None,
-          flush_every_s: float = 5.0, clock: Callable[[], int] = time.time_ns) -> WatchResult:
-    """Sample every GPU each ``interval_s`` into ``out`` until ``duration_s`` passed or the user interrupts."""
+          flush_every_s: float = 5.0, clock: Callable[[], int] = time.time_ns,
+          stop: threading.Event | None = None) -> WatchResult:
+    """Sample every GPU each ``interval_s`` into ``out`` until ``duration_s`` passed, the user interrupts or
+    ``stop`` is set (how a thread sampling beside a job, as `tracedoc workload run` does, is ended)."""
+    stop = stop or threading.Event()
     devices = read_devices(backend)
     metadata = {TELEMETRY_KEY: TELEMETRY_VERSION, b"interval_s": str(interval_s).encode(),
                 b"hostname": socket.gethostname().encode()}
@@ -72,14 +75,14 @@ def watch(backend: Backend, out: Path, interval_s: float, duration_s: float | No
             last_flush = began
             next_tick = began
             with contextlib.suppress(KeyboardInterrupt, _Stop):
-                while duration_s is None or time.monotonic() - began < duration_s:
+                while not stop.is_set() and (duration_s is None or time.monotonic() - began < duration_s):
                     buffer.extend(read_sample(backend, info, clock) for info in devices)
                     now = time.monotonic()
                     if now - last_flush >= flush_every_s:
                         samples += _flush(writer, buffer)
                         last_flush = now
                     next_tick = max(next_tick + interval_s, now)
-                    time.sleep(max(0.0, next_tick - time.monotonic()))
+                    stop.wait(max(0.0, next_tick - time.monotonic()))
             samples += _flush(writer, buffer)
         os.replace(tmp, out)
     finally:

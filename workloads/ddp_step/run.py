@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -26,7 +27,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import record_function
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
+from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps  # noqa: E402
 
 VARIANTS = ("overlap", "no_overlap", "straggler")
 D_IN = 256
@@ -173,6 +177,7 @@ def main() -> None:
     parser.add_argument("--straggler-matmuls", type=int, default=32,
                         help="extra 4096x4096 bf16 products per step on the last rank (straggler variant)")
     parser.add_argument("--device", default="cuda", help="'cpu' runs a smoke test over gloo")
+    add_profiler_option(parser)
     args = parser.parse_args()
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -214,20 +219,11 @@ def main() -> None:
             f"{world * tokens / step_ms * 1e3:.0f} tokens/s over {world} ranks (no profiler)"
         )
 
-    args.out.mkdir(parents=True, exist_ok=True)
     trace = args.out / f"rank{rank}.trace.json.gz"
-    activities = [ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    with profile(
-        activities=activities,
-        schedule=schedule(wait=1, warmup=2, active=args.steps, repeat=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),
-    ) as prof:
-        for _ in range(3 + args.steps):
+    with profiled_steps(args.profiler, trace, args.steps, device.type == "cuda") as prof:
+        for _ in range(SKIPPED_STEPS + args.steps):
             trainer.step()
             prof.step()
-    print(f"rank {rank} trace: {trace} ({trace.stat().st_size / 1e3:.0f} kB)")
     dist.destroy_process_group()
 
 

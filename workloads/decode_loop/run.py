@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +25,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import record_function
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
+from profiled_steps import SKIPPED_STEPS, Stepper, add_profiler_option, profiled_steps  # noqa: E402
 
 VARIANTS = ("eager", "cudagraph", "compile")
 
@@ -193,7 +197,7 @@ def decode_steps(
     emitter: Emitter,
     n_steps: int,
     tokens_per_step: int,
-    prof: profile | None = None,
+    prof: Stepper | None = None,
 ) -> None:
     """Decode n_steps x tokens_per_step tokens from a fresh sequence, emitting after each step."""
     emitter.model.reset()
@@ -218,6 +222,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=Config.layers)
     parser.add_argument("--d-model", type=int, default=Config.d_model)
     parser.add_argument("--device", default="cuda", help="'cpu' runs the eager variant as a smoke test")
+    add_profiler_option(parser)
     args = parser.parse_args()
     if args.device != "cuda" and args.variant != "eager":
         parser.error("only the eager variant runs without CUDA")
@@ -247,18 +252,8 @@ def main() -> None:
             f"({1e3 * elapsed / n_tokens:.3f} ms/token, {n_tokens} tokens, no profiler)"
         )
 
-        args.out.mkdir(parents=True, exist_ok=True)
-        trace = args.out / "trace.json.gz"
-        activities = [ProfilerActivity.CPU]
-        if args.device == "cuda":
-            activities.append(ProfilerActivity.CUDA)
-        with profile(
-            activities=activities,
-            schedule=schedule(wait=1, warmup=2, active=args.steps, repeat=1),
-            on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),
-        ) as prof:
-            decode_steps(step, emitter, 3 + args.steps, args.tokens_per_step, prof)
-    print(f"trace: {trace} ({trace.stat().st_size / 1e3:.0f} kB)")
+        with profiled_steps(args.profiler, args.out / "trace.json.gz", args.steps, args.device == "cuda") as prof:
+            decode_steps(step, emitter, SKIPPED_STEPS + args.steps, args.tokens_per_step, prof)
 
 
 if __name__ == "__main__":

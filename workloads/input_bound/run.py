@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import record_function
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
+from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps  # noqa: E402
 from torch.utils.data import DataLoader, Dataset
 
 VARIANTS = ("slow", "fast")
@@ -161,6 +165,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--workers", type=int, default=8, help="DataLoader workers of the fast variant")
     parser.add_argument("--device", default="cuda", help="'cpu' runs a smoke test")
+    add_profiler_option(parser)
     args = parser.parse_args()
 
     torch.manual_seed(0)
@@ -184,22 +189,12 @@ def main() -> None:
         f"({1e3 * elapsed / args.bench_steps:.1f} ms/step, batch {args.batch}, no profiler)"
     )
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    trace = args.out / "trace.json.gz"
-    activities = [ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    with profile(
-        activities=activities,
-        schedule=schedule(wait=1, warmup=2, active=args.steps, repeat=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),
-    ) as prof:
-        for _ in range(3 + args.steps):
+    with profiled_steps(args.profiler, args.out / "trace.json.gz", args.steps, device.type == "cuda") as prof:
+        for _ in range(SKIPPED_STEPS + args.steps):
             trainer.step()
             prof.step()
     loss = trainer.last_loss if args.variant == "slow" else trainer.loss_sum.item() / n_steps
     print(f"loss: {loss:.4f}")
-    print(f"trace: {trace} ({trace.stat().st_size / 1e3:.0f} kB)")
 
 
 if __name__ == "__main__":

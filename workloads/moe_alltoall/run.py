@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -29,7 +30,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import record_function
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
+from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps  # noqa: E402
 
 VARIANTS = ("balanced", "hot_expert")
 
@@ -115,6 +119,7 @@ def main() -> None:
     parser.add_argument("--hot-share", type=float, default=0.8,
                         help="share of the tokens the hot expert's logit bias aims at")
     parser.add_argument("--device", default="cuda", help="'cpu' runs a smoke test over gloo")
+    add_profiler_option(parser)
     args = parser.parse_args()
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -155,20 +160,11 @@ def main() -> None:
         print(f"RESULT moe {args.variant}: {step_ms:.2f} ms/step, "
               f"{world * args.tokens / step_ms * 1e3:.0f} tokens/s over {world} ranks (no profiler)")
 
-    args.out.mkdir(parents=True, exist_ok=True)
     trace = args.out / f"rank{rank}.trace.json.gz"
-    activities = [ProfilerActivity.CPU]
-    if device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    with profile(
-        activities=activities,
-        schedule=schedule(wait=1, warmup=2, active=args.steps, repeat=1),
-        on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),
-    ) as prof:
-        for _ in range(3 + args.steps):
+    with profiled_steps(args.profiler, trace, args.steps, device.type == "cuda") as prof:
+        for _ in range(SKIPPED_STEPS + args.steps):
             step()
             prof.step()
-    print(f"rank {rank} trace: {trace} ({trace.stat().st_size / 1e3:.0f} kB)")
     dist.destroy_process_group()
 
 

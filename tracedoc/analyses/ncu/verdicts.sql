@@ -12,6 +12,7 @@
 -- include: ncu.launch_config
 -- include: ncu.roofline
 -- include: ncu.coverage
+-- include: ncu.links
 
 -- One row per kernel (as in ncu_kernel_metrics) and ncu verdict: ncu_rule, ncu_title, ncu_type,
 -- ncu_speedup_pct (mean over the kernel's launches that carry it), launches_with_verdict, tracedoc_rule,

@@ -1,0 +1,53 @@
+"""`tracedoc serve`: explore traces in the dashboard (a Panel app in the browser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracedoc.cli.errors import one_line_errors
+from tracedoc.cli.options import parse_settings
+from tracedoc.judge import load_rules
+from tracedoc.store.cache import default_cache_dir
+
+
+@click.command("serve")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. The dashboard has no login: keep it on 127.0.0.1 unless the network "
+                   "around you may read the traces.")
+@click.option("--port", type=click.IntRange(1, 65535), default=5006, show_default=True, help="Port to listen on.")
+@click.option("--no-show", is_flag=True, help="Do not open a browser.")
+@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
+              help="A folder of extra rule files (*.yaml); repeatable.")
+@click.option("--set", "settings", multiple=True, metavar="RULE.THRESHOLD=VALUE",
+              help="Override a rule threshold, e.g. --set launch-bound.min_idle_pct=25; repeatable.")
+@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+              help="Where ingested stores are cached (default: $TRACEDOC_CACHE_DIR or ~/.cache/tracedoc).")
+@one_line_errors
+def serve_command(paths: tuple[Path, ...], host: str, port: int, no_show: bool, rules_dirs: tuple[Path, ...],
+                  settings: tuple[str, ...], cache_dir: Path | None) -> None:
+    """Serve the dashboard for traces, a cached store (*.duckdb) or a saved JSON report.
+
+    The pages (overview, timeline, kernels, ranks, overlap, ncu, hang) show what `tracedoc analyze` finds, with
+    charts; traces are ingested in the background while the pages show the progress. Needs the dashboard extra:
+    pip install 'tracedoc[dashboard]'.
+
+    Example:
+
+        tracedoc serve ranks/
+
+        tracedoc serve trace.json.gz --port 8080 --no-show
+    """
+    from tracedoc.dashboard import require
+
+    require("tracedoc serve")  # before importing the dashboard, whose dependencies are an optional extra
+    from tracedoc.dashboard.app import serve
+    from tracedoc.dashboard.source import Loading, resolve
+
+    loading = Loading(resolve(paths), cache_dir or default_cache_dir(), load_rules(rules_dirs),
+                      parse_settings(settings))
+    click.echo(f"tracedoc dashboard at http://{f'[{host}]' if ':' in host else host}:{port}/ (Ctrl-C stops it)",
+               err=True)
+    serve(loading, host, port, show=not no_show)

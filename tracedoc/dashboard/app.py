@@ -1,0 +1,82 @@
+"""The Panel app of `tracedoc serve`: one route per page under a navigation bar.
+
+The data loads on a background thread (tracedoc/dashboard/source.py); until it is ready every page shows what is
+being done, then draws itself. A failure shows as a one-line message in the page, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import ModuleType
+
+import panel as pn
+
+from tracedoc.dashboard import hang, kernels, ncu, overlap, overview, ranks, timeline
+from tracedoc.dashboard.panes import html_pane, sections_view
+from tracedoc.dashboard.source import Loading
+from tracedoc.render.html import Html, esc, message_html
+
+PAGES: tuple[ModuleType, ...] = (overview, timeline, kernels, ranks, overlap, ncu, hang)
+POLL_MS = 300
+
+
+def route(page: ModuleType) -> str:
+    """The page's URL path: the overview is the root."""
+    return "/" if page is overview else f"/{page.ROUTE}"
+
+
+def navigation(current: ModuleType) -> Html:
+    links = "".join(f'<a href=".{route(p)}"' + (' style="font-weight:700"' if p is current else "") +
+                    f">{esc(p.TITLE)}</a>" for p in PAGES)
+    return Html(f'<h1 style="margin-top:0.4rem">tracedoc</h1><nav>{links}</nav>')
+
+
+def body(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
+    """The page's content once loading is over: the page, or the message saying why there is none."""
+    if loading.error is not None or loading.report is None:
+        return html_pane(message_html(f"Could not load the input: {loading.error}", "error"))
+    try:
+        if page is overview:
+            return overview.view(loading.report)
+        if page is timeline:
+            return timeline.view(loading.timeline)
+        return sections_view(page.sections(loading.report))
+    except Exception as exc:  # a page that cannot draw itself says so and leaves the others working
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return html_pane(message_html(f"This page could not be drawn: {reason}", "error"))
+
+
+def page_app(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
+    """One browser session's view of a page, with the loading progress until the data is there."""
+    content = pn.Column(sizing_mode="stretch_width")
+    layout = pn.Column(html_pane(navigation(page)), content, sizing_mode="stretch_width",
+                       styles={"max-width": "1400px", "margin": "0 auto", "padding": "0 1rem"})
+    if loading.done.is_set():
+        content.objects = [body(loading, page)]
+        return layout
+    status = html_pane(Html(f'<p class="note">{esc(loading.status)}…</p>'))
+    content.objects = [pn.Row(pn.indicators.LoadingSpinner(value=True, size=24), status)]
+
+    def poll() -> None:
+        if loading.done.is_set():
+            callback.stop()
+            content.objects = [body(loading, page)]
+        else:
+            status.object = f'<p class="note">{esc(loading.status)}…</p>'
+
+    callback = pn.state.add_periodic_callback(poll, period=POLL_MS)
+    return layout
+
+
+def serve(loading: Loading, host: str, port: int, show: bool) -> None:
+    """Start loading and serve the pages until interrupted."""
+    loading.start()
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    origins = [f"{h}:{port}" for h in ("127.0.0.1", "localhost", host)] if loopback else ["*"]
+    def session(page: ModuleType) -> Callable[[], pn.viewable.Viewable]:
+        return lambda: page_app(loading, page)  # a plain function: Panel calls it once per browser session
+
+    pn.serve({route(p): session(p) for p in PAGES}, address=host, port=port, show=show,
+             title={route(p): f"tracedoc · {p.TITLE}" for p in PAGES}, websocket_origin=origins, print=False,
+             verbose=bool(os.environ.get("TRACEDOC_DEBUG")))

@@ -1,0 +1,114 @@
+"""What the pages are made of, and the chart kinds they share (Bokeh figures, drawn the same in the dashboard and
+in the HTML report).
+
+A page is a list of Sections: a title, a note, and items that are Bokeh models or escaped HTML fragments. A
+section without data carries the sentence that says so (``empty``). Names from traces reach Bokeh only as data
+(axis factors, tooltip fields), which Bokeh draws as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bokeh.models import ColorBar, ColumnDataSource, FactorRange, HoverTool, LinearColorMapper
+from bokeh.palettes import Viridis256
+from bokeh.plotting import figure
+
+CATEGORY_COLORS = {"compute": "#4c72b0", "communication": "#dd8452", "memcpy": "#55a868", "memset": "#8172b3",
+                   "sync": "#c44e52", "step": "#9aa1ad", "annotation": "#937860"}
+BAR_HEIGHT_PX = 22
+
+
+@dataclass
+class Section:
+    """One titled block of a page."""
+
+    title: str
+    note: str = ""                                  # plain text under the title
+    items: list[Any] = field(default_factory=list)  # Bokeh models and Html fragments, in order
+    empty: str = ""                                 # when set: the data is missing, and this says which
+
+
+def short(name: object, limit: int = 48) -> str:
+    """A name cut to ``limit`` characters for an axis label (the full name is in the tooltip and the table)."""
+    text = str(name)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def hbar_chart(factors: Sequence[Any], values: Sequence[float], colors: Sequence[str], x_label: str,
+               tooltips: list[tuple[str, str]], extra: dict[str, Sequence[Any]] | None = None) -> Any:
+    """Horizontal bars, the first factor on top; factors may be (group, label) tuples."""
+    source = ColumnDataSource({"y": list(factors), "value": list(values), "color": list(colors), **(extra or {})})
+    fig = figure(y_range=FactorRange(*reversed(list(factors))), height=60 + BAR_HEIGHT_PX * len(factors),
+                 sizing_mode="stretch_width", toolbar_location=None, tools="")
+    fig.hbar(y="y", right="value", height=0.75, color="color", source=source)
+    fig.add_tools(HoverTool(tooltips=tooltips))
+    style(fig, x_label)
+    fig.x_range.start = 0
+    return fig
+
+
+def stacked_hbar_chart(factors: Sequence[str], stacks: dict[str, Sequence[float]], colors: Sequence[str],
+                       x_label: str) -> Any:
+    """Horizontal stacked bars, one per factor, one colour per stack (with a legend)."""
+    source = ColumnDataSource({"y": list(factors), **{k: list(v) for k, v in stacks.items()}})
+    fig = figure(y_range=FactorRange(*reversed(list(factors))), height=90 + 2 * BAR_HEIGHT_PX * len(factors),
+                 sizing_mode="stretch_width", toolbar_location=None, tools="")
+    renderers = fig.hbar_stack(list(stacks), y="y", height=0.7, color=list(colors), source=source,
+                               legend_label=list(stacks))
+    for renderer in renderers:
+        fig.add_tools(HoverTool(renderers=[renderer],
+                                tooltips=[("", "@y"), (renderer.name, f"@{{{renderer.name}}}{{0,0.000}}")]))
+    style(fig, x_label)
+    fig.x_range.start = 0
+    fig.legend.orientation = "horizontal"
+    fig.legend.location = "top_right"
+    fig.add_layout(fig.legend[0], "above")
+    return fig
+
+
+def heatmap(rows: Sequence[dict[str, Any]], x: str, y: str, value: str, unit: str,
+            outline: Sequence[bool] | None = None, low: float | None = None, high: float | None = None) -> Any:
+    """Cells coloured by ``value`` on categorical axes (x across, y down, in the order given), each cell labelled.
+
+    ``outline`` marks cells with a thick red border (e.g. the straggler's row).
+    """
+    xs = list(dict.fromkeys(str(r[x]) for r in rows))
+    ys = list(dict.fromkeys(str(r[y]) for r in rows))
+    values = [float(r[value]) if r[value] is not None else float("nan") for r in rows]
+    finite = [v for v in values if v == v]
+    low = low if low is not None else min(finite, default=0.0)
+    high = high if high is not None else max(finite, default=1.0)
+    mapper = LinearColorMapper(palette=Viridis256, low=low, high=high, nan_color="#eeeeee")
+    middle = (low + high) / 2
+    marks = list(outline or [False] * len(rows))
+    source = ColumnDataSource({"x": [str(r[x]) for r in rows], "y": [str(r[y]) for r in rows], "value": values,
+                               "label": [f"{v:,.1f}" if v == v else "" for v in values],
+                               "text_color": ["#1d2330" if v == v and v > middle else "#ffffff" for v in values],
+                               "line": ["#e31a1c" if m else None for m in marks],
+                               "line_width": [4 if m else 0 for m in marks]})
+    cell_px = 34
+    fig = figure(x_range=FactorRange(*xs), y_range=FactorRange(*reversed(ys)),
+                 height=90 + cell_px * len(ys), sizing_mode="stretch_width", toolbar_location=None, tools="")
+    fig.rect(x="x", y="y", width=1, height=1, source=source, fill_color={"field": "value", "transform": mapper},
+             line_color="line", line_width="line_width")
+    fig.text(x="x", y="y", text="label", source=source, text_align="center", text_baseline="middle",
+             text_font_size="9pt", text_color="text_color")
+    fig.add_tools(HoverTool(tooltips=[(x, "@x"), (y, "@y"), (unit, "@value{0,0.000}")]))
+    fig.add_layout(ColorBar(color_mapper=mapper, title=unit, width=10), "right")
+    fig.xaxis.axis_label = x
+    fig.grid.visible = False
+    fig.axis.major_tick_line_color = None
+    fig.axis.axis_line_color = None
+    return fig
+
+
+def style(fig: Any, x_label: str) -> None:
+    """The look every chart shares."""
+    fig.xaxis.axis_label = x_label
+    fig.ygrid.visible = False
+    fig.outline_line_color = None
+    fig.yaxis.major_label_text_font_size = "9pt"
+    fig.toolbar.logo = None

@@ -1,0 +1,79 @@
+"""Overview page: the findings ranked by estimated saving, with their evidence and fixes, filterable by severity,
+rule and rank; and the inputs that were analysed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tracedoc.dashboard.charts import Section, hbar_chart, short
+from tracedoc.render.base import scope_text
+from tracedoc.render.html import SEVERITY_COLORS, Column, findings_html, headline_html, number, table_html
+from tracedoc.report import SEVERITIES, Finding, Report
+
+TITLE = "Overview"
+ROUTE = "overview"
+MAX_BARS = 20
+
+
+def sections(report: Report, findings: Sequence[Finding] | None = None) -> list[Section]:
+    """Headline, savings chart and finding cards (``findings``: a filtered subset, numbered as in the report)."""
+    shown = list(report.findings if findings is None else findings)
+    out = [Section("Summary", items=[headline_html(report)])]
+    if not report.findings:
+        out.append(Section("Findings", empty="No problems found by the rules that ran."))
+    elif not shown:
+        out.append(Section("Findings", empty="No finding matches the filters."))
+    else:
+        out += [Section("Estimated saving per finding", note=_saving_note(report, shown),
+                        items=[savings_chart(report, shown)]),
+                Section("Findings", items=[findings_html(report, shown)])]
+    inputs = [{"rank": i.rank, "format": i.format, "events": i.events, "path": i.path} for i in report.inputs]
+    out.append(Section("Inputs", items=[table_html(inputs, [Column("rank", "rank"), Column("format", "format"),
+                                                           Column("events", "events", number(), numeric=True),
+                                                           Column("path", "path", wide=True)])]))
+    return out
+
+
+def savings_chart(report: Report, findings: Sequence[Finding]) -> Any:
+    """One bar per finding (the first MAX_BARS), its estimated saving in ms, coloured by severity."""
+    number_of = {id(f): i for i, f in enumerate(report.findings, 1)}
+    top = list(findings)[:MAX_BARS]
+    labels = [f"{number_of[id(f)]}. {f.rule} · {short(scope_text(f.scope.to_dict()), 40)}" for f in top]
+    return hbar_chart(labels, [f.impact_ms for f in top], [SEVERITY_COLORS[f.severity] for f in top],
+                      "estimated saving (ms)",
+                      [("finding", "@y"), ("title", "@title"), ("saving", "@value{0,0.000} ms"),
+                       ("of wall time", "@pct{0.0}%")],
+                      extra={"title": [f.title for f in top], "pct": [f.impact_pct for f in top]})
+
+
+def _saving_note(report: Report, findings: Sequence[Finding]) -> str:
+    left = f" (the first {MAX_BARS} of {len(findings)} shown)" if len(findings) > MAX_BARS else ""
+    return f"Findings ranked by the time fixing them is estimated to save{left}."
+
+
+def filter_findings(report: Report, severities: Sequence[str], rules: Sequence[str],
+                    ranks: Sequence[str]) -> list[Finding]:
+    """The findings matching every non-empty filter (a rank filter leaves out findings without a rank)."""
+    return [f for f in report.findings
+            if (not severities or f.severity in severities) and (not rules or f.rule in rules)
+            and (not ranks or str(f.scope.rank) in ranks)]
+
+
+def view(report: Report) -> Any:
+    """The Panel page: filters above the sections, which redraw when a filter changes."""
+    import panel as pn  # only the dashboard needs Panel; the HTML report draws sections() with Bokeh alone
+
+    from tracedoc.dashboard.panes import sections_view
+
+    present = {f.severity for f in report.findings}
+    severity = pn.widgets.MultiChoice(name="Severity", options=[s for s in SEVERITIES if s in present])
+    rule = pn.widgets.MultiChoice(name="Rule", options=sorted({f.rule for f in report.findings}))
+    rank = pn.widgets.MultiChoice(name="Rank", options=sorted({str(f.scope.rank) for f in report.findings
+                                                               if f.scope.rank is not None}, key=int))
+
+    def draw(severities: list[str], rules: list[str], ranks: list[str]) -> Any:
+        return sections_view(sections(report, filter_findings(report, severities, rules, ranks)))
+
+    filters = pn.Row(severity, rule, rank, sizing_mode="stretch_width")
+    return pn.Column(filters, pn.bind(draw, severity, rule, rank), sizing_mode="stretch_width")

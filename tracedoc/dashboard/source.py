@@ -1,0 +1,119 @@
+"""What `tracedoc serve` shows, and loading it in the background so pages can show progress meanwhile.
+
+A target is traces (files or directories, as for `tracedoc analyze`: ingested into the cache, then analysed), a
+cached store (``*.duckdb``: analysed), or a saved JSON report (shown as it is; it holds no timeline). Problems
+the user can fix before the server starts (a missing path, an unknown format, a file that is no store) are
+raised here as InputError; failures while loading become ``Loading.error``, one line shown in the page.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracedoc.api import build_report, open_store
+from tracedoc.dashboard.timeline import Timeline, warm_up
+from tracedoc.errors import InputError
+from tracedoc.ingest import InputFile, discover
+from tracedoc.judge import Rule
+from tracedoc.report import Report
+from tracedoc.store import Store
+
+_HEAD_BYTES = 1 << 20
+
+
+@dataclass
+class Target:
+    """Exactly one of: traces to ingest, a cached store, a saved report."""
+
+    inputs: list[InputFile] = field(default_factory=list)
+    store_path: Path | None = None
+    report: Report | None = None
+
+
+def resolve(paths: Sequence[Path]) -> Target:
+    """Decide what the paths are; raises InputError for what cannot be served."""
+    if len(paths) == 1 and paths[0].is_file():
+        path = paths[0]
+        if path.suffix == ".duckdb":
+            _check_store(path)
+            return Target(store_path=path)
+        if path.suffix == ".json" and _looks_like_report(path):
+            return Target(report=_read_report(path))
+    return Target(inputs=discover(list(paths)))
+
+
+def _looks_like_report(path: Path) -> bool:
+    """A tracedoc JSON report names its findings near the top; a PyTorch trace has traceEvents instead."""
+    with path.open("rb") as f:
+        head = f.read(_HEAD_BYTES)
+    return b'"findings"' in head and b'"traceEvents"' not in head
+
+
+def _read_report(path: Path) -> Report:
+    try:
+        return Report.from_json(path.read_text())
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{path}: not a tracedoc JSON report ({str(exc).splitlines()[0]})") from None
+
+
+def _check_store(path: Path) -> None:
+    import duckdb
+
+    try:
+        with Store.open(path) as store:
+            complete = store.is_complete()
+    except duckdb.Error as exc:
+        raise InputError(f"{path}: not a tracedoc store ({str(exc).splitlines()[0]})") from None
+    if not complete:
+        raise InputError(f"{path}: an incomplete tracedoc store (its ingestion did not finish)")
+
+
+class Loading:
+    """The report and store of a target, loaded on a background thread.
+
+    ``status`` says what is being done, ``error`` what went wrong (one line), ``done`` when it is over. The store
+    stays open for the timeline; ``lock`` serialises the queries on its connection.
+    """
+
+    def __init__(self, target: Target, cache_dir: Path, rules: Sequence[Rule],
+                 thresholds: dict[str, dict[str, float]] | None = None) -> None:
+        self.target, self.cache_dir = target, cache_dir
+        self.rules, self.thresholds = list(rules), thresholds
+        self.status = "starting"
+        self.error: str | None = None
+        self.report: Report | None = target.report
+        self.store: Store | None = None
+        self.timeline: Timeline | None = None
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name="tracedoc-load", daemon=True).start()
+
+    def _progress(self, message: str) -> None:
+        self.status = message
+
+    def _run(self) -> None:
+        try:
+            if self.report is None:
+                if self.target.store_path is not None:
+                    store, paths = Store.open(self.target.store_path), None
+                else:
+                    store, _ = open_store(self.target.inputs, self.cache_dir, self._progress)
+                    paths = [str(i.path) for i in self.target.inputs]
+                self.store = store
+                self.report = build_report(store, self.rules, self.thresholds, self._progress, paths=paths)
+                self.status = "preparing the timeline"
+                self.timeline = Timeline(store, self.lock)
+        except Exception as exc:  # shown in the page as one line; the server keeps running
+            if os.environ.get("TRACEDOC_DEBUG"):
+                traceback.print_exc()
+            self.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        finally:
+            self.done.set()
+        warm_up()  # compiles datashader while the pages are already shown (only a rasterized view needs it)
