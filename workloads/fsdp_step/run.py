@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -36,6 +35,7 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.profiler import record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
+from distributed import init_distributed  # noqa: E402
 from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps  # noqa: E402
 
 VARIANTS = ("prefetch", "no_prefetch")
@@ -151,15 +151,7 @@ def main() -> None:
     add_profiler_option(parser)
     args = parser.parse_args()
 
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if args.device == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    device, rank, world = init_distributed(args.device)
     trainer = Trainer(args, device)
     tokens = args.batch * args.seq
     if rank == 0:
