@@ -46,6 +46,7 @@ def hbar_chart(factors: Sequence[Any], values: Sequence[float], colors: Sequence
     fig.hbar(y="y", right="value", height=0.75, color="color", source=source)
     fig.add_tools(HoverTool(tooltips=tooltips))
     style(fig, x_label)
+    fig.yaxis.group_label_orientation = "horizontal"  # (group, label) factors: group names read left to right
     fig.x_range.start = 0
     return fig
 

@@ -152,7 +152,8 @@ class HtmlRenderer(Renderer):
                 body += [item.markup if isinstance(item, Html) else div_of[id(item)] for item in s.items]
             body.append("</section>")
         nav = "".join(f'<a href="#{esc(route)}">{esc(title)}</a>' for route, title, _ in pages)
-        bokeh_js = Resources(mode="inline", components=["bokeh"]).render()
+        # Bokeh's own code only, inline: js_files would add URLs that other imported libraries (Panel) register
+        bokeh_js = "".join(f"<script>{code}</script>" for code in Resources(mode="inline", components=["bokeh"]).js_raw)
         return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
                 '<meta name="viewport" content="width=device-width, initial-scale=1">'
                 f"<title>tracedoc report</title><style>{STYLE}</style>{bokeh_js}</head><body>"

@@ -1,0 +1,325 @@
+"""The dashboard: its pages drawn from real reports, its timeline queried per view from real stores, the serve
+command's errors, and every page of `tracedoc serve` loaded in a real headless browser."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import holoviews as hv
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import ROOT, SAMPLES
+from tests.hostile_trace import HOSTILE, hostile_ranks
+from tracedoc import Report, analyze
+from tracedoc.api import open_store
+from tracedoc.cli import cli
+from tracedoc.dashboard import hang, kernels, ncu, overlap, overview, ranks, timeline
+from tracedoc.dashboard.app import body
+from tracedoc.dashboard.source import Loading, Target, resolve
+from tracedoc.ingest import discover
+from tracedoc.judge import load_rules
+from tracedoc.render.html import Html
+from tracedoc.store import Store
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SERVER_START_S = 120
+PAGE_TIMEOUT_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def straggler() -> Report:
+    return analyze([SAMPLES / "ddp-straggler"])
+
+
+@pytest.fixture(scope="module")
+def hang_report() -> Report:
+    return analyze([SAMPLES / "hang-slow-rank"])
+
+
+def charts(sections: list[Any]) -> list[Any]:
+    return [item for s in sections for item in s.items if not isinstance(item, Html)]
+
+
+# --- pages, from the report only ----------------------------------------------------------------------------------
+
+def test_ranks_page_marks_the_straggler(straggler: Report) -> None:
+    assert [f.scope.rank for f in straggler.findings if f.rule == "straggler-rank"] == [1]
+    heatmaps = charts(ranks.sections(straggler))
+    assert len(heatmaps) == len(ranks.MAPS)
+    factors = list(heatmaps[0].y_range.factors)
+    assert factors == ["rank 1 (straggler)", "rank 0"]  # drawn top to bottom: rank 0 first
+    source = heatmaps[0].renderers[0].data_source.data
+    outlined = {y for y, width in zip(source["y"], source["line_width"]) if width}
+    assert outlined == {"rank 1 (straggler)"}
+
+
+def test_hang_page_marks_the_culprit(hang_report: Report) -> None:
+    [section, dumps] = hang.sections(hang_report)
+    [chart, table] = section.items
+    culprit = next(f for f in hang_report.findings if f.rule == "collective-hang")
+    assert culprit.scope.rank == 1
+    data = chart.renderers[0].data_source.data
+    assert {x[0] for x, line in zip(data["x"], data["line"]) if line} == {"rank 1 (culprit)"}
+    assert f"culprit: never issued seq {culprit.scope.seq}" in table.markup
+    assert "trace_rank_0" in dumps.items[0].markup
+
+
+def test_overview_filters(straggler: Report, hang_report: Report) -> None:
+    assert overview.filter_findings(straggler, ["warning"], [], ["1"]) == straggler.findings
+    assert overview.filter_findings(straggler, [], [], ["0"]) == []
+    assert overview.filter_findings(hang_report, [], ["straggler-rank"], []) == []
+    empty = overview.sections(straggler, [])
+    assert any(s.empty == "No finding matches the filters." for s in empty)
+
+
+@pytest.mark.parametrize("page", [kernels, ranks, overlap, ncu])
+def test_pages_without_data_say_so(page: Any, hang_report: Report) -> None:
+    sections = page.sections(hang_report)
+    assert len(sections) == 1 and sections[0].empty and not sections[0].items
+
+
+def test_kernels_page_keeps_the_full_names(straggler: Report) -> None:
+    [by_category, top] = kernels.sections(straggler)
+    names = {r["name"] for r in straggler.metrics["top_kernels"]}
+    chart, table = top.items
+    assert set(chart.renderers[0].data_source.data["name"]) == names
+    assert all(n.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in table.markup for n in names)
+    assert "compute" in charts([by_category])[0].renderers[0].data_source.data
+
+
+# --- timeline: DuckDB per view, datashader when binned ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def straggler_timeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[timeline.Timeline]:
+    store, _ = open_store(discover([SAMPLES / "ddp-straggler"]), tmp_path_factory.getbasetemp() / "cache")
+    with store:
+        yield timeline.Timeline(store, threading.Lock())
+
+
+def test_timeline_lanes(straggler_timeline: timeline.Timeline) -> None:
+    assert straggler_timeline.labels == [f"rank {r} · {lane}" for r in (0, 1) for lane in
+                                         ("steps", "annotations", f"GPU {r} · stream 7", f"GPU {r} · stream 17")]
+
+
+def test_timeline_detail_view_holds_every_interval(straggler_timeline: timeline.Timeline) -> None:
+    store = straggler_timeline.store
+    total = store.scalar("SELECT count(*) FROM gpu_activity") + store.scalar("SELECT count(*) FROM steps") + \
+        store.scalar("SELECT count(*) FROM cpu_activity WHERE kind = 'annotation' AND name NOT LIKE 'ProfilerStep#%'")
+    assert total <= timeline.DETAIL_MAX
+    frame, binned = straggler_timeline.view(0.0, straggler_timeline.span_ms)
+    assert not binned and len(frame) == total
+    _, rects = straggler_timeline.draw(None).values()
+    assert isinstance(rects, hv.Rectangles) and len(rects) == total
+    assert "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)" in set(rects["name"])
+
+
+def test_timeline_binned_view_is_rasterized(straggler_timeline: timeline.Timeline,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past DETAIL_MAX the view comes back merged per lane, category and pixel, and datashader draws it."""
+    x0, x1 = 0.0, straggler_timeline.span_ms
+    detail, _ = straggler_timeline.view(x0, x1)
+    monkeypatch.setattr(timeline, "DETAIL_MAX", 100)
+    monkeypatch.setattr(timeline, "RASTER_PX", 50)
+    frame, binned = straggler_timeline.view(x0, x1)
+    assert binned and frame["intervals"].sum() == len(detail)
+    assert len(frame) <= len(straggler_timeline.labels) * len(timeline.CATEGORY_COLORS) * (timeline.RASTER_PX + 1)
+    raster, rects = straggler_timeline.draw((x0, x1)).values()
+    assert len(rects) == 0
+    assert isinstance(raster, hv.RGB)
+    alpha = raster.dimension_values("A", flat=False)  # rows: lanes (y = lane), columns: pixels
+    assert alpha.shape == (len(straggler_timeline.labels), timeline.RASTER_PX)
+    assert (alpha[2] > 0).sum() > timeline.RASTER_PX // 2  # rank 0's compute stream is busy most of the time
+
+
+def test_timeline_of_a_report_says_it_has_none() -> None:
+    pane = timeline.view(None)
+    assert "saved report holds no events" in pane.object
+
+
+# --- loading and errors -------------------------------------------------------------------------------------------
+
+def test_a_failed_load_shows_one_line_in_every_page(tmp_path: Path) -> None:
+    bad = tmp_path / "trace.json"  # a real trace cut in half: recognised, then failing to load
+    whole = gzip.decompress((SAMPLES / "input-slow" / "trace.json.gz").read_bytes())
+    bad.write_bytes(whole[: len(whole) // 2])
+    loading = Loading(Target(inputs=discover([bad])), tmp_path / "cache", [])
+    loading.start()
+    assert loading.done.wait(60)
+    assert loading.error and "\n" not in loading.error
+    for page in (overview, timeline, kernels):
+        text = body(loading, page).object
+        assert "Could not load the input" in text and "Traceback" not in text
+
+
+def test_a_saved_report_and_store_are_served(tmp_path: Path, hang_report: Report) -> None:
+    saved = tmp_path / "report.json"
+    saved.write_text(hang_report.to_json())
+    assert resolve([saved]).report is not None
+    cache = tmp_path / "cache"
+    analyze([SAMPLES / "hang-slow-rank"], cache_dir=cache)
+    [store] = cache.glob("*.duckdb")
+    loading = Loading(resolve([store]), cache, load_rules())
+    loading.start()
+    assert loading.done.wait(60) and loading.error is None
+    assert [f.rule for f in loading.report.findings] == [f.rule for f in hang_report.findings]
+    loading.store.close()
+
+
+@pytest.mark.parametrize("content, needle", [(b"not a database", "not a tracedoc store"),
+                                             (b'{"findings": [', "not a tracedoc JSON report")])
+def test_serve_rejects_bad_input_in_one_line(tmp_path: Path, content: bytes, needle: str) -> None:
+    path = tmp_path / ("x.duckdb" if content.startswith(b"not") else "x.json")
+    path.write_bytes(content)
+    for target in (path, tmp_path / "missing.json.gz"):
+        result = CliRunner().invoke(cli, ["serve", str(target), "--no-show"])
+        lines = [ln for ln in result.output.splitlines() if ln.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert needle in CliRunner().invoke(cli, ["serve", str(path), "--no-show"]).output
+
+
+def test_serve_without_the_dashboard_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "panel", None)
+    result = CliRunner().invoke(cli, ["serve", str(SAMPLES / "hang-slow-rank"), "--no-show"])
+    assert result.exit_code == 2
+    assert "pip install 'tracedoc[dashboard]'" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_an_incomplete_store_is_refused(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "partial.duckdb")
+    store.close()
+    result = CliRunner().invoke(cli, ["serve", str(tmp_path / "partial.duckdb"), "--no-show"])
+    assert result.exit_code == 2 and "incomplete tracedoc store" in result.output
+
+
+# --- a real browser -----------------------------------------------------------------------------------------------
+
+needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} "
+                                                                 "(apt-get install chromium; .ci/run does)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def served(target: Path, cache: Path, log: Path) -> Iterator[str]:
+    """`tracedoc serve TARGET` on a free port of 127.0.0.1, stopped (killed if need be) on the way out."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "tracedoc", "serve", str(target), "--no-show", "--port",
+                                 str(port), "--cache-dir", str(cache)], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + SERVER_START_S
+            while True:
+                assert proc.poll() is None, f"the server exited: {log.read_text()[-2000:]}"
+                try:
+                    with urllib.request.urlopen(url + "/", timeout=5):
+                        break
+                except OSError:
+                    assert time.monotonic() < deadline, f"no server after {SERVER_START_S} s: {log.read_text()[-2000:]}"
+                    time.sleep(0.25)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def visit(browser: Any, url: str, shot: Path, texts: list[str], figures: int) -> tuple[Any, list[str]]:
+    """Open a page, wait for its texts and at least ``figures`` drawn Bokeh figures, save a screenshot.
+
+    Returns the open page (the caller closes it) and the dialogs it raised (dismissed).
+    """
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(url)
+    for text in texts:
+        page.get_by_text(text).filter(visible=True).first.wait_for()
+    if figures:
+        page.locator(".bk-Figure").nth(figures - 1).wait_for()
+        page.locator(".bk-Figure canvas").first.wait_for()
+    page.wait_for_timeout(300)  # let the last canvases paint before the screenshot
+    page.screenshot(path=str(shot), full_page=True)
+    return page, dialogs
+
+
+@needs_chromium
+def test_dashboard_pages_of_a_multi_rank_trace(browser: Any, tmp_path: Path) -> None:
+    """Every page of a two-rank trace whose kernel is named like an injection: findings, charts, no script run."""
+    target = hostile_ranks(tmp_path / "ranks")
+    with served(target, tmp_path / "cache", tmp_path / "server.log") as url:
+        expectations = {
+            "/": (["One rank holds the others up at the collectives", "straggler-rank", "Severity"], 1),
+            "/timeline": (["Wheel to zoom"], 1),
+            "/kernels": (["Top kernels", HOSTILE], 2),
+            "/ranks": (["Wait inside collectives"], 3),
+            "/overlap": (["Communication and compute"], 1),
+        }
+        for path, (texts, figures) in expectations.items():
+            page, dialogs = visit(browser, url + path, tmp_path / f"{path.strip('/') or 'overview'}.png", texts,
+                                  figures)
+            try:
+                assert dialogs == [], path
+                assert page.locator("img").count() == 0, path
+                if path == "/kernels":
+                    assert page.get_by_text(HOSTILE, exact=True).count() >= 1
+                if path == "/ranks":
+                    assert page.locator("tr.hl").count() == 3  # rank 1's three steps
+                assert "Traceback" not in page.content()
+            finally:
+                page.close()
+
+
+@needs_chromium
+def test_dashboard_hang_and_ncu_pages(browser: Any, tmp_path: Path, hang_report: Report) -> None:
+    """A saved hang report (no timeline) and a cached Nsight Compute store: their pages, and pages without data."""
+    saved = tmp_path / "hang-report.json"
+    saved.write_text(hang_report.to_json())
+    with served(saved, tmp_path / "cache", tmp_path / "hang.log") as url:
+        for path, texts, figures in (("/hang", ["culprit: never issued seq 3", "Process group 0"], 1),
+                                     ("/timeline", ["a saved report holds no events"], 0)):
+            page, dialogs = visit(browser, url + path, tmp_path / f"hang-{path.strip('/')}.png", texts, figures)
+            page.close()
+            assert dialogs == []
+    cache = tmp_path / "ncu-cache"
+    analyze([SAMPLES / "ncu-h800-sglang-csv"], cache_dir=cache)
+    [store] = cache.glob("*.duckdb")
+    with served(store, cache, tmp_path / "ncu.log") as url:
+        for path, texts, figures in (("/ncu", ["Roofline", "Warp stall reasons", "distribution_elementwise"], 3),
+                                     ("/hang", ["No NCCL flight-recorder dumps"], 0)):
+            page, dialogs = visit(browser, url + path, tmp_path / f"ncu-{path.strip('/')}.png", texts, figures)
+            page.close()
+            assert dialogs == []
