@@ -19,6 +19,7 @@ import holoviews as hv
 import pytest
 from click.testing import CliRunner
 
+from tests.browser import chromium, needs_chromium
 from tests.conftest import ROOT, SAMPLES
 from tests.hostile_trace import HOSTILE, hostile_ranks
 from tracedoc import Report, analyze
@@ -32,9 +33,6 @@ from tracedoc.judge import load_rules
 from tracedoc.render.html import Html
 from tracedoc.store import Store
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 SERVER_START_S = 120
 PAGE_TIMEOUT_MS = 30_000
 
@@ -100,6 +98,16 @@ def test_kernels_page_keeps_the_full_names(straggler: Report) -> None:
     assert "compute" in charts([by_category])[0].renderers[0].data_source.data
 
 
+def test_ncu_page_sets_gemm_kernels_against_cublas() -> None:
+    report = analyze([SAMPLES / "gemm-ladder-ncu"])
+    [table] = next(s for s in ncu.sections(report) if s.title == "Against cuBLAS").items
+    rows = report.metrics["ncu_cublas_ceiling"]
+    assert len(rows) == 4 and table.markup.count("<tr>") == 1 + len(rows)
+    wmma = next(r for r in rows if r["kernel"] == "gemm_wmma")
+    assert f"{wmma['pct_of_cublas']:,.1f}" in table.markup and "4096×4096×4096" in table.markup
+    assert all(s.title != "Against cuBLAS" for s in ncu.sections(analyze([SAMPLES / "ncu-h800-sglang-csv"])))
+
+
 # --- timeline: DuckDB per view, datashader when binned ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -150,6 +158,23 @@ def test_timeline_of_a_report_says_it_has_none() -> None:
 
 
 # --- loading and errors -------------------------------------------------------------------------------------------
+
+def test_pages_show_the_loading_progress(tmp_path: Path) -> None:
+    """Until the data is there a page shows a spinner and what is being done: each file read, then the analysis."""
+    from tracedoc.dashboard.app import page_app
+
+    loading = Loading(resolve([SAMPLES / "ddp-straggler"]), tmp_path / "cache", load_rules())
+    seen: list[str] = []
+    shown = loading._progress
+    loading._progress = lambda message: (seen.append(message), shown(message))
+    app = page_app(loading, overview)
+    spinner, status = app.objects[1].objects[0].objects
+    assert spinner.value and "starting…" in status.object
+    loading.start()
+    assert loading.done.wait(60) and loading.error is None
+    assert [m.split(":")[0] for m in seen] == ["reading file 1 of 2", "reading file 2 of 2", "analysing"]
+    loading.store.close()
+
 
 def test_a_failed_load_shows_one_line_in_every_page(tmp_path: Path) -> None:
     bad = tmp_path / "trace.json"  # a real trace cut in half: recognised, then failing to load
@@ -206,10 +231,6 @@ def test_an_incomplete_store_is_refused(tmp_path: Path) -> None:
 
 # --- a real browser -----------------------------------------------------------------------------------------------
 
-needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} "
-                                                                 "(apt-get install chromium; .ci/run does)")
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -246,14 +267,8 @@ def served(target: Path, cache: Path, log: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=60_000)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as b:
+        yield b
 
 
 def visit(browser: Any, url: str, shot: Path, texts: list[str], figures: int) -> tuple[Any, list[str]]:
@@ -323,3 +338,28 @@ def test_dashboard_hang_and_ncu_pages(browser: Any, tmp_path: Path, hang_report:
             page, dialogs = visit(browser, url + path, tmp_path / f"ncu-{path.strip('/')}.png", texts, figures)
             page.close()
             assert dialogs == []
+
+
+# sample, the pages to visit with the texts each must show and the Bokeh figures it must draw
+SERVED_SAMPLES = {
+    "nsys": ("nsys-torch-h100", {"/": (["GPU idle while the host works", "gpu-idle-host-bound"], 1),
+                                 "/timeline": (["Wheel to zoom"], 1), "/kernels": (["Top kernels"], 2)}),
+    "flight-recorder": ("hang-4rank-stuck", {"/": (["collective-hang"], 1),
+                                             "/hang": (["culprit: never issued seq 3", "trace_rank_3"], 1)}),
+    "health": ("health-2xh200", {"/": (["gpu-power-capped"], 1)}),
+}
+
+
+@needs_chromium
+@pytest.mark.parametrize("kind", sorted(SERVED_SAMPLES))
+def test_dashboard_of_each_input_format(browser: Any, tmp_path: Path, kind: str) -> None:
+    """`tracedoc serve SAMPLE` of an Nsight Systems export, flight-recorder dumps and GPU telemetry: their pages."""
+    sample, pages = SERVED_SAMPLES[kind]
+    with served(SAMPLES / sample, tmp_path / "cache", tmp_path / "server.log") as url:
+        for path, (texts, figures) in pages.items():
+            page, dialogs = visit(browser, url + path, tmp_path / f"{kind}-{path.strip('/') or 'overview'}.png",
+                                  texts, figures)
+            try:
+                assert dialogs == [] and "Traceback" not in page.content(), path
+            finally:
+                page.close()

@@ -12,16 +12,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.browser import chromium, needs_chromium
 from tests.conftest import ROOT, SAMPLES
 from tests.hostile_trace import HOSTILE, hostile_ranks
 from tracedoc import Report, analyze
 from tracedoc.cli import cli
+from tracedoc.dashboard import DASHBOARD_MODULES
 from tracedoc.render.html import HtmlRenderer
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-DASHBOARD_MODULES = ("panel", "holoviews", "bokeh", "datashader")
 
 
 class Document(HTMLParser):
@@ -144,29 +141,23 @@ def test_core_never_imports_the_dashboard_extra() -> None:
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+@needs_chromium
 def test_html_report_in_a_browser_offline(tmp_path: Path) -> None:
     """The file draws its charts with the network cut, and the hostile kernel name runs nothing."""
-    from playwright.sync_api import sync_playwright
-
     path = tmp_path / "report.html"
     path.write_text(HtmlRenderer().render(analyze([hostile_ranks(tmp_path / "ranks")])))
     requests: list[str] = []
     dialogs: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=60_000)
-        try:
-            page = browser.new_page(viewport={"width": 1300, "height": 900})
-            page.set_default_timeout(30_000)
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            page.route(re.compile(r"^(?!file:).*"), lambda route: (requests.append(route.request.url), route.abort()))
-            page.goto(path.as_uri())
-            page.locator(".bk-Figure").nth(6).wait_for()
-            assert page.locator(".bk-Figure canvas").count() >= 7
-            assert page.locator(".bk-Figure").count() == 7  # savings, categories, top kernels, 3 heatmaps, overlap
-            assert page.get_by_text(HOSTILE, exact=True).count() >= 1
-            assert page.locator("img").count() == 0
-            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-        finally:
-            browser.close()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        page.set_default_timeout(30_000)
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.route(re.compile(r"^(?!file:).*"), lambda route: (requests.append(route.request.url), route.abort()))
+        page.goto(path.as_uri())
+        page.locator(".bk-Figure").nth(6).wait_for()
+        assert page.locator(".bk-Figure canvas").count() >= 7
+        assert page.locator(".bk-Figure").count() == 7  # savings, categories, top kernels, 3 heatmaps, overlap
+        assert page.get_by_text(HOSTILE, exact=True).count() >= 1
+        assert page.locator("img").count() == 0
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
     assert requests == [] and dialogs == []

@@ -169,6 +169,20 @@ def test_profilers_wrap_the_script(stand_in: Path, monkeypatch: pytest.MonkeyPat
     assert workload.plan("decode_loop", "compile", "none", None, None).out == Path("out/decode-loop-compile")
 
 
+def test_a_workload_that_times_itself_is_timed_before_the_profiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GEMM ladder under ncu: its timings (the cuBLAS ceiling) first without ncu, whose launch overhead starves
+    short kernels, then the recorded launches alone under ncu; without a wrapping profiler, one run does both."""
+    monkeypatch.setattr(workload, "missing_modules", lambda w: [])
+    monkeypatch.setattr(workload.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    script = [sys.executable, str(ROOT / "workloads" / "gemm_ladder" / "run.py"), "--variant", "all", "--out", "o"]
+    job = workload.plan("gemm_ladder", None, "ncu", Path("o"), None, ["--shapes", "4096"])
+    assert job.before == ([*script, "--profiler", "none", "--shapes", "4096", "--phase", "time"],)
+    assert job.command[0] == "ncu" and job.command[-8:] == [*script[2:], "--profiler", "ncu", "--shapes", "4096",
+                                                            "--phase", "record"][-8:]
+    plain = workload.plan("gemm_ladder", None, "torch", Path("o"), None)
+    assert plain.before == () and "--phase" not in plain.command
+
+
 def test_multi_gpu_workloads_start_under_torchrun_one_report_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workload, "missing_modules", lambda w: [])
     monkeypatch.setattr(workload.shutil, "which", lambda tool: f"/usr/bin/{tool}")
@@ -217,7 +231,7 @@ def test_gemm_ladder_report_agrees_with_its_csv_and_overrules_ncus_occupancy_adv
     with lzma.open(GEMM_LADDER / "gemm_ladder_h100_full.ncu-rep.xz") as src, rep.open("wb") as dst:
         shutil.copyfileobj(src, dst)
     csv_kernels, csv_fired = _tracedocs_verdicts([GEMM_LADDER])
-    report = analyze([rep], use_cache=False)
+    report = analyze([rep, GEMM_LADDER / "gemm_ladder.json"], use_cache=False)
     assert {(f.rule, f.scope.kernel) for f in report.findings if f.rule != "ncu-verdict-overruled"} == csv_fired
     assert {k["kernel"]: k["kernel_class"] for k in report.metrics["ncu_kernels"]} == \
         {name: k["kernel_class"] for name, k in csv_kernels.items()}

@@ -135,6 +135,11 @@ _METRICS: dict[str, tuple[str, str]] = {
                     WHEN not_limiting_reason IS NOT NULL THEN 'overruled: ' || not_limiting_reason
                     ELSE 'judged by tracedoc rule ' || tracedoc_rule END AS tracedoc_view
         FROM ncu_rule_verdicts ORDER BY rank, total_ns DESC, ncu_speedup_pct DESC NULLS LAST"""),
+    # ncu GEMM kernels against cuBLAS on a product of the same size (GEMM ladder measurements given with the report).
+    "ncu_cublas_ceiling": ("ncu.cublas_ceiling", """
+        SELECT rank, name AS kernel, grid, block, product, dtype, tflop_per_s, cublas_tflop_per_s, pct_of_cublas,
+               sm_clock_mhz, cublas_sm_clock_mhz, total_ns / 1e6 AS total_ms, saving_ns / 1e6 AS saving_ms
+        FROM ncu_cublas_ceiling ORDER BY rank, total_ns DESC"""),
     # ncu kernels found in a timeline given with the report (same demangled name, grid and block), times in ms.
     "ncu_trace_links": ("ncu.links", """
         SELECT rank, name AS kernel, grid, block, launches, total_ns / 1e6 AS total_ms, timeline_sources,

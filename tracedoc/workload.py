@@ -45,6 +45,10 @@ class Workload:
     gpus: int = 1
     needs: tuple[str, ...] = ("torch",)
     ncu_launches: int | None = 50  # kernels ncu profiles in the recorded steps (None: all of them)
+    # The script also times itself (--phase time | record | all): under nsys or ncu it is run twice, first without
+    # the profiler for the timings (a profiler's launch overhead would starve short kernels), then under it for
+    # the recorded steps alone.
+    times_itself: bool = False
 
     def default_out(self, variant: str) -> Path:
         """Where a run writes when no --out is given: out/<name>-<variant>."""
@@ -56,7 +60,8 @@ WORKLOADS = {w.name: w for w in (
              ("eager", "cudagraph", "compile")),
     Workload("input_bound", "training starved by its DataLoader, pageable copies, per-step .item()", ("slow", "fast")),
     Workload("gemm_ladder", "naive, tiled, WMMA and cuBLAS matrix products: each rung's bottleneck under ncu",
-             ("all", "naive", "tiled", "wmma", "cublas"), needs=("torch", "cupy"), ncu_launches=None),
+             ("all", "naive", "tiled", "wmma", "cublas"), needs=("torch", "cupy"), ncu_launches=None,
+             times_itself=True),
     Workload("ddp_step", "DDP gradients all-reduced after backward (low-comm-overlap); a straggling rank",
              ("overlap", "no_overlap", "straggler"), gpus=2),
     Workload("fsdp_step", "FSDP2 transformer step whose collectives cannot run ahead (low-comm-overlap)",
@@ -91,10 +96,12 @@ def missing_modules(workload: Workload) -> list[str]:
 
 @dataclass(frozen=True)
 class Plan:
-    """What ``run`` executes: the command line and the folder the run writes into."""
+    """What ``run`` executes: the command line, the folder the run writes into, and the commands run before it
+    without a profiler (a workload's own timings, when it times itself)."""
 
     command: list[str]
     out: Path
+    before: tuple[list[str], ...] = ()
 
 
 def plan(name: str, variant: str | None, profiler: str, out: Path | None, gpus: int | None,
@@ -120,11 +127,15 @@ def plan(name: str, variant: str | None, profiler: str, out: Path | None, gpus: 
     processes = gpus or workload.gpus
     script_cmd = [sys.executable, str(script), "--variant", variant, "--out", str(out), "--profiler", profiler,
                   *extra]
+    before: tuple[list[str], ...] = ()
+    if workload.times_itself and profiler in ("nsys", "ncu"):
+        before = ([*script_cmd[:6], "--profiler", "none", *extra, "--phase", "time"],)
+        script_cmd = [*script_cmd, "--phase", "record"]
     # Per-rank reports: %q{RANK} is expanded by nsys and ncu from each process's environment.
     stem = out / ("run" if profiler == "nsys" else "kernels")
     wrapper = _profiler_command(profiler, workload, stem if processes == 1 else Path(f"{stem}.rank%q{{RANK}}"))
     if processes == 1:
-        return Plan([*wrapper, *script_cmd], out)
+        return Plan([*wrapper, *script_cmd], out, before)
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
     if wrapper:
         return Plan([*launcher, "--no-python", *wrapper, *script_cmd], out)
@@ -147,7 +158,11 @@ def run(job: Plan, backend: Backend | None, interval_s: float) -> int:
     """Run the command (its output goes to the terminal) with telemetry sampled beside it; its exit code."""
     job.out.mkdir(parents=True, exist_ok=True)
     with _telemetry(backend, job.out / TELEMETRY_FILE, interval_s):
-        return subprocess.run(job.command, check=False).returncode
+        for command in (*job.before, job.command):
+            code = subprocess.run(command, check=False).returncode
+            if code != 0:
+                return code
+        return 0
 
 
 @contextlib.contextmanager

@@ -42,7 +42,7 @@ fi
 if [[ $which == gemm || $which == all ]]; then
     run gemm-ladder python3 "$here/gemm_ladder/run.py" --profiler none --out "$out/gemm-ladder"
     run gemm-ladder-ncu ncu --set full --profile-from-start off --force-overwrite -o "$out/gemm-ladder-ncu/kernels" \
-        python3 "$here/gemm_ladder/run.py" --profiler ncu --shapes 4096 --min-ms 20 --out "$out/gemm-ladder-ncu"
+        python3 "$here/gemm_ladder/run.py" --profiler ncu --min-ms 100 --out "$out/gemm-ladder-ncu"
     ncu --import "$out/gemm-ladder-ncu/kernels.ncu-rep" --csv --page raw --print-units base \
         > "$out/gemm-ladder-ncu/kernels.raw.base-units.csv"
 fi

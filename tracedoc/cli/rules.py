@@ -29,7 +29,7 @@ def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...]) -> None:
     rules = load_rules(rules_dirs)
     console = Console(highlight=False)
     if not console.is_terminal:
-        console.width = 200  # piped output: never wrap a rule's row
+        console.width = 100_000  # piped output: never wrap or cut a row (the table is only as wide as its text)
     if rule_id is None:
         table = Table("rule", "severity", "title", "reads", "source", box=None, header_style="bold")
         for r in sorted(rules, key=lambda r: r.id):

@@ -85,6 +85,8 @@ def run_command(name: str, script_args: tuple[str, ...], variant: str | None, pr
     """
     job = workloads.plan(name, variant, profiler, out, gpus, script_args)
     err = Console(stderr=True, highlight=False, markup=False, soft_wrap=True)
+    for command in job.before:
+        err.print(f"timing first, without the profiler: {shlex.join(command)}")
     err.print(f"running: {shlex.join(job.command)}")
     backend: Backend = Replay.load(replay) if replay else LiveNvml()
     try:

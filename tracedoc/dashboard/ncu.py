@@ -32,6 +32,13 @@ KERNEL_COLUMNS = [Column("label", "#"), Column("kernel", "kernel", wide=True), C
 VERDICT_COLUMNS = [Column("label", "#"), Column("ncu_rule", "ncu rule"), Column("ncu_title", "ncu says", wide=True),
                    Column("ncu_speedup_pct", "ncu est. speed-up %", number(1), numeric=True),
                    Column("tracedoc_view", "tracedoc", wide=True)]
+CEILING_COLUMNS = [Column("label", "#"), Column("kernel", "kernel", wide=True), Column("product", "m×n×k"),
+                   Column("dtype", "cuBLAS dtype"), Column("tflop_per_s", "TFLOP/s", number(1), numeric=True),
+                   Column("cublas_tflop_per_s", "cuBLAS TFLOP/s", number(1), numeric=True),
+                   Column("pct_of_cublas", "% of cuBLAS", number(1), numeric=True),
+                   Column("sm_clock_mhz", "SM MHz (ncu)", number(0), numeric=True),
+                   Column("cublas_sm_clock_mhz", "SM MHz (cuBLAS)", number(0), numeric=True),
+                   Column("saving_ms", "saving ms", number(3), numeric=True)]
 
 
 def _key(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -64,6 +71,14 @@ def sections(report: Report) -> list[Section]:
         out.append(Section("Roofline", note="Each kernel's achieved FLOP/s against its arithmetic intensity "
                                             "(FLOP per DRAM byte), under the GPU's memory and compute roofs.",
                            items=[roofline_chart(points, label)]))
+    ceiling = [{**c, "label": label[_key(c)].split(".")[0]} for c in report.metrics.get("ncu_cublas_ceiling") or []
+               if _key(c) in label]
+    if ceiling:
+        out.append(Section("Against cuBLAS", note="GEMM kernels beside cuBLAS on a product of the same size and GPU "
+                                                  "model, as the GEMM ladder measured it (gemm_ladder.json); the size "
+                                                  "comes from the kernel's FLOP count. ncu locks clocks, cuBLAS ran "
+                                                  "at the GPU's own: both are shown.",
+                           items=[table_html(ceiling, CEILING_COLUMNS)]))
     out.append(Section("Kernels", note=_coverage_note(report),
                        items=[table_html([{**k, "label": label[_key(k)].split(".")[0]} for k in kernels],
                                          KERNEL_COLUMNS)]))

@@ -17,12 +17,13 @@ from types import ModuleType
 from isal import igzip
 
 from tracedoc.errors import InputError
-from tracedoc.ingest import flight_recorder, kineto, ncu, nsys, nvml, telemetry
+from tracedoc.ingest import flight_recorder, gemm_ladder, kineto, ncu, nsys, nvml, telemetry
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest
 
 FORMATS: dict[str, ModuleType] = {kineto.FORMAT: kineto, flight_recorder.FORMAT: flight_recorder,
-                                   nsys.FORMAT: nsys, ncu.FORMAT: ncu, nvml.FORMAT: nvml, telemetry.FORMAT: telemetry}
+                                   nsys.FORMAT: nsys, ncu.FORMAT: ncu, nvml.FORMAT: nvml, telemetry.FORMAT: telemetry,
+                                   gemm_ladder.FORMAT: gemm_ladder}
 
 # Files in a directory that are never traces: documentation and sample metadata beside the traces.
 _NOT_TRACES = (".md", ".txt", ".yaml", ".yml", ".py", ".log", ".png", ".html")
@@ -102,7 +103,8 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
     with tempfile.TemporaryDirectory(prefix="tracedoc-ingest-", dir=store.path.parent if store.path else None) as tmp:
         for source_id, item in enumerate(inputs):
             if progress:
-                progress(f"reading {item.path} ({item.size_bytes / 1e6:.1f} MB)")
+                count = f"file {source_id + 1} of {len(inputs)}: " if len(inputs) > 1 else ""
+                progress(f"reading {count}{item.path} ({item.size_bytes / 1e6:.1f} MB)")
             result = FORMATS[item.format].load(store, source_id, item.path, Path(tmp))
             rows.append([source_id, str(item.path), item.format, result.rank, result.world_size, item.digest,
                          item.size_bytes, result.event_count, result.tool])

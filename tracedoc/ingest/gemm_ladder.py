@@ -1,0 +1,104 @@
+"""GEMM ladder measurements (``gemm_ladder.json``, written by workloads/gemm_ladder) into gemm_ladder_results.
+
+The ladder times cuBLAS on each shape it runs; those times are the ceiling that Nsight Compute GEMM kernels of the
+same size on the same GPU model are held against (tracedoc/analyses/ncu/cublas_ceiling.sql). A measurement covers a
+GPU model, not a rank: the source holds no rank. The file is small JSON, read whole and checked field by field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from tracedoc.errors import InputError
+from tracedoc.ingest.kineto import LoadResult
+from tracedoc.store import Store
+
+FORMAT = "gemm_ladder"
+PER_HOST = True
+
+TAG = "tracedoc-gemm-ladder"
+_TAGGED = re.compile(rb'^\s*\{\s*"format"\s*:\s*"' + TAG.encode() + rb'"')
+_MAX_BYTES = 16 << 20  # the ladder writes a few KB; anything this large is not one of its files
+_RUNGS = ("naive", "tiled", "wmma", "cublas")
+_COLUMNS = ("gpu", "profiler", "dtype", "m", "n", "k", "flop", "rung", "kernel", "rel_error", "ms", "flop_per_s",
+            "sm_clock_mhz", "gpu_bound")
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True for a JSON document that opens with the ladder's format tag."""
+    return _TAGGED.match(head) is not None
+
+
+def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
+    """Check the measurements and write one row per rung and shape under ``source_id``."""
+    if path.stat().st_size > _MAX_BYTES:
+        raise InputError(f"{path}: {path.stat().st_size:,} bytes is too large for GEMM ladder measurements")
+    try:
+        doc = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: truncated or corrupt GEMM ladder JSON ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != TAG:
+        raise InputError(f"{path}: not GEMM ladder measurements (no format tag {TAG!r})")
+    if doc.get("version") != 1:
+        raise InputError(f"{path}: GEMM ladder measurements of version {doc.get('version')!r}; tracedoc reads 1")
+    gpu = _text(doc, "gpu", path, required=True)
+    results = doc.get("results")
+    if not isinstance(results, list):
+        raise InputError(f"{path}: GEMM ladder measurements without a results list")
+    rows = [_row(r, i, gpu, _text(doc, "profiler", path), _text(doc, "dtype", path), path)
+            for i, r in enumerate(results)]
+    if rows:
+        store.con.executemany(
+            f"INSERT INTO gemm_ladder_results (source_id, {', '.join(_COLUMNS)}) VALUES (?{', ?' * len(_COLUMNS)})",
+            [[source_id, *(row[c] for c in _COLUMNS)] for row in rows])
+    tool = f"GEMM ladder (torch {_text(doc, 'torch', path) or '?'}, CUDA {_text(doc, 'cuda', path) or '?'})"
+    return LoadResult(rank=None, world_size=None, event_count=len(rows), tool=tool)
+
+
+def _row(result: Any, index: int, gpu: str, profiler: str | None, dtype: str | None, path: Path) -> dict[str, Any]:
+    """One result checked: positive integer sizes, a known rung, numbers where numbers belong."""
+    where = f"{path}: results[{index}]"
+    if not isinstance(result, dict):
+        raise InputError(f"{where} is not an object")
+    sizes = [result.get(d) for d in ("m", "n", "k")]
+    if not all(isinstance(s, int) and not isinstance(s, bool) and 0 < s < 1 << 31 for s in sizes):
+        raise InputError(f"{where}: m, n and k must be positive integers")
+    rung = result.get("rung")
+    if rung not in _RUNGS:
+        raise InputError(f"{where}: unknown rung {str(rung)[:40]!r} (one of {', '.join(_RUNGS)})")
+    ms = _number(result, "ms", where)
+    if ms is not None and ms <= 0:
+        raise InputError(f"{where}: ms must be positive")
+    m, n, k = sizes
+    flop = 2.0 * m * n * k
+    clock = _number(result, "sm_clock_mhz", where)
+    gpu_bound = result.get("gpu_bound")
+    if gpu_bound is not None and not isinstance(gpu_bound, bool):
+        raise InputError(f"{where}: gpu_bound must be true, false or null")
+    kernel = result.get("kernel")
+    return {"gpu": gpu, "profiler": profiler, "dtype": dtype, "m": m, "n": n, "k": k, "flop": flop, "rung": rung,
+            "kernel": str(kernel)[:256] if kernel is not None else None,
+            "rel_error": _number(result, "rel_error", where), "ms": ms,
+            "flop_per_s": flop / (ms / 1e3) if ms else None, "sm_clock_mhz": round(clock) if clock else None,
+            "gpu_bound": gpu_bound}
+
+
+def _number(obj: dict[str, Any], key: str, where: str) -> float | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise InputError(f"{where}: {key} must be a number")
+    return float(value)
+
+
+def _text(doc: dict[str, Any], key: str, path: Path, required: bool = False) -> str | None:
+    value = doc.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{path}: GEMM ladder measurements without a {key!r} string")
+    return value[:256]
