@@ -41,8 +41,11 @@ fi
 
 if [[ $which == gemm || $which == all ]]; then
     run gemm-ladder python3 "$here/gemm_ladder/run.py" --profiler none --out "$out/gemm-ladder"
+    # timings first without ncu (its launch interception starves short kernels), then the profiled launches alone
+    run gemm-ladder-ncu-timing python3 "$here/gemm_ladder/run.py" --profiler none --phase time --min-ms 100 \
+        --out "$out/gemm-ladder-ncu"
     run gemm-ladder-ncu ncu --set full --profile-from-start off --force-overwrite -o "$out/gemm-ladder-ncu/kernels" \
-        python3 "$here/gemm_ladder/run.py" --profiler ncu --min-ms 100 --out "$out/gemm-ladder-ncu"
+        python3 "$here/gemm_ladder/run.py" --profiler ncu --phase record --out "$out/gemm-ladder-ncu"
     ncu --import "$out/gemm-ladder-ncu/kernels.ncu-rep" --csv --page raw --print-units base \
         > "$out/gemm-ladder-ncu/kernels.raw.base-units.csv"
 fi
