@@ -25,6 +25,12 @@ PROFILERS = ("torch", "nsys", "ncu", "none")
 SKIPPED_STEPS = 3  # steps before the recorded ones: torch's schedule(wait=1, warmup=2)
 
 
+def sync(device: torch.device) -> None:
+    """Block the host until the device has finished everything queued (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 class Stepper(Protocol):
     """What the workloads call after each step (torch.profiler.profile is one)."""
 

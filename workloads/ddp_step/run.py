@@ -30,7 +30,7 @@ from torch.profiler import record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
 from distributed import init_distributed  # noqa: E402
-from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps  # noqa: E402
+from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps, sync  # noqa: E402
 
 VARIANTS = ("overlap", "no_overlap", "straggler")
 D_IN = 256
@@ -130,11 +130,6 @@ class Trainer:
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
 
-
-def sync(device: torch.device) -> None:
-    """Wait for the device."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def allreduce_gbps(numel: int, device: torch.device, repeats: int = 5) -> float:

@@ -36,16 +36,10 @@ from torch.profiler import record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
 from distributed import init_distributed  # noqa: E402
-from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps  # noqa: E402
+from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps, sync  # noqa: E402
 
 VARIANTS = ("prefetch", "no_prefetch")
 D_IN = 256
-
-
-def wait_for_gpu(device: torch.device) -> None:
-    """Block the host until the device has finished everything queued (what the bad variant does per block)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class WaitInBackward(torch.autograd.Function):
@@ -58,7 +52,7 @@ class WaitInBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
-        wait_for_gpu(ctx.device)
+        sync(ctx.device)
         return grad
 
 
@@ -102,7 +96,7 @@ def shard(model: Net, device: torch.device, variant: str) -> None:
         fully_shard(block, mesh=mesh, mp_policy=policy)
         if variant == "no_prefetch":
             # Runs before FSDP's own pre-forward hook (prepend): the block's all-gather is issued on an idle GPU.
-            block.register_forward_pre_hook(lambda module, args: wait_for_gpu(device), prepend=True)
+            block.register_forward_pre_hook(lambda module, args: sync(device), prepend=True)
     fully_shard(model, mesh=mesh, mp_policy=policy)
 
 
@@ -161,11 +155,11 @@ def main() -> None:
 
     for _ in range(3):
         trainer.step()
-    wait_for_gpu(device)
+    sync(device)
     started = time.perf_counter()
     for _ in range(args.bench_steps):
         trainer.step()
-    wait_for_gpu(device)
+    sync(device)
     step_ms = 1e3 * (time.perf_counter() - started) / args.bench_steps
     if rank == 0:
         print(f"RESULT fsdp {args.variant}: {step_ms:.2f} ms/step, "

@@ -25,7 +25,7 @@ from torch import nn
 from torch.profiler import record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
-from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps  # noqa: E402
+from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps, sync  # noqa: E402
 from torch.utils.data import DataLoader, Dataset
 
 VARIANTS = ("slow", "fast")
@@ -148,11 +148,6 @@ class Trainer:
             else:
                 self.loss_sum += loss.detach()
 
-
-def sync(device: torch.device) -> None:
-    """Wait for the device."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ from torch.profiler import record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
 from distributed import init_distributed  # noqa: E402
-from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps  # noqa: E402
+from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps, sync  # noqa: E402
 
 VARIANTS = ("balanced", "hot_expert")
 
@@ -97,11 +97,6 @@ class Model(nn.Module):
             x = layer(x)
         return x
 
-
-def sync(device: torch.device) -> None:
-    """Wait for the device."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 def main() -> None:
