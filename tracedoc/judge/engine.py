@@ -26,8 +26,16 @@ def judge(store: Store, rules: list[Rule], wall_ms: float,
         thresholds = {**rule.thresholds, **(overrides or {}).get(rule.id, {})}
         for row in _matching_rows(store, rule, thresholds):
             findings.append(_finding(rule, row, wall_ms))
-    findings.sort(key=lambda f: (-f.impact_ms, f.rule, f.scope.rank or 0, f.scope.device or 0))
+    findings.sort(key=_rank_key)
     return findings
+
+
+def _rank_key(finding: Finding) -> tuple[Any, ...]:
+    """Largest saving first; equal savings in a fixed order (rule, then where), whatever order SQL returned."""
+    s = finding.scope
+    numbers = tuple((v is None, v or 0) for v in (s.rank, s.device, s.stream, s.step, s.seq))
+    names = tuple((v is None, str(v or "")) for v in (s.pg, s.kernel))
+    return (-finding.impact_ms, finding.rule, numbers, names, finding.message)
 
 
 def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> list[dict[str, Any]]:
