@@ -106,6 +106,9 @@ def test_ncu_page_sets_gemm_kernels_against_cublas() -> None:
     wmma = next(r for r in rows if r["kernel"] == "gemm_wmma")
     assert f"{wmma['pct_of_cublas']:,.1f}" in table.markup and "4096×4096×4096" in table.markup
     assert all(s.title != "Against cuBLAS" for s in ncu.sections(analyze([SAMPLES / "ncu-h800-sglang-csv"])))
+    [roofline] = next(s for s in ncu.sections(report) if s.title == "Roofline").items
+    levels = [r.data_source.data["y"] for r in roofline.renderers if r.glyph.line_dash]
+    assert levels == [[rows[0]["cublas_tflop_per_s"]] * 2]  # cuBLAS's measured FLOP/s, dashed, across the chart
 
 
 # --- timeline: DuckDB per view, datashader when binned ------------------------------------------------------------

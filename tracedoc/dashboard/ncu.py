@@ -4,6 +4,7 @@ ncu_coverage, ncu_rules_vs_tracedoc). A kernel is one function at one launch con
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from bokeh.models import ColumnDataSource, HoverTool
@@ -70,7 +71,7 @@ def sections(report: Report) -> list[Section]:
     if points:
         out.append(Section("Roofline", note="Each kernel's achieved FLOP/s against its arithmetic intensity "
                                             "(FLOP per DRAM byte), under the GPU's memory and compute roofs.",
-                           items=[roofline_chart(points, label)]))
+                           items=[roofline_chart(points, label, report.metrics.get("ncu_cublas_ceiling") or [])]))
     ceiling = [{**c, "label": label[_key(c)].split(".")[0]} for c in report.metrics.get("ncu_cublas_ceiling") or []
                if _key(c) in label]
     if ceiling:
@@ -99,8 +100,10 @@ def stall_chart(stalls: list[dict[str, Any]], label: dict[tuple[Any, ...], str])
                              "cpi": [s["cycles_per_issue"] for s in stalls]})
 
 
-def roofline_chart(points: list[dict[str, Any]], label: dict[tuple[Any, ...], str]) -> Any:
-    """Log-log roofline: each GPU and precision's roof, and one dot per kernel."""
+def roofline_chart(points: list[dict[str, Any]], label: dict[tuple[Any, ...], str],
+                   ceilings: Sequence[dict[str, Any]] = ()) -> Any:
+    """Log-log roofline: each GPU and precision's roof, cuBLAS's measured FLOP/s on the products of the kernels
+    (dashed, when the GEMM ladder's timings are given), and one dot per kernel."""
     intensities = [float(p["arithmetic_intensity"]) for p in points]
     lo, hi = min(intensities) / 10, max(intensities) * 10
     fig = figure(x_axis_type="log", y_axis_type="log", height=420, sizing_mode="stretch_width",
@@ -112,6 +115,10 @@ def roofline_chart(points: list[dict[str, Any]], label: dict[tuple[Any, ...], st
         xs = [lo, max(min(ridge, hi), lo), hi]
         fig.line(xs, [min(peak_tflop, x * peak_gbs / 1000) for x in xs], line_color="#4a5262", line_width=2,
                  legend_label=f"roof ({precision}: {peak_tflop:g} TFLOP/s, {peak_gbs:g} GB/s)")
+    measured = {(c["product"], c["cublas_tflop_per_s"]) for c in ceilings if c["cublas_tflop_per_s"]}
+    for product, tflops in sorted(measured):
+        fig.line([lo, hi], [tflops, tflops], line_color="#7d3c98", line_dash="dashed", line_width=2,
+                 legend_label=f"cuBLAS on {product}: {tflops:,.0f} TFLOP/s (GEMM ladder)")
     source = ColumnDataSource({
         "x": intensities, "y": [float(p["tflop_per_s"]) for p in points],
         "label": [label[_key(p)] for p in points], "kernel": [p["kernel"] for p in points],
