@@ -103,6 +103,13 @@ def test_the_fastest_cublas_timing_of_a_size_is_the_ceiling(tmp_path: Path) -> N
     assert len(rows) == 4 and all(r["cublas_tflop_per_s"] == pytest.approx(763.396, abs=1e-3) for r in rows)
 
 
+def test_measurements_with_sorted_keys_are_recognised(tmp_path: Path) -> None:
+    """The same file rewritten with its keys sorted (the tag no longer first) is still read."""
+    (tmp_path / LADDER_CSV.name).write_bytes(LADDER_CSV.read_bytes())
+    (tmp_path / "timings.json").write_text(json.dumps(json.loads(LADDER_JSON.read_text()), sort_keys=True))
+    assert len(analyze([tmp_path]).metrics["ncu_cublas_ceiling"]) == 4
+
+
 @pytest.mark.parametrize("content, needle", [
     (None, "truncated or corrupt GEMM ladder JSON"),
     ({"version": 2}, "version 2"),

@@ -20,7 +20,7 @@ FORMAT = "gemm_ladder"
 PER_HOST = True
 
 TAG = "tracedoc-gemm-ladder"
-_TAGGED = re.compile(rb'^\s*\{\s*"format"\s*:\s*"' + TAG.encode() + rb'"')
+_TAG_FIELD = re.compile(rb'"format"\s*:\s*"' + TAG.encode() + rb'"')
 _MAX_BYTES = 16 << 20  # the ladder writes a few KB; anything this large is not one of its files
 _RUNGS = ("naive", "tiled", "wmma", "cublas")
 _COLUMNS = ("gpu", "profiler", "dtype", "m", "n", "k", "flop", "rung", "kernel", "rel_error", "ms", "flop_per_s",
@@ -28,8 +28,8 @@ _COLUMNS = ("gpu", "profiler", "dtype", "m", "n", "k", "flop", "rung", "kernel",
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """True for a JSON document that opens with the ladder's format tag."""
-    return _TAGGED.match(head) is not None
+    """True for a JSON object carrying the ladder's format tag (in the first MiB, wherever its key sits)."""
+    return head.lstrip()[:1] == b"{" and _TAG_FIELD.search(head) is not None
 
 
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
