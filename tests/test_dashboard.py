@@ -366,3 +366,26 @@ def test_dashboard_of_each_input_format(browser: Any, tmp_path: Path, kind: str)
                 assert dialogs == [] and "Traceback" not in page.content(), path
             finally:
                 page.close()
+
+
+@needs_chromium
+def test_overview_filters_in_the_browser(browser: Any, tmp_path: Path) -> None:
+    """Choosing a severity in the overview's filter leaves only those findings, numbered as in the report."""
+    from playwright.sync_api import expect
+
+    report = analyze([SAMPLES / "nsys-torch-h100"])
+    critical = [f"{i}. {f.title}" for i, f in enumerate(report.findings, 1) if f.severity == "critical"]
+    assert 0 < len(critical) < len(report.findings)
+    with served(SAMPLES / "nsys-torch-h100", tmp_path / "cache", tmp_path / "server.log") as url:
+        page, dialogs = visit(browser, url + "/", tmp_path / "before.png", [critical[0]], 1)
+        try:
+            cards = page.locator("article.finding h3")
+            assert cards.count() == len(report.findings)
+            page.locator(".choices").nth(0).click()  # the Severity multi-choice
+            page.locator(".choices__list--dropdown .choices__item--choice", has_text="critical").first.click()
+            expect(cards).to_have_count(len(critical))  # Playwright's locators see into Panel's shadow DOM
+            assert cards.all_inner_texts() == critical
+            page.screenshot(path=str(tmp_path / "critical.png"), full_page=True)
+        finally:
+            page.close()
+    assert dialogs == []
