@@ -294,6 +294,19 @@ def visit(browser: Any, url: str, shot: Path, texts: list[str], figures: int) ->
     return page, dialogs
 
 
+def hover_tooltip(page: Any) -> bool:
+    """Move the mouse along the 7th of the timeline's 8 lanes (rank 1's compute stream, busy throughout) until
+    Bokeh's hover shows an interval: its name, category, start and duration."""
+    box = page.locator(".bk-Figure").first.bounding_box()
+    for fx in (0.3, 0.4, 0.5, 0.6):
+        for fy in (0.68, 0.70, 0.72, 0.74, 0.76):
+            page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * fy)
+            page.wait_for_timeout(250)
+            if page.get_by_text("duration:").filter(visible=True).count():
+                return page.get_by_text("category:").filter(visible=True).count() > 0
+    return False
+
+
 @needs_chromium
 def test_dashboard_pages_of_a_multi_rank_trace(browser: Any, tmp_path: Path) -> None:
     """Every page of a two-rank trace whose kernel is named like an injection: findings, charts, no script run."""
@@ -316,6 +329,8 @@ def test_dashboard_pages_of_a_multi_rank_trace(browser: Any, tmp_path: Path) -> 
                     assert page.get_by_text(HOSTILE, exact=True).count() >= 1
                 if path == "/ranks":
                     assert page.locator("tr.hl").count() == 3  # rank 1's three steps
+                if path == "/timeline":
+                    assert hover_tooltip(page), "no interval's name on hover in rank 1's busy compute lane"
                 assert "Traceback" not in page.content()
             finally:
                 page.close()
