@@ -77,9 +77,15 @@ def test_no_ladder_no_ceiling() -> None:
 
 
 def test_a_ceiling_is_of_the_same_gpu_model() -> None:
-    """The H200's cuBLAS GEMMs are not held against timings taken on an H100."""
+    """The H200's cuBLAS GEMMs are not held against timings taken on an H100, and the ncu page says why."""
+    from tracedoc.dashboard import ncu
+
     report = analyze([H200_CSV, LADDER_JSON])
     assert report.metrics["ncu_kernels"] and report.metrics["ncu_cublas_ceiling"] == []
+    assert {r["gpu"] for r in report.metrics["gemm_ladder_cublas"]} == {"NVIDIA H100 80GB HBM3"}
+    [section] = [s for s in ncu.sections(report) if s.title == "Against cuBLAS"]
+    assert section.empty.startswith("The GEMM ladder timed cuBLAS on NVIDIA H100 80GB HBM3: 2048×2048×2048, "
+                                    "4096×4096×4096, 8192×8192×8192; no GEMM kernel")
 
 
 def test_host_bound_timings_are_no_ceiling(tmp_path: Path) -> None:

@@ -140,6 +140,11 @@ _METRICS: dict[str, tuple[str, str]] = {
         SELECT rank, name AS kernel, grid, block, product, dtype, tflop_per_s, cublas_tflop_per_s, pct_of_cublas,
                sm_clock_mhz, cublas_sm_clock_mhz, total_ns / 1e6 AS total_ms, saving_ns / 1e6 AS saving_ms
         FROM ncu_cublas_ceiling ORDER BY rank, total_ns DESC"""),
+    # The GEMM ladder's cuBLAS timings given (gemm_ladder.json): the ceilings on offer, matched or not.
+    "gemm_ladder_cublas": ("ncu.cublas_ceiling", """
+        SELECT gpu, m || '×' || n || '×' || k AS product, dtype, ms, flop_per_s / 1e12 AS tflop_per_s, sm_clock_mhz,
+               gpu_bound, profiler
+        FROM gemm_ladder_results WHERE rung = 'cublas' ORDER BY gpu, flop, ms"""),
     # ncu kernels found in a timeline given with the report (same demangled name, grid and block), times in ms.
     "ncu_trace_links": ("ncu.links", """
         SELECT rank, name AS kernel, grid, block, launches, total_ns / 1e6 AS total_ms, timeline_sources,

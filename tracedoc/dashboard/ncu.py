@@ -74,12 +74,19 @@ def sections(report: Report) -> list[Section]:
                            items=[roofline_chart(points, label, report.metrics.get("ncu_cublas_ceiling") or [])]))
     ceiling = [{**c, "label": label[_key(c)].split(".")[0]} for c in report.metrics.get("ncu_cublas_ceiling") or []
                if _key(c) in label]
+    offered = report.metrics.get("gemm_ladder_cublas") or []
     if ceiling:
         out.append(Section("Against cuBLAS", note="GEMM kernels beside cuBLAS on a product of the same size and GPU "
                                                   "model, as the GEMM ladder measured it (gemm_ladder.json); the size "
                                                   "comes from the kernel's FLOP count. ncu locks clocks, cuBLAS ran "
                                                   "at the GPU's own: both are shown.",
                            items=[table_html(ceiling, CEILING_COLUMNS)]))
+    elif offered:
+        timed = "; ".join(f"{gpu}: {', '.join(dict.fromkeys(o['product'] for o in offered if o['gpu'] == gpu))}"
+                          for gpu in dict.fromkeys(o["gpu"] for o in offered))
+        out.append(Section("Against cuBLAS", empty=f"The GEMM ladder timed cuBLAS on {timed}; no GEMM kernel of "
+                                                   "these reports ran on that GPU model with the FLOP count of one "
+                                                   "of those products (or the timings were host-bound)."))
     out.append(Section("Kernels", note=_coverage_note(report),
                        items=[table_html([{**k, "label": label[_key(k)].split(".")[0]} for k in kernels],
                                          KERNEL_COLUMNS)]))
