@@ -1,6 +1,13 @@
 """The errors tracedoc reports to users as one line (exit code 2), never as a traceback."""
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its class name when the message is empty): what one-line
+    errors quote of a library's failure."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class TracedocError(Exception):
     """Base class: a problem the user can act on, shown as a one-line message."""
 

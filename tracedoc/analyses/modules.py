@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from tracedoc.errors import TracedocError
+from tracedoc.errors import TracedocError, first_line
 
 if TYPE_CHECKING:
     from tracedoc.store import Store
@@ -47,5 +47,5 @@ def include(store: Store, module: str) -> None:
     try:
         store.con.execute(sql)
     except duckdb.Error as exc:
-        raise TracedocError(f"analysis module {module} failed: {str(exc).splitlines()[0]}") from exc
+        raise TracedocError(f"analysis module {module} failed: {first_line(exc)}") from exc
     store._included.add(module)

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 import duckdb
 
-from tracedoc.errors import TracedocError
+from tracedoc.errors import TracedocError, first_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,7 +31,7 @@ def one_line_errors(func: F) -> F:
         except (TracedocError, duckdb.Error, OSError, MemoryError, UnicodeDecodeError) as exc:
             if os.environ.get("TRACEDOC_DEBUG"):
                 raise
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            message = first_line(exc)
             raise BadInput(message) from None
 
     return wrapper  # type: ignore[return-value]

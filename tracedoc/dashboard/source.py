@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tracedoc.api import build_report, open_store
 from tracedoc.dashboard.timeline import Timeline, warm_up
-from tracedoc.errors import InputError
+from tracedoc.errors import InputError, first_line
 from tracedoc.ingest import InputFile, discover
 from tracedoc.judge import Rule
 from tracedoc.report import Report
@@ -58,7 +58,7 @@ def _read_report(path: Path) -> Report:
     try:
         return Report.from_json(path.read_text())
     except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{path}: not a tracedoc JSON report ({str(exc).splitlines()[0]})") from None
+        raise InputError(f"{path}: not a tracedoc JSON report ({first_line(exc)})") from None
 
 
 def _check_store(path: Path) -> None:
@@ -68,7 +68,7 @@ def _check_store(path: Path) -> None:
         with Store.open(path) as store:
             complete = store.is_complete()
     except duckdb.Error as exc:
-        raise InputError(f"{path}: not a tracedoc store ({str(exc).splitlines()[0]})") from None
+        raise InputError(f"{path}: not a tracedoc store ({first_line(exc)})") from None
     if not complete:
         raise InputError(f"{path}: an incomplete tracedoc store (its ingestion did not finish)")
 
@@ -113,7 +113,7 @@ class Loading:
         except Exception as exc:  # shown in the page as one line; the server keeps running
             if os.environ.get("TRACEDOC_DEBUG"):
                 traceback.print_exc()
-            self.error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self.error = first_line(exc)
         finally:
             self.done.set()
         warm_up()  # compiles datashader while the pages are already shown (only a rasterized view needs it)

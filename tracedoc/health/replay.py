@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracedoc.errors import InputError
+from tracedoc.errors import InputError, first_line
 from tracedoc.health.nvml import Backend, NvmlError, pynvml_version
 
 FORMAT_TAG = "tracedoc-nvml-replay"
@@ -86,7 +86,7 @@ class Replay:
                 raise InputError(f"{path}: larger than any NVML recording ({_MAX_BYTES >> 20} MB)")
             doc = json.loads(path.read_bytes())
         except (OSError, ValueError) as exc:
-            raise InputError(f"{path}: not a readable NVML recording ({str(exc).splitlines()[0]})") from None
+            raise InputError(f"{path}: not a readable NVML recording ({first_line(exc)})") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT_TAG:
             raise InputError(f"{path}: not an NVML recording (no \"format\": \"{FORMAT_TAG}\")")
         if doc.get("version") != VERSION:

@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 from isal import igzip
 
-from tracedoc.errors import InputError
+from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.kineto import LoadResult
 from tracedoc.store import Store
 
@@ -142,7 +142,7 @@ def _unpickle(raw: bytes, path: Path) -> Any:
         raise
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
             MemoryError, RecursionError, UnicodeDecodeError, OverflowError) as exc:
-        detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        detail = first_line(exc)[:120]
         raise InputError(f"{path}: truncated or corrupt flight-recorder pickle ({detail})") from None
 
 
@@ -150,7 +150,7 @@ def _parse_json(raw: bytes, path: Path) -> Any:
     try:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        detail = str(exc).strip().splitlines()[0][:120]
+        detail = first_line(exc)[:120]
         raise InputError(f"{path}: truncated or malformed flight-recorder JSON ({detail})") from None
 
 

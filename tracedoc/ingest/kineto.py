@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 from isal import igzip
 
-from tracedoc.errors import InputError
+from tracedoc.errors import InputError, first_line
 from tracedoc.store import Store
 
 FORMAT = "torch"
@@ -195,10 +195,9 @@ def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Path], path: Path) 
     try:
         con.execute(sql)
     except duckdb.OutOfMemoryException as exc:
-        raise InputError(f"{path}: out of memory while reading the trace ({str(exc).splitlines()[0]})") from None
+        raise InputError(f"{path}: out of memory while reading the trace ({first_line(exc)})") from None
     except duckdb.Error as exc:
-        first_line = str(exc).strip().splitlines()[0]
-        raise InputError(f"{path}: malformed trace JSON ({first_line})") from None
+        raise InputError(f"{path}: malformed trace JSON ({first_line(exc)})") from None
     return con.execute("SELECT count(*) FROM _raw").fetchone()[0]
 
 

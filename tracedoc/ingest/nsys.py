@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from tracedoc.errors import InputError
+from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.kineto import LoadResult
 from tracedoc.ingest.nsys_sql import NORMALIZE_SQL, TABLES, TableSpec
 from tracedoc.ingest.sqlite_arrow import SQLITE_MAGIC, SqliteSource
@@ -144,7 +144,7 @@ def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Pat
         con.execute(f"SET VARIABLE source_id = {int(source_id)}")
         con.execute(NORMALIZE_SQL)
     except (duckdb.Error, pa.ArrowException) as exc:
-        raise InputError(f"{path}: malformed Nsight Systems export ({_first_line(exc)})") from None
+        raise InputError(f"{path}: malformed Nsight Systems export ({first_line(exc)})") from None
     finally:
         for spec in TABLES:
             con.execute(f"DROP TABLE IF EXISTS {spec.temp}")
@@ -196,7 +196,3 @@ def _tool(source: SqliteSource) -> str:
         parts.append(f"export schema {meta['EXPORT_SCHEMA_VERSION']}")
     return ", ".join(parts)
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

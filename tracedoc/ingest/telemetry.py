@@ -15,7 +15,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracedoc.errors import InputError
+from tracedoc.errors import InputError, first_line
 from tracedoc.health.watch import SCHEMA, TELEMETRY_KEY
 from tracedoc.ingest.kineto import LoadResult
 from tracedoc.store import Store
@@ -46,7 +46,7 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     try:
         schema = pq.read_schema(path)
     except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"{path}: corrupt or truncated telemetry Parquet ({str(exc).splitlines()[0]})") from None
+        raise InputError(f"{path}: corrupt or truncated telemetry Parquet ({first_line(exc)})") from None
     metadata = schema.metadata or {}
     if TELEMETRY_KEY not in metadata:
         raise InputError(f"{path}: Parquet without tracedoc telemetry metadata (not written by tracedoc health)")
@@ -58,7 +58,7 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
         store.con.execute(f"INSERT INTO gpu_telemetry BY NAME SELECT ?::INTEGER AS source_id, {columns} "
                           "FROM read_parquet(?)", [source_id, str(path)])
     except duckdb.Error as exc:
-        raise InputError(f"{path}: unreadable telemetry ({str(exc).splitlines()[0]})") from None
+        raise InputError(f"{path}: unreadable telemetry ({first_line(exc)})") from None
     count = store.scalar("SELECT count(*) FROM gpu_telemetry WHERE source_id = ?", [source_id])
     tool = "tracedoc health --watch"
     if driver := metadata.get(b"driver_version"):

@@ -9,7 +9,7 @@ from typing import Any
 
 import duckdb
 
-from tracedoc.errors import RuleError
+from tracedoc.errors import RuleError, first_line
 from tracedoc.judge.rule import Rule
 from tracedoc.report import Evidence, Finding, Scope
 from tracedoc.store import Store
@@ -52,7 +52,7 @@ def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> li
     try:
         return store.query(sql, {n: thresholds[n] for n in names} if names else None)
     except duckdb.Error as exc:
-        raise RuleError(f"rule {rule.id} ({rule.source}): {str(exc).splitlines()[0]}") from None
+        raise RuleError(f"rule {rule.id} ({rule.source}): {first_line(exc)}") from None
 
 
 def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:

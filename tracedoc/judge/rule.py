@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from tracedoc.errors import RuleError
+from tracedoc.errors import RuleError, first_line
 from tracedoc.report import SEVERITIES
 
 _REQUIRED = ("id", "title", "severity", "reads", "view", "when", "impact_ms", "message", "fix")
@@ -63,7 +63,7 @@ class Rule:
         try:
             data = yaml.load(path.read_text(), Loader=_YAML_LOADER)
         except (OSError, yaml.YAMLError) as exc:
-            raise RuleError(f"{path}: cannot read rule ({str(exc).splitlines()[0]})") from None
+            raise RuleError(f"{path}: cannot read rule ({first_line(exc)})") from None
         if not isinstance(data, dict):
             raise RuleError(f"{path}: a rule file must be a YAML mapping")
         missing = [k for k in _REQUIRED if data.get(k) in (None, "")]
