@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from tracedoc.errors import InputError
+from tracedoc.errors import InputError, first_line
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _BATCH_ROWS = 65536
@@ -78,19 +78,20 @@ class SqliteSource:
 
     def arrow(self, sql: str, schema: pa.Schema) -> pa.RecordBatchReader:
         """Stream a query's result as Arrow batches of ``schema`` (its columns in order: int64 or string)."""
-        if _adbc_module() is not None:
-            return self._adbc_reader(sql, schema)
+        adbc = _adbc_module()
+        if adbc is not None:
+            return self._adbc_reader(adbc, sql, schema)
         return pa.RecordBatchReader.from_batches(schema, self._sqlite3_batches(sql, schema))
 
-    def _adbc_reader(self, sql: str, schema: pa.Schema) -> pa.RecordBatchReader:
+    def _adbc_reader(self, adbc: ModuleType, sql: str, schema: pa.Schema) -> pa.RecordBatchReader:
         try:
-            con = _adbc_module().connect(self._uri)
+            con = adbc.connect(self._uri)
             cur = con.cursor()
             cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(_BATCH_ROWS)})
             cur.execute(sql)
             reader = cur.fetch_record_batch()
         except Exception as exc:  # the driver raises its own error classes
-            raise InputError(f"{self.path}: unreadable SQLite database ({_first_line(exc)})") from None
+            raise InputError(f"{self.path}: unreadable SQLite database ({first_line(exc)})") from None
         self._keep.extend((con, cur))  # the reader reads through them; keep them open until close()
         return pa.RecordBatchReader.from_batches(schema, _cast(reader, schema))
 
@@ -114,7 +115,3 @@ def _cast(reader: pa.RecordBatchReader, schema: pa.Schema) -> Iterator[pa.Record
         yield pa.RecordBatch.from_arrays([batch.column(i).cast(f.type) for i, f in enumerate(schema)],
                                          schema=schema)
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
