@@ -10,14 +10,20 @@ from rich.console import Console
 
 from tracedoc.api import analyze
 from tracedoc.cli.errors import one_line_errors
-from tracedoc.cli.options import emit_report, exit_code, output_target, parse_settings, report_options
+from tracedoc.cli.options import (
+    cache_dir_option,
+    emit_report,
+    exit_code,
+    output_target,
+    parse_settings,
+    report_options,
+)
 
 
 @click.command("analyze")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @report_options()
-@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
-              help="Where ingested stores are cached (default: $TRACEDOC_CACHE_DIR or ~/.cache/tracedoc).")
+@cache_dir_option
 @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store and discard it afterwards.")
 @one_line_errors
 def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ...],

@@ -1,4 +1,5 @@
-"""Options and helpers shared by the commands that write a report (`tracedoc analyze`, `tracedoc health`)."""
+"""Options and helpers the commands share: writing a report (`tracedoc analyze`, `tracedoc health`), rules and
+thresholds, the cache, tables on the terminal."""
 
 from __future__ import annotations
 
@@ -18,6 +19,16 @@ from tracedoc.report import SEVERITIES, Report
 
 _OUT_HELP = "Write the report to this file, or into this directory as tracedoc-report.<ext>."
 
+# Options several commands share, applied as decorators.
+rules_option = click.option("--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
+                            help="A folder of extra rule files (*.yaml); repeatable. A rule with a built-in's id "
+                                 "replaces it.")
+set_option = click.option("--set", "settings", multiple=True, metavar="RULE.THRESHOLD=VALUE",
+                          help="Override a rule threshold, e.g. --set launch-bound.min_idle_pct=25; repeatable.")
+cache_dir_option = click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+                                help="Where ingested stores are cached (default: $TRACEDOC_CACHE_DIR or "
+                                     "~/.cache/tracedoc).")
+
 
 def report_options(out_help: str = _OUT_HELP) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options of a command that judges with rules and writes a report: --format, --out, --rules, --set,
@@ -26,11 +37,8 @@ def report_options(out_help: str = _OUT_HELP) -> Callable[[Callable[..., Any]], 
         click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default=None,
                      help="Output format (default: text, or what --out's extension implies)."),
         click.option("--out", type=click.Path(path_type=Path), default=None, help=out_help),
-        click.option("--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
-                     help="A folder of extra rule files (*.yaml); repeatable. A rule with a built-in's id "
-                          "replaces it."),
-        click.option("--set", "settings", multiple=True, metavar="RULE.THRESHOLD=VALUE",
-                     help="Override a rule threshold, e.g. --set launch-bound.min_idle_pct=25; repeatable."),
+        rules_option,
+        set_option,
         click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
                      help="Exit with code 1 when a finding of this severity or worse is reported (for CI)."),
     ]
@@ -41,6 +49,14 @@ def report_options(out_help: str = _OUT_HELP) -> Callable[[Callable[..., Any]], 
         return func
 
     return decorate
+
+
+def table_console(**options: Any) -> Console:
+    """A console for tables on stdout; piped, it never wraps or cuts a row (a table is only as wide as its text)."""
+    console = Console(highlight=False, **options)
+    if not console.is_terminal:
+        console.width = 100_000
+    return console
 
 
 def output_target(fmt: str | None, out: Path | None, stem: str = "tracedoc-report") -> tuple[str, Path | None]:

@@ -5,17 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from tracedoc.cli.errors import BadInput, one_line_errors
+from tracedoc.cli.options import rules_option, table_console
 from tracedoc.judge import load_rules
 
 
 @click.command("rules")
 @click.argument("rule_id", required=False)
-@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
-              help="Also load the rule files of this folder; repeatable.")
+@rules_option
 @one_line_errors
 def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...]) -> None:
     """List the rules tracedoc applies, or show one rule's thresholds, fix and references.
@@ -27,9 +26,7 @@ def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...]) -> None:
         tracedoc rules launch-bound
     """
     rules = load_rules(rules_dirs)
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = 100_000  # piped output: never wrap or cut a row (the table is only as wide as its text)
+    console = table_console()
     if rule_id is None:
         table = Table("rule", "severity", "title", "reads", "source", box=None, header_style="bold")
         for r in sorted(rules, key=lambda r: r.id):

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from tracedoc.cli.errors import one_line_errors
-from tracedoc.cli.options import parse_settings
+from tracedoc.cli.options import cache_dir_option, parse_settings, rules_option, set_option
 from tracedoc.judge import load_rules
 from tracedoc.store.cache import default_cache_dir
 
@@ -19,12 +19,9 @@ from tracedoc.store.cache import default_cache_dir
                    "around you may read the traces.")
 @click.option("--port", type=click.IntRange(1, 65535), default=5006, show_default=True, help="Port to listen on.")
 @click.option("--no-show", is_flag=True, help="Do not open a browser.")
-@click.option("--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
-              help="A folder of extra rule files (*.yaml); repeatable.")
-@click.option("--set", "settings", multiple=True, metavar="RULE.THRESHOLD=VALUE",
-              help="Override a rule threshold, e.g. --set launch-bound.min_idle_pct=25; repeatable.")
-@click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
-              help="Where ingested stores are cached (default: $TRACEDOC_CACHE_DIR or ~/.cache/tracedoc).")
+@rules_option
+@set_option
+@cache_dir_option
 @one_line_errors
 def serve_command(paths: tuple[Path, ...], host: str, port: int, no_show: bool, rules_dirs: tuple[Path, ...],
                   settings: tuple[str, ...], cache_dir: Path | None) -> None:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from tracedoc import workload as workloads
 from tracedoc.cli.errors import BadInput, one_line_errors
+from tracedoc.cli.options import table_console
 from tracedoc.health.nvml import Backend, LiveNvml
 from tracedoc.health.replay import ENV_VAR, Replay
 
@@ -40,9 +41,7 @@ def list_command() -> None:
 
         tracedoc workload list
     """
-    console = Console(highlight=False, markup=False)
-    if not console.is_terminal:
-        console.width = 200  # piped output: one row per workload
+    console = table_console(markup=False)
     table = Table("workload", "variants", "GPUs", "plants", box=None, header_style="bold")
     for w in workloads.WORKLOADS.values():
         table.add_row(w.name, ", ".join(w.variants), str(w.gpus), w.plants)
