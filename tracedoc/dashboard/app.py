@@ -15,6 +15,7 @@ import panel as pn
 from tracedoc.dashboard import hang, kernels, ncu, overlap, overview, ranks, timeline
 from tracedoc.dashboard.panes import html_pane, sections_view
 from tracedoc.dashboard.source import Loading
+from tracedoc.errors import first_line
 from tracedoc.render.html import Html, esc, message_html
 
 PAGES: tuple[ModuleType, ...] = (overview, timeline, kernels, ranks, overlap, ncu, hang)
@@ -43,8 +44,7 @@ def body(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
             return timeline.view(loading.timeline)
         return sections_view(page.sections(loading.report))
     except Exception as exc:  # a page that cannot draw itself says so and leaves the others working
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return html_pane(message_html(f"This page could not be drawn: {reason}", "error"))
+        return html_pane(message_html(f"This page could not be drawn: {first_line(exc)}", "error"))
 
 
 def page_app(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
@@ -74,6 +74,7 @@ def serve(loading: Loading, host: str, port: int, show: bool) -> None:
     loading.start()
     loopback = host in ("127.0.0.1", "localhost", "::1")
     origins = [f"{h}:{port}" for h in ("127.0.0.1", "localhost", host)] if loopback else ["*"]
+
     def session(page: ModuleType) -> Callable[[], pn.viewable.Viewable]:
         return lambda: page_app(loading, page)  # a plain function: Panel calls it once per browser session
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import panel as pn
 
 from tracedoc.dashboard.charts import Section
-from tracedoc.render.html import STYLE, Html, esc, message_html
+from tracedoc.render.html import STYLE, Html, section_head_html
 
 
 def html_pane(fragment: Html) -> pn.pane.HTML:
@@ -19,8 +19,7 @@ def sections_view(sections: Sequence[Section]) -> pn.Column:
     """A page's sections one under the other."""
     parts: list[pn.viewable.Viewable] = []
     for s in sections:
-        head = f"<h3>{esc(s.title)}</h3>" + (f'<p class="note">{esc(s.note)}</p>' if s.note else "")
-        parts.append(html_pane(Html(head + (message_html(s.empty).markup if s.empty else ""))))
+        parts.append(html_pane(section_head_html(s.title, s.note, s.empty)))
         parts += [html_pane(item) if isinstance(item, Html) else pn.pane.Bokeh(item, sizing_mode="stretch_width")
                   for item in s.items]
     return pn.Column(*parts, sizing_mode="stretch_width")

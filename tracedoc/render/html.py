@@ -123,6 +123,12 @@ def message_html(text: str, kind: str = "empty") -> Html:
     return Html(f'<p class="{esc(kind)}">{esc(text)}</p>')
 
 
+def section_head_html(title: str, note: str = "", empty: str = "") -> Html:
+    """A page section's heading, its note, and the sentence saying its data is missing (when ``empty``)."""
+    return Html(f"<h3>{esc(title)}</h3>" + (f'<p class="note">{esc(note)}</p>' if note else "")
+                + (message_html(empty).markup if empty else ""))
+
+
 class HtmlRenderer(Renderer):
     """One HTML file: the dashboard's pages but the timeline (it needs the store), Bokeh's JavaScript inline."""
 
@@ -147,8 +153,7 @@ class HtmlRenderer(Renderer):
         for route, title, sections in pages:
             body.append(f'<section id="{esc(route)}"><h2>{esc(title)}</h2>')
             for s in sections:
-                body += [f"<h3>{esc(s.title)}</h3>", f'<p class="note">{esc(s.note)}</p>' if s.note else "",
-                         message_html(s.empty).markup if s.empty else ""]
+                body.append(section_head_html(s.title, s.note, s.empty).markup)
                 body += [item.markup if isinstance(item, Html) else div_of[id(item)] for item in s.items]
             body.append("</section>")
         nav = "".join(f'<a href="#{esc(route)}">{esc(title)}</a>' for route, title, _ in pages)
