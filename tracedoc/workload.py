@@ -125,12 +125,12 @@ def plan(name: str, variant: str | None, profiler: str, out: Path | None, gpus: 
         raise WorkloadError(f"--profiler {profiler} needs {tool}'s {profiler} on PATH")
     out = out or workload.default_out(variant)
     processes = gpus or workload.gpus
-    script_cmd = [sys.executable, str(script), "--variant", variant, "--out", str(out), "--profiler", profiler,
-                  *extra]
+    base = [sys.executable, str(script), "--variant", variant, "--out", str(out)]
+    script_cmd = [*base, "--profiler", profiler, *extra]
     before: tuple[list[str], ...] = ()
     if workload.times_itself and profiler in ("nsys", "ncu"):
-        before = ([*script_cmd[:6], "--profiler", "none", *extra, "--phase", "time"],)
-        script_cmd = [*script_cmd, "--phase", "record"]
+        before = ([*base, "--profiler", "none", *extra, "--phase", "time"],)
+        script_cmd.extend(["--phase", "record"])
     # Per-rank reports: %q{RANK} is expanded by nsys and ncu from each process's environment.
     stem = out / ("run" if profiler == "nsys" else "kernels")
     wrapper = _profiler_command(profiler, workload, stem if processes == 1 else Path(f"{stem}.rank%q{{RANK}}"))
@@ -138,8 +138,8 @@ def plan(name: str, variant: str | None, profiler: str, out: Path | None, gpus: 
         return Plan([*wrapper, *script_cmd], out, before)
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
     if wrapper:
-        return Plan([*launcher, "--no-python", *wrapper, *script_cmd], out)
-    return Plan([*launcher, *script_cmd[1:]], out)
+        return Plan([*launcher, "--no-python", *wrapper, *script_cmd], out, before)
+    return Plan([*launcher, *script_cmd[1:]], out, before)
 
 
 def _profiler_command(profiler: str, workload: Workload, report: Path) -> list[str]:
