@@ -45,18 +45,18 @@ class Timeline:
         """The intervals of [x0_ms, x1_ms): binned (True) when more than DETAIL_MAX, else each with its name."""
         x0 = int(self.t0_ns + x0_ms * 1e6)
         x1 = max(int(self.t0_ns + x1_ms * 1e6), x0 + 1)
-        with self.lock:
-            count = self.store.scalar("SELECT count(*) FROM timeline_in_view(?, ?)", [x0, x1])
-            if count > DETAIL_MAX:
-                sql, params = "SELECT * FROM timeline_binned(?, ?, ?)", [x0, x1, max((x1 - x0) // RASTER_PX, 1)]
-            else:
-                sql, params = ("SELECT lane, category, name, ts_ns AS start_ns, end_ns FROM timeline_in_view(?, ?)",
-                               [x0, x1])
-            frame = self.store.con.execute(sql, params).df()
+        with self.lock:  # one scan for a zoomed-in view: the intervals, stopping as soon as there are too many
+            frame = self.store.con.execute(
+                "SELECT lane, category, name, ts_ns AS start_ns, end_ns FROM timeline_in_view(?, ?) LIMIT ?",
+                [x0, x1, DETAIL_MAX + 1]).df()
+            binned = len(frame) > DETAIL_MAX
+            if binned:
+                frame = self.store.con.execute("SELECT * FROM timeline_binned(?, ?, ?)",
+                                               [x0, x1, max((x1 - x0) // RASTER_PX, 1)]).df()
         frame["x0"] = (frame["start_ns"] - self.t0_ns) / 1e6
         frame["x1"] = (frame["end_ns"] - self.t0_ns) / 1e6
         frame["category"] = pd.Categorical(frame["category"], categories=list(CATEGORY_COLORS))
-        return frame, count > DETAIL_MAX
+        return frame, binned
 
     def draw(self, x_range: tuple[float, float] | None) -> hv.Overlay:
         """The plot of one view: a datashaded raster, or rectangles with hover when zoomed in far enough."""
