@@ -15,7 +15,7 @@ FROM gpu_work WHERE kind = 'memcpy' GROUP BY ALL;
 CREATE OR REPLACE TEMP VIEW host_pageable_copies AS
 SELECT c.source_id, c.rank, sum(c.copy_count) AS copy_count, sum(c.total_bytes) AS total_bytes,
        sum(c.total_ns) AS total_ns, 100.0 * sum(c.total_ns) / nullif(any_value(w.wall_ns), 0) AS time_pct,
-       string_agg(DISTINCT c.copy_kind, ', ') AS directions, any_value(w.wall_ns) AS wall_ns
+       string_agg(DISTINCT c.copy_kind, ', ' ORDER BY c.copy_kind) AS directions, any_value(w.wall_ns) AS wall_ns
 FROM host_copies_by_rank c JOIN trace_wall w USING (source_id)
 WHERE c.host_memory = 'pageable'
 GROUP BY c.source_id, c.rank;

@@ -69,7 +69,7 @@ missing_by_source AS (
 launches AS (
     SELECT source_id, count(*) AS launches,
            count(*) FILTER (WHERE duration_ns IS NULL OR duration_ns <= 0) AS unmeasured_launches,
-           string_agg(DISTINCT name, ', ') FILTER (WHERE duration_ns IS NULL OR duration_ns <= 0) AS unmeasured_kernels
+           string_agg(DISTINCT name, ', ' ORDER BY name) FILTER (WHERE duration_ns IS NULL OR duration_ns <= 0) AS unmeasured_kernels
     FROM ncu_kernels GROUP BY source_id
 )
 SELECT s.source_id, s.rank, s.path, l.launches, l.unmeasured_launches, l.unmeasured_kernels,

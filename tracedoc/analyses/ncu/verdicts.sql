@@ -85,11 +85,13 @@ LEFT JOIN ncu_warp_stalls w ON w.source_id = p.source_id AND w.demangled_name = 
      AND w.grid = p.grid AND w.block = p.block AND w.rule_id = p.tracedoc_rule;
 
 -- The ncu verdict on each kernel for each tracedoc rule, as one line ('TheoreticalOccupancy: est. 9.9 %'), for
--- the evidence of tracedoc's findings; 'none' when ncu stored no such verdict. Keyed by kernel and tracedoc_rule.
+-- the evidence of tracedoc's findings (largest speedup first, then by rule); 'none' when ncu stored no such
+-- verdict. Keyed by kernel and tracedoc_rule.
 CREATE OR REPLACE TEMP TABLE ncu_verdict_text AS
 SELECT source_id, demangled_name, grid, block, tracedoc_rule,
        string_agg(ncu_rule || coalesce(' "' || nullif(ncu_title, '') || '"', '')
-                  || coalesce(', est. ' || round(ncu_speedup_pct, 1) || '%', ''), '; ') AS ncu_verdict
+                  || coalesce(', est. ' || round(ncu_speedup_pct, 1) || '%', ''), '; '
+                  ORDER BY ncu_speedup_pct DESC NULLS LAST, ncu_rule, ncu_title) AS ncu_verdict
 FROM ncu_rule_verdicts WHERE tracedoc_rule IS NOT NULL
 GROUP BY ALL;
 
@@ -109,7 +111,8 @@ CREATE OR REPLACE TEMP VIEW ncu_overruled_verdicts AS
 SELECT source_id, rank, name, demangled_name, grid, block, launches, total_ns, kernel_class,
        string_agg(ncu_rule || coalesce(' "' || nullif(ncu_title, '') || '"', '')
                   || coalesce(' (est. ' || round(ncu_speedup_pct, 1) || '%)', '') || ' → ' || tracedoc_rule
-                  || ': ' || not_limiting_reason, '; ' ORDER BY ncu_speedup_pct DESC NULLS LAST) AS verdicts,
+                  || ': ' || not_limiting_reason, '; '
+                  ORDER BY ncu_speedup_pct DESC NULLS LAST, ncu_rule, ncu_title) AS verdicts,
        count(*) AS verdict_count, max(ncu_speedup_pct) AS ncu_speedup_pct
 FROM ncu_rule_verdicts
 WHERE not_limiting_reason IS NOT NULL
