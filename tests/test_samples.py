@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import sample_dirs
+from tests.conftest import SAMPLES, sample_dirs
 from tracedoc import analyze
+from tracedoc.judge.template import UNKNOWN
+
+_UNKNOWN_VALUE = re.compile(rf"\bn/a\b|\b{UNKNOWN}\b")
 
 
 @pytest.mark.parametrize("sample", sample_dirs(), ids=lambda p: p.name)
@@ -26,7 +32,28 @@ def test_sample_diagnosis(sample: Path) -> None:
                    and all(f.scope.to_dict().get(k) == v for k, v in scope.items())]
         assert matches, f"{sample.name}: no {want['rule']} finding with scope {scope}; got " + \
             str([(f.rule, f.scope.to_dict()) for f in report.findings])
+    for f in report.findings:  # sentences adapt to what the trace knows: no value is ever shown as unknown
+        for text in (f.message, f.fix):
+            assert not _UNKNOWN_VALUE.search(text), f"{sample.name}: {f.rule} says {text!r}"
 
 
 def test_corpus_is_not_empty() -> None:
     assert len(sample_dirs()) >= 4
+
+
+def test_sentences_adapt_to_an_export_without_host_ranges(tmp_path: Path) -> None:
+    """An edited copy of samples/nsys-torch-h100/sample.sqlite with its NVTX_EVENTS and OSRT_API rows deleted (an
+    export captured with --trace=cuda only): the findings drop what they cannot name instead of saying n/a."""
+    path = tmp_path / "cuda-only.sqlite"
+    shutil.copyfile(SAMPLES / "nsys-torch-h100" / "sample.sqlite", path)
+    with sqlite3.connect(path) as con:
+        con.execute("DELETE FROM NVTX_EVENTS")
+        con.execute("DELETE FROM OSRT_API")
+    report = analyze([path], use_cache=False)
+    messages = {f.rule: f.message for f in report.findings}
+    assert {"gpu-idle-host-bound", "gpu-gaps"} <= messages.keys()
+    assert "Meanwhile the host" not in messages["gpu-idle-host-bound"]
+    assert "while the host was in" not in messages["gpu-gaps"]
+    assert messages["gpu-gaps"].endswith("into the trace.")
+    for text in messages.values():
+        assert not _UNKNOWN_VALUE.search(text), text

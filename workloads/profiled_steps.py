@@ -42,6 +42,9 @@ def add_profiler_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profiler", choices=PROFILERS, default="torch",
                         help="torch: write a Chrome trace; nsys/ncu: mark the recorded steps for Nsight Systems/"
                              "Compute started around this script (tracedoc workload run does); none: only time")
+    parser.add_argument("--torch-activities", choices=("cpu,cuda", "cpu"), default="cpu,cuda",
+                        help="what --profiler torch records: host and GPU activity, or the host alone (a trace "
+                             "recorded without ProfilerActivity.CUDA, as some users do)")
 
 
 class _ProfilerRange:
@@ -72,11 +75,12 @@ class _ProfilerRange:
 
 
 @contextlib.contextmanager
-def profiled_steps(profiler: str, trace: Path, active: int, cuda: bool) -> Iterator[Stepper]:
-    """Record ``active`` steps after ``SKIPPED_STEPS`` unrecorded ones: a Chrome trace at ``trace`` for torch."""
+def profiled_steps(profiler: str, trace: Path, active: int, cuda: bool, gpu_activity: bool = True) -> Iterator[Stepper]:
+    """Record ``active`` steps after ``SKIPPED_STEPS`` unrecorded ones: a Chrome trace at ``trace`` for torch
+    (with the GPU's activity unless ``gpu_activity`` is False)."""
     if profiler == "torch":
         trace.parent.mkdir(parents=True, exist_ok=True)
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda and gpu_activity else [])
         with profile(activities=activities, schedule=schedule(wait=1, warmup=2, active=active, repeat=1),
                      on_trace_ready=lambda p: p.export_chrome_trace(str(trace))) as prof:
             yield prof

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import math
 import re
-import string
 from typing import Any
 
 import duckdb
 
 from tracedoc.errors import RuleError, first_line
 from tracedoc.judge.rule import Rule
+from tracedoc.judge.template import TemplateError
+from tracedoc.judge.template import fill as template_fill
 from tracedoc.report import Evidence, Finding, Scope
 from tracedoc.store import Store
-from tracedoc.units import fmt_ms
 
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 
@@ -73,31 +73,11 @@ def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
 
 
 def _fill(rule: Rule, template: str, values: dict[str, Any]) -> str:
-    """Fill {column} placeholders from the row; a value that is missing or NULL reads 'n/a'."""
+    """Fill the rule's message or fix from the row (tracedoc.judge.template: optional parts, NULL fields)."""
     try:
-        return _TOLERANT.vformat(template, (), values)
-    except (ValueError, IndexError) as exc:
+        return template_fill(template, values)
+    except TemplateError as exc:
         raise RuleError(f"rule {rule.id}: bad message template ({exc})") from None
-
-
-class _TolerantFormatter(string.Formatter):
-    """str.format that prints 'n/a' for unknown or NULL fields instead of failing on a format spec."""
-
-    def get_value(self, key: int | str, args: Any, kwargs: Any) -> Any:
-        return kwargs.get(key) if isinstance(key, str) else None
-
-    def format_field(self, value: Any, format_spec: str) -> str:
-        if value is None:
-            return "n/a"
-        if format_spec == "time":  # {x_ns:time}: a duration in ns, written readably ('1.2 ms', '850.0 µs')
-            return fmt_ms(float(value) / 1e6)
-        try:
-            return super().format_field(value, format_spec)
-        except (ValueError, TypeError):
-            return str(value)
-
-
-_TOLERANT = _TolerantFormatter()
 
 
 def _number(value: Any) -> float | None:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 
 from tracedoc.render.base import Renderer, fmt_value, saving_text, scope_text, summary_text
+from tracedoc.render.sanitize import one_line
 from tracedoc.report import Report
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
 
 
 def escape(text: object) -> str:
-    """Make text from a trace literal in Markdown (no links, HTML, emphasis or table breaks)."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+    """Make text from a trace literal in Markdown: one line (a line break could end a table row and start a
+    heading), no escape sequences or control characters, no links, HTML, emphasis or table breaks."""
+    return _MD_SPECIAL.sub(r"\\\1", one_line(text))
 
 
 class MarkdownRenderer(Renderer):

@@ -1,17 +1,21 @@
-"""The terminal report (rich): the top findings and their savings readable at a glance."""
+"""The terminal report (rich): the top findings and their savings readable at a glance.
+
+Every string that can hold text from a trace is passed to Rich as a ``Text`` (never parsed as markup) after
+``sanitize.terminal_text`` took out escape sequences and control characters.
+"""
 
 from __future__ import annotations
 
 import io
 
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from tracedoc.render.base import Renderer, fmt_ms, fmt_value, saving_text, scope_text, summary_text
 from tracedoc.render.ranks import rank_steps_parts
+from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Report
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -36,7 +40,7 @@ class TextRenderer(Renderer):
     def parts(self, report: Report) -> list:
         """The renderables, so the CLI can print them to a live console with colour."""
         wall = report.summary.get("wall_ms") or 0.0
-        head = Text.assemble(("tracedoc ", "bold"), summary_text(report.summary, len(report.inputs)))
+        head = Text.assemble(("tracedoc ", "bold"), one_line(summary_text(report.summary, len(report.inputs))))
         out: list = [head]
         if not report.findings:
             out.append(Text("No problems found by the rules that ran.", style="green"))
@@ -46,8 +50,8 @@ class TextRenderer(Renderer):
                         ("est. saving", {"justify": "right"}), ("", {"justify": "right"})):
             table.add_column(col, **kw)
         for i, f in enumerate(report.findings, 1):
-            table.add_row(str(i), Text(f.severity, style=_STYLE[f.severity]), f.rule,
-                          scope_text(f.scope.to_dict()), fmt_ms(f.impact_ms),
+            table.add_row(str(i), Text(f.severity, style=_STYLE.get(f.severity, "")), Text(one_line(f.rule)),
+                          Text(one_line(scope_text(f.scope.to_dict()))), fmt_ms(f.impact_ms),
                           f"{f.impact_pct:.1f}%" if wall else "")
         out.append(table)
         for i, f in enumerate(report.findings, 1):
@@ -55,10 +59,11 @@ class TextRenderer(Renderer):
             evidence.add_column(style="dim")
             evidence.add_column()
             for e in f.evidence:
-                evidence.add_row(escape(e.name), escape(fmt_value(e.value, e.unit)))
-            body = Group(Text(f.message), Text(""), evidence, Text(""), Text.assemble(("fix: ", "bold"), f.fix))
-            title = Text.assemble((f"{i}. ", "bold"), (f.title, "bold"), f"  [{f.rule}]")
-            out.append(Panel(body, title=title, title_align="left", border_style=_STYLE[f.severity],
-                             subtitle=f"saves ~{saving_text(f.impact_ms, f.impact_pct, wall)}",
+                evidence.add_row(Text(one_line(e.name)), Text(one_line(fmt_value(e.value, e.unit))))
+            body = Group(Text(terminal_text(f.message)), Text(""), evidence, Text(""),
+                         Text.assemble(("fix: ", "bold"), terminal_text(f.fix)))
+            title = Text.assemble((f"{i}. ", "bold"), (one_line(f.title), "bold"), f"  [{one_line(f.rule)}]")
+            out.append(Panel(body, title=title, title_align="left", border_style=_STYLE.get(f.severity, ""),
+                             subtitle=Text(f"saves ~{saving_text(f.impact_ms, f.impact_pct, wall)}"),
                              subtitle_align="right"))
         return out + rank_steps_parts(report.metrics)

@@ -252,7 +252,8 @@ def main() -> None:
             f"({1e3 * elapsed / n_tokens:.3f} ms/token, {n_tokens} tokens, no profiler)"
         )
 
-        with profiled_steps(args.profiler, args.out / "trace.json.gz", args.steps, args.device == "cuda") as prof:
+        with profiled_steps(args.profiler, args.out / "trace.json.gz", args.steps, args.device == "cuda",
+                            gpu_activity=args.torch_activities == "cpu,cuda") as prof:
             decode_steps(step, emitter, SKIPPED_STEPS + args.steps, args.tokens_per_step, prof)
 
 

@@ -57,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device("cuda", local_rank)
+    device = torch.device("cuda", local_rank % torch.cuda.device_count())  # ranks share GPUs when there are fewer
     torch.cuda.set_device(device)
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=args.timeout), device_id=device)
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -3,9 +3,13 @@
 
 -- One row: wall_ms (the longest rank window, ms; for kernel profiles without a timeline, e.g. Nsight Compute,
 -- the summed duration of the profiled kernels), gpu_busy_pct (busy time over window time, all devices, %),
--- ranks (number of ranks), steps (most profiler steps seen on one rank).
+-- ranks (number of ranks), steps (most profiler steps seen on one rank), basis (what wall_ms measures: 'timeline'
+-- with GPU activity, 'host-only timeline' when the timelines recorded no GPU activity, 'kernel profile', or NULL).
 CREATE OR REPLACE TEMP VIEW trace_summary AS
 SELECT coalesce((SELECT max(wall_ns) FROM trace_wall), (SELECT sum(duration_ns) FROM ncu_kernels)) / 1e6 AS wall_ms,
+       CASE WHEN EXISTS (SELECT 1 FROM gpu_activity) THEN 'timeline'
+            WHEN (SELECT max(wall_ns) FROM trace_wall) IS NOT NULL THEN 'host-only timeline'
+            WHEN EXISTS (SELECT 1 FROM ncu_kernels) THEN 'kernel profile' END AS basis,
        (SELECT 100.0 * sum(busy_ns) / nullif(sum(wall_ns), 0) FROM gpu_busy_by_device) AS gpu_busy_pct,
        (SELECT count(DISTINCT rank) FROM sources) AS ranks,
        (SELECT max(step_count) FROM trace_wall) AS steps;

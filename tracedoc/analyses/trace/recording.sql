@@ -1,0 +1,31 @@
+-- trace.recording: what each timeline input recorded, to say when the GPU side is missing.
+--
+-- A PyTorch profiler trace recorded without ProfilerActivity.CUDA (or an Nsight Systems report captured without
+-- `--trace=cuda`) holds host operators and often the CUDA runtime calls that launched kernels, but no kernels,
+-- copies or memsets: every GPU rule then has nothing to judge and the report would read "no problems".
+-- One row per timeline source (torch, nsys): counts of host ops, runtime/driver calls (launch calls among them)
+-- and GPU activity rows; host_ms: the source's host activity span (ms).
+CREATE OR REPLACE TEMP VIEW trace_recording AS
+WITH cpu AS (
+    SELECT source_id,
+           count(*) FILTER (WHERE kind = 'op') AS host_ops,
+           count(*) FILTER (WHERE kind IN ('runtime', 'driver')) AS api_calls,
+           count(*) FILTER (WHERE kind IN ('runtime', 'driver')
+                            AND (name ILIKE '%launch%' OR name ILIKE 'cudaGraphLaunch%')) AS launch_calls,
+           count(*) AS host_events,
+           (max(ts_ns + dur_ns) - min(ts_ns)) / 1e6 AS host_ms
+    FROM cpu_activity GROUP BY source_id
+), gpu AS (
+    SELECT source_id, count(*) AS gpu_events FROM gpu_activity GROUP BY source_id
+)
+SELECT s.source_id, s.rank, s.path, s.format,
+       coalesce(cpu.host_ops, 0) AS host_ops, coalesce(cpu.api_calls, 0) AS api_calls,
+       coalesce(cpu.launch_calls, 0) AS launch_calls, coalesce(cpu.host_events, 0) AS host_events,
+       cpu.host_ms, coalesce(gpu.gpu_events, 0) AS gpu_events,
+       CASE WHEN s.format = 'nsys' THEN 'capture with `nsys profile --trace=cuda,nvtx,osrt`'
+            ELSE 'pass `activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]` to `torch.profiler.profile`'
+       END AS how_to_record
+FROM sources s
+LEFT JOIN cpu USING (source_id)
+LEFT JOIN gpu USING (source_id)
+WHERE s.format IN ('torch', 'nsys');
