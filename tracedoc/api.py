@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -9,28 +11,53 @@ from typing import Any
 
 from tracedoc.health.metrics import HEALTH_METRICS
 from tracedoc.ingest import InputFile, discover, load_all
-from tracedoc.judge import judge, load_rules
+from tracedoc.judge import Rule, judge, load_rules
+from tracedoc.judge.rule import check_thresholds
 from tracedoc.report import InputInfo, Report
 from tracedoc.store import Store, open_cached_store
-from tracedoc.store.cache import content_key, default_cache_dir
+from tracedoc.store.cache import content_key, default_cache_dir, discard_damaged, is_damage
 
 Progress = Callable[[str], None]
 
 
-def analyze(paths: Sequence[Path | str], rules_dirs: Sequence[Path] = (), cache_dir: Path | None = None,
-            use_cache: bool = True, thresholds: dict[str, dict[str, float]] | None = None,
-            progress: Progress | None = None) -> Report:
-    """Ingest the traces at ``paths`` (files or directories of ranks), measure, judge and return the report."""
+def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path] = (),
+            cache_dir: Path | None = None, use_cache: bool = True,
+            thresholds: dict[str, dict[str, float]] | None = None, progress: Progress | None = None) -> Report:
+    """Ingest the traces at ``paths`` (files or directories of ranks; one path may be given as it is), measure,
+    judge and return the report. ``thresholds`` ({rule: {name: value}}) must name rules and thresholds that exist."""
     rules = load_rules(tuple(rules_dirs))
-    inputs = discover([Path(p) for p in paths])
-    if use_cache:
-        store, _ = open_store(inputs, cache_dir or default_cache_dir(), progress)
-        with store:
-            return build_report(store, rules, thresholds, progress, paths=[str(i.path) for i in inputs])
-    with tempfile.TemporaryDirectory(prefix="tracedoc-") as tmp:
-        store, _ = open_store(inputs, Path(tmp), progress)
-        with store:
-            return build_report(store, rules, thresholds, progress, paths=[str(i.path) for i in inputs])
+    check_thresholds(rules, thresholds or {})
+    inputs = discover([Path(p) for p in ([paths] if isinstance(paths, str | os.PathLike) else paths)])
+    with contextlib.ExitStack() as stack:
+        if use_cache:
+            store_dir = cache_dir or default_cache_dir()
+        else:
+            store_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tracedoc-")))
+        store, report = load_report(inputs, store_dir, rules, thresholds, progress)
+        store.close()
+        return report
+
+
+def load_report(inputs: Sequence[InputFile], cache_dir: Path, rules: list[Rule],
+                thresholds: dict[str, dict[str, float]] | None = None,
+                progress: Progress | None = None) -> tuple[Store, Report]:
+    """The store of these inputs (left open for the caller to close) and its report; a cached store found damaged
+    while reading it is rebuilt once."""
+    paths = [str(i.path) for i in inputs]
+    store, cached = open_store(inputs, cache_dir, progress)
+    try:
+        return store, build_report(store, rules, thresholds, progress, paths=paths)
+    except BaseException as exc:
+        store.close()
+        if not cached or store.path is None or not isinstance(exc, Exception) or not is_damage(exc, store.path):
+            raise
+        discard_damaged(store.path, exc)
+    store, _ = open_store(inputs, cache_dir, progress)
+    try:
+        return store, build_report(store, rules, thresholds, progress, paths=paths)
+    except BaseException:
+        store.close()
+        raise
 
 
 def open_store(inputs: Sequence[InputFile], cache_dir: Path, progress: Progress | None = None) -> tuple[Store, bool]:

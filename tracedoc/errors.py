@@ -1,11 +1,23 @@
 """The errors tracedoc reports to users as one line (exit code 2), never as a traceback."""
 
+from collections.abc import Iterator
+
 
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (its class name when the message is empty): what one-line
     errors quote of a library's failure."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def error_chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, then those it was raised from or while handling (once each): what a wrapped failure was."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 class TracedocError(Exception):

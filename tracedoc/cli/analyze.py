@@ -18,10 +18,11 @@ from tracedoc.cli.options import (
     parse_settings,
     report_options,
 )
+from tracedoc.judge import load_rules
 
 
 @click.command("analyze")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, allow_dash=True))
 @report_options()
 @cache_dir_option
 @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store and discard it afterwards.")
@@ -37,7 +38,7 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         tracedoc analyze ranks/ --format json --out reports/ --fail-on warning
     """
     fmt, target = output_target(fmt, out)
-    thresholds = parse_settings(settings)
+    thresholds = parse_settings(settings, load_rules(rules_dirs))
     err = Console(stderr=True)
     with err.status("reading traces…") as status:
         report = analyze(paths, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=not no_cache,

@@ -1,18 +1,27 @@
-"""Turning failures into one-line messages and exit code 2."""
+"""The error contract at the command line: bad input is one line and exit code 2, an unexpected failure one line
+and exit code 3, Ctrl-C one line and exit code 130; `--debug` (or TRACEDOC_DEBUG=1) adds the traceback."""
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 import duckdb
 
-from tracedoc.errors import TracedocError, first_line
+from tracedoc.errors import TracedocError, error_chain, first_line
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+INTERNAL_ERROR = 3
+INTERRUPTED = 130
+
+# What a query cancelled by Ctrl-C raises when DuckDB, not Python, notices the signal.
+_DUCKDB_INTERRUPTED = "Query interrupted"
 
 
 class BadInput(click.ClickException):
@@ -21,17 +30,54 @@ class BadInput(click.ClickException):
     exit_code = 2
 
 
+def debug_enabled(ctx: click.Context | None = None) -> bool:
+    """True when the user asked for tracebacks: `tracedoc --debug …`, or TRACEDOC_DEBUG set (to anything but 0)."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().params.get("debug"):
+        return True
+    return os.environ.get("TRACEDOC_DEBUG", "") not in ("", "0")
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """True for Ctrl-C, however it surfaced: KeyboardInterrupt, DuckDB's InterruptException or its
+    'Query interrupted', also when wrapped in another error on the way up."""
+    return any(isinstance(e, KeyboardInterrupt | duckdb.InterruptException)
+               or (isinstance(e, RuntimeError) and str(e).startswith(_DUCKDB_INTERRUPTED)) for e in error_chain(exc))
+
+
 def one_line_errors(func: F) -> F:
-    """Report tracedoc, database and OS errors as one line with exit code 2 (TRACEDOC_DEBUG=1 shows tracebacks)."""
+    """Report tracedoc, database and OS errors as one line with exit code 2 (with --debug, after the traceback)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except (TracedocError, duckdb.Error, OSError, MemoryError, UnicodeDecodeError) as exc:
-            if os.environ.get("TRACEDOC_DEBUG"):
+            if is_interrupt(exc):
                 raise
-            message = first_line(exc)
-            raise BadInput(message) from None
+            if debug_enabled():
+                traceback.print_exception(exc, file=sys.stderr)
+            raise BadInput(first_line(exc)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+class TracedocGroup(click.Group):
+    """The `tracedoc` group: every command's unexpected failure and Ctrl-C end here, whatever the command."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except BaseException as exc:
+            if is_interrupt(exc):
+                click.echo("interrupted", err=True)
+                raise click.exceptions.Exit(INTERRUPTED) from None
+            if not isinstance(exc, Exception):
+                raise
+            if debug_enabled(ctx):
+                traceback.print_exception(exc, file=sys.stderr)
+            click.echo(f"internal error: {type(exc).__name__}: {first_line(exc)} (run with --debug for the "
+                       "traceback)", err=True)
+            raise click.exceptions.Exit(INTERNAL_ERROR) from None

@@ -53,8 +53,8 @@ def health_command(fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ..
 
         tracedoc health --watch --interval 0.1 --out run.telemetry.parquet --duration 60
     """
-    thresholds = parse_settings(settings)
     rules = load_rules(rules_dirs)
+    thresholds = parse_settings(settings, rules)
     backend: Backend = Replay.load(replay) if replay else LiveNvml()
     try:
         if watching:

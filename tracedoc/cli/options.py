@@ -4,6 +4,7 @@ thresholds, the cache, tables on the terminal."""
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,9 @@ import click
 from rich.console import Console, RenderableType
 
 from tracedoc.cli.errors import BadInput
+from tracedoc.errors import RuleError
+from tracedoc.judge import Rule
+from tracedoc.judge.rule import check_thresholds
 from tracedoc.render import RENDERERS, renderer_for_extension
 from tracedoc.render.markdown import MarkdownRenderer
 from tracedoc.render.text import TextRenderer
@@ -36,7 +40,7 @@ def report_options(out_help: str = _OUT_HELP) -> Callable[[Callable[..., Any]], 
     options = [
         click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default=None,
                      help="Output format (default: text, or what --out's extension implies)."),
-        click.option("--out", type=click.Path(path_type=Path), default=None, help=out_help),
+        click.option("--out", type=click.Path(), callback=_out_path, default=None, help=out_help),
         rules_option,
         set_option,
         click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
@@ -59,21 +63,48 @@ def table_console(**options: Any) -> Console:
     return console
 
 
+class _DirectoryPath(type(Path())):  # type: ignore[misc]
+    """An --out written with a trailing slash: a directory, whatever its name looks like."""
+
+
+def _out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """--out as a Path, remembering a trailing slash (which Path drops) as a _DirectoryPath."""
+    if value is None:
+        return None
+    return _DirectoryPath(value) if value.endswith(("/", os.sep)) else Path(value)
+
+
+# Extensions that name a format besides each renderer's own (.html, .md, .json, .txt).
+_EXTENSION_ALIASES = {".htm": "html", ".markdown": "md"}
+
+
+def _format_of_extension(suffix: str) -> str | None:
+    """The format a file extension names, if any."""
+    by_extension = renderer_for_extension(suffix)
+    return by_extension.name if by_extension is not None else _EXTENSION_ALIASES.get(suffix.lower())
+
+
 def output_target(fmt: str | None, out: Path | None, stem: str = "tracedoc-report") -> tuple[str, Path | None]:
-    """The format and file to write: --out with a known extension is a file, otherwise a directory."""
+    """The format and file to write. --out is a file when its extension names a format; a directory (the report
+    goes in as STEM.<ext>) when it ends with a slash, exists as one, or has no extension; else an error."""
     if out is None:
         return fmt or "text", None
-    by_extension = renderer_for_extension(out.suffix)
-    if by_extension is not None and not out.is_dir():
-        if fmt is not None and fmt != by_extension.name:
+    by_extension = _format_of_extension(out.suffix)
+    is_dir = isinstance(out, _DirectoryPath) or out.is_dir()
+    if by_extension is not None and not is_dir:
+        if fmt is not None and fmt != by_extension:
             raise BadInput(f"--format {fmt} does not match the extension of {out}")
-        return by_extension.name, out
+        return by_extension, out
+    if out.suffix and not is_dir:
+        known = " ".join(r.extension for r in RENDERERS.values())
+        raise BadInput(f"--out {out}: unknown extension; use {known} or a directory")
     fmt = fmt or "text"
     return fmt, out / f"{stem}{RENDERERS[fmt].extension}"
 
 
-def parse_settings(settings: Sequence[str]) -> dict[str, dict[str, float]]:
-    """--set RULE.NAME=VALUE options as {rule: {name: value}}."""
+def parse_settings(settings: Sequence[str], rules: Sequence[Rule]) -> dict[str, dict[str, float]]:
+    """--set RULE.NAME=VALUE options as {rule: {name: value}}; each must name one of ``rules`` and a threshold
+    it has."""
     parsed: dict[str, dict[str, float]] = {}
     for item in settings:
         key, sep, value = item.partition("=")
@@ -84,6 +115,10 @@ def parse_settings(settings: Sequence[str]) -> dict[str, dict[str, float]]:
             number = None
         if not sep or not dot or not rule or not name or number is None:
             raise BadInput(f"--set {item}: expected RULE.THRESHOLD=NUMBER")
+        try:
+            check_thresholds(rules, {rule: {name: number}})
+        except RuleError as exc:
+            raise BadInput(f"--set {item}: {exc}") from None
         parsed.setdefault(rule, {})[name] = number
     return parsed
 

@@ -8,24 +8,27 @@ import click
 from rich.table import Table
 
 from tracedoc.cli.errors import BadInput, one_line_errors
-from tracedoc.cli.options import rules_option, table_console
+from tracedoc.cli.options import parse_settings, rules_option, set_option, table_console
 from tracedoc.judge import load_rules
 
 
 @click.command("rules")
 @click.argument("rule_id", required=False)
 @rules_option
+@set_option
 @one_line_errors
-def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...]) -> None:
-    """List the rules tracedoc applies, or show one rule's thresholds, fix and references.
+def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...], settings: tuple[str, ...]) -> None:
+    """List the rules tracedoc applies, or show one rule's thresholds (with --set: as they would be), when it
+    becomes critical, its fix and references.
 
     Example:
 
         tracedoc rules
 
-        tracedoc rules launch-bound
+        tracedoc rules launch-bound --set launch-bound.min_idle_pct=25
     """
     rules = load_rules(rules_dirs)
+    overrides = parse_settings(settings, rules)
     console = table_console()
     if rule_id is None:
         table = Table("rule", "severity", "title", "reads", "source", box=None, header_style="bold")
@@ -39,8 +42,15 @@ def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...]) -> None:
     console.print(f"[bold]{rule.id}[/bold] ({rule.severity}, {rule.source}): {rule.title}")
     console.print(f"reads: {rule.reads} → {rule.view}")
     console.print(f"fires when: {rule.when}")
+    set_here = overrides.get(rule.id, {})
     for name, value in rule.thresholds.items():
-        console.print(f"  threshold {name} = {value:g}  (override: --set {rule.id}.{name}=…)")
+        if name in set_here:
+            console.print(f"  threshold {name} = {set_here[name]:g}  (set; default {value:g})")
+        else:
+            console.print(f"  threshold {name} = {value:g}  (override: --set {rule.id}.{name}=…)")
+    if rule.critical_above_pct is not None:
+        console.print(f"severity: {rule.severity}; critical when the saving is at least "
+                      f"{rule.critical_above_pct:g} % of wall time")
     console.print(f"estimated saving (ms): {rule.impact_ms}")
     console.print(f"fix: {rule.fix}")
     for ref in rule.references:

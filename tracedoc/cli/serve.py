@@ -43,8 +43,9 @@ def serve_command(paths: tuple[Path, ...], host: str, port: int, no_show: bool, 
     from tracedoc.dashboard.app import serve
     from tracedoc.dashboard.source import Loading, resolve
 
-    loading = Loading(resolve(paths), cache_dir or default_cache_dir(), load_rules(rules_dirs),
-                      parse_settings(settings))
+    rules = load_rules(rules_dirs)
+    thresholds = parse_settings(settings, rules)
+    loading = Loading(resolve(paths), cache_dir or default_cache_dir(), rules, thresholds)
     click.echo(f"tracedoc dashboard at http://{f'[{host}]' if ':' in host else host}:{port}/ (Ctrl-C stops it)",
                err=True)
     serve(loading, host, port, show=not no_show)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracedoc.api import build_report, open_store
+from tracedoc.api import build_report, load_report
 from tracedoc.dashboard.timeline import Timeline, warm_up
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest import InputFile, discover
@@ -102,12 +102,12 @@ class Loading:
         try:
             if self.report is None:
                 if self.target.store_path is not None:
-                    store, paths = Store.open(self.target.store_path), None
-                else:
-                    store, _ = open_store(self.target.inputs, self.cache_dir, self._progress)
-                    paths = [str(i.path) for i in self.target.inputs]
-                self.store = store
-                self.report = build_report(store, self.rules, self.thresholds, self._progress, paths=paths)
+                    store = self.store = Store.open(self.target.store_path)
+                    self.report = build_report(store, self.rules, self.thresholds, self._progress)
+                else:  # a cached store found damaged is rebuilt
+                    store, self.report = load_report(self.target.inputs, self.cache_dir, self.rules,
+                                                     self.thresholds, self._progress)
+                    self.store = store
                 self.status = "preparing the timeline"
                 self.timeline = Timeline(store, self.lock)
         except Exception as exc:  # shown in the page as one line; the server keeps running

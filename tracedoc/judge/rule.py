@@ -13,7 +13,9 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -87,6 +89,22 @@ class Rule:
                    message=data["message"].strip(), fix=data["fix"].strip(), thresholds=thresholds,
                    critical_above_pct=data.get("critical_above_pct"), scope=data.get("scope") or {},
                    evidence=evidence, references=list(data.get("references") or []), source=source)
+
+
+def check_thresholds(rules: Sequence[Rule], overrides: dict[str, dict[str, float]]) -> None:
+    """Raise RuleError when an override names no rule, or a threshold its rule does not have (which would otherwise
+    change nothing, silently); the message lists what there is."""
+    by_id = {r.id: r for r in rules}
+    for rule_id, values in overrides.items():
+        rule = by_id.get(rule_id)
+        if rule is None:
+            close = difflib.get_close_matches(rule_id, by_id, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise RuleError(f"no rule '{rule_id}' ({hint}rules: {', '.join(sorted(by_id))})")
+        unknown = sorted(set(values) - rule.thresholds.keys())
+        if unknown:
+            names = ", ".join(rule.thresholds) or "none"
+            raise RuleError(f"rule {rule_id} has no threshold '{unknown[0]}' (its thresholds: {names})")
 
 
 def load_rules(user_dirs: tuple[Path, ...] | list[Path] = ()) -> list[Rule]:

@@ -1,0 +1,193 @@
+"""The command line's boundary: every failure ends as one line and its exit code (3 internal, 130 interrupted, 2 bad
+input or usage), --set and --out are checked before any work, and the Python API takes one path as it is."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+import tracedoc
+from tests.conftest import SAMPLES
+from tests.test_cache import tiled_trace, wait_for
+from tracedoc.cli import cli
+from tracedoc.errors import InputError
+
+EAGER = SAMPLES / "decode-eager"
+HINT = "(run with --debug for the traceback)"
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _boom(*args: object, **kwargs: object) -> None:
+    raise ZeroDivisionError("division by zero")
+
+
+# Each command with an internal function it calls first, so that function's failure is "nobody anticipated it".
+COMMANDS = {
+    "analyze": ("tracedoc.cli.analyze.analyze", ["analyze", str(EAGER)]),
+    "rules": ("tracedoc.cli.rules.load_rules", ["rules"]),
+    "health": ("tracedoc.cli.health.load_rules", ["health"]),
+    "serve": ("tracedoc.cli.serve.load_rules", ["serve", str(EAGER), "--no-show"]),
+    "workload": ("tracedoc.workload.missing_modules", ["workload", "list"]),
+    "cache": ("tracedoc.cli.cache.cached_stores", ["cache", "list"]),
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=list(COMMANDS))
+def test_an_unexpected_error_is_one_line_and_exit_3(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    target, args = COMMANDS[command]
+    monkeypatch.setattr(target, _boom)
+    code, _, err = run(*args)
+    assert code == 3, err
+    assert err == f"internal error: ZeroDivisionError: division by zero {HINT}\n"
+
+
+def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("tracedoc.cli.analyze.analyze", _boom)
+    code, _, err = run("--debug", "analyze", str(EAGER))
+    assert code == 3 and err.startswith("Traceback") and "in _boom" in err
+    assert err.endswith(f"internal error: ZeroDivisionError: division by zero {HINT}\n")
+    monkeypatch.setenv("TRACEDOC_DEBUG", "1")
+    code, _, err = run("analyze", str(EAGER))
+    assert code == 3 and "Traceback" in err
+
+
+def test_debug_keeps_the_exit_code_of_bad_input(tmp_path: Path) -> None:
+    code, _, err = run("--debug", "analyze", str(tmp_path / "nope.json"))
+    assert code == 2 and "Traceback" in err and err.strip().endswith("no such file or directory")
+    code, _, err = run("analyze", str(tmp_path / "nope.json"))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def _interrupt_kinds() -> dict[str, BaseException]:
+    wrapped = InputError("trace.json: cannot read")
+    wrapped.__context__ = RuntimeError("Query interrupted")
+    return {"KeyboardInterrupt": KeyboardInterrupt(), "DuckDB's RuntimeError": RuntimeError("Query interrupted"),
+            "duckdb.InterruptException": duckdb.InterruptException("INTERRUPT Error: Interrupted!"),
+            "wrapped in an input error": wrapped}
+
+
+@pytest.mark.parametrize("kind", _interrupt_kinds())
+def test_every_form_of_ctrl_c_is_exit_130(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    exc = _interrupt_kinds()[kind]
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise exc
+
+    monkeypatch.setattr("tracedoc.cli.analyze.analyze", interrupted)
+    code, _, err = run("analyze", str(EAGER))
+    assert (code, err) == (130, "interrupted\n")
+
+
+def test_ctrl_c_during_ingest(tmp_path: Path) -> None:
+    """SIGINT while DuckDB reads a large trace: one line, exit 130, and no partial store left behind."""
+    big = tiled_trace(tmp_path / "big.json", copies=12)
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen([sys.executable, "-m", "tracedoc", "analyze", str(big), "--cache-dir", str(cache)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(cache, "*.partial-*.duckdb", proc)
+    time.sleep(0.2)  # into the JSON reader
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, out, err) == (130, "", "interrupted\n")
+    assert list(cache.iterdir()) == []
+
+
+UNKNOWN_SETTINGS = {
+    "unknown threshold": ("launch-bound.min_idle=95",
+                          "rule launch-bound has no threshold 'min_idle' (its thresholds: min_idle_pct, "
+                          "min_tiny_kernel_pct)"),
+    "unknown rule": ("launch-bond.min_idle_pct=95", "no rule 'launch-bond' (did you mean launch-bound? rules: "),
+}
+
+
+@pytest.mark.parametrize("command", ["analyze", "serve", "rules"])
+@pytest.mark.parametrize("case", UNKNOWN_SETTINGS, ids=list(UNKNOWN_SETTINGS))
+def test_set_of_an_unknown_rule_or_threshold_is_exit_2(command: str, case: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    setting, message = UNKNOWN_SETTINGS[case]
+    monkeypatch.setattr("tracedoc.dashboard.app.serve", lambda *args, **kwargs: None)  # never a server here
+    args = {"analyze": ["analyze", str(EAGER)], "serve": ["serve", str(EAGER), "--no-show"], "rules": ["rules"]}
+    cache = ["--cache-dir", str(tmp_path)] if command != "rules" else []
+    code, _, err = run(*args[command], "--set", setting, *cache)
+    assert code == 2
+    assert err.startswith(f"Error: --set {setting}: {message}") and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir()), "checked before ingesting anything"
+
+
+def test_set_knows_the_rules_of_a_rules_folder(tmp_path: Path) -> None:
+    (tmp_path / "many-kernels.yaml").write_text(
+        "id: many-kernels\ntitle: t\nseverity: info\nreads: gpu.launch\nview: gpu_launch_stats\n"
+        "when: kernels_per_step > $max_kernels\nthresholds: {max_kernels: 5000}\nimpact_ms: 0\n"
+        "evidence: [{name: k, value: kernels_per_step}]\nmessage: m\nfix: f\nreferences: [x]\n")
+    code, out, _ = run("rules", "many-kernels", "--rules", str(tmp_path), "--set", "many-kernels.max_kernels=10")
+    assert code == 0 and "threshold max_kernels = 10  (set; default 5000)" in out
+    code, _, err = run("rules", "--set", "many-kernels.max_kernels=10")
+    assert code == 2 and "no rule 'many-kernels'" in err
+
+
+def test_rules_show_when_a_rule_becomes_critical() -> None:
+    code, out, _ = run("rules", "launch-bound")
+    assert code == 0
+    assert "severity: warning; critical when the saving is at least 25 % of wall time" in out
+    assert "threshold min_idle_pct = 15" in out
+    code, out, _ = run("rules", "compute-bound")
+    assert code == 0 and "critical when" not in out  # compute-bound has no critical_above_pct
+
+
+@pytest.mark.parametrize("name, starts", [("report.htm", "<!DOCTYPE html>"), ("report.markdown", "# tracedoc report"),
+                                           ("REPORT.JSON", "{")])
+def test_out_extension_aliases_write_a_file(name: str, starts: str, tmp_path: Path) -> None:
+    out = tmp_path / name
+    code, _, err = run("analyze", str(SAMPLES / "decode-compile"), "--out", str(out))
+    assert code == 0, err
+    assert out.is_file() and out.read_text().startswith(starts)
+
+
+def test_out_with_an_unknown_extension_is_exit_2(tmp_path: Path) -> None:
+    code, _, err = run("analyze", str(EAGER), "--out", str(tmp_path / "report.pdf"))
+    assert code == 2
+    assert err == f"Error: --out {tmp_path / 'report.pdf'}: unknown extension; use .txt .json .md .html or a " \
+                  "directory\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_directories(tmp_path: Path) -> None:
+    """A trailing slash or an existing directory takes the report inside, whatever the name looks like."""
+    sample = str(SAMPLES / "decode-compile")
+    assert run("analyze", sample, "--out", f"{tmp_path / 'reports.v2'}/", "--format", "json")[0] == 0
+    assert json.loads((tmp_path / "reports.v2" / "tracedoc-report.json").read_text())["schema"] == 1
+    (tmp_path / "old.html").mkdir()
+    assert run("analyze", sample, "--out", str(tmp_path / "old.html"), "--format", "md")[0] == 0
+    assert (tmp_path / "old.html" / "tracedoc-report.md").is_file()
+
+
+def test_analyze_passes_a_dash_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tracedoc analyze -` hands Path('-') (standard input) to the API instead of refusing it."""
+    seen: list[object] = []
+
+    def analyze(paths: object, **kwargs: object) -> None:
+        seen.append(paths)
+        raise InputError("stop here")
+
+    monkeypatch.setattr("tracedoc.cli.analyze.analyze", analyze)
+    assert run("analyze", "-")[0] == 2
+    assert seen == [(Path("-"),)]
+
+
+@pytest.mark.parametrize("given", [str(EAGER), EAGER], ids=["str", "Path"])
+def test_api_takes_one_path_as_it_is(given: str | Path) -> None:
+    report = tracedoc.analyze(given)
+    assert [i.path for i in report.inputs] == [str(EAGER / "trace.json.gz")]
+    assert report.findings[0].rule == "launch-bound"
