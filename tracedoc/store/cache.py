@@ -130,7 +130,12 @@ def discard_damaged(path: Path, exc: BaseException) -> None:
 def _fsync(path: Path) -> None:
     """Flush a file's (or a directory's entries') data to disk: the store must be whole before it is renamed in,
     and the rename must last. Some file systems cannot sync a directory; that is not an error."""
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if path.is_dir():
+            return
+        raise
     try:
         os.fsync(fd)
     except OSError:
