@@ -142,9 +142,12 @@ def test_straggler_is_found_with_its_planted_cause() -> None:
     assert evidence["compute kernels per step"] - evidence["peers' compute kernels per step"] == PLANTED_MATMULS
     assert "more GPU work" in f.message
     per_step = f.impact_ms / 3
-    assert 0.5 * EXTRA_WORK_MS < per_step < 1.1 * EXTRA_WORK_MS  # the others wait for the extra work, not more
+    assert 0.5 * EXTRA_WORK_MS < per_step < 1.1 * EXTRA_WORK_MS  # the saving is the extra work, not more
+    # Balancing takes the straggler's extra compute off the job's critical path: at least what the others wait.
+    excess = evidence["compute per step"] - evidence["peers' compute per step"]
+    assert per_step == pytest.approx(excess, abs=0.01)
     others_wait = sum(r["others_wait_ms"] for r in report.metrics["rank_steps"] if r["rank"] == 1)
-    assert f.impact_ms == pytest.approx(others_wait, abs=0.01)
+    assert f.impact_ms >= others_wait
 
 
 def test_a_hidden_wait_costs_nothing() -> None:

@@ -55,10 +55,13 @@ class Finding:
     evidence: list[Evidence] = field(default_factory=list)
     fix: str = ""
     references: list[str] = field(default_factory=list)
+    part_of: int | None = None  # the number (1-based, as ranked) of the finding that already counts its time
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["scope"] = self.scope.to_dict()
+        if d["part_of"] is None:
+            del d["part_of"]
         return d
 
     @classmethod

@@ -10,6 +10,7 @@ import duckdb
 
 from tracedoc.errors import RuleError, first_line
 from tracedoc.judge.rule import Rule
+from tracedoc.judge.savings import allocate
 from tracedoc.judge.template import TemplateError
 from tracedoc.judge.template import fill as template_fill
 from tracedoc.report import Evidence, Finding, Scope
@@ -21,13 +22,40 @@ _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 def judge(store: Store, rules: list[Rule], wall_ms: float,
           overrides: dict[str, dict[str, float]] | None = None) -> list[Finding]:
     """Evaluate every rule; return the findings ranked by estimated saving (largest first)."""
-    findings: list[Finding] = []
+    judged: list[tuple[Finding, Rule, float]] = []
     for rule in rules:
         thresholds = {**rule.thresholds, **(overrides or {}).get(rule.id, {})}
         for row in _matching_rows(store, rule, thresholds):
-            findings.append(_finding(rule, row, wall_ms))
-    findings.sort(key=_rank_key)
+            fraction = _number(row.pop("__claim_fraction", 1.0))
+            judged.append((_finding(rule, row, wall_ms), rule, 1.0 if fraction is None else fraction))
+    owners = _draw_savings(store, judged)
+    for finding, rule, _ in judged:
+        _set_saving(finding, rule, wall_ms)
+    findings = sorted((f for f, _, _ in judged), key=_rank_key)
+    number = {id(f): i for i, f in enumerate(findings, 1)}
+    for f in findings:
+        if id(f) in owners:
+            f.part_of = number[owners[id(f)]]
     return findings
+
+
+def _draw_savings(store: Store, judged: list[tuple[Finding, Rule, float]]) -> dict[int, int]:
+    """Draw the savings of findings whose rules claim attribution causes from that attribution (judge.savings)."""
+    candidates = [(f, rule.claims, fraction) for f, rule, fraction in judged if rule.claims is not None]
+    if not candidates:
+        return {}
+    store.include("attribution.time")
+    pools = store.query("SELECT rank, device, cause, detail, sum(ns) / 1e6 AS ms FROM attribution_slices "
+                        "GROUP BY ALL")
+    return allocate(candidates, pools)
+
+
+def _set_saving(finding: Finding, rule: Rule, wall_ms: float) -> None:
+    """The saving's share of the wall time, and the severity it earns (critical_above_pct)."""
+    finding.impact_pct = round(100.0 * finding.impact_ms / wall_ms, 2) if wall_ms else 0.0
+    finding.severity = rule.severity
+    if rule.critical_above_pct is not None and finding.impact_pct >= rule.critical_above_pct:
+        finding.severity = "critical"
 
 
 def _rank_key(finding: Finding) -> tuple[Any, ...]:
@@ -44,6 +72,8 @@ def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> li
     selects = [f"({rule.impact_ms}) AS __impact_ms"]
     selects += [f"({expr}) AS __scope_{key}" for key, expr in rule.scope.items()]
     selects += [f"({e.value}) AS __evidence_{i}" for i, e in enumerate(rule.evidence)]
+    if rule.claims is not None and rule.claims.fraction is not None:
+        selects.append(f"({rule.claims.fraction}) AS __claim_fraction")
     sql = f"SELECT *, {', '.join(selects)} FROM {rule.view} WHERE {rule.when}"
     names = set(_PARAM.findall(sql))
     unknown = names - thresholds.keys()
@@ -56,6 +86,7 @@ def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> li
 
 
 def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
+    """A finding from a matching row, with the rule's own estimate of its saving (drawn later, _draw_savings)."""
     impact_ms = _number(row.pop("__impact_ms")) or 0.0
     impact_pct = 100.0 * impact_ms / wall_ms if wall_ms else 0.0
     scope = Scope(**{key: row.pop(f"__scope_{key}") for key in rule.scope})
@@ -64,10 +95,7 @@ def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
                 for spec, value in zip(rule.evidence, values) if value is not None]
     values = {k: _rounded(v) for k, v in row.items()}
     values.update({"impact_ms": impact_ms, "impact_pct": impact_pct})
-    severity = rule.severity
-    if rule.critical_above_pct is not None and impact_pct >= rule.critical_above_pct:
-        severity = "critical"
-    return Finding(rule=rule.id, severity=severity, title=rule.title, message=_fill(rule, rule.message, values),
+    return Finding(rule=rule.id, severity=rule.severity, title=rule.title, message=_fill(rule, rule.message, values),
                    impact_ms=round(impact_ms, 3), impact_pct=round(impact_pct, 2), scope=scope,
                    evidence=evidence, fix=_fill(rule, rule.fix, values), references=rule.references)
 

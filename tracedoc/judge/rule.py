@@ -8,7 +8,9 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
     impact_ms (SQL expression: estimated saving in ms), critical_above_pct (optional: severity becomes critical
     when the saving is at least this % of wall time), scope ({rank|device|stream|kernel|step|pg|seq: SQL}),
     evidence ([{name, value (SQL), unit}]), message (text with {column} placeholders; {x_ns:time} writes a duration
-    in ns readably), fix, references.
+    in ns readably; [[...]] parts are left out when a field in them is NULL), fix, references, and claims
+    (optional: {causes: [attribution causes], details: [details]} — the time attribution the saving is drawn
+    from, so that findings never claim the same time twice; see tracedoc.judge.savings).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import yaml
 
 from tracedoc.errors import RuleError, first_line
+from tracedoc.judge.savings import CAUSES, Claim
 from tracedoc.report import SEVERITIES
 
 _REQUIRED = ("id", "title", "severity", "reads", "view", "when", "impact_ms", "message", "fix")
@@ -57,6 +60,7 @@ class Rule:
     scope: dict[str, str] = field(default_factory=dict)
     evidence: list[EvidenceSpec] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
+    claims: Claim | None = None
     source: str = "built-in"
 
     @classmethod
@@ -87,7 +91,8 @@ class Rule:
         return cls(id=data["id"], title=data["title"], severity=data["severity"], reads=data["reads"],
                    view=data["view"], when=data["when"], impact_ms=str(data["impact_ms"]),
                    message=data["message"].strip(), fix=data["fix"].strip(), thresholds=thresholds,
-                   critical_above_pct=data.get("critical_above_pct"), scope=data.get("scope") or {},
+                   critical_above_pct=data.get("critical_above_pct"), claims=_claims(path, data.get("claims")),
+                   scope=data.get("scope") or {},
                    evidence=evidence, references=list(data.get("references") or []), source=source)
 
 
@@ -105,6 +110,19 @@ def check_thresholds(rules: Sequence[Rule], overrides: dict[str, dict[str, float
         if unknown:
             names = ", ".join(rule.thresholds) or "none"
             raise RuleError(f"rule {rule_id} has no threshold '{unknown[0]}' (its thresholds: {names})")
+
+
+def _claims(path: Path | Any, spec: Any) -> Claim | None:
+    """A rule's ``claims``: the attribution causes (and optionally details) its saving is drawn from."""
+    if spec is None:
+        return None
+    causes = spec.get("causes") if isinstance(spec, dict) else None
+    details = spec.get("details") or [] if isinstance(spec, dict) else []
+    if not causes or not isinstance(causes, list) or not set(causes) <= set(CAUSES) or not isinstance(details, list):
+        raise RuleError(f"{path}: claims needs causes among {', '.join(CAUSES)} (optionally a list of details and "
+                        "a fraction)")
+    fraction = spec.get("fraction")
+    return Claim(tuple(causes), tuple(str(d) for d in details), None if fraction is None else str(fraction))
 
 
 def load_rules(user_dirs: tuple[Path, ...] | list[Path] = ()) -> list[Rule]:

@@ -45,6 +45,8 @@ def summary_text(summary: dict[str, object], inputs: int) -> str:
     parts = [f"{inputs} input(s)"] + ([f"{summary['ranks']} rank(s)"] if summary.get("ranks") else [])
     if summary.get("wall_ms") and summary.get("gpu_busy_pct") is not None:
         parts += [f"wall {fmt_ms(float(summary['wall_ms']))}", f"GPU busy {fmt_value(summary['gpu_busy_pct'], '%')}"]
+    elif summary.get("wall_ms") and summary.get("basis") == "host-only timeline":
+        parts += [f"wall {fmt_ms(float(summary['wall_ms']))}", "no GPU activity recorded"]
     elif summary.get("wall_ms"):  # kernel profiles: no timeline, only the profiled kernels' time
         parts.append(f"profiled kernel time {fmt_ms(float(summary['wall_ms']))}")
     return " · ".join(parts)

@@ -41,14 +41,28 @@ GROUP BY source_id, device;
 -- Per device with the window: adds wall_ns, exposed communication as % of the window, peer_wait_ns (the exposed
 -- time spent waiting in collectives for later ranks) and hideable_comm_ns = exposed_comm_ns − peer_wait_ns, the
 -- exposed communication that overlapping with compute could hide (also as % of the window).
+-- Hiding it is not free: while a communication kernel runs it holds SMs (NCCL runs one thread block per channel,
+-- each on an SM of its own), so compute overlapped with it runs on the rest. comm_sm_share is the share of the
+-- device's SMs the communication kernels hold (their thread blocks over the SM count, weighted by their time; 0
+-- when the trace does not give the SM count).
 CREATE OR REPLACE TEMP VIEW comm_overlap_summary AS
+WITH sm AS (
+    SELECT a.source_id, a.device,
+           sum(a.dur_ns * least(list_product(TRY_CAST(string_split(a.grid, ',') AS BIGINT[])), d.sm_count)
+               / d.sm_count) / nullif(sum(a.dur_ns), 0) AS comm_sm_share
+    FROM gpu_work a JOIN devices d ON d.source_id = a.source_id AND d.device = a.device
+    WHERE a.kind = 'kernel' AND a.category = 'communication' AND d.sm_count > 0
+    GROUP BY a.source_id, a.device
+)
 SELECT o.*, w.wall_ns, 100.0 * o.exposed_comm_ns / nullif(w.wall_ns, 0) AS exposed_comm_pct,
        100.0 * o.comm_ns / nullif(w.wall_ns, 0) AS comm_pct,
        coalesce(p.peer_wait_ns, 0) AS peer_wait_ns,
        greatest(o.exposed_comm_ns - coalesce(p.peer_wait_ns, 0), 0) AS hideable_comm_ns,
        100.0 * greatest(o.exposed_comm_ns - coalesce(p.peer_wait_ns, 0), 0) / nullif(w.wall_ns, 0)
-           AS hideable_comm_pct
+           AS hideable_comm_pct,
+       coalesce(sm.comm_sm_share, 0) AS comm_sm_share
 FROM comm_overlap_by_device o JOIN trace_wall w USING (source_id)
+LEFT JOIN sm USING (source_id, device)
 LEFT JOIN (SELECT source_id, device, sum(exposed_wait_ns) AS peer_wait_ns FROM ranks_collectives
            GROUP BY source_id, device) p USING (source_id, device)
 WHERE o.comm_ns > 0;

@@ -20,6 +20,8 @@
 --   saving_ns              cost_ns × (hot_ratio − 1) / (hot_ratio − next_ratio), at most cost_ns: the part of
 --                          the cost an even split of the data would save, if each rank's work grows with the
 --                          data it receives (the hot rank would finish with the mean rank instead of last), ns
+--   compute_excess_ns      its compute per step (ranks.steps, mean over steps with collectives) minus the mean
+--                          rank's: what an even split of the tokens takes off its critical path per step, ns
 -- include: ranks.steps
 
 -- One row per matched all-to-all and rank: every column of ranks_collectives plus mean_recv (the mean rank's
@@ -59,9 +61,13 @@ WITH per_rank AS (
     FROM ranks_alltoall_calls GROUP BY source_id
 )
 SELECT p.*, (SELECT count(DISTINCT (channel, instance)) FROM ranks_alltoall_calls WHERE skewed) AS skewed,
+       c.compute_ns - (SELECT avg(compute_ns) FROM ranks_steps WHERE collectives > 0) AS compute_excess_ns,
        p.cost_ns / nullif(p.steps, 0) AS cost_step_ns, p.cost_ns / nullif(p.steps, 0) / 1e6 AS cost_step_ms,
        j.job_step_ns,
        100.0 * p.cost_ns / nullif(p.steps, 0) / nullif(j.job_step_ns, 0) AS cost_pct,
        CASE WHEN p.hot_ratio > p.next_ratio
             THEN least(p.cost_ns, p.cost_ns * (p.hot_ratio - 1) / (p.hot_ratio - p.next_ratio)) END AS saving_ns
-FROM per_rank p, (SELECT avg(step_ns) AS job_step_ns FROM ranks_steps WHERE collectives > 0) j;
+FROM per_rank p
+LEFT JOIN (SELECT source_id, avg(compute_ns) AS compute_ns FROM ranks_steps WHERE collectives > 0
+           GROUP BY source_id) c USING (source_id),
+     (SELECT avg(step_ns) AS job_step_ns FROM ranks_steps WHERE collectives > 0) j;

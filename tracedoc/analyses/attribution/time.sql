@@ -1,0 +1,263 @@
+-- attribution.time: every nanosecond of each GPU's window attributed to exactly one cause.
+--
+-- The window of each device (trace.window) is cut at every boundary of the interval sets below into elementary
+-- segments; each segment gets the first cause that holds for it, in this order:
+--   gpu_compute          a compute kernel runs (detail 'kernels'), else a copy or memset (detail 'copies')
+--   wait_for_peer        only communication runs, and this rank waits inside the collective for a later rank
+--                        (ranks.collectives; detail 'rank N', the last to arrive)
+--   comm_transfer        only communication runs, all ranks have arrived: the transfer itself
+-- The GPU is idle otherwise (gpu.idle says why the work that ended the gap came late):
+--   launch_overhead      the gap ended with work the host launched after the GPU went idle and lasted under
+--                        100 µs (detail 'short launch gaps'), or the next work was already queued (detail
+--                        'queued work': dependency and launch latency, event waits)
+-- and a long host-wait gap (≥ 100 µs, or the idle tail after the device's last work) is charged to what the host
+-- did meanwhile:
+--   host_sync            the start of a gap after a blocking sync drained the queue, as long as the host sat
+--                        blocked in it (host.sync's cost: without the sync the host would have done that work
+--                        while the GPU was busy)
+--   wait_for_peer        the host sits in a collective call (c10d::…, nccl:…), e.g. an all-to-all whose split
+--                        sizes it must read (detail: the call)
+--   data_loading         a DataLoader iteration, or a range named like one ('data', 'load_batch'), covers it
+--   phase                a user annotation (record_function / NVTX range) covers it, e.g. 'checkpoint'
+--   host_work            a profiled operator covers it (detail: the operator)
+--   uninstrumented_host  nothing profiled covers it: time.sleep, a Python loop, work outside the profiler's view
+-- Steps are cut on the GPU side, where their time is spent: GPU work belongs to the step during which the host
+-- launched it (ranks.steps), and step N runs from the end of step N−1's last work to the end of its own, so the
+-- idle before its first kernel, waiting for the host to launch it, is step N's; the first step starts with its
+-- first work. Time after the last step's work belongs to the last step; time before the first step's work
+-- (work still queued from before the profiler's window) is step NULL, cause 'prologue'. Without steps the whole
+-- window is step NULL with the causes above. So per device the causes sum to the window, and per step to its
+-- span. Times in ns.
+-- include: gpu.idle
+-- include: host.sync
+-- include: ranks.collectives
+-- include: ranks.steps
+-- include: intervals.merge
+
+-- The lanes: one per device of a source with GPU work; k packs (source_id, device). win_s/win_e: the window.
+CREATE OR REPLACE TEMP TABLE attribution_lanes AS
+SELECT DISTINCT b.source_id, b.rank, b.device, b.source_id::BIGINT * 65536 + b.device AS k,
+       w.start_ns AS win_s, w.end_ns AS win_e
+FROM gpu_busy_intervals b JOIN trace_windows w USING (source_id);
+
+-- GPU-side interval sets per lane, clipped to the window.
+CREATE OR REPLACE TEMP VIEW attribution_kernels_raw AS
+SELECT l.k, greatest(a.ts_ns, l.win_s) AS s, least(a.end_ns, l.win_e) AS e
+FROM gpu_work a JOIN attribution_lanes l USING (source_id, device)
+WHERE a.kind = 'kernel' AND a.category <> 'communication';
+-- Kernels: the union of the rows above.
+CREATE OR REPLACE TEMP TABLE attribution_kernels AS SELECT * FROM intervals_merge('attribution_kernels_raw');
+
+-- The rows merged into attribution_copies.
+CREATE OR REPLACE TEMP VIEW attribution_copies_raw AS
+SELECT l.k, greatest(a.ts_ns, l.win_s) AS s, least(a.end_ns, l.win_e) AS e
+FROM gpu_work a JOIN attribution_lanes l USING (source_id, device)
+WHERE a.kind IN ('memcpy', 'memset');
+-- Copies: the union of the rows above.
+CREATE OR REPLACE TEMP TABLE attribution_copies AS SELECT * FROM intervals_merge('attribution_copies_raw');
+
+-- Busy time of each lane (gpu.busy's merged intervals), clipped to the window.
+CREATE OR REPLACE TEMP TABLE attribution_busy AS
+SELECT l.k, greatest(b.ts_ns, l.win_s) AS s, least(b.end_ns, l.win_e) AS e
+FROM gpu_busy_intervals b JOIN attribution_lanes l USING (source_id, device)
+WHERE least(b.end_ns, l.win_e) > greatest(b.ts_ns, l.win_s);
+
+-- Waits inside collectives for a later rank, with that rank (not merged: each keeps its peer; the waits of one
+-- device follow each other on its communication streams).
+CREATE OR REPLACE TEMP TABLE attribution_waits AS
+WITH last AS (
+    SELECT channel, instance, arg_max(rank, is_last) AS last_rank FROM ranks_collectives GROUP BY channel, instance
+)
+SELECT l.k, c.ts_ns AS s, c.ts_ns + c.wait_ns AS e, t.last_rank
+FROM ranks_collectives c JOIN last t USING (channel, instance) JOIN attribution_lanes l USING (source_id, device)
+WHERE c.wait_ns > 0;
+
+-- The idle gaps whose time the host's doings explain: long host-wait gaps and the tail after the last work.
+CREATE OR REPLACE TEMP TABLE attribution_host_gaps AS
+SELECT l.k, g.ts_ns AS s, g.end_ns AS e
+FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
+WHERE (g.cause = 'host_wait' AND g.long_gap) OR (g.launch_ts_ns IS NULL AND g.end_ns = l.win_e AND g.long_gap);
+
+-- Queued-work gaps (the next work was already launched), not explained by the host.
+CREATE OR REPLACE TEMP TABLE attribution_queued_gaps AS
+SELECT l.k, g.ts_ns AS s, g.end_ns AS e
+FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
+WHERE g.cause IN ('kernel_wait', 'other') AND NOT (g.launch_ts_ns IS NULL AND g.end_ns = l.win_e AND g.long_gap);
+
+-- The gap time charged to blocking syncs: the first cost_ns of each gap a sync returned in.
+CREATE OR REPLACE TEMP TABLE attribution_syncs AS
+SELECT l.k, i.ts_ns AS s, i.ts_ns + i.cost_ns AS e
+FROM host_sync_idle i JOIN attribution_lanes l USING (source_id, device)
+WHERE i.cost_ns > 0;
+
+-- Host-side interval sets, one copy per lane of the source (the host serves all its devices).
+CREATE OR REPLACE TEMP VIEW attribution_host_ranges AS
+SELECT l.k, c.ts_ns AS s, c.ts_ns + c.dur_ns AS e, c.name,
+       CASE WHEN c.name LIKE 'c10d::%' OR c.name LIKE 'nccl:%' OR c.name LIKE 'record_param_comms%'
+                 THEN 'collective'
+            WHEN c.name ILIKE '%DataLoader%' OR regexp_matches(c.name,
+                 '^(data|batch|data[ _]?load(ing|er)?|load[ _]?(data|batch)|next[ _]?batch|input[ _]?pipeline)$',
+                 'i') THEN 'loader'
+            WHEN c.kind = 'annotation' THEN 'annotation'
+            ELSE 'op' END AS class
+FROM cpu_activity c JOIN attribution_lanes l USING (source_id)
+WHERE c.kind IN ('op', 'annotation') AND c.name NOT LIKE 'ProfilerStep#%' AND c.dur_ns > 0
+  AND c.ts_ns < l.win_e AND c.ts_ns + c.dur_ns > l.win_s;
+
+-- The rows merged into attribution_collective_calls.
+CREATE OR REPLACE TEMP VIEW attribution_collective_calls_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'collective';
+-- Collective calls: the union of the rows above.
+CREATE OR REPLACE TEMP TABLE attribution_collective_calls AS SELECT * FROM intervals_merge('attribution_collective_calls_raw');
+-- The rows merged into attribution_loader.
+CREATE OR REPLACE TEMP VIEW attribution_loader_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'loader';
+-- Loader: the union of the rows above.
+CREATE OR REPLACE TEMP TABLE attribution_loader AS SELECT * FROM intervals_merge('attribution_loader_raw');
+-- The rows merged into attribution_annotations.
+CREATE OR REPLACE TEMP VIEW attribution_annotations_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'annotation';
+-- Annotations: the union of the rows above.
+CREATE OR REPLACE TEMP TABLE attribution_annotations AS SELECT * FROM intervals_merge('attribution_annotations_raw');
+-- The rows merged into attribution_ops.
+CREATE OR REPLACE TEMP VIEW attribution_ops_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'op';
+-- Ops: the union of the rows above.
+CREATE OR REPLACE TEMP TABLE attribution_ops AS SELECT * FROM intervals_merge('attribution_ops_raw');
+
+-- Where single host ranges start or end inside a host gap: segments are cut there too, so that each piece of a
+-- gap can be named after the innermost range covering it.
+CREATE OR REPLACE TEMP TABLE attribution_host_range_cuts AS
+WITH t AS (SELECT k, s AS t FROM attribution_host_ranges UNION SELECT k, e FROM attribution_host_ranges)
+SELECT t.k, t.t FROM t ASOF JOIN attribution_host_gaps g ON t.k = g.k AND t.t >= g.s WHERE t.t < g.e;
+
+-- Step starts per lane (a segment belongs to the last step started at or before it): for the first step that
+-- launched work on the device, its host start or, when earlier-launched work still ran then, that work's end (at
+-- the latest its own first work); for the others, the end of the previous step's last work.
+CREATE OR REPLACE TEMP TABLE attribution_step_starts AS
+WITH ends AS (
+    SELECT l.k, w.step, min(w.ts_ns) AS start_ns, max(w.end_ns) AS end_ns
+    FROM ranks_launched_work w JOIN attribution_lanes l USING (source_id, device)
+    GROUP BY l.k, w.step
+),
+firsts AS (  -- the first step: from its host start, or from the end of earlier-launched work still running then
+    SELECT e.k, e.step, e.start_ns, h.ts_ns AS host_start_ns,
+           (SELECT max(b.e) FROM attribution_busy b WHERE b.k = e.k AND b.s < e.start_ns) AS earlier_end_ns
+    FROM ends e JOIN attribution_lanes l USING (k) JOIN steps h ON h.source_id = l.source_id AND h.step = e.step
+    QUALIFY row_number() OVER (PARTITION BY e.k ORDER BY e.step) = 1
+)
+SELECT e.k, e.step,
+       least(greatest(coalesce(lag(e.end_ns) OVER (PARTITION BY e.k ORDER BY e.step),
+                               least(greatest(f.host_start_ns, coalesce(f.earlier_end_ns, f.host_start_ns)),
+                                     f.start_ns)), l.win_s), l.win_e) AS s
+FROM ends e JOIN attribution_lanes l USING (k) LEFT JOIN firsts f USING (k);
+
+-- Elementary segments: between consecutive boundaries of every set above, inside the window.
+CREATE OR REPLACE TEMP TABLE attribution_segments AS
+WITH points AS (
+    SELECT k, win_s AS t FROM attribution_lanes UNION SELECT k, win_e FROM attribution_lanes
+    UNION SELECT k, s FROM attribution_kernels UNION SELECT k, e FROM attribution_kernels
+    UNION SELECT k, s FROM attribution_copies UNION SELECT k, e FROM attribution_copies
+    UNION SELECT k, s FROM attribution_busy UNION SELECT k, e FROM attribution_busy
+    UNION SELECT k, s FROM attribution_waits UNION SELECT k, e FROM attribution_waits
+    UNION SELECT k, s FROM attribution_host_gaps UNION SELECT k, e FROM attribution_host_gaps
+    UNION SELECT k, s FROM attribution_queued_gaps UNION SELECT k, e FROM attribution_queued_gaps
+    UNION SELECT k, s FROM attribution_syncs UNION SELECT k, e FROM attribution_syncs
+    UNION SELECT k, s FROM attribution_collective_calls UNION SELECT k, e FROM attribution_collective_calls
+    UNION SELECT k, s FROM attribution_loader UNION SELECT k, e FROM attribution_loader
+    UNION SELECT k, s FROM attribution_annotations UNION SELECT k, e FROM attribution_annotations
+    UNION SELECT k, s FROM attribution_ops UNION SELECT k, e FROM attribution_ops
+    UNION SELECT k, s FROM attribution_step_starts
+    UNION SELECT k, t FROM attribution_host_range_cuts
+),
+bounded AS (
+    SELECT p.k, p.t FROM points p JOIN attribution_lanes l USING (k) WHERE p.t BETWEEN l.win_s AND l.win_e
+)
+SELECT k, t AS s, lead(t) OVER (PARTITION BY k ORDER BY t) AS e FROM bounded
+QUALIFY e IS NOT NULL AND e > s;
+
+-- Each segment with the sets it lies in (an ASOF join finds the set's last interval starting at or before it).
+CREATE OR REPLACE TEMP TABLE attribution_classified AS
+SELECT g.k, g.s, g.e,
+       coalesce(g.s < kn.e, false) AS in_kernel, coalesce(g.s < cp.e, false) AS in_copy,
+       coalesce(g.s < b.e, false) AS in_busy,
+       CASE WHEN g.s < w.e THEN w.last_rank END AS waiting_for,
+       coalesce(g.s < hg.e, false) AS in_host_gap, coalesce(g.s < qg.e, false) AS in_queued_gap,
+       coalesce(g.s < sy.e, false) AS in_sync, coalesce(g.s < cc.e, false) AS in_collective_call,
+       coalesce(g.s < ld.e, false) AS in_loader, coalesce(g.s < an.e, false) AS in_annotation,
+       coalesce(g.s < op.e, false) AS in_op, st.step,
+       g.k IN (SELECT k FROM attribution_step_starts) AS has_steps
+FROM attribution_segments g
+ASOF LEFT JOIN attribution_kernels kn ON g.k = kn.k AND g.s >= kn.s
+ASOF LEFT JOIN attribution_copies cp ON g.k = cp.k AND g.s >= cp.s
+ASOF LEFT JOIN attribution_busy b ON g.k = b.k AND g.s >= b.s
+ASOF LEFT JOIN attribution_waits w ON g.k = w.k AND g.s >= w.s
+ASOF LEFT JOIN attribution_host_gaps hg ON g.k = hg.k AND g.s >= hg.s
+ASOF LEFT JOIN attribution_queued_gaps qg ON g.k = qg.k AND g.s >= qg.s
+ASOF LEFT JOIN attribution_syncs sy ON g.k = sy.k AND g.s >= sy.s
+ASOF LEFT JOIN attribution_collective_calls cc ON g.k = cc.k AND g.s >= cc.s
+ASOF LEFT JOIN attribution_loader ld ON g.k = ld.k AND g.s >= ld.s
+ASOF LEFT JOIN attribution_annotations an ON g.k = an.k AND g.s >= an.s
+ASOF LEFT JOIN attribution_ops op ON g.k = op.k AND g.s >= op.s
+ASOF LEFT JOIN attribution_step_starts st ON g.k = st.k AND g.s >= st.s;
+
+-- Each segment's cause (the order of the header) and, where it does not need a name lookup, its detail.
+CREATE OR REPLACE TEMP TABLE attribution_segment_causes AS
+SELECT k, s, e, e - s AS ns, step,
+       CASE WHEN step IS NULL AND has_steps THEN 'prologue'
+            WHEN in_kernel OR in_copy THEN 'gpu_compute'
+            WHEN in_busy AND waiting_for IS NOT NULL THEN 'wait_for_peer'
+            WHEN in_busy THEN 'comm_transfer'
+            WHEN in_queued_gap THEN 'launch_overhead'
+            WHEN NOT in_host_gap THEN 'launch_overhead'
+            WHEN in_sync THEN 'host_sync'
+            WHEN in_collective_call THEN 'wait_for_peer'
+            WHEN in_loader THEN 'data_loading'
+            WHEN in_annotation THEN 'phase'
+            WHEN in_op THEN 'host_work'
+            ELSE 'uninstrumented_host' END AS cause,
+       CASE WHEN step IS NULL AND has_steps THEN 'before the first step''s work'
+            WHEN in_kernel THEN 'kernels'
+            WHEN in_copy THEN 'copies'
+            WHEN in_busy AND waiting_for IS NOT NULL THEN 'rank ' || waiting_for
+            WHEN in_busy THEN 'collectives'
+            WHEN in_queued_gap THEN 'queued work'
+            WHEN NOT in_host_gap THEN 'short launch gaps'
+            WHEN in_sync THEN 'blocking syncs'
+            WHEN in_collective_call OR in_loader OR in_annotation OR in_op THEN NULL  -- named below
+            ELSE 'no profiled host range' END AS detail
+FROM attribution_classified c;
+
+-- Names for the host causes: each such segment is named after the innermost host range of its class covering
+-- it (the latest-starting one; ranges nest). The range join compares (lane, time) keys packed into one HUGEINT,
+-- so that DuckDB runs it as a range join.
+CREATE OR REPLACE TEMP TABLE attribution_named AS
+WITH segs AS (
+    SELECT k, s, e, cause, (k::HUGEINT << 64) + s AS ks, (k::HUGEINT << 64) + e AS ke,
+           CASE cause WHEN 'wait_for_peer' THEN 'collective' WHEN 'data_loading' THEN 'loader'
+                      WHEN 'phase' THEN 'annotation' ELSE 'op' END AS class
+    FROM attribution_segment_causes WHERE detail IS NULL
+),
+ranges AS (
+    SELECT name, class, s, (k::HUGEINT << 64) + s AS ks, (k::HUGEINT << 64) + e AS ke FROM attribution_host_ranges
+)
+SELECT g.k, g.s, arg_max(r.name, r.s) AS name
+FROM segs g JOIN ranges r ON r.ks <= g.ks AND r.ke >= g.ke AND r.class = g.class
+GROUP BY g.k, g.s;
+
+-- The attribution: one row per source, device, step, cause and detail with its time (ns).
+CREATE OR REPLACE TEMP TABLE attribution_slices AS
+SELECT l.source_id, l.rank, l.device, c.step, c.cause, coalesce(c.detail, n.name) AS detail, sum(c.ns) AS ns
+FROM attribution_segment_causes c JOIN attribution_lanes l USING (k)
+LEFT JOIN attribution_named n ON n.k = c.k AND n.s = c.s
+GROUP BY ALL;
+
+-- Per source, device and step: its span (ns) and the causes' shares; the causes sum to span_ns.
+CREATE OR REPLACE TEMP VIEW attribution_steps AS
+SELECT source_id, rank, device, step, sum(ns) AS span_ns,
+       sum(ns) FILTER (WHERE cause = 'gpu_compute') AS compute_ns,
+       sum(ns) FILTER (WHERE cause = 'comm_transfer') AS comm_transfer_ns,
+       sum(ns) FILTER (WHERE cause = 'wait_for_peer') AS wait_for_peer_ns
+FROM attribution_slices GROUP BY source_id, rank, device, step;
+
+-- Per source and device over the whole window: time per cause (ns) and % of the window.
+CREATE OR REPLACE TEMP VIEW attribution_by_cause AS
+SELECT source_id, rank, device, cause, sum(ns) AS ns,
+       100.0 * sum(ns) / sum(sum(ns)) OVER (PARTITION BY source_id, device) AS pct
+FROM attribution_slices GROUP BY source_id, rank, device, cause;

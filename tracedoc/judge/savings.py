@@ -1,0 +1,95 @@
+"""Savings drawn from one attribution of each GPU's time, so that findings never claim the same time twice.
+
+The attribution (analyses/attribution/time.sql) cuts every device's window into exclusive causes: GPU computing,
+communication, waiting for a peer, launch overhead, a blocking sync, data loading, a named phase, host work,
+un-instrumented host time, prologue. A rule that saves GPU time names the causes its saving comes out of
+(``claims`` in its file). Each such finding estimates its saving as before (the rule's ``impact_ms``), then draws
+it from the unclaimed time of those causes in its scope (rank and device), largest estimate first: a finding can
+never save more than the time its causes hold, and time one finding took is not available to another. A finding
+left with less than it estimated because a bigger one took that time is marked ``part_of`` that finding.
+
+So the savings of one rank's findings add up to at most that rank's time. Rules that judge kernels from a
+profile (Nsight Compute), health or hangs claim nothing and keep their own estimates.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tracedoc.report import Finding
+
+CAUSES = ("gpu_compute", "comm_transfer", "wait_for_peer", "launch_overhead", "host_sync", "host_work",
+          "data_loading", "uninstrumented_host", "phase", "prologue")
+_EPS_MS = 1e-6
+
+PoolKey = tuple[Any, Any, str, str | None]  # rank, device, cause, detail
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The attribution causes a rule's saving comes out of; ``details`` narrows them to some details.
+
+    ``fraction`` (an SQL expression on the rule's row, default 1) is the share of the time a fix removes that it
+    saves: hiding communication behind compute removes the exposed time but slows the compute by the SMs the
+    communication holds.
+    """
+
+    causes: tuple[str, ...]
+    details: tuple[str, ...] = ()
+    fraction: str | None = None
+
+    def matches(self, key: PoolKey, finding: Finding) -> bool:
+        rank, device, cause, detail = key
+        scope = finding.scope
+        if scope.rank is not None and rank != scope.rank:
+            return False
+        if scope.device is not None and device != scope.device:
+            return False
+        return cause in self.causes and (not self.details or detail in self.details)
+
+
+def allocate(candidates: Sequence[tuple[Finding, Claim, float]], pools: Sequence[dict[str, Any]]) -> dict[int, int]:
+    """Cut each candidate's ``impact_ms`` (the time its fix removes) to the unclaimed attributed time of its claim,
+    largest estimate first, and keep the candidate's fraction of it as the saving.
+
+    ``candidates``: (finding, claim, fraction). ``pools``: rows with rank, device, cause, detail and ms (the
+    attribution summed over steps). Returns, for a finding that lost time to an earlier one,
+    ``{id(finding): id(the finding that took most of it)}``.
+    """
+    remaining: dict[PoolKey, float] = defaultdict(float)
+    for row in pools:
+        remaining[(row["rank"], row["device"], row["cause"], row["detail"])] += float(row["ms"] or 0.0)
+    taken_by: dict[PoolKey, list[tuple[int, float]]] = defaultdict(list)
+    part_of: dict[int, int] = {}
+    order = sorted(candidates, key=lambda c: (-c[0].impact_ms, c[0].rule, str(c[0].scope.to_dict())))
+    for finding, claim, fraction in order:
+        keys = sorted((k for k in remaining if claim.matches(k, finding)), key=lambda k: tuple(map(str, k)))
+        wanted = max(finding.impact_ms, 0.0)
+        got = 0.0
+        for key in keys:
+            take = min(remaining[key], wanted - got)
+            if take <= _EPS_MS:
+                continue
+            remaining[key] -= take
+            taken_by[key].append((id(finding), take))
+            got += take
+        if got < wanted - 1e-3:
+            owner = _largest_other_taker(keys, taken_by, id(finding))
+            if owner is not None:
+                part_of[id(finding)] = owner
+        finding.impact_ms = round(got * min(max(fraction, 0.0), 1.0), 3)
+    return part_of
+
+
+def _largest_other_taker(keys: Sequence[PoolKey], taken_by: dict[PoolKey, list[tuple[int, float]]],
+                         me: int) -> int | None:
+    """The other finding that took the most of these pools, if any."""
+    totals: dict[int, float] = defaultdict(float)
+    for key in keys:
+        for who, ms in taken_by[key]:
+            if who != me:
+                totals[who] += ms
+    return max(totals, key=totals.__getitem__) if totals else None
