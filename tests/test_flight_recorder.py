@@ -11,6 +11,7 @@ import json
 import os
 import pickle
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -314,3 +315,232 @@ def test_healthy_ondemand_dumps_report_no_hang() -> None:
     assert report["findings"] == []
     used = [d for d in report["metrics"]["flight_recorder_dumps"] if d["used"]]
     assert sorted((d["rank"], d["encoding"]) for d in used) == [(0, "pickle"), (1, "pickle")]
+
+
+# --- Dumps written without TORCH_NCCL_ENABLE_TIMING (the default) ---------------------------------------------------
+
+UNTIMED_2 = SAMPLES / "hang-2rank-stuck-notiming"
+UNTIMED_4 = SAMPLES / "hang-4rank-stuck-notiming"
+GLOO = SAMPLES / "hang-gloo-2rank-stuck-notiming"
+
+
+def _untimed(dump: dict[str, Any]) -> dict[str, Any]:
+    """What torch writes for the same records with timing off (see hang-2rank-stuck-notiming/SOURCE.md): no start
+    event, so no start time, no GPU duration, no 'started' state, and pg_status never counts a start."""
+    for e in dump["entries"]:
+        e.pop("duration_ms", None)
+        e["time_discovered_started_ns"] = None
+        if e["time_discovered_completed_ns"] is None:
+            e["state"] = "scheduled"
+    for s in (dump.get("pg_status") or {}).values():
+        s["last_started_collective"] = -1
+    return dump
+
+
+def _untimed_copy(tmp_path: Path, sample: Path, pattern: str = "trace_rank_*") -> Path:
+    folder = tmp_path / f"{sample.name}-untimed"
+    for path in sample.glob(pattern):
+        _write_dump(folder / path.name, _untimed(_load_sample_dump(path)))
+    return folder
+
+
+@pytest.mark.parametrize(("copy", "original"), [(UNTIMED_2, SLOW), (UNTIMED_4, FOUR)])
+def test_untimed_samples_are_the_edits_their_source_describes(copy: Path, original: Path) -> None:
+    """The no-timing samples hold exactly the real dumps with the edits SOURCE.md lists, nothing else."""
+    files = sorted(p.name for p in original.glob("trace_rank_*"))
+    assert files == sorted(p.name for p in copy.glob("trace_rank_*"))
+    for name in files:
+        assert _load_sample_dump(copy / name) == _untimed(_load_sample_dump(original / name))
+
+
+def test_untimed_four_rank_hang_is_reported_with_its_lower_bound() -> None:
+    """4×H200 hang (rank 2 stuck in host code) as dumped without timing: the waiting ranks' #3 stays 'scheduled' and
+    the latest time in their dumps is #2's completion discovered 10-32 ms after #3 was enqueued. That is a lower bound
+    of the wait, not a measured 32 ms wait: the hang is reported, as unmeasured, with what would measure it."""
+    report = analyze([UNTIMED_4])
+    [hang] = _findings(report, "collective-hang")
+    assert hang.scope.to_dict() == {"rank": 2, "pg": "0", "seq": 3}
+    ev = _evidence(hang)
+    assert ev["waiting in the collective"] == "ranks 0, 1, 3"
+    assert ev["culprit's last collective on this group"] == "#2 all_reduce [[3, 4]] Float (completed)"
+    assert "waited at least" not in ev  # nothing measured
+    assert 31 < ev["waited at least (unmeasured: from the enqueue to the dump)"] < 32  # rank 1's lower bound
+    assert "The wait is not measured: the dumps were written without TORCH_NCCL_ENABLE_TIMING=1" in hang.message
+    assert "rank 1 had waited at least 31.7 ms since it enqueued it, by the time of its dump" in hang.message
+    assert "Set TORCH_NCCL_ENABLE_TIMING=1" in hang.message
+    assert hang.impact_ms == 10_000  # the group's timeout: the watchdog fired
+    rows = {r["rank"]: r for r in report.metrics["collectives"]}
+    assert all(rows[r]["waited_ms"] is None and rows[r]["last_state"] == "scheduled" for r in (0, 1, 3))
+    assert not _findings(report, "collective-mismatch")
+
+
+def test_untimed_two_rank_hang_without_any_bound() -> None:
+    """Rank 0's #3 enqueue is the latest time in its dump: the finding says the dump bounds the wait by nothing."""
+    report = analyze([UNTIMED_2])
+    [hang] = _findings(report, "collective-hang")
+    assert hang.scope.to_dict() == {"rank": 1, "pg": "0", "seq": 3}
+    ev = _evidence(hang)
+    assert "waited at least" not in ev and "waited at least (unmeasured: from the enqueue to the dump)" not in ev
+    assert "not even a lower bound of the wait" in hang.message and "TORCH_NCCL_ENABLE_TIMING=1" in hang.message
+    assert "issued nothing more on this group for at least 5.4 s" in hang.message
+    assert not _findings(report, "collective-mismatch")
+
+
+def test_measured_short_wait_is_quiet_and_the_same_wait_unmeasured_is_not(tmp_path: Path) -> None:
+    """hang-slow-rank edited so that rank 0's dump saw #3 start 5 ms after enqueueing it: with timing that is a
+    measured 5 ms wait, a collective in flight; the same records without timing say nothing about how short the
+    wait was, so rank 1, which never issued #3, is reported."""
+    for rank in (0, 1):
+        dump = _load_sample_dump(SLOW / f"trace_rank_{rank}")
+        for e in dump["entries"]:
+            if e["collective_seq_id"] == 3:
+                e["time_discovered_started_ns"] = e["time_created_ns"] + 5_000_000
+        _write_dump(tmp_path / "timed" / f"trace_rank_{rank}", dump)
+        _write_dump(tmp_path / "untimed" / f"trace_rank_{rank}", _untimed(dump))
+    timed = analyze([tmp_path / "timed"])
+    assert not timed.findings
+    assert [r["waited_ms"] for r in timed.metrics["collectives"]] == [5.0, None]
+    [hang] = _findings(analyze([tmp_path / "untimed"]), "collective-hang")
+    assert hang.scope.to_dict() == {"rank": 1, "pg": "0", "seq": 3}
+
+
+def test_untimed_ondemand_dumps_of_a_healthy_job_stay_quiet(tmp_path: Path) -> None:
+    """hang-ondemand-healthy's pickles with the no-timing edits: completed collectives count as done, nothing waits."""
+    report = analyze([_untimed_copy(tmp_path, HEALTHY, "ondemand_dump_nccl_trace.pickle.rank*")])
+    assert report.findings == []
+    assert [(r["last_completed_seq"], r["pending_seq"]) for r in report.metrics["collectives"]] == [(2, None)] * 2
+
+
+@pytest.mark.parametrize(("sample", "side"), [
+    (TYPE, "rank 1 issued broadcast [[3, 4]] Float → [[3, 4]] (scheduled) at fr_job.py:33 (<module>)"),
+    (SIZE, "rank 1 issued all_reduce [[5, 4]] Float → [[5, 4]] (scheduled) at fr_job.py:43 (<module>)"),
+])
+def test_mismatch_on_untimed_dumps(tmp_path: Path, sample: Path, side: str) -> None:
+    """The mismatch samples with the no-timing edits: the mismatch is found the same way, its wait is unmeasured
+    (no lower bound either: #3 is the latest time in the dumps), and the estimate is the group's timeout."""
+    report = analyze([_untimed_copy(tmp_path, sample)])
+    [mismatch] = _findings(report, "collective-mismatch")
+    assert mismatch.scope.to_dict() == {"pg": "0", "seq": 3}
+    assert side in _evidence(mismatch)["each side"]
+    assert "waited at least" not in _evidence(mismatch)
+    assert "The wait is not measured" in mismatch.message
+    assert mismatch.impact_ms == 10_000
+    assert not _findings(report, "collective-hang")
+
+
+def test_real_gloo_hang_dumped_without_timing() -> None:
+    """Real Gloo dumps (torch 2.13, CPU), taken while rank 0 waited in #3 and rank 1 slept before it: Gloo records stay
+    'scheduled' with enqueue times only, and their pg_config names the group '' where the records say '0'."""
+    report = analyze([GLOO])
+    [hang] = _findings(report, "collective-hang")
+    assert hang.scope.to_dict() == {"rank": 1, "pg": "0", "seq": 3}
+    ev = _evidence(hang)
+    assert ev["culprit's last call site"] == "samples/hang-gloo-2rank-stuck-notiming/gloo_hang.py:37 (main)"
+    assert ev["culprit's last collective on this group"] == "#2 all_reduce [[3, 4]] Float (completed)"
+    assert "Gloo records hold no start times" in hang.message and "TORCH_NCCL_ENABLE_TIMING" not in hang.message
+    rows = report.metrics["collectives"]
+    assert [(r["backend"], r["pg"], r["rank"], r["pending_seq"]) for r in rows] == [
+        ("gloo", "0", 0, 3), ("gloo", "0", 1, None)]  # no member rows for the nameless pg_config group
+    assert not _findings(report, "collective-mismatch")
+
+
+# --- Hostile dumps: work bounded by the data --------------------------------------------------------------------
+
+
+def _bomb(tmp_path: Path, case: str) -> Path:
+    """Edited copies of hang-slow-rank's rank-0 dump that cost little to write and much to read."""
+    dump = _load_sample_dump(SLOW / "trace_rank_0")
+    entry = dump["entries"][0]
+    if case == "references":  # 2,000,000 references to one record: 2 bytes each in the pickle
+        dump["entries"] = [entry] * 2_000_000
+    elif case == "dimensions":  # one tensor shape of 300,000 dimensions (a quadratic product of big ints)
+        entry["input_sizes"] = [[2**40] * 300_000]
+    elif case == "shapes":  # three records sharing one list of 1,000,000 references to a 64-dimension shape
+        entry["input_sizes"] = [[3] * 64] * 1_000_000
+        dump["entries"] = [entry, dict(entry), dict(entry)]
+    raw = pickle.dumps(dump, protocol=2)
+    if case == "nesting":  # a list nested 100,000 levels deep, in a field the reader does not use
+        n = 100_000  # pushed as opcodes (Python's pickler recurses): n + 1 empty lists, each appended to the one below
+        raw = raw[:-1] + b"X\x05\x00\x00\x00extra" + b"]" * (n + 1) + b"a" * n + b"s."
+    path = tmp_path / "trace_rank_0"
+    path.write_bytes(raw)
+    return path
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ("references", "2,000,000 flight-recorder records, over the limit of 50,000 (set TRACEDOC_MAX_FR_ENTRIES"),
+    ("dimensions", "a tensor shape of 300,000 dimensions in a flight-recorder record (at most 64)"),
+    ("shapes", "over 10,000,000 values (a value shared by many records counts once per record; set "
+               "TRACEDOC_MAX_FR_VALUES"),
+    ("nesting", "nested more than 64 levels deep"),
+])
+def test_pickle_bombs_are_refused_quickly(tmp_path: Path, case: str, expected: str) -> None:
+    """Each took from seconds to minutes and gigabytes of memory before the reader bounded its work."""
+    path = _bomb(tmp_path, case)
+    started = time.monotonic()
+    result = _run_cli(str(path))
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("Error: ") and result.output.count("\n") == 1
+    assert expected in result.output
+    assert elapsed < 20, f"{case}: {elapsed:.1f} s"
+
+
+def test_limits_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRACEDOC_MAX_FR_ENTRIES / TRACEDOC_MAX_FR_VALUES raise or lower the limits; a bad value is one line."""
+    monkeypatch.setenv("TRACEDOC_MAX_FR_ENTRIES", "2")
+    result = _run_cli(str(SLOW))
+    assert result.exit_code == 2 and "3 flight-recorder records, over the limit of 2" in result.output
+    monkeypatch.setenv("TRACEDOC_MAX_FR_ENTRIES", "3")
+    monkeypatch.setenv("TRACEDOC_MAX_FR_VALUES", "40")
+    result = _run_cli(str(SLOW))
+    assert result.exit_code == 2 and "over 40 values" in result.output
+    monkeypatch.setenv("TRACEDOC_MAX_FR_VALUES", "10_000")
+    assert _run_cli(str(SLOW)).exit_code == 0
+    monkeypatch.setenv("TRACEDOC_MAX_FR_VALUES", "lots")
+    result = _run_cli(str(SLOW))
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and "TRACEDOC_MAX_FR_VALUES" in result.output
+
+
+def test_deeply_nested_json_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "fr.json.rank0"
+    path.write_text('{"version": "2.10", "pg_config": {}, "entries": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    result = _run_cli(str(path))
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert "truncated or malformed flight-recorder JSON (maximum recursion depth exceeded" in result.output
+
+
+# --- Strings from dumps are valid Unicode in the store -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ["pickle", "json"])
+def test_lone_surrogates_and_control_characters_are_cleaned(tmp_path: Path, encoding: str) -> None:
+    """hang-slow-rank edited so that the thread name, the frames' function names and the group's name and
+    description carry lone surrogates and C0/C1 controls (a pickle carries them raw, JSON as \\ud800 escapes): the
+    store holds U+FFFD instead and no control character, and the report prints."""
+    folder = tmp_path / encoding
+    for rank in (0, 1):
+        dump = _load_sample_dump(SLOW / f"trace_rank_{rank}")
+        dump["pg_config"] = {"0\udfff": {"name": "0\udfff", "desc": "default\x85pg", "ranks": "[0, 1]"}}
+        for e in dump["entries"]:
+            e["thread_name"] = "py\ud800thon\x1b[31m"
+            e["process_group"] = ("0\udfff", "default\x85pg")
+            e["frames"] = [{**f, "name": f["name"] + "\ud800\x07"} for f in e["frames"]]
+        if encoding == "pickle":
+            _write_dump(folder / f"trace_rank_{rank}", dump)
+        else:
+            for e in dump["entries"]:
+                e.pop("frames")
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"fr.json.rank{rank}").write_text(json.dumps(dump))  # ensure_ascii: \ud800 escapes
+    result = _run_cli(str(folder))
+    assert result.exit_code == 0, result.output
+    assert "Process group 0\ufffd (defaultpg) hangs in collective #3" in " ".join(result.output.split())
+    report = analyze([folder])
+    [hang] = _findings(report, "collective-hang")
+    assert hang.scope.to_dict() == {"rank": 1, "pg": "0\ufffd", "seq": 3}
+    if encoding == "pickle":
+        assert _evidence(hang)["culprit's last call site"] == "fr_job.py:13 (<module>\ufffd)"
+    text = json.dumps(report.to_dict(), ensure_ascii=False)
+    text.encode("utf-8")  # no lone surrogate left anywhere
+    assert not any(ch in text for ch in "\x07\x1b\x85")

@@ -9,6 +9,16 @@ strings and numbers can be built, so nothing in the file can run. Every field is
 torch writes — schema versions "2.1" (torch 2.4), "2.4" (2.5–2.7), "2.9" (2.8), "2.10" (2.9–2.11) and whatever
 else carries the same keys — and a missing or malformed field becomes NULL. JSON dumps differ from pickles only in
 types (strings for ``pg_status`` values, lists for tuples, 0 for unset times, no stack frames).
+
+What a dump can make the reader build is bounded by limits, not by what the file claims: a pickle can refer to one
+record millions of times at two bytes per reference, or hold a tensor shape of 300,000 dimensions. A dump holds at
+most ``TRACEDOC_MAX_FR_ENTRIES`` records (default 50,000; torch keeps 2,000 by default), each read with a bounded
+amount of work (at most 64 stack frames kept, 64 dimensions per tensor shape), and at most
+``TRACEDOC_MAX_FR_VALUES`` values (default 10,000,000): the elements of every list and dict of the dump, each
+counted once, plus what the reader builds from lists of any length — tensor shapes and their dimensions, dtypes,
+groups and their ranks — counted once per record that refers to them. A dump nests at most 64 levels deep (torch's
+nest 5). Strings are stored as valid Unicode: lone surrogates (which pickles and JSON escapes can carry) become
+U+FFFD and C0/C1 control characters are dropped.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import pickle
 import re
 from collections import Counter
@@ -40,6 +51,12 @@ _MAX_BYTES = 1 << 30  # a decompressed dump larger than this is not one (the rin
 _DIGITS = re.compile(r"-?\d{1,18}")
 _MAX_FRAMES = 64  # innermost Python frames kept per entry
 _MAX_TEXT = 1000  # characters kept of any string from a dump
+_MAX_DIMS = 64  # dimensions of one tensor shape
+_MAX_DEPTH = 64  # nesting levels of a dump (torch's nest 5: dump, entries, entry, frames, frame)
+_ENTRIES_VAR, _DEFAULT_MAX_ENTRIES = "TRACEDOC_MAX_FR_ENTRIES", 50_000
+_VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_FR_VALUES", 10_000_000
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 _FRAME = pa.struct([("name", pa.string()), ("filename", pa.string()), ("line", pa.int32())])
 _ENTRY_SCHEMA = pa.schema([
@@ -69,11 +86,19 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     """Read one dump into fr_dumps, fr_process_groups, fr_pg_status and fr_entries under ``source_id``."""
     dump, encoding = _read(path)
     entries = dump.get("entries") or []
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+    if not isinstance(entries, list):
         raise InputError(f"{path}: malformed flight-recorder dump ('entries' is not a list of records)")
-    rows = [_entry(e, source_id) for e in entries]
-    groups = _process_groups(dump.get("pg_config"), source_id)
-    status = _pg_status(dump.get("pg_status"), source_id)
+    max_entries = _limit(_ENTRIES_VAR, _DEFAULT_MAX_ENTRIES)
+    if len(entries) > max_entries:
+        raise InputError(f"{path}: {len(entries):,} flight-recorder records, over the limit of {max_entries:,} "
+                         f"(set {_ENTRIES_VAR} to read more)")
+    budget = _Budget(path)
+    _check_nesting(dump, path, budget)
+    if not all(isinstance(e, dict) for e in entries):
+        raise InputError(f"{path}: malformed flight-recorder dump ('entries' is not a list of records)")
+    rows = [_entry(e, source_id, budget) for e in entries]
+    groups = _process_groups(dump.get("pg_config"), source_id, budget)
+    status = _pg_status(dump.get("pg_status"), source_id, budget)
     version = _text(dump.get("version"))
     comm_lib = _text(dump.get("comm_lib_version") or dump.get("nccl_version"))
     backends = Counter(r["backend"] for r in rows if r["backend"])
@@ -123,6 +148,49 @@ def _read(path: Path) -> tuple[dict[str, Any], str]:
     return dump, encoding
 
 
+def _limit(var: str, default: int) -> int:
+    """A positive integer limit from the environment variable ``var``, else ``default``."""
+    raw = os.environ.get(var, "").strip().replace("_", "")
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) <= 0:
+        raise InputError(f"{var}={os.environ[var][:40]!r} is not a positive integer")
+    return int(raw)
+
+
+class _Budget:
+    """Counts the values the reader builds from one dump; past TRACEDOC_MAX_FR_VALUES the dump is refused."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.limit = _limit(_VALUES_VAR, _DEFAULT_MAX_VALUES)
+        self.left = self.limit
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise InputError(f"{self.path}: the flight-recorder dump would make the reader build over "
+                             f"{self.limit:,} values (a value shared by many records counts once per record; set "
+                             f"{_VALUES_VAR} to read more)")
+
+
+def _check_nesting(dump: Any, path: Path, budget: _Budget) -> None:
+    """Refuses a dump nested deeper than _MAX_DEPTH; its containers, each counted once, spend the budget."""
+    stack: list[tuple[Any, int]] = [(dump, 1)]
+    seen: set[int] = set()
+    while stack:
+        value, depth = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if depth > _MAX_DEPTH:
+            raise InputError(f"{path}: nested more than {_MAX_DEPTH} levels deep: not a flight-recorder dump")
+        children = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        budget.spend(len(children))
+        stack.extend((c, depth + 1) for c in children
+                     if isinstance(c, dict | list | tuple) and id(c) not in seen)
+
+
 class _PlainDataUnpickler(pickle.Unpickler):
     """Builds only plain containers and scalars: every request for a class or function is refused."""
 
@@ -154,7 +222,7 @@ def _parse_json(raw: bytes, path: Path) -> Any:
         raise InputError(f"{path}: truncated or malformed flight-recorder JSON ({detail})") from None
 
 
-def _entry(e: dict[str, Any], source_id: int) -> dict[str, Any]:
+def _entry(e: dict[str, Any], source_id: int, budget: _Budget) -> dict[str, Any]:
     """One ring-buffer record as a row of fr_entries; fields of the wrong type become NULL."""
     name = _text(e.get("profiling_name"))
     backend, _, rest = (name or "").partition(":")
@@ -164,7 +232,7 @@ def _entry(e: dict[str, Any], source_id: int) -> dict[str, Any]:
     is_p2p = e.get("is_p2p")
     if not isinstance(is_p2p, bool):  # older dumps: send/recv are the point-to-point operations
         is_p2p = op in ("send", "recv") if op else None
-    in_sizes, out_sizes = _sizes(e.get("input_sizes")), _sizes(e.get("output_sizes"))
+    in_sizes, out_sizes = _sizes(e.get("input_sizes"), budget), _sizes(e.get("output_sizes"), budget)
     return {
         "source_id": source_id, "record_id": _int(e.get("record_id")), "pg_id": _int(e.get("pg_id")),
         "pg_name": _text(group[0]) if len(group) > 0 else None,
@@ -172,8 +240,8 @@ def _entry(e: dict[str, Any], source_id: int) -> dict[str, Any]:
         "collective_seq_id": _int(e.get("collective_seq_id")), "p2p_seq_id": _int(e.get("p2p_seq_id")),
         "op_id": _int(e.get("op_id")), "profiling_name": name,
         "backend": backend if rest else None, "op": op or None, "peer": peer or None, "is_p2p": is_p2p,
-        "input_sizes": in_sizes, "input_dtypes": _strings(e.get("input_dtypes")),
-        "output_sizes": out_sizes, "output_dtypes": _strings(e.get("output_dtypes")),
+        "input_sizes": in_sizes, "input_dtypes": _strings(e.get("input_dtypes"), budget),
+        "output_sizes": out_sizes, "output_dtypes": _strings(e.get("output_dtypes"), budget),
         "input_numel": _numel(in_sizes), "output_numel": _numel(out_sizes),
         "state": _text(e.get("state")), "retired": e.get("retired") if isinstance(e.get("retired"), bool) else None,
         "time_created_ns": _time(e.get("time_created_ns")),
@@ -185,7 +253,8 @@ def _entry(e: dict[str, Any], source_id: int) -> dict[str, Any]:
     }
 
 
-def _process_groups(config: Any, source_id: int) -> list[tuple[int, str, str | None, list[int] | None]]:
+def _process_groups(config: Any, source_id: int,
+                    budget: _Budget) -> list[tuple[int, str | None, str | None, list[int] | None]]:
     """pg_config: {name: {name, desc, ranks: "[0, 1]"}} (older dumps: {name: ranks})."""
     if not isinstance(config, dict):
         return []
@@ -195,17 +264,20 @@ def _process_groups(config: Any, source_id: int) -> list[tuple[int, str, str | N
             name, desc, ranks = info.get("name", key), info.get("desc"), info.get("ranks")
         else:
             name, desc, ranks = key, None, info
-        rows.append((source_id, _text(name), _text(desc), _ranks(ranks)))
+        budget.spend(3)
+        rows.append((source_id, _text(name), _text(desc), _ranks(ranks, budget)))
     return rows
 
 
-def _pg_status(status: Any, source_id: int) -> list[tuple[int, int | None, int | None, int | None, int | None]]:
+def _pg_status(status: Any, source_id: int,
+               budget: _Budget) -> list[tuple[int, int | None, int | None, int | None, int | None]]:
     """pg_status: {pg_id: {last_enqueued_collective, last_started_collective, last_completed_collective}}.
 
     −1 means none and becomes NULL.
     """
     if not isinstance(status, dict):
         return []
+    budget.spend(4 * len(status))
     rows = []
     for pg_id, s in status.items():
         if isinstance(s, dict):
@@ -215,25 +287,35 @@ def _pg_status(status: Any, source_id: int) -> list[tuple[int, int | None, int |
     return rows
 
 
-def _ranks(value: Any) -> list[int] | None:
+def _ranks(value: Any, budget: _Budget) -> list[int] | None:
     """Global ranks of a group: a string such as "[0, 1]" in dumps, or a list."""
     if isinstance(value, str):
+        budget.spend(len(value) // 2)
         try:
             value = json.loads(value)
         except (json.JSONDecodeError, RecursionError):
             return None
-    if isinstance(value, list | tuple) and all(isinstance(r, int) and not isinstance(r, bool) for r in value):
-        return list(value)
+    if isinstance(value, list | tuple):
+        budget.spend(len(value))
+        if all(_is_int(r) and -(2**31) <= r < 2**31 for r in value):
+            return list(value)
     return None
 
 
-def _sizes(value: Any) -> list[list[int]] | None:
-    """Tensor shapes: a list of lists of ints, or NULL."""
+def _sizes(value: Any, budget: _Budget) -> list[list[int]] | None:
+    """Tensor shapes: a list of lists of ints, or NULL; a shape of over _MAX_DIMS dimensions is refused."""
     if not isinstance(value, list | tuple):
         return None
+    budget.spend(len(value))
     out = []
     for shape in value:
-        if not isinstance(shape, list | tuple) or not all(_is_int(d) for d in shape):
+        if not isinstance(shape, list | tuple):
+            return None
+        if len(shape) > _MAX_DIMS:
+            raise InputError(f"{budget.path}: a tensor shape of {len(shape):,} dimensions in a flight-recorder "
+                             f"record (at most {_MAX_DIMS})")
+        budget.spend(len(shape))
+        if not all(_is_int(d) for d in shape):
             return None
         out.append([int(d) for d in shape])
     return out
@@ -246,18 +328,22 @@ def _numel(sizes: list[list[int]] | None) -> int | None:
     return total if total < 2**63 else None
 
 
-def _strings(value: Any) -> list[str] | None:
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+def _strings(value: Any, budget: _Budget) -> list[str] | None:
+    if not isinstance(value, list | tuple):
         return None
-    return [v[:_MAX_TEXT] for v in value]
+    budget.spend(len(value))
+    if not all(type(v) is str for v in value):
+        return None
+    return [_clean(v) for v in value]
 
 
 def _frames(value: Any) -> list[dict[str, Any]] | None:
     """Python stack at enqueue, innermost first: [{name, filename, line}]."""
     if not isinstance(value, list | tuple):
         return None
+    kept = value[:_MAX_FRAMES]
     return [{"name": _text(f.get("name")), "filename": _text(f.get("filename")), "line": _int32(f.get("line"))}
-            for f in value[:_MAX_FRAMES] if isinstance(f, dict)]
+            for f in kept if isinstance(f, dict)]
 
 
 def _is_int(value: Any) -> bool:
@@ -294,5 +380,14 @@ def _time(value: Any) -> int | None:
 
 def _text(value: Any) -> str | None:
     if type(value) is str:
-        return value[:_MAX_TEXT]
+        return _clean(value)
     return str(value) if _is_int(value) else None
+
+
+def _clean(text: str) -> str:
+    """At most _MAX_TEXT characters of valid Unicode: lone surrogates become U+FFFD, C0/C1 control characters
+    are dropped."""
+    text = text[:_MAX_TEXT]
+    if text.isascii() and text.isprintable():
+        return text
+    return _CONTROLS.sub("", _SURROGATES.sub("\ufffd", text))

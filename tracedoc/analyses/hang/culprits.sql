@@ -12,8 +12,10 @@
 -- One row per culprit: a member of a group with a stuck collective that never issued it (kind 'never_issued'),
 -- at the lowest such collective; or, where no member with a dump is to blame, a member without a dump
 -- (kind 'no_dump'). Columns: the group (backend, pg_name, label), the culprit's rank, seq (the collective it never
--- issued), the wait (waiting: the ranks as text; waiting_clause: 'rank 0 issued it and waits'; waited_ms,
--- timeout_ms, stuck_collective, stuck_call_site, last_arrival), what the culprit last did on this group
+-- issued), the wait (waiting: the ranks as text; waiting_clause: 'rank 0 issued it and waits'; waited_ms, the
+-- longest measured wait, NULL when unmeasured; waited_at_least_ms, its lower bound from the enqueue to the latest
+-- time in the waiting ranks' dumps; unmeasured_note, a sentence saying why the wait is unmeasured and how to
+-- measure it, '' when measured; timeout_ms, stuck_collective, stuck_call_site, last_arrival), what the culprit last did on this group
 -- (last_enqueued_seq, last_described, last_state, last_collective: '#2 all_reduce [[3, 4]] Float (completed)',
 -- last_call_site, last_stack), silent_ms (from the culprit's last collective on this group to the latest time in
 -- the waiting ranks' dumps), missing_ranks (members without a dump, as text), and the sentences verdict,
@@ -30,7 +32,9 @@ seen AS (
 candidates AS (
     SELECT p.backend, p.pg_name, p.label, p.rank, p.last_enqueued_seq, p.last_described, p.last_state,
            p.last_created_ns, p.last_call_site, p.last_stack,
-           w.seq, w.waiting_ranks, w.waited_ms, w.timeout_ms, w.described AS stuck_collective,
+           w.seq, w.waiting_ranks, w.waited_ms, w.waited_at_least_ms, w.timeout_ms, w.described AS stuck_collective,
+           hang_unmeasured_note(w.backend, w.timed, w.waited_ms, w.waited_at_least_ms, w.longest_waiting_rank)
+               AS unmeasured_note,
            w.call_site AS stuck_call_site, w.last_arrival,
            CASE WHEN p.has_dump THEN 'never_issued' ELSE 'no_dump' END AS kind
     FROM hang_progress p JOIN hang_waits w USING (backend, pg_name)
@@ -55,7 +59,7 @@ SELECT backend, pg_name, label, rank, seq, kind,
            || array_to_string(waiting_ranks, ', ') AS waiting,
        CASE WHEN len(waiting_ranks) = 1 THEN 'rank ' || waiting_ranks[1] || ' issued it and waits'
             ELSE 'ranks ' || array_to_string(waiting_ranks, ', ') || ' issued it and wait' END AS waiting_clause,
-       waited_ms, timeout_ms, stuck_collective, stuck_call_site, last_arrival,
+       waited_ms, waited_at_least_ms, unmeasured_note, timeout_ms, stuck_collective, stuck_call_site, last_arrival,
        last_enqueued_seq, last_described, last_state,
        '#' || last_enqueued_seq || ' ' || last_described || ' (' || last_state || ')' AS last_collective,
        last_call_site, last_stack, silent_ms, missing_ranks,
@@ -66,8 +70,8 @@ SELECT backend, pg_name, label, rank, seq, kind,
             ELSE 'never issued it: its last collective on this group was #' || last_enqueued_seq || ' '
                  || last_described || ' (' || last_state || ')'
                  || coalesce(', called from ' || last_call_site, '')
-                 || coalesce(', and it issued nothing more on this group for at least '
-                             || round(silent_ms / 1e3, 1) || ' s', '')
+                 || CASE WHEN silent_ms >= 1000 THEN ', and it issued nothing more on this group for at least '
+                                                     || hang_duration_text(silent_ms) ELSE '' END
        END AS verdict,
        CASE WHEN kind = 'no_dump' THEN 'Rank ' || rank || ' is the likely culprit (unconfirmed); '
             ELSE 'Rank ' || rank || ' is the culprit; ' END

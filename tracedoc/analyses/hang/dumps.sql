@@ -59,12 +59,14 @@ SELECT d.rank, e.*,
 FROM fr_entries e JOIN hang_dumps d ON d.source_id = e.source_id AND d.used;
 
 -- Process groups per backend: description and expected member ranks (the union of what the used dumps' pg_config
--- and records say). label: 'name (desc)', e.g. '0 (default_pg)'.
+-- and records say). label: 'name (desc)', e.g. '0 (default_pg)'. A pg_config group without a name is left out:
+-- Gloo groups (torch 2.13) register their ranks before they are named, so their pg_config says '' where the
+-- records say '0'.
 CREATE OR REPLACE TEMP TABLE hang_groups AS
 WITH known AS (
     SELECT d.backend, g.pg_name, g.pg_desc, g.ranks
     FROM fr_process_groups g JOIN hang_dumps d ON d.source_id = g.source_id AND d.used
-    WHERE d.backend IS NOT NULL AND g.pg_name IS NOT NULL
+    WHERE d.backend IS NOT NULL AND g.pg_name IS NOT NULL AND g.pg_name <> ''
     UNION ALL
     SELECT backend, pg_name, pg_desc, [rank] FROM hang_entries WHERE backend IS NOT NULL AND pg_name IS NOT NULL
 )

@@ -13,8 +13,11 @@
 -- rank 1 issued ...': operation, input sizes and dtypes → output sizes, state, call site),
 -- variant_count, odd_ranks (the variant held by the fewest ranks when it is unique and the group has more than
 -- two ranks, else NULL), odd_note (a sentence naming them, or ''), ranks_issued (ranks that issued it),
--- waiting (the ranks stuck in it, as text, or NULL), waited_ms (their longest wait), last_arrival ('rank R, N ms
--- after rank Q'), later_mismatches (further mismatching collectives of the group).
+-- waiting (the ranks stuck in it, as text, or NULL), waited_ms (their longest measured wait, 0 when none waits,
+-- NULL when unmeasured), waited_at_least_ms (its lower bound: enqueue to the latest time in the dump),
+-- unmeasured_note (why the wait is not measured and how to measure it, '' when it is or none waits), timeout_ms
+-- (the group's), last_arrival ('rank R, N ms after rank Q'), later_mismatches (further mismatching collectives of
+-- the group).
 CREATE OR REPLACE TEMP TABLE hang_mismatches AS
 WITH per_seq AS (
     SELECT backend, pg_name, seq, count(*) AS ranks_issued,
@@ -47,7 +50,10 @@ variant_text AS (
     GROUP BY backend, pg_name, seq
 ),
 waits AS (
-    SELECT backend, pg_name, seq, waiting_ranks, waited_ms FROM hang_waits
+    SELECT backend, pg_name, seq, waiting_ranks, waited_ms, waited_at_least_ms, timeout_ms,
+           hang_unmeasured_note(backend, timed, waited_ms, waited_at_least_ms, longest_waiting_rank)
+               AS unmeasured_note
+    FROM hang_waits
 )
 SELECT b.backend, b.pg_name, g.label, b.seq,
        array_to_string(list_filter(['operation', 'input sizes', 'output sizes', 'dtypes'],
@@ -60,7 +66,8 @@ SELECT b.backend, b.pg_name, g.label, b.seq,
        b.ranks_issued,
        CASE WHEN len(w.waiting_ranks) = 1 THEN 'rank ' ELSE 'ranks ' END
            || array_to_string(w.waiting_ranks, ', ') AS waiting,
-       coalesce(w.waited_ms, 0) AS waited_ms,
+       CASE WHEN w.waiting_ranks IS NULL THEN 0 ELSE w.waited_ms END AS waited_ms,
+       w.waited_at_least_ms, coalesce(w.unmeasured_note, '') AS unmeasured_note, w.timeout_ms,
        a.last_arrival, b.later_mismatches
 FROM bad b
 JOIN variant_text v USING (backend, pg_name, seq)
