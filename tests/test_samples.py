@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import yaml
 from tests.conftest import SAMPLES, sample_dirs
 from tracedoc import analyze
 from tracedoc.judge.template import UNKNOWN
+from tracedoc.report import Report
 
 _UNKNOWN_VALUE = re.compile(rf"\bn/a\b|\b{UNKNOWN}\b")
 
@@ -35,6 +37,29 @@ def test_sample_diagnosis(sample: Path) -> None:
     for f in report.findings:  # sentences adapt to what the trace knows: no value is ever shown as unknown
         for text in (f.message, f.fix):
             assert not _UNKNOWN_VALUE.search(text), f"{sample.name}: {f.rule} says {text!r}"
+    _assert_time_attributed_once(sample.name, report)
+
+
+def _assert_time_attributed_once(name: str, report: Report) -> None:
+    """Every GPU's window is attributed once, and the savings of one rank's findings never add up to more than
+    that rank's time (its GPU window; for kernel profiles, the profiled kernel time)."""
+    windows = {(r["rank"], r["device"]): r["wall_ms"] for r in report.metrics.get("gpu_idle") or []}
+    attributed: dict[tuple[int, int], float] = defaultdict(float)
+    for row in report.attribution:
+        attributed[(row["rank"], row["device"])] += row["ms"]
+    assert set(attributed) == set(windows), name
+    for key, ms in attributed.items():
+        assert ms == pytest.approx(windows[key], abs=0.01), f"{name}: rank, GPU {key} attributed {ms} of {windows[key]}"
+    saved: dict[int | None, float] = defaultdict(float)
+    for f in report.findings:
+        assert f.impact_ms >= 0, f"{name}: {f.rule} saves {f.impact_ms}"
+        saved[f.scope.rank] += f.impact_ms
+    for rank, ms in saved.items():
+        rank_windows = [w for (r, _), w in windows.items() if r == rank]
+        limit = max(rank_windows) if rank_windows else report.summary.get("wall_ms") or 0.0
+        if not limit:  # no time basis (a hang's dumps): its findings price the wait, not a share of a window
+            continue
+        assert ms <= limit + 0.01, f"{name}: the findings of rank {rank} save {ms} ms of its {limit} ms"
 
 
 def test_corpus_is_not_empty() -> None:

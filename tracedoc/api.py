@@ -84,11 +84,41 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
         for row, path in zip(rows, paths):
             row["path"] = path
     inputs = [InputInfo(path=r["path"], format=r["format"], rank=r["rank"], events=r["event_count"]) for r in rows]
-    return Report(inputs=inputs,
-                  summary={"wall_ms": round(wall_ms, 3),
-                           "gpu_busy_pct": _round(summary["gpu_busy_pct"]),
-                           "ranks": summary["ranks"]},
-                  findings=findings, metrics=collect_metrics(store))
+    head = {"wall_ms": round(wall_ms, 3), "gpu_busy_pct": _round(summary["gpu_busy_pct"]), "ranks": summary["ranks"],
+            "basis": summary["basis"]}
+    attribution: list[dict[str, Any]] = []
+    if summary["basis"] == "timeline":
+        head.update(gpu_states(store))
+        attribution = attribution_rows(store)
+    return Report(inputs=inputs, summary=head, findings=findings, metrics=collect_metrics(store),
+                  attribution=attribution)
+
+
+def gpu_states(store: Store) -> dict[str, Any]:
+    """What the GPUs did over the window, as % of it (attribution.time): computing, communicating, waiting in
+    collectives for a later rank (and the rank waited for most), so that the headline's busy time says what
+    it was busy with."""
+    store.include("attribution.time")
+    row = store.query("""
+        SELECT 100.0 * sum(computing_ns) / sum(computing_ns + communicating_ns + waiting_ns + idle_ns) AS computing_pct,
+               100.0 * sum(communicating_ns + waiting_ns)
+                   / sum(computing_ns + communicating_ns + waiting_ns + idle_ns) AS communication_pct,
+               100.0 * sum(waiting_ns) / sum(computing_ns + communicating_ns + waiting_ns + idle_ns) AS waiting_pct,
+               arg_max(waited_for, waiting_ns) AS waiting_for_rank
+        FROM (SELECT * REPLACE (coalesce(computing_ns, 0) AS computing_ns,
+                                coalesce(communicating_ns, 0) AS communicating_ns,
+                                coalesce(waiting_ns, 0) AS waiting_ns, coalesce(idle_ns, 0) AS idle_ns)
+              FROM attribution_gpu_states)""")[0]
+    return {k: _round(v) for k, v in row.items()}
+
+
+def attribution_rows(store: Store) -> list[dict[str, Any]]:
+    """The attribution of every GPU's time (the report's ``attribution``): rank, device, step, cause, detail, ms.
+    Per rank and device the rows sum to its window."""
+    store.include("attribution.time")
+    return [{k: _round(v) for k, v in row.items()} for row in store.query("""
+        SELECT rank, device, step, cause, detail, ns / 1e6 AS ms FROM attribution_slices
+        ORDER BY rank, device, step NULLS FIRST, ms DESC, cause, detail""")]
 
 
 _METRICS: dict[str, tuple[str, str]] = {

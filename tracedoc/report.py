@@ -88,11 +88,15 @@ class Report:
     summary: dict[str, Any]
     findings: list[Finding]
     metrics: dict[str, Any] = field(default_factory=dict)
+    # Every GPU's time, attributed once: {rank, device, step, cause, detail, ms} rows summing per rank and device
+    # to its window (empty without a GPU timeline).
+    attribution: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"tracedoc": __version__, "schema": REPORT_SCHEMA,
                 "inputs": [asdict(i) for i in self.inputs], "summary": self.summary,
-                "findings": [f.to_dict() for f in self.findings], "metrics": self.metrics}
+                "findings": [f.to_dict() for f in self.findings], "attribution": self.attribution,
+                "metrics": self.metrics}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=_json_default)
@@ -100,7 +104,8 @@ class Report:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:
         return cls(inputs=[InputInfo(**i) for i in d["inputs"]], summary=d["summary"],
-                   findings=[Finding.from_dict(f) for f in d["findings"]], metrics=d.get("metrics", {}))
+                   findings=[Finding.from_dict(f) for f in d["findings"]], metrics=d.get("metrics", {}),
+                   attribution=d.get("attribution", []))
 
     @classmethod
     def from_json(cls, text: str) -> Report:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from tracedoc.render.attribution import attribution_by_device
 from tracedoc.render.base import Renderer, fmt_value, saving_text, scope_text, summary_text
 from tracedoc.render.sanitize import one_line
 from tracedoc.report import Report
@@ -34,8 +35,9 @@ class MarkdownRenderer(Renderer):
         else:
             lines += ["| # | severity | rule | where | est. saving |", "|---|---|---|---|---|"]
             for i, f in enumerate(report.findings, 1):
+                saving = saving_text(f.impact_ms, f.impact_pct, wall) + (f", part of #{f.part_of}" if f.part_of else "")
                 lines.append(f"| {i} | {f.severity} | `{f.rule}` | {escape(scope_text(f.scope.to_dict()))} | "
-                             f"{saving_text(f.impact_ms, f.impact_pct, wall)} |")
+                             f"{saving} |")
             lines.append("")
             for i, f in enumerate(report.findings, 1):
                 lines += [f"### {i}. {escape(f.title)} (`{f.rule}`, {f.severity})", "", escape(f.message), "",
@@ -45,6 +47,14 @@ class MarkdownRenderer(Renderer):
                 lines += ["", f"**Fix:** {escape(f.fix)}", ""]
                 if f.references:
                     lines += ["References: " + ", ".join(f"<{r}>" for r in f.references), ""]
+        devices = attribution_by_device(report.attribution)
+        if devices:
+            lines += ["## Where the time went", "",
+                      "Each GPU's window attributed once; the savings above are drawn from it.", "",
+                      "| rank | GPU | cause | share | mostly |", "|---|---|---|---|---|"]
+            lines += [f"| {rank} | {device} | {s.label} | {s.pct:.1f}% | {escape(s.top_detail or '')} |"
+                      for (rank, device), shares in devices.items() for s in shares]
+            lines.append("")
         lines += ["## Inputs", "", "| rank | format | events | path |", "|---|---|---|---|"]
         lines += [f"| {'—' if i.rank is None else i.rank} | {i.format} | {i.events:,} | {escape(i.path)} |"
                   for i in report.inputs]

@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tracedoc.render.attribution import attribution_by_device
 from tracedoc.render.base import Renderer, fmt_ms, fmt_value, saving_text, scope_text, summary_text
 from tracedoc.render.ranks import rank_steps_parts
 from tracedoc.render.sanitize import one_line, terminal_text
@@ -44,7 +45,7 @@ class TextRenderer(Renderer):
         out: list = [head]
         if not report.findings:
             out.append(Text("No problems found by the rules that ran.", style="green"))
-            return out + rank_steps_parts(report.metrics)
+            return out + attribution_parts(report) + rank_steps_parts(report.metrics)
         table = Table(show_header=True, header_style="bold", expand=False, box=None, pad_edge=False)
         for col, kw in (("#", {"justify": "right"}), ("severity", {}), ("rule", {}), ("where", {}),
                         ("est. saving", {"justify": "right"}), ("", {"justify": "right"})):
@@ -52,7 +53,7 @@ class TextRenderer(Renderer):
         for i, f in enumerate(report.findings, 1):
             table.add_row(str(i), Text(f.severity, style=_STYLE.get(f.severity, "")), Text(one_line(f.rule)),
                           Text(one_line(scope_text(f.scope.to_dict()))), fmt_ms(f.impact_ms),
-                          f"{f.impact_pct:.1f}%" if wall else "")
+                          f"part of #{f.part_of}" if f.part_of else f"{f.impact_pct:.1f}%" if wall else "")
         out.append(table)
         for i, f in enumerate(report.findings, 1):
             evidence = Table.grid(padding=(0, 2))
@@ -60,10 +61,33 @@ class TextRenderer(Renderer):
             evidence.add_column()
             for e in f.evidence:
                 evidence.add_row(Text(one_line(e.name)), Text(one_line(fmt_value(e.value, e.unit))))
-            body = Group(Text(terminal_text(f.message)), Text(""), evidence, Text(""),
+            shared = [Text(f"Its time is part of finding #{f.part_of}'s, which counts it: the saving here is what "
+                           "is left.", style="dim"), Text("")] if f.part_of else []
+            body = Group(Text(terminal_text(f.message)), Text(""), *shared, evidence, Text(""),
                          Text.assemble(("fix: ", "bold"), terminal_text(f.fix)))
             title = Text.assemble((f"{i}. ", "bold"), (one_line(f.title), "bold"), f"  [{one_line(f.rule)}]")
             out.append(Panel(body, title=title, title_align="left", border_style=_STYLE.get(f.severity, ""),
                              subtitle=Text(f"saves ~{saving_text(f.impact_ms, f.impact_pct, wall)}"),
                              subtitle_align="right"))
-        return out + rank_steps_parts(report.metrics)
+        return out + attribution_parts(report) + rank_steps_parts(report.metrics)
+
+
+def attribution_parts(report: Report) -> list:
+    """'Where the time went': each GPU's causes (the attribution the savings are drawn from), largest first."""
+    devices = attribution_by_device(report.attribution)
+    if not devices:
+        return []
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for (rank, device), shares in devices.items():
+        cells = Text()
+        for i, share in enumerate(shares):
+            if i:
+                cells.append(" · ")
+            cells.append(f"{share.label} {share.pct:.1f}%")
+            if share.top_detail and share.cause not in ("gpu_compute", "launch_overhead", "host_sync"):
+                cells.append(f" ({one_line(share.top_detail)})", style="dim")
+        table.add_row(f"rank {rank}, GPU {device}", cells)
+    return [Text("Where the time went", style="bold"),
+            Text("each GPU's window attributed once; the savings above are drawn from it", style="dim"), table]

@@ -261,3 +261,20 @@ CREATE OR REPLACE TEMP VIEW attribution_by_cause AS
 SELECT source_id, rank, device, cause, sum(ns) AS ns,
        100.0 * sum(ns) / sum(sum(ns)) OVER (PARTITION BY source_id, device) AS pct
 FROM attribution_slices GROUP BY source_id, rank, device, cause;
+
+-- What each GPU did over its whole window (prologue included), for the report's headline: computing_ns (a
+-- compute kernel or a copy runs), communicating_ns (only communication runs, all ranks arrived), waiting_ns (only
+-- communication runs and this rank waits in it for a later rank), idle_ns; they sum to the window (ns).
+-- waited_for: the rank it waited for the longest.
+CREATE OR REPLACE TEMP VIEW attribution_gpu_states AS
+SELECT l.source_id, l.rank, l.device,
+       sum(c.e - c.s) FILTER (WHERE c.in_kernel OR c.in_copy) AS computing_ns,
+       sum(c.e - c.s) FILTER (WHERE NOT (c.in_kernel OR c.in_copy) AND c.in_busy AND c.waiting_for IS NULL)
+           AS communicating_ns,
+       sum(c.e - c.s) FILTER (WHERE NOT (c.in_kernel OR c.in_copy) AND c.in_busy AND c.waiting_for IS NOT NULL)
+           AS waiting_ns,
+       sum(c.e - c.s) FILTER (WHERE NOT c.in_busy) AS idle_ns,
+       arg_max(c.waiting_for, c.e - c.s) FILTER (WHERE NOT (c.in_kernel OR c.in_copy) AND c.in_busy
+                                                  AND c.waiting_for IS NOT NULL) AS waited_for
+FROM attribution_classified c JOIN attribution_lanes l USING (k)
+GROUP BY l.source_id, l.rank, l.device;

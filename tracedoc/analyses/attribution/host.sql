@@ -1,0 +1,55 @@
+-- attribution.host: what the host did while the GPU waited for it, from the time attribution.
+--
+-- The long host-wait idle of a device (gpu.idle) split by the attribution into its host causes: data loading,
+-- named phases (annotations such as 'checkpoint'), host work (profiled operators) and un-instrumented host time
+-- (no profiled range covers it). The dominant cause decides the advice: a slow DataLoader, a phase to move off the
+-- training thread, CPU-side operators, or time the profile cannot see, which needs ranges first. Times in ns.
+-- include: attribution.time
+-- include: nvtx.projection
+
+-- Per device: the host causes of its long idle (ns each), the dominant one with the range that holds most of it
+-- (host_cause, host_detail, host_cause_pct: its share of those causes, %) and the advice for it (host_fix).
+CREATE OR REPLACE TEMP VIEW attribution_host_causes AS
+WITH per_cause AS (
+    SELECT source_id, device, cause, sum(ns) AS ns, arg_max(detail, ns) AS detail
+    FROM attribution_slices
+    WHERE cause IN ('data_loading', 'phase', 'host_work', 'uninstrumented_host')
+    GROUP BY source_id, device, cause
+)
+SELECT source_id, device,
+       sum(ns) FILTER (WHERE cause = 'data_loading') AS data_loading_ns,
+       sum(ns) FILTER (WHERE cause = 'phase') AS phase_ns,
+       sum(ns) FILTER (WHERE cause = 'host_work') AS host_work_ns,
+       sum(ns) FILTER (WHERE cause = 'uninstrumented_host') AS uninstrumented_ns,
+       arg_max(cause, ns) AS host_cause,
+       arg_max(CASE WHEN cause <> 'uninstrumented_host' THEN detail END, ns) AS host_detail,
+       100.0 * max(ns) / nullif(sum(ns), 0) AS host_cause_pct,
+       CASE arg_max(cause, ns)
+           WHEN 'data_loading' THEN 'Feed the GPU from a faster input pipeline: load and preprocess data in '
+               || 'DataLoader worker processes (num_workers > 0, persistent_workers=True, prefetch_factor ≥ 2) with '
+               || 'pin_memory=True, and move preprocessing to the GPU.'
+           WHEN 'phase' THEN 'Take what the host does in ''' || arg_max(detail, ns) || ''' off the critical path. '
+               || 'Periodic work (checkpointing, evaluation, logging): run it in a background thread or process '
+               || '(e.g. torch.distributed.checkpoint.async_save), overlap it with GPU work, or do it less often. '
+               || 'Work in every step: move it to the GPU, or make its launches cheaper (CUDA graphs, '
+               || 'torch.compile); torch.profiler''s with_stack=True shows where inside the range the time goes.'
+           WHEN 'host_work' THEN 'The host spends the gaps in ''' || arg_max(detail, ns) || ''' between launches: '
+               || 'move that work to the GPU or out of the step, batch it, and avoid Python work between steps that '
+               || 'waits on results.'
+           ELSE 'No profiled operator or range covers this host time (Python loops, sleeps, I/O or work outside '
+               || 'the profiler''s view): wrap the suspect code in torch.profiler.record_function or NVTX ranges to '
+               || 'name it, then move it off the critical path.'
+       END AS host_fix
+FROM per_cause GROUP BY source_id, device;
+
+-- nvtx_gpu_idle_host_bound (gpu.idle's long host-wait idle with its NVTX range) with the columns above, and the
+-- dominant cause as words for the finding's sentence (host_cause_text, host_detail_text: ' (mostly ''name'')' or
+-- '').
+CREATE OR REPLACE TEMP VIEW attribution_host_bound AS
+SELECT b.*, c.* EXCLUDE (source_id, device),
+       CASE c.host_cause WHEN 'data_loading' THEN 'data loading' WHEN 'phase' THEN 'named phases'
+                         WHEN 'host_work' THEN 'profiled host work' ELSE 'host time no profiled range covers' END
+           AS host_cause_text,
+       CASE WHEN c.host_detail IS NOT NULL AND c.host_cause <> 'uninstrumented_host'
+            THEN ' (mostly ''' || c.host_detail || ''')' ELSE '' END AS host_detail_text
+FROM nvtx_gpu_idle_host_bound b LEFT JOIN attribution_host_causes c USING (source_id, device);
