@@ -70,6 +70,24 @@ def test_each_rung_against_cublas_on_the_same_product() -> None:
     assert "4096×4096×4096 product" in wmma.message and "763 TFLOP/s cuBLAS" in wmma.message
 
 
+def test_far_below_cublas_is_the_primary_finding_the_rest_its_facets() -> None:
+    """The naive rung: five findings used to claim 86 + 46 + 33 + 33 + 32 % of its time. Now below-cublas-ceiling
+    claims its saving, memory-bound (L1/TEX) and no-tensor-cores are facets that claim nothing, and its load stalls
+    are listed on the primary finding instead of being findings of their own."""
+    report = analyze([LADDER])
+    naive = {f.rule: f for f in report.findings if f.scope.kernel == "gemm_naive" and f.rule != "ncu-verdict-overruled"}
+    assert set(naive) == {"below-cublas-ceiling", "memory-bound", "no-tensor-cores"}
+    [kernel] = [k for k in report.metrics["ncu_kernels"] if k["kernel"] == "gemm_naive"]
+    assert 0 < naive["below-cublas-ceiling"].impact_ms <= kernel["total_ms"]
+    for rule in ("memory-bound", "no-tensor-cores"):
+        assert naive[rule].impact_ms == 0
+        assert "Part of the below-cublas-ceiling finding on this kernel" in naive[rule].message
+    evidence = {e.name: e.value for e in naive["below-cublas-ceiling"].evidence}
+    stalls = evidence["top stall reasons (% of the cycles between two instructions)"]
+    assert stalls.split(", ")[0].startswith("long_scoreboard") and "lg_throttle" in stalls
+    assert "symptoms of the L1/TEX limit" in naive["below-cublas-ceiling"].message
+
+
 def test_no_ladder_no_ceiling() -> None:
     report = analyze([LADDER_CSV])
     assert report.metrics["ncu_cublas_ceiling"] == []

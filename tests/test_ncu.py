@@ -6,6 +6,7 @@ import csv
 import gzip
 import json
 import lzma
+import re
 import shutil
 import sqlite3
 import sys
@@ -27,7 +28,12 @@ H800_CSV = SAMPLES / "ncu-h800-sglang-csv" / "h800_sglang_pytorch_flashattn_full
 H200_CSV = SAMPLES / "ncu-h200-torch-csv" / "h200_torch_gemm_softmax_full.raw.base-units.csv"
 H200_REP_XZ = SAMPLES / "ncu-h200-torch-csv" / "h200_torch_gemm_softmax_full.ncu-rep.xz"
 A100_CSV = SAMPLES / "ncu-a100-cutlass-csv" / "a100_cutlass_gemm_full.raw.base-units.csv"
+SOL = SAMPLES / "ncu-h100-gemm-sol"
+SOL_CSV = SOL / "gemm_sol.raw.base-units.csv"
 GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+BIG_GEMM = "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT"
+NCU_SAMPLES = sorted(SAMPLES.glob("ncu-*")) + [SAMPLES / "gemm-ladder-ncu"]
+CLASS_RULES = {"compute-bound", "memory-bound", "latency-bound"}
 
 def _ncu_report_available() -> bool:
     try:
@@ -287,3 +293,173 @@ def test_report_links_like_its_csv_export(h200_rep: Path) -> None:
     from_rep = analyze([h200_rep, NSYS_H100]).metrics["ncu_trace_links"]
     from_csv = analyze([H200_CSV.parent, NSYS_H100]).metrics["ncu_trace_links"]
     assert from_rep == from_csv
+
+
+# --- One verdict per kernel (ncu.primary) -------------------------------------------------------------------------
+def _evidence(finding) -> dict:
+    return {e.name: e.value for e in finding.evidence}
+
+
+def _by_kernel(report: Report) -> dict[tuple, list]:
+    """Findings about one kernel (rank, name, grid, block), from their scope and grid/block evidence."""
+    out: dict[tuple, list] = {}
+    for f in report.findings:
+        ev = _evidence(f)
+        if f.scope.kernel is not None and "grid" in ev:
+            out.setdefault((f.scope.rank, f.scope.kernel, ev["grid"], ev["block"]), []).append(f)
+    return out
+
+
+@pytest.mark.parametrize("sample", NCU_SAMPLES, ids=lambda p: p.name)
+def test_every_kernel_has_one_verdict_and_its_findings_claim_at_most_its_time(sample: Path) -> None:
+    """Per kernel: one primary finding, at most one of compute-/memory-/latency-bound, every other finding a facet
+    that claims nothing, savings within the kernel's time, and no stall text denying a unit-bound verdict. Kernels
+    of one short name and launch configuration (two elementwise functors, say) are checked as a group."""
+    if any(sample.glob("*.ncu-rep")) and not _ncu_report_available():
+        pytest.skip("ncu-report (tracedoc[ncu]) missing")
+    report = analyze([sample])
+    kernels: dict[tuple, list] = {}
+    for k in report.metrics["ncu_kernels"]:
+        if k["kernel_class"]:
+            kernels.setdefault((k["rank"], k["kernel"], k["grid"], k["block"]), []).append(k)
+    found = _by_kernel(report)
+    assert set(found) == set(kernels), sample.name
+    for key, findings in found.items():
+        rules = [f.rule for f in findings]
+        assert sum(f.impact_ms for f in findings) <= sum(k["total_ms"] for k in kernels[key]) + 1e-3, \
+            (key, [(f.rule, f.impact_ms) for f in findings])
+        assert sum(r in CLASS_RULES for r in rules) <= len(kernels[key]), (key, rules)
+        primary = [f for f in findings if "primary finding on this kernel" not in _evidence(f)]
+        assert len(primary) == len(kernels[key]), (key, rules)
+        for f in findings:
+            if f not in primary:
+                counted_in = _evidence(f)["primary finding on this kernel"]
+                assert f.impact_ms == 0 and counted_in in {p.rule for p in primary}, (key, f.rule)
+                assert f"Part of the {counted_in} finding on this kernel" in f.message
+        if {"memory-bound", "compute-bound"} & set(rules):
+            assert not any("not limited by a unit" in f.message for f in findings), (key, rules)
+
+
+def test_tensor_pipe_near_peak_is_compute_bound_whatever_l1_reads() -> None:
+    """The cuBLAS 320×128 kernel's L1/TEX (the shared memory that feeds wgmma) reads a point above its tensor pipe:
+    it is compute-bound on the tensor pipe, and the finding says how close to the H100's bf16 peak it runs."""
+    report = analyze([SOL_CSV])
+    kernels = {k["kernel"]: k for k in report.metrics["ncu_kernels"]}
+    big = kernels[BIG_GEMM]
+    assert big["l1_pct"] > big["tensor_pct"] > 90 and big["kernel_class"] == "compute"
+    assert big["busiest_unit"] == "tensor pipe"
+    for name in (BIG_GEMM, GEMM):
+        assert [f.rule for f in report.findings if f.scope.kernel == name] == ["compute-bound"], name
+    finding = next(f for f in report.findings if f.scope.kernel == BIG_GEMM)
+    evidence = _evidence(finding)
+    # 8192³ and 8192×8192×2048 in the durations the CSV prints, against the H100 SXM datasheet's 989.4 TFLOP/s
+    with SOL_CSV.open(newline="") as f:
+        rows = list(csv.reader(f))
+    name, duration = rows[0].index("Kernel Name"), rows[0].index("gpu__time_duration.sum")
+    seconds = sum(float(r[duration].replace(",", "")) for r in rows[2:] if r[name] == BIG_GEMM) / 1e9
+    # the tensor counters count the work of whole tiles: 26 tiles of 320 cover 8192 as 8320
+    tflops = 2 * (8192**3 + 8192 * 8192 * 2048) * (26 * 320 / 8192) / seconds / 1e12
+    assert evidence["achieved"] == pytest.approx(tflops, rel=1e-3)
+    assert evidence["share of the datasheet peak"] == pytest.approx(100 * tflops / 989.4, rel=0.01)
+    assert evidence["precision"] == "tensor bf16" and evidence["datasheet peak for that precision"] == 989.4
+    assert "compute-bound on the tensor pipe, at 93% of its peak" in finding.message
+    assert "L1/TEX reads 94%" in finding.message and "72% of the H100 SXM's 989 TFLOP/s" in finding.message
+
+
+def test_stall_reasons_are_symptoms_on_the_main_finding() -> None:
+    """The naive SGEMMs: their stalls are listed on the finding that names the limit, never findings of their own."""
+    report = analyze([SOL_CSV])
+    assert not [f for f in report.findings if f.rule.startswith("warp-stall-")]
+    naive = next(f for f in report.findings if f.scope.kernel == "sgemm_naive" and f.impact_ms > 0)
+    assert naive.rule == "memory-bound"
+    stalls = _evidence(naive)["top stall reasons (% of the cycles between two instructions)"]
+    assert stalls.startswith("long_scoreboard 34%, lg_throttle 26%")
+    assert "symptoms of the L1/TEX limit" in naive.message
+    rowx = next(f for f in report.findings if f.scope.kernel == "sgemm_naive_rowx" and f.impact_ms > 0)
+    assert rowx.rule == "uncoalesced-access"
+    assert _evidence(rowx)["top stall reasons (% of the cycles between two instructions)"].startswith("lg_throttle 92%")
+    rows = [r for r in report.metrics["ncu_warp_stalls"] if r["kernel"] == "sgemm_naive"]
+    assert [r["reason"] for r in rows[:2]] == ["long_scoreboard", "lg_throttle"]
+
+
+def test_waste_that_keeps_the_unit_busy_is_the_primary_finding() -> None:
+    """sgemm_naive_rowx: L1/TEX at 98 % leaves 2 % headroom, but 85 % of its L2 sectors are waste from
+    uncoalesced accesses; that finding claims the saving, memory-bound is its facet."""
+    report = analyze([SOL_CSV])
+    rowx = {f.rule: f for f in report.findings if f.scope.kernel == "sgemm_naive_rowx"}
+    assert set(rowx) == {"uncoalesced-access", "memory-bound"}
+    total = next(k["total_ms"] for k in report.metrics["ncu_kernels"] if k["kernel"] == "sgemm_naive_rowx")
+    excess = _evidence(rowx["uncoalesced-access"])["excess sectors"]
+    assert excess == pytest.approx(84.85, abs=0.05)  # ncu's own UncoalescedGlobalAccess: 60144222208 of 70883737600
+    assert rowx["uncoalesced-access"].impact_ms == pytest.approx(total * excess / 100 * 0.9832, rel=1e-3)
+    assert rowx["memory-bound"].impact_ms == 0
+    assert _evidence(rowx["memory-bound"])["primary finding on this kernel"] == "uncoalesced-access"
+
+
+@pytest.fixture(scope="module")
+def sol_rep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The H100 report, unpacked from the sample's .xz."""
+    out = tmp_path_factory.mktemp("sol") / "gemm_sol.ncu-rep"
+    with lzma.open(SOL / "gemm_sol.ncu-rep.xz") as src, out.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+@requires_ncu_report
+def test_h100_report_and_csv_give_the_same_verdicts(sol_rep: Path) -> None:
+    report = analyze([sol_rep])
+    _assert_same_diagnosis(report, analyze([SOL_CSV]))
+    rows = [r for r in report.metrics["ncu_rules_vs_tracedoc"] if r["kernel"] == BIG_GEMM]
+    arrive = next(r for r in rows if r["ncu_rule"] == "CPIStall" and r["ncu_title"] == "Warpgroup Arrive Stalls")
+    assert arrive["tracedoc_rule"] == "warp-stall-gmma" and "tensor-core" in arrive["tracedoc_view"]
+    sol = next(r for r in rows if r["ncu_rule"] == "SOLBottleneck")
+    assert sol["tracedoc_view"] == "judged by tracedoc rule compute-bound"
+
+
+# --- Numbers no profiler writes (edited copies of the real exports) ------------------------------------------------
+BIG = "1" + "0" * 24
+
+
+def _edited_csv(tmp_path: Path, source: Path, column: str, value: str | None = None, unit: str | None = None) -> Path:
+    """A copy of a real export with the first launch's `column` set to `value` and/or its unit row to `unit`."""
+    with source.open(newline="") as f:
+        rows = list(csv.reader(f))
+    i = rows[0].index(column)
+    if value is not None:
+        rows[2][i] = value
+    if unit is not None:
+        rows[1][i] = unit
+    out = tmp_path / source.name
+    with out.open("w", newline="") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
+    return out
+
+
+@pytest.mark.parametrize("source, column, value, unit, says", [
+    (H200_CSV, "Context", BIG, None, "context 1e+24 is out of range"),
+    (H200_CSV, "ID", BIG, None, "launch id 1e+24 is out of range"),
+    (H200_CSV, "launch__grid_size", BIG, None, "launch__grid_size = 1e+24 is out of range"),
+    (H200_CSV, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", BIG, None,
+     "% of peak is no measurement"),
+    (A40_CSV_SCALED, "launch__registers_per_thread", None, "Gbyte", "registers per thread 1.6e+10 is out of range"),
+], ids=["context", "id", "grid-size", "tensor-pct", "rescaled-registers"])
+def test_numbers_past_their_range_are_rejected_in_one_line(tmp_path: Path, source: Path, column: str,
+                                                           value: str | None, unit: str | None, says: str) -> None:
+    """Edited copies of the H200 and A40 exports: values of 10^24, or a unit row rescaled so that a count passes
+    the 32-bit range, give exit 2 and one line instead of an overflow traceback."""
+    code, output = _analyze_cli(_edited_csv(tmp_path, source, column, value, unit))
+    assert code == 2 and len(output.splitlines()) == 1, output
+    assert says in output, output
+
+
+def test_kernel_names_stay_data(tmp_path: Path) -> None:
+    """An edited copy of the H200 export whose softmax is renamed with a quote, format braces and Rich markup: the
+    name reaches no SQL text or message template, and comes back as written."""
+    text = H200_CSV.read_text()
+    softmax = re.search(r'"(void at::<unnamed>::cunn_SoftMaxForwardReg<[^"]*)"', text).group(1)
+    odd = "k';DROP_TABLE--{total_ms}[bold]x[/bold]"
+    path = tmp_path / "odd.raw.base-units.csv"
+    path.write_text(text.replace(f'"{softmax}"', f'"void {odd}(float*)"'))
+    report = analyze([path], use_cache=False)
+    latency = next(f for f in report.findings if f.rule == "latency-bound")
+    assert latency.scope.kernel == odd and latency.message.startswith(odd + " (grid 8192,1,1")

@@ -212,7 +212,7 @@ def test_gemm_ladder_names_each_rungs_bottleneck() -> None:
                        "gemm_wmma": ("memory", "L1/TEX"), CUBLAS: ("compute", "tensor pipe")}
     assert 10 < kernels["gemm_wmma"]["tensor_pct"] < 50 < 80 < kernels[CUBLAS]["tensor_pct"]
     assert {k for rule, k in fired if rule == "no-tensor-cores"} == {"gemm_naive", "gemm_tiled"}
-    assert {("warp-stall-long-scoreboard", "gemm_naive"), ("warp-stall-lg-throttle", "gemm_naive")} <= fired
+    assert not {rule for rule, k in fired if k == "gemm_naive" and rule.startswith("warp-stall-")}  # symptoms
     assert not {rule for rule, k in fired if k == CUBLAS} - {"compute-bound"}
     assert kernels[CUBLAS]["achieved_occupancy_pct"] < 20 and not any(r == "low-occupancy" for r, _ in fired)
 

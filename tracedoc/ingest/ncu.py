@@ -11,12 +11,23 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from tracedoc.errors import InputError
 from tracedoc.ingest import ncu_csv, ncu_rep
 from tracedoc.ingest.kineto import LoadResult
 from tracedoc.ingest.ncu_model import Launch
 from tracedoc.store import Store
 
 FORMAT = "ncu"
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+# Integer columns of ncu_kernels (schema_ncu.sql) and the largest value each holds.
+_INT_COLUMNS = {"launch_id": _INT32_MAX, "device": _INT32_MAX, "registers_per_thread": _INT32_MAX,
+                "context": _INT64_MAX, "stream": _INT64_MAX, "shared_memory_bytes": _INT64_MAX}
+# Launch-configuration metrics the analyses read as whole numbers (BIGINT).
+_COUNT_METRICS = ("launch__grid_size", "launch__block_size", "launch__sm_count",
+                  "device__attribute_multiprocessor_count")
+# Averages of a unit's throughput are at most about 100 % of its sustained peak; far beyond it is no measurement.
+_MAX_PCT_OF_PEAK = 1000.0
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -29,12 +40,12 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     with path.open("rb") as f:
         is_report = ncu_rep.is_report(f.read(4))
     launches = ncu_rep.read(path) if is_report else ncu_csv.read(path)
-    _write(store, source_id, launches)
+    _write(store, source_id, launches, path)
     tool = "Nsight Compute report (ncu_report)" if is_report else "Nsight Compute CSV export"
     return LoadResult(rank=None, world_size=None, event_count=len(launches), tool=tool)
 
 
-def _write(store: Store, source_id: int, launches: list[Launch]) -> None:
+def _write(store: Store, source_id: int, launches: list[Launch], path: Path) -> None:
     """Insert the launches, their metrics and rule results as Arrow tables (columnar, no per-row SQL)."""
     kernels = {k: [] for k in ("launch_id", "name", "demangled_name", "device", "device_name", "compute_capability",
                                "context", "stream", "grid", "block", "registers_per_thread", "shared_memory_bytes",
@@ -55,6 +66,7 @@ def _write(store: Store, source_id: int, launches: list[Launch]) -> None:
             "shared_memory_bytes": int(sum(smem)) if smem else None,
             "duration_ns": _value(values, "gpu__time_duration.sum"),
         }
+        _check(path, launch, row)
         for k, v in row.items():
             kernels[k].append(v)
         for m in launch.metrics:
@@ -75,6 +87,23 @@ def _write(store: Store, source_id: int, launches: list[Launch]) -> None:
             con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _ncu_rows")
         finally:
             con.unregister("_ncu_rows")
+
+
+def _check(path: Path, launch: Launch, row: dict) -> None:
+    """Reject numbers no profiler writes — ids past their column's range, counts past 2^63, throughputs far past
+    100 % of peak — with one line naming the launch, instead of an overflow deep in ingestion or analysis."""
+    where = f"{path}: launch {row['launch_id']}" if 0 <= row["launch_id"] <= _INT32_MAX else f"{path}"
+    for column, top in _INT_COLUMNS.items():
+        value = row[column]
+        if value is not None and not -top - 1 <= value <= top:
+            raise InputError(f"{where}: {column.replace('_', ' ')} {value:.6g} is out of range (corrupt export?)")
+    for m in launch.metrics:
+        if m.value is None:
+            continue
+        if m.name in _COUNT_METRICS and not 0 <= m.value <= _INT64_MAX:
+            raise InputError(f"{where}: {m.name} = {m.value:.6g} is out of range (corrupt export?)")
+        if ".avg.pct_of_peak_sustained_" in m.name and abs(m.value) > _MAX_PCT_OF_PEAK:
+            raise InputError(f"{where}: {m.name} = {m.value:.6g}% of peak is no measurement (corrupt export?)")
 
 
 def _value(values: dict, name: str) -> float | None:

@@ -9,14 +9,19 @@
 -- products) is no ceiling. ncu runs kernels at locked base clocks while cuBLAS ran at the clock the GPU chose;
 -- both clocks are given, and pct_of_cublas is the plain ratio of FLOP/s, so at equal clocks the kernel's share
 -- would be higher (for CUDA-core kernels by about the clock ratio). FLOP/s in FLOP/s, times in ns, clocks in MHz.
+-- A kernel below ncu_max_pct_of_cublas() of cuBLAS is far below it: that is the kernel's primary finding
+-- (ncu.primary), so the share is a constant here, not a rule threshold.
 -- include: ncu.roofline
 -- include: ncu.links
+
+-- ncu_max_pct_of_cublas(): a GEMM below this % of cuBLAS's FLOP/s on the same product is far below the ceiling.
+CREATE OR REPLACE TEMP MACRO ncu_max_pct_of_cublas() AS 50.0;
 
 -- One row per ncu kernel with a ceiling: its identity, launches, total_ns, flop_per_launch, flop_per_s and
 -- sm_clock_mhz (as ncu ran it); the product m, n, k (product: 'm×n×k') and dtype; cublas_flop_per_s, cublas_ms
 -- and cublas_sm_clock_mhz (the fastest GPU-bound cuBLAS timing of that size); tflop_per_s and cublas_tflop_per_s
--- (the two rates in TFLOP/s); pct_of_cublas (achieved / cuBLAS FLOP/s, %); saving_ns (Σ launches: its time minus
--- cuBLAS's time for the same FLOPs, ≥ 0).
+-- (the two rates in TFLOP/s); pct_of_cublas (achieved / cuBLAS FLOP/s, %); far_below (pct_of_cublas below
+-- ncu_max_pct_of_cublas()); saving_ns (Σ launches: its time minus cuBLAS's time for the same FLOPs, ≥ 0).
 CREATE OR REPLACE TEMP VIEW ncu_cublas_ceiling AS
 WITH kernels AS (
     SELECT r.source_id, r.rank, r.name, r.demangled_name, r.grid, r.block, r.launches, r.total_ns, r.device_name,
@@ -38,5 +43,6 @@ SELECT source_id, rank, name, demangled_name, grid, block, launches, total_ns, d
        c.flop_per_s AS cublas_flop_per_s, c.ms AS cublas_ms, c.sm_clock_mhz AS cublas_sm_clock_mhz,
        flop_per_s / 1e12 AS tflop_per_s, c.flop_per_s / 1e12 AS cublas_tflop_per_s,
        100.0 * flop_per_s / c.flop_per_s AS pct_of_cublas,
+       pct_of_cublas < ncu_max_pct_of_cublas() AS far_below,
        greatest(0.0, total_ns - flop / c.flop_per_s * 1e9) AS saving_ns
 FROM matched;

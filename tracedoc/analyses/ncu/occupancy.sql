@@ -39,9 +39,9 @@ SELECT source_id, rank, name, demangled_name, grid, block, launches, total_ns, l
                 CASE WHEN occupancy_limit_barriers = limit_blocks THEN 'barriers per SM' END)
        END AS limiter,
        CASE WHEN kernel_class IN ('compute', 'memory')
-                THEN 'it is ' || kernel_class || '-bound: ' || busiest_unit || ' at ' || round(busiest_unit_pct)::INTEGER
+                THEN 'it is ' || kernel_class || '-bound: ' || busiest_unit || ' at ' || ncu_pct_text(busiest_unit_pct)
                      || '% of peak'
-            WHEN coalesce(tensor_pct, 0) >= 50 THEN 'the tensor pipe is at ' || round(tensor_pct)::INTEGER || '% of peak'
+            WHEN coalesce(tensor_pct, 0) >= 50 THEN 'the tensor pipe is at ' || ncu_pct_text(tensor_pct) || '% of peak'
             WHEN kernel_class = 'small_grid' THEN 'the grid (' || grid_size::BIGINT || ' blocks) does not fill one wave; '
                                                    || 'more warps per SM would not be used'
        END AS not_limiting_reason,

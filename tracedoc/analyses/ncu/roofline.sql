@@ -26,8 +26,8 @@ GROUP BY k.source_id, k.device;
 -- One row per kernel. Columns: precision (fp32 | fp64 | tensor <dtype> | tensor (FLOPs not collected)),
 -- flop, flop_per_s, dram_bytes, dram_bytes_per_s, arithmetic_intensity, peak_flop_per_s, peak_bytes_per_s,
 -- ridge_point, roof_flop_per_s (min(peak, intensity × bandwidth)), pct_of_roof (achieved / roof, %),
--- roof_side (memory: intensity below the ridge point; compute: above), peak_source (the datasheet row, or
--- 'device attributes in the report').
+-- roof_side (memory: intensity below the ridge point; compute: above), model (the datasheet's GPU model, NULL
+-- for an unknown GPU), peak_source (the datasheet row, or 'device attributes in the report').
 CREATE OR REPLACE TEMP VIEW ncu_roofline AS
 WITH k AS (
     SELECT s.*,
@@ -74,6 +74,7 @@ SELECT source_id, rank, name, demangled_name, grid, block, launches, total_ns, d
        100.0 * flop_per_s / nullif(roof_flop_per_s, 0) AS pct_of_roof,
        CASE WHEN arithmetic_intensity < ridge_point THEN 'memory' WHEN arithmetic_intensity >= ridge_point
             THEN 'compute' END AS roof_side,
+       model,
        CASE WHEN datasheet_bytes_per_s IS NOT NULL THEN 'datasheet: ' || datasheet
             WHEN report_bytes_per_s IS NOT NULL THEN 'device attributes in the report' END AS peak_source
 FROM joined;

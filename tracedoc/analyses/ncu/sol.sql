@@ -4,9 +4,22 @@
 -- The class follows ncu's SOLBottleneck rule (SpeedOfLight section): the busiest of compute (sm__throughput) and
 -- memory (gpu__compute_memory_throughput, itself the busiest memory unit) at ≥ 60 % of peak makes the kernel
 -- compute- or memory-bound; below 60 % it is latency-bound, or small-grid when the grid does not fill one wave.
--- Unlike ncu, the busiest unit is named: DRAM, L2 or L1/TEX on the memory side; the tensor pipe, another pipe
--- (FMA, ALU, FP64, XU, LSU, ...) or the issue slots on the compute side. Percentages in % of peak; times in ns.
+-- One rule comes first: a tensor pipe at ≥ 80 % of its peak makes the kernel compute-bound on the tensor pipe,
+-- whatever the memory units read. A GEMM feeding wgmma/mma from shared memory keeps L1/TEX as busy as the tensor
+-- pipe, or a point busier; that traffic is the GEMM's own operand path, and "move fewer bytes" cannot help a
+-- kernel whose tensor cores are near their peak. Unlike ncu, the busiest unit is named: DRAM, L2 or L1/TEX on the
+-- memory side; the tensor pipe, another pipe (FMA, ALU, FP64, XU, LSU, ...) or the issue slots on the compute
+-- side. The class decides a kernel's primary finding (ncu.primary), so its thresholds are these constants, not
+-- rule thresholds. Percentages in % of peak; times in ns.
 -- include: ncu.launches
+
+-- ncu_bound_pct(): a unit at or above this % of its peak bounds the kernel (ncu's SOLBottleneck uses 60).
+CREATE OR REPLACE TEMP MACRO ncu_bound_pct() AS 60.0;
+-- ncu_tensor_bound_pct(): a tensor pipe at or above this % of its peak makes the kernel compute-bound on it.
+CREATE OR REPLACE TEMP MACRO ncu_tensor_bound_pct() AS 80.0;
+-- ncu_pct_text(x): a percentage as a whole number for messages ('93'); never an integer cast, which a corrupt
+-- input's 10^24 would overflow.
+CREATE OR REPLACE TEMP MACRO ncu_pct_text(x) AS printf('%.0f', x);
 
 -- Busiest pipe per launch: the highest pipe utilisation (% of peak over active cycles) among ncu's pipe metrics
 -- (ComputeWorkloadAnalysis section, detailed set). The 'shared' pipe is a logical sum of others and is skipped.
@@ -32,7 +45,12 @@ GROUP BY source_id, launch_id;
 --   busiest_pct        max(sm_pct, mem_pct), % of peak: how close the kernel came to any hardware limit
 --   headroom           1 − busiest_pct/100: the share of the duration the busiest unit left unused (0–1); every
 --                      saving estimated for a kernel is capped by it, as ncu caps its estimates
+--   tensor_bound       the tensor pipe is at ≥ ncu_tensor_bound_pct() of its peak
 --   kernel_class       compute | memory | latency | small_grid
+--   class_rule         the rule that reports the class: compute-bound | memory-bound | latency-bound | small-grid
+--   class_saving_fraction  the share of the duration the class's own finding estimates as saving: the headroom
+--                      for compute- and memory-bound kernels, min(headroom, idle issue slots) for latency-bound
+--                      ones (ncu's issue-slot estimate); small grids: ncu.launch_config
 --   memory_unit        DRAM | L2 | L1/TEX: the busiest memory unit; memory_unit_pct its % of peak
 --   compute_unit       the busiest compute unit ('tensor pipe', 'FMA pipe', ..., 'issue slots'); compute_unit_pct
 --   busiest_unit       compute_unit or memory_unit, whichever side sets the class (NULL for latency/small grid)
@@ -84,12 +102,21 @@ SELECT *,
        regexp_matches(lower(demangled_name), 'gemm|matmul|mma|cutlass|cublas|xmma|nvjet|conv|flash|attention|attn')
            AND NOT regexp_matches(lower(demangled_name), 'gemv') AS matmul_like,
        coalesce(waves < 1, false) AS small_grid,
-       CASE WHEN busiest_pct >= 60 AND sm_pct >= mem_pct THEN 'compute'
-            WHEN busiest_pct >= 60 THEN 'memory'
+       coalesce(tensor_pct >= ncu_tensor_bound_pct(), false) AS tensor_bound,
+       CASE WHEN tensor_bound THEN 'compute'
+            WHEN busiest_pct >= ncu_bound_pct() AND sm_pct >= mem_pct THEN 'compute'
+            WHEN busiest_pct >= ncu_bound_pct() THEN 'memory'
             WHEN waves < 1 THEN 'small_grid'
             WHEN busiest_pct IS NOT NULL THEN 'latency' END AS kernel_class,
-       CASE WHEN busiest_pct >= 60 AND sm_pct >= mem_pct THEN compute_unit
-            WHEN busiest_pct >= 60 THEN memory_unit END AS busiest_unit,
-       CASE WHEN busiest_pct >= 60 AND sm_pct >= mem_pct THEN compute_unit_pct
-            WHEN busiest_pct >= 60 THEN memory_unit_pct END AS busiest_unit_pct
+       CASE kernel_class WHEN 'compute' THEN 'compute-bound' WHEN 'memory' THEN 'memory-bound'
+                         WHEN 'latency' THEN 'latency-bound' WHEN 'small_grid' THEN 'small-grid' END AS class_rule,
+       CASE kernel_class WHEN 'compute' THEN headroom WHEN 'memory' THEN headroom
+                         WHEN 'latency' THEN least(headroom, 1.0 - coalesce(issue_active, 0)) END
+           AS class_saving_fraction,
+       CASE WHEN tensor_bound THEN 'tensor pipe'
+            WHEN kernel_class = 'compute' THEN compute_unit
+            WHEN kernel_class = 'memory' THEN memory_unit END AS busiest_unit,
+       CASE WHEN tensor_bound THEN tensor_pct
+            WHEN kernel_class = 'compute' THEN compute_unit_pct
+            WHEN kernel_class = 'memory' THEN memory_unit_pct END AS busiest_unit_pct
 FROM units;

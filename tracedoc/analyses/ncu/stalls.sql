@@ -56,9 +56,10 @@ QUALIFY preference = min(preference) OVER (PARTITION BY source_id, launch_id);
 --   source, reason_rank (1 = the largest share among the reasons tracedoc judges), judged (false for reasons
 --   that are not a problem in themselves: selected, not_selected, misc, gmma — waiting on warpgroup MMA results,
 --   which a tensor-bound kernel does by design);
---   stalls_can_limit: stalls explain the kernel's time only when no unit is near its peak (busiest_pct < 80), the
---   schedulers leave issue slots empty (issue_active < 0.8), the tensor pipe is not busy (< 60 %) and the grid
---   fills the GPU; otherwise they are the symptom of a saturated unit or of too little work;
+--   stalls_can_limit: stalls explain the kernel's time only when it is latency-bound (no unit at ≥ 60 % of peak,
+--   the grid fills a wave: ncu.sol) and the schedulers leave issue slots empty (issue_active < 0.8); in a
+--   compute- or memory-bound kernel they are symptoms of the unit that limits it (shown on its primary finding,
+--   ncu.primary), in a small grid of too little work;
 --   not_limiting_reason: why not, in words (NULL when stalls can limit);
 --   saving_fraction: min(share, 1 − issue_active, headroom), the part of the duration removing this stall could save
 --   (ncu's CPIStall estimate, capped the same way); impact_ns: saving_fraction × total_ns.
@@ -74,19 +75,35 @@ judged AS (
     SELECT *, reason NOT IN ('selected', 'not_selected', 'misc', 'gmma') AS judged FROM per_kernel
 )
 SELECT k.source_id, k.rank, k.name, k.demangled_name, k.grid, k.block, k.launches, k.total_ns, k.launch_ids,
-       k.kernel_class, k.busiest_pct, k.busiest_unit, k.headroom, k.issue_active, k.eligible_warps, k.active_warps,
+       k.kernel_class, k.busiest_pct, k.busiest_unit, k.busiest_unit_pct, k.headroom, k.issue_active,
+       k.eligible_warps, k.active_warps,
        k.warp_cycles_per_issue, k.tensor_pct, k.small_grid,
        j.reason, 'warp-stall-' || replace(j.reason, '_', '-') AS rule_id, j.source, j.share_pct, j.cycles_per_issue,
        j.judged,
        CASE WHEN j.judged THEN row_number() OVER (PARTITION BY k.source_id, k.demangled_name, k.grid, k.block, j.judged
                                                   ORDER BY j.share_pct DESC) END AS reason_rank,
-       CASE WHEN k.busiest_pct >= 80 THEN k.busiest_unit || ' is at ' || round(k.busiest_unit_pct)::INTEGER || '% of peak'
-            WHEN coalesce(k.tensor_pct, 0) >= 60 THEN 'the tensor pipe is at ' || round(k.tensor_pct)::INTEGER || '% of peak'
-            WHEN k.issue_active >= 0.8 THEN 'the schedulers issue an instruction in ' || round(100 * k.issue_active)::INTEGER
-                                            || '% of cycles'
-            WHEN k.small_grid THEN 'the grid (' || k.grid_size::BIGINT || ' blocks) does not fill the GPU'
+       CASE WHEN k.kernel_class IN ('compute', 'memory')
+                THEN 'it is ' || k.kernel_class || '-bound (' || k.busiest_unit || ' at '
+                     || ncu_pct_text(k.busiest_unit_pct) || '% of peak): the stalls are symptoms of that limit'
+            WHEN k.kernel_class = 'small_grid' THEN 'the grid (' || k.grid_size || ' blocks) does not fill the GPU'
+            WHEN k.issue_active >= 0.8 THEN 'the schedulers issue an instruction in '
+                                            || ncu_pct_text(100 * k.issue_active) || '% of cycles'
+            WHEN k.kernel_class IS NULL THEN 'the speed-of-light metrics are missing'
        END AS not_limiting_reason,
        not_limiting_reason IS NULL AS stalls_can_limit,
        least(j.share_pct / 100.0, 1.0 - coalesce(k.issue_active, 0), k.headroom) AS saving_fraction,
        least(j.share_pct / 100.0, 1.0 - coalesce(k.issue_active, 0), k.headroom) * k.total_ns AS impact_ns
 FROM judged j JOIN ncu_kernel_sol k USING (source_id, demangled_name, grid, block);
+
+-- One row per kernel with stall metrics: top_stalls, its top three stall reasons with their share of the cycles
+-- between two instructions ('lg_throttle 92%, long_scoreboard 6%, misc 1%'), leaving out reasons below 1 % and
+-- selected (issuing) and not_selected (eligible, another warp issued): neither waits on anything.
+CREATE OR REPLACE TEMP TABLE ncu_kernel_top_stalls AS
+SELECT source_id, demangled_name, grid, block,
+       string_agg(reason || ' ' || ncu_pct_text(share_pct) || '%', ', ' ORDER BY share_pct DESC, reason) AS top_stalls
+FROM (
+    SELECT * FROM ncu_warp_stalls
+    WHERE reason NOT IN ('selected', 'not_selected') AND share_pct >= 1
+    QUALIFY row_number() OVER (PARTITION BY source_id, demangled_name, grid, block ORDER BY share_pct DESC, reason) <= 3
+)
+GROUP BY ALL;

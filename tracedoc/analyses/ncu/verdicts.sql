@@ -13,6 +13,7 @@
 -- include: ncu.roofline
 -- include: ncu.coverage
 -- include: ncu.links
+-- include: ncu.primary
 
 -- One row per kernel (as in ncu_kernel_metrics) and ncu verdict: ncu_rule, ncu_title, ncu_type,
 -- ncu_speedup_pct (mean over the kernel's launches that carry it), launches_with_verdict, tracedoc_rule,
@@ -28,6 +29,7 @@ WITH mapped AS (
                WHEN r.rule_id = 'SOLBottleneck' AND r.title ILIKE '%compute%' THEN 'compute-bound'
                WHEN r.rule_id = 'SOLBottleneck' AND r.title ILIKE '%memory%' THEN 'memory-bound'
                WHEN r.rule_id = 'SOLBottleneck' AND r.title ILIKE '%throughput%' THEN 'compute-bound|memory-bound'
+               WHEN r.rule_id = 'CPIStall' AND r.title ILIKE 'warpgroup arrive%' THEN 'warp-stall-gmma'
                WHEN r.rule_id = 'CPIStall' AND r.title <> ''
                    THEN 'warp-stall-' || replace(lower(trim(regexp_replace(r.title, '(?i)\s*stalls?$', ''))), ' ', '-')
                WHEN r.rule_id IN ('AchievedOccupancy', 'TheoreticalOccupancy', 'Occupancy') THEN 'low-occupancy'
@@ -71,7 +73,7 @@ SELECT s.source_id, s.rank, s.name, s.demangled_name, s.grid, s.block, s.launche
                 AND p.tracedoc_rule <> replace(s.kernel_class, '_', '-')
                     || CASE WHEN s.kernel_class = 'small_grid' THEN '' ELSE '-bound' END
                THEN 'tracedoc classes it ' || replace(s.kernel_class, '_', ' ')
-                    || coalesce(' (' || s.busiest_unit || ' at ' || round(s.busiest_unit_pct)::INTEGER || '% of peak)', '')
+                    || coalesce(' (' || s.busiest_unit || ' at ' || ncu_pct_text(s.busiest_unit_pct) || '% of peak)', '')
            WHEN p.tracedoc_rule = 'uncoalesced-access' AND u.excess_pct < 10
                THEN 'the source counters show the global accesses need only ' || round(u.excess_pct, 1)
                     || '% more L2 sectors than perfectly coalesced ones'
