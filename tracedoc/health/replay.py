@@ -16,13 +16,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
 from tracedoc.health.nvml import Backend, NvmlError, pynvml_version
 
 FORMAT_TAG = "tracedoc-nvml-replay"
 VERSION = 1
 ENV_VAR = "TRACEDOC_NVML_REPLAY"
-_MAX_BYTES = 32 << 20
+MAX_BYTES = 32 << 20
 _TAG = re.compile(rb'^\s*\{\s*"format"\s*:\s*"' + FORMAT_TAG.encode() + rb'"')
 
 
@@ -82,9 +83,9 @@ class Replay:
     def load(cls, path: Path) -> Replay:
         """Read and validate a recording; InputError (one line) when it is not one."""
         try:
-            if path.stat().st_size > _MAX_BYTES:
-                raise InputError(f"{path}: larger than any NVML recording ({_MAX_BYTES >> 20} MB)")
-            doc = json.loads(path.read_bytes())
+            if path.stat().st_size > MAX_BYTES:
+                raise InputError(f"{path}: larger than any NVML recording ({MAX_BYTES >> 20} MB)")
+            doc = strict_json.loads(path.read_bytes())
         except (OSError, ValueError) as exc:
             raise InputError(f"{path}: not a readable NVML recording ({first_line(exc)})") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT_TAG:
@@ -98,6 +99,10 @@ class Replay:
             for k, v in answers.items())
         if not valid:
             raise InputError(f"{path}: malformed NVML recording (answers must map queries to lists of answers)")
+        # The reader counts devices with range(): a count of 2.5 (or "2") would fail there, not as bad input.
+        counts = [a["value"] for a in answers.get(query_key("nvmlDeviceGetCount", ()), []) if "value" in a]
+        if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+            raise InputError(f"{path}: malformed NVML recording (the device count must be a whole number)")
         recorded_ns = doc.get("recorded_ns")
         return cls(answers, recorded_ns if isinstance(recorded_ns, int) and 0 <= recorded_ns < 2**63 else None)
 

@@ -1,100 +1,166 @@
 """Ingest: find the trace files among the user's paths, detect their format, and load them into a store.
 
 One module per format; each has ``FORMAT``, ``sniff(path, head) -> bool`` (``head``: the file's first MiB,
-decompressed when gzipped) and ``load(store, source_id, path, workdir) -> LoadResult``. Register a new format
-in FORMATS. Ingest knows nothing about analyses or rules.
+decompressed when gzipped or xz-compressed) and ``load(store, source_id, path, workdir) -> LoadResult``, which
+reads a plain file: a compressed input is unpacked into ``workdir`` first (bounded: ``compressed``), to at most
+the format's ``MAX_BYTES`` when it declares one. ``-`` reads standard input (spooled to a temporary file).
+Register a new format in FORMATS. Ingest knows nothing about analyses or rules.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+import sys
 import tempfile
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from isal import igzip
+import duckdb
 
-from tracedoc.errors import InputError
-from tracedoc.ingest import flight_recorder, gemm_ladder, kineto, ncu, nsys, nvml, telemetry
+from tracedoc.errors import InputError, TracedocError, first_line
+from tracedoc.ingest import compressed, flight_recorder, gemm_ladder, kineto, ncu, nsys, nvml, telemetry
+from tracedoc.ingest.compressed import set_limits
+from tracedoc.ingest.kineto import LoadResult
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest
+
+__all__ = ["FORMATS", "STDIN", "InputFile", "discover", "load_all", "set_limits"]
 
 FORMATS: dict[str, ModuleType] = {kineto.FORMAT: kineto, flight_recorder.FORMAT: flight_recorder,
                                    nsys.FORMAT: nsys, ncu.FORMAT: ncu, nvml.FORMAT: nvml, telemetry.FORMAT: telemetry,
                                    gemm_ladder.FORMAT: gemm_ladder}
 
+STDIN = Path("-")
 # Files in a directory that are never traces: documentation and sample metadata beside the traces.
 _NOT_TRACES = (".md", ".txt", ".yaml", ".yml", ".py", ".log", ".png", ".html")
 _SNIFF_BYTES = 1 << 20
-_RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+_RANK_IN_NAME = re.compile(r"rank[_\-.]?([0-9]{1,9})(?![0-9])", re.IGNORECASE)
+# Times on the store's timelines (ns) must lie in [_MIN_NS, _MAX_NS) and durations in [0, _MAX_NS): 2^62 ns is
+# 146 years, beyond any clock a profiler uses, and keeps every sum and difference of two of them inside 64 bits.
+_MIN_NS, _MAX_NS = -(1 << 61), 1 << 62
+_TIMED_TABLES = {"gpu_activity": "dur_ns", "cpu_activity": "dur_ns", "nvtx_ranges": "dur_ns", "steps": "dur_ns",
+                 "collective_calls": "dur_ns", "nsys_overhead": "dur_ns", "gpu_telemetry": None}
 
 
 @dataclass
 class InputFile:
-    """One trace file to analyse."""
+    """One trace file to analyse: ``path`` as the user named it (``-``: standard input), ``data`` the file that
+    holds its bytes when that is another one (standard input's temporary copy)."""
 
     path: Path
     format: str
     digest: str
     size_bytes: int
+    compression: str | None = None  # 'gzip' | 'xz': unpacked into the work directory before its format reads it
+    data: Path | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def file(self) -> Path:
+        """Where the input's bytes are."""
+        return self.data or self.path
 
 
 def discover(paths: Sequence[Path]) -> list[InputFile]:
-    """Expand files and directories into the trace files to analyse, each with its detected format."""
+    """Expand files and directories into the trace files to analyse, each with its detected format.
+
+    A path must be a regular file or a directory: a FIFO or device would block or never end (``-`` reads standard
+    input instead). In a directory, anything else is skipped, and so is an xz file whose format a plain or gzipped
+    file there has too: an archived copy of a report kept beside its export.
+    """
     found: list[InputFile] = []
     for path in paths:
-        if not path.exists():
-            raise InputError(f"{path}: no such file or directory")
-        if path.is_dir():
+        if path == STDIN:
+            found.append(_from_stdin())
+        elif path.is_dir():
             candidates = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")
                                 and not p.name.lower().endswith(_NOT_TRACES))
             files = [f for f in (_identify(p, strict=False, in_directory=True) for p in candidates) if f is not None]
+            files = _without_archives(files)
             if not files:
                 raise InputError(f"{path}: no trace files found in this directory")
             found.extend(files)
+        elif not path.exists():
+            raise InputError(f"{path}: no such file or directory")
         else:
             found.append(_identify(path, strict=True))
     return found
 
 
-def _identify(path: Path, strict: bool, in_directory: bool = False) -> InputFile | None:
+def _without_archives(files: list[InputFile]) -> list[InputFile]:
+    """Set aside xz files of a format that a plain or gzipped file in the same directory has."""
+    unpacked = {f.format for f in files if f.compression != "xz"}
+    return [f for f in files if f.compression != "xz" or f.format not in unpacked]
+
+
+def _from_stdin() -> InputFile:
+    """Standard input spooled to a temporary file (at most the inflate cap), identified by its content."""
+    stream = sys.stdin.buffer if sys.stdin is not None else None
+    if stream is None or stream.isatty():
+        raise InputError("-: standard input is a terminal; pipe a trace into it (tracedoc analyze - < trace.json)")
+    fd, name = tempfile.mkstemp(prefix="tracedoc-stdin-")
+    os.close(fd)
+    spooled = Path(name)
+    try:
+        compressed.spool(stream, spooled, compressed.max_inflate_bytes(0))
+        item = _identify(spooled, strict=True, name=STDIN)
+    except BaseException:
+        spooled.unlink(missing_ok=True)
+        raise
+    assert item is not None
+    item.data = spooled
+    weakref.finalize(item, _remove, spooled)  # the copy lives as long as the input that reads it
+    return item
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
+def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path | None = None) -> InputFile | None:
     """Detect the format of one file from its content; None (or an error when ``strict``) if unknown.
 
-    In a directory, a format may set aside a file whose data another file there holds too
-    (``redundant_in_directory(path, head)``, e.g. an Nsight Systems report beside its SQLite export).
+    ``name`` is the input as the user gave it when ``path`` is a copy (standard input). In a directory, a format
+    may set aside a file whose data another file there holds too (``redundant_in_directory(path, head)``, e.g.
+    an Nsight Systems report beside its SQLite export).
     """
-    head = _head(path)
+    name = name or path
+    start = _start(path, name)
+    kind = compressed.compression_of(start)
+    head = compressed.head(path, kind, _SNIFF_BYTES, name) if kind else start
     if not head.strip():
         if strict:
-            raise InputError(f"{path}: empty file")
+            raise InputError(f"{name}: empty file")
         return None
-    for name, module in FORMATS.items():
+    for format_name, module in FORMATS.items():
         if module.sniff(path, head):
             redundant = getattr(module, "redundant_in_directory", None)
             if in_directory and redundant is not None and redundant(path, head):
                 return None
-            return InputFile(path, name, file_digest(path), path.stat().st_size)
+            return InputFile(name, format_name, file_digest(path), path.stat().st_size, kind)
     if strict:
-        raise InputError(f"{path}: not a trace format tracedoc reads ({', '.join(FORMATS)})")
+        raise InputError(f"{name}: not a trace format tracedoc reads ({', '.join(FORMATS)})")
     return None
 
 
-def _head(path: Path) -> bytes:
-    """The first bytes of a file, decompressed when it is gzipped."""
+def _start(path: Path, name: Path) -> bytes:
+    """The first bytes of a regular file; opened without blocking, so a FIFO is refused instead of waited on."""
     try:
-        with path.open("rb") as f:
-            raw = f.read(_SNIFF_BYTES)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
-    if raw[:2] != b"\x1f\x8b":
-        return raw
-    try:
-        with igzip.open(path, "rb") as f:
+        raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{name}: not a regular file (a pipe, socket or device); save it to a file, or "
+                             "pipe it into '-' (tracedoc analyze - < trace)")
+        try:
             return f.read(_SNIFF_BYTES)
-    except (OSError, EOFError, ValueError) as exc:
-        raise InputError(f"{path}: corrupt or truncated gzip ({exc})") from None
+        except OSError as exc:
+            raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
 
 
 def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str], None] | None = None) -> None:
@@ -105,11 +171,12 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
             if progress:
                 count = f"file {source_id + 1} of {len(inputs)}: " if len(inputs) > 1 else ""
                 progress(f"reading {count}{item.path} ({item.size_bytes / 1e6:.1f} MB)")
-            result = FORMATS[item.format].load(store, source_id, item.path, Path(tmp))
+            result = _load(store, source_id, item, Path(tmp))
             rows.append([source_id, str(item.path), item.format, result.rank, result.world_size, item.digest,
                          item.size_bytes, result.event_count, result.tool])
     if rows and not any(r[7] for r in rows):
         raise InputError(f"{rows[0][1]}: nothing to analyse ({rows[0][8]})")
+    _check_times(store, inputs)
     ranks = _assign_ranks(inputs, [r[3] for r in rows])
     for row, rank in zip(rows, ranks):
         row[3] = rank
@@ -117,6 +184,55 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
     for table in ("gpu_activity", "cpu_activity", "steps", "nvtx_ranges"):
         store.con.execute(
             f"UPDATE {table} t SET rank = s.rank FROM sources s WHERE t.source_id = s.source_id AND t.rank <> s.rank")
+
+
+def _load(store: Store, source_id: int, item: InputFile, workdir: Path) -> LoadResult:
+    """Load one input with its format's reader: from a plain copy when it is compressed, and with every error
+    naming the input as the user gave it (not the copy)."""
+    module = FORMATS[item.format]
+    plain = _unpacked(item, module, workdir) if item.compression else item.file
+    try:
+        return module.load(store, source_id, plain, workdir)
+    except TracedocError as exc:
+        if plain == item.path:
+            raise
+        raise type(exc)(str(exc).replace(str(plain), str(item.path))) from None
+    except duckdb.Error as exc:  # a value the store's columns cannot hold
+        raise InputError(f"{item.path}: {item.format} data tracedoc cannot store ({first_line(exc)})") from None
+    finally:
+        if plain != item.file:
+            plain.unlink(missing_ok=True)
+
+
+def _unpacked(item: InputFile, module: ModuleType, workdir: Path) -> Path:
+    """The input unpacked into ``workdir``, to at most the inflate cap or the format's own MAX_BYTES."""
+    assert item.compression is not None
+    out = workdir / f"unpacked-{re.sub(r'[^A-Za-z0-9._-]', '_', item.path.name)[-80:]}"
+    limit = compressed.max_inflate_bytes(item.size_bytes)
+    format_max = getattr(module, "MAX_BYTES", None)
+    try:
+        compressed.inflate(item.file, item.compression, out, min(limit, format_max + 1) if format_max else limit,
+                           name=item.path)
+    except compressed.InflateLimitError:
+        if format_max is None or format_max >= limit:
+            raise
+        raise InputError(f"{item.path}: unpacks to more than {format_max:,} bytes, larger than any "
+                         f"{item.format} file") from None
+    return out
+
+
+def _check_times(store: Store, inputs: Sequence[InputFile]) -> None:
+    """Refuse a source whose timeline times lie outside [-2^61, 2^62) ns or durations outside [0, 2^62) ns:
+    no profiler clock reads them, and analyses adding and subtracting them would overflow 64 bits."""
+    checks = []
+    for table, dur in _TIMED_TABLES.items():
+        bad_dur = f" OR {dur} < 0 OR {dur} >= {_MAX_NS}" if dur else ""
+        checks.append(f"(SELECT source_id FROM {table} WHERE ts_ns < {_MIN_NS} OR ts_ns >= {_MAX_NS}{bad_dur} "
+                      "LIMIT 1)")
+    bad = store.con.execute(f"SELECT min(s) FROM (SELECT unnest([{', '.join(checks)}]) AS s)").fetchone()[0]
+    if bad is not None:
+        raise InputError(f"{inputs[bad].path}: timestamps or durations beyond any profiler clock (more than 2^62 ns, "
+                         "146 years): a corrupt or edited trace")
 
 
 def _assign_ranks(inputs: Sequence[InputFile], reported: list[int | None]) -> list[int | None]:

@@ -7,11 +7,11 @@ GPU model, not a rank: the source holds no rank. The file is small JSON, read wh
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
+from tracedoc import strict_json
 from tracedoc.errors import InputError
 from tracedoc.ingest.kineto import LoadResult
 from tracedoc.store import Store
@@ -21,7 +21,10 @@ PER_HOST = True
 
 TAG = "tracedoc-gemm-ladder"
 _TAG_FIELD = re.compile(rb'"format"\s*:\s*"' + TAG.encode() + rb'"')
-_MAX_BYTES = 16 << 20  # the ladder writes a few KB; anything this large is not one of its files
+MAX_BYTES = 16 << 20  # the ladder writes a few KB; anything this large is not one of its files
+# Bounds on measured numbers: a GEMM of a nanosecond to a day, an SM clock up to 100 GHz, a relative error up
+# to 1e6; beyond them a number is corrupt (and FLOP/s computed from it would overflow).
+_MIN_MS, _MAX_MS, _MAX_CLOCK_MHZ, _MAX_REL_ERROR = 1e-6, 86_400_000.0, 100_000.0, 1e6
 _RUNGS = ("naive", "tiled", "wmma", "cublas")
 _COLUMNS = ("gpu", "profiler", "dtype", "m", "n", "k", "flop", "rung", "kernel", "rel_error", "ms", "flop_per_s",
             "sm_clock_mhz", "gpu_bound")
@@ -34,10 +37,10 @@ def sniff(path: Path, head: bytes) -> bool:
 
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     """Check the measurements and write one row per rung and shape under ``source_id``."""
-    if path.stat().st_size > _MAX_BYTES:
+    if path.stat().st_size > MAX_BYTES:
         raise InputError(f"{path}: {path.stat().st_size:,} bytes is too large for GEMM ladder measurements")
     try:
-        doc = json.loads(path.read_bytes())
+        doc = strict_json.loads(path.read_bytes())
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: truncated or corrupt GEMM ladder JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != TAG:
@@ -69,29 +72,30 @@ def _row(result: Any, index: int, gpu: str, profiler: str | None, dtype: str | N
     rung = result.get("rung")
     if rung not in _RUNGS:
         raise InputError(f"{where}: unknown rung {str(rung)[:40]!r} (one of {', '.join(_RUNGS)})")
-    ms = _number(result, "ms", where)
-    if ms is not None and ms <= 0:
-        raise InputError(f"{where}: ms must be positive")
+    ms = _number(result, "ms", where, _MAX_MS)
+    if ms is not None and ms < _MIN_MS:
+        raise InputError(f"{where}: ms must be at least {_MIN_MS:g} (a nanosecond)")
     m, n, k = sizes
     flop = 2.0 * m * n * k
-    clock = _number(result, "sm_clock_mhz", where)
+    clock = _number(result, "sm_clock_mhz", where, _MAX_CLOCK_MHZ)
     gpu_bound = result.get("gpu_bound")
     if gpu_bound is not None and not isinstance(gpu_bound, bool):
         raise InputError(f"{where}: gpu_bound must be true, false or null")
     kernel = result.get("kernel")
     return {"gpu": gpu, "profiler": profiler, "dtype": dtype, "m": m, "n": n, "k": k, "flop": flop, "rung": rung,
             "kernel": str(kernel)[:256] if kernel is not None else None,
-            "rel_error": _number(result, "rel_error", where), "ms": ms,
+            "rel_error": _number(result, "rel_error", where, _MAX_REL_ERROR), "ms": ms,
             "flop_per_s": flop / (ms / 1e3) if ms else None, "sm_clock_mhz": round(clock) if clock else None,
             "gpu_bound": gpu_bound}
 
 
-def _number(obj: dict[str, Any], key: str, where: str) -> float | None:
+def _number(obj: dict[str, Any], key: str, where: str, high: float) -> float | None:
+    """``obj[key]`` as a float in [0, high], or None when absent; anything else is bad input."""
     value = obj.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise InputError(f"{where}: {key} must be a number")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= high:
+        raise InputError(f"{where}: {key} must be a number from 0 to {high:g}")
     return float(value)
 
 

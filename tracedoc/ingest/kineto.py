@@ -1,4 +1,4 @@
-"""PyTorch profiler traces (Kineto chrome-trace JSON, plain or gzipped) into the store.
+"""PyTorch profiler traces (Kineto chrome-trace JSON) into the store; ingest unpacks gzip and xz files first.
 
 The hot path never builds a Python object per event. The file is cut into its small header and tail (parsed
 with the json module) and the ``traceEvents`` array, which is split at event boundaries into a few part files
@@ -11,20 +11,18 @@ import json
 import mmap
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
-from isal import igzip
 
+from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
 from tracedoc.store import Store
 
 FORMAT = "torch"
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 # Kineto writes one event per line (or per block of lines): a raw newline never occurs inside a JSON string, so
 # '},' + newline + '{' can only be a boundary between two array elements.
@@ -32,6 +30,7 @@ _EVENT_BOUNDARY = re.compile(rb"\}\s*,[ \t]*\r?\n\s*\{")
 _HEADER_SEARCH_BYTES = 64 << 20
 _TAIL_CANDIDATES = 256
 _PART_BYTES = 32 << 20
+_DIGITS = re.compile(r"-?[0-9]{1,18}")
 
 # Fields read from each event's "args"; everything is read as text and cast in SQL, so a trace that writes a
 # number as a string (or the reverse) still loads.
@@ -66,55 +65,43 @@ def sniff(path: Path, head: bytes) -> bool:
 
 
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
-    """Read one trace file into the store's tables under ``source_id``."""
-    plain = _decompressed(path, workdir)
-    try:
-        with plain.open("rb") as f:
-            if plain.stat().st_size == 0:
-                raise InputError(f"{path}: empty file")
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                meta, body_start, body_end = _locate_events(mm, path)
-                rank, world_size = _distributed(meta)
-                store.con.execute(f"SET VARIABLE source_id = {int(source_id)}; "
-                                  f"SET VARIABLE rank = {int(rank or 0)};")
-                threads = int(store.scalar("SELECT current_setting('threads')"))
-                cuts = _event_cuts(mm, body_start, body_end)
-                event_count = 0
-                # Chunks of `threads` parts: DuckDB parses the parts of a chunk in parallel, and memory stays
-                # bounded by one chunk whatever the file size.
-                for i in range(0, len(cuts) - 1, threads):
-                    group = cuts[i : i + threads + 1]
-                    parts = _write_parts(mm, f.fileno(), group, workdir)
-                    try:
-                        event_count += _read_events(store.con, parts, path)
-                    finally:
-                        for part in parts:
-                            part.unlink()
-                    store.con.execute(_NORMALIZE_CHUNK_SQL)
-    finally:
-        if plain != path:
-            plain.unlink()
+    """Read one trace file (plain JSON) into the store's tables under ``source_id``."""
+    with path.open("rb") as f:
+        if path.stat().st_size == 0:
+            raise InputError(f"{path}: empty file")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            meta, body_start, body_end = _locate_events(mm, path)
+            rank, world_size = _distributed(meta)
+            store.con.execute(f"SET VARIABLE source_id = {int(source_id)}; "
+                              f"SET VARIABLE rank = {int(rank or 0)};")
+            threads = int(store.scalar("SELECT current_setting('threads')"))
+            cuts = _event_cuts(mm, body_start, body_end)
+            event_count = 0
+            # Chunks of `threads` parts: DuckDB parses the parts of a chunk in parallel, and memory stays
+            # bounded by one chunk whatever the file size.
+            for i in range(0, len(cuts) - 1, threads):
+                group = cuts[i : i + threads + 1]
+                parts = _write_parts(mm, f.fileno(), group, workdir, path)
+                try:
+                    event_count += _read_events(store.con, parts, path)
+                finally:
+                    for part in parts:
+                        part.unlink()
+                _normalize(store.con, _NORMALIZE_CHUNK_SQL, path)
     if event_count == 0:
         raise InputError(f"{path}: the trace holds no events")
-    store.con.execute(_FINISH_SQL)
+    _normalize(store.con, _FINISH_SQL, path)
     _insert_devices(store.con, source_id, meta)
     return LoadResult(rank, world_size, event_count, _tool(meta))
 
 
-def _decompressed(path: Path, workdir: Path) -> Path:
-    """The path of the plain JSON: the file itself, or a decompressed copy of a gzipped one in ``workdir``."""
-    with path.open("rb") as f:
-        magic = f.read(2)
-    if magic != _GZIP_MAGIC:
-        return path
-    out = workdir / (path.name + ".json")
+def _normalize(con: duckdb.DuckDBPyConnection, sql: str, path: Path) -> None:
+    """Run normalization SQL; a value it cannot convert (a time of NaN, infinity or beyond 64-bit nanoseconds)
+    is bad input."""
     try:
-        with igzip.open(path, "rb") as src, out.open("wb") as dst:
-            shutil.copyfileobj(src, dst, 4 << 20)
-    except (OSError, EOFError, ValueError) as exc:
-        out.unlink(missing_ok=True)
-        raise InputError(f"{path}: corrupt or truncated gzip ({exc})") from None
-    return out
+        con.execute(sql)
+    except duckdb.Error as exc:
+        raise InputError(f"{path}: trace events with times or values out of range ({first_line(exc)})") from None
 
 
 def _locate_events(mm: mmap.mmap, path: Path) -> tuple[dict[str, Any], int, int]:
@@ -134,7 +121,9 @@ def _locate_events(mm: mmap.mmap, path: Path) -> tuple[dict[str, Any], int, int]
         if end < 0:
             break
         try:
-            meta = json.loads(head + b'"traceEvents": []' + mm[end + 1 :])
+            meta = strict_json.loads(head + b'"traceEvents": []' + mm[end + 1 :])
+        except strict_json.BadJson as exc:
+            raise InputError(f"{path}: malformed trace header ({exc})") from None
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue
         if isinstance(meta, dict):
@@ -157,7 +146,7 @@ def _event_cuts(mm: mmap.mmap, start: int, end: int) -> list[int]:
     return cuts
 
 
-def _write_parts(mm: mmap.mmap, source_fd: int, cuts: list[int], workdir: Path) -> list[Path]:
+def _write_parts(mm: mmap.mmap, source_fd: int, cuts: list[int], workdir: Path, path: Path) -> list[Path]:
     """Copy the events between consecutive cuts into standalone JSON array files."""
     parts = []
     for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
@@ -168,19 +157,19 @@ def _write_parts(mm: mmap.mmap, source_fd: int, cuts: list[int], workdir: Path) 
         with part.open("wb") as out:
             out.write(b"[")
             out.flush()
-            _copy_range(source_fd, out.fileno(), a, b - a)
+            _copy_range(source_fd, out.fileno(), a, b - a, path)
             out.seek(0, os.SEEK_END)
             out.write(b"]")
         parts.append(part)
     return parts
 
 
-def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int) -> None:
+def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, path: Path) -> None:
     """Append ``count`` bytes of ``src_fd`` from ``offset`` to ``dst_fd``, inside the kernel (no Python copies)."""
     while count > 0:
         n = os.copy_file_range(src_fd, dst_fd, count, offset)
         if n == 0:
-            raise InputError("trace file shrank while being read")
+            raise InputError(f"{path}: the file shrank while being read")
         offset += n
         count -= n
 
@@ -303,9 +292,17 @@ def _distributed(meta: dict[str, Any]) -> tuple[int | None, int | None]:
     info = meta.get("distributedInfo")
     if not isinstance(info, dict):
         return None, None
-    rank, world = info.get("rank"), info.get("world_size")
-    return (int(rank) if isinstance(rank, int | str) and str(rank).isdigit() else None,
-            int(world) if isinstance(world, int | str) and str(world).isdigit() else None)
+    return _count(info.get("rank")), _count(info.get("world_size"))
+
+
+def _count(value: Any) -> int | None:
+    """A rank or world size: an integer, or a string of ASCII digits, in [0, 2^31); None for anything else
+    (str.isdigit would take '²', which int() refuses)."""
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31:
+        return value
+    return None
 
 
 def _insert_devices(con: duckdb.DuckDBPyConnection, source_id: int, meta: dict[str, Any]) -> None:
@@ -317,7 +314,7 @@ def _insert_devices(con: duckdb.DuckDBPyConnection, source_id: int, meta: dict[s
     for p in props:
         if not isinstance(p, dict):
             continue
-        major, minor = p.get("computeMajor"), p.get("computeMinor")
+        major, minor = _int(p.get("computeMajor")), _int(p.get("computeMinor"))
         cc = f"{major}.{minor}" if major is not None and minor is not None else None
         rows.append((source_id, _int(p.get("id")), _str(p.get("name")), cc,
                      _int(p.get("totalGlobalMem")), _int(p.get("numSms"))))
@@ -336,10 +333,14 @@ def _tool(meta: dict[str, Any]) -> str:
 
 
 def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    """A header number as a 64-bit integer; None when it is not one (header values are untrusted)."""
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < 1 << 63:
+        return value
+    return None
 
 
 def _str(value: Any) -> str | None:

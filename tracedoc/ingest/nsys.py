@@ -12,6 +12,7 @@ export's metadata only the product and schema versions are.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -146,6 +147,8 @@ def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Pat
     except (duckdb.Error, pa.ArrowException) as exc:
         raise InputError(f"{path}: malformed Nsight Systems export ({first_line(exc)})") from None
     finally:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister("_nsys_in")  # still registered when a read failed half-way
         for spec in TABLES:
             con.execute(f"DROP TABLE IF EXISTS {spec.temp}")
     return events
@@ -181,7 +184,8 @@ def _mpi_rank(source: SqliteSource) -> int | None:
     if not source.has("MPI_RANKS", "rank"):
         return None
     ranks = source.rows('SELECT DISTINCT "rank" FROM MPI_RANKS')
-    return int(ranks[0][0]) if len(ranks) == 1 and isinstance(ranks[0][0], int) else None
+    rank = ranks[0][0] if len(ranks) == 1 else None
+    return rank if isinstance(rank, int) and 0 <= rank < 1 << 31 else None
 
 
 def _tool(source: SqliteSource) -> str:

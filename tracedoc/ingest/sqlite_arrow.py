@@ -8,6 +8,7 @@ file shorter than its header says is rejected before any query runs.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import struct
 from collections.abc import Iterator
@@ -84,15 +85,19 @@ class SqliteSource:
         return pa.RecordBatchReader.from_batches(schema, self._sqlite3_batches(sql, schema))
 
     def _adbc_reader(self, adbc: ModuleType, sql: str, schema: pa.Schema) -> pa.RecordBatchReader:
+        # The reader reads through the connection and its cursor: all three stay open until close(), which
+        # closes them in reverse order (a connection closed before its cursor raises, even from the collector).
         try:
             con = adbc.connect(self._uri)
+            self._keep.append(con)
             cur = con.cursor()
+            self._keep.append(cur)
             cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(_BATCH_ROWS)})
             cur.execute(sql)
             reader = cur.fetch_record_batch()
+            self._keep.append(reader)
         except Exception as exc:  # the driver raises its own error classes
             raise InputError(f"{self.path}: unreadable SQLite database ({first_line(exc)})") from None
-        self._keep.extend((con, cur))  # the reader reads through them; keep them open until close()
         return pa.RecordBatchReader.from_batches(schema, _cast(reader, schema))
 
     def _sqlite3_batches(self, sql: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -103,8 +108,11 @@ class SqliteSource:
                                              schema=schema)
 
     def close(self) -> None:
+        """Close every reader, cursor and connection, newest first; a failure to close one (after an error
+        half-way through a read) does not keep the others open, nor hide the error being reported."""
         for obj in reversed(self._keep):
-            obj.close()
+            with contextlib.suppress(Exception):
+                obj.close()
         self._keep.clear()
         self._con.close()
 

@@ -1,0 +1,410 @@
+"""Hostile and broken inputs of every format: one line on stderr and exit code 2, never a traceback or a hang.
+
+Each case is an edited copy of a real sample (its docstring says what was changed), run through the command line
+as a user would. The conveniences that share the same code (xz, standard input, gzip header fields) are checked to
+read real samples the same as before.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import io
+import json
+import lzma
+import os
+import shutil
+import sqlite3
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import ROOT, SAMPLES
+from tracedoc.cli import cli
+from tracedoc.errors import InputError, TracedocError
+from tracedoc.ingest import compressed
+
+KINETO = SAMPLES / "decode-compile" / "trace.json.gz"  # one rank, 60 KB
+EAGER = SAMPLES / "decode-eager" / "trace.json.gz"  # 632 KB, 9.5 MB unpacked: more than the sniffed first MiB
+STRAGGLER_RANK1 = SAMPLES / "ddp-straggler" / "rank1.trace.json.gz"
+NSYS = SAMPLES / "nsys-nvfuser-h200" / "report1.sqlite"
+NVML = SAMPLES / "health-h100" / "nvml-idle.replay.json"
+LADDER = SAMPLES / "gemm-ladder-ncu" / "gemm_ladder.json"
+NCU_XZ = SAMPLES / "gemm-ladder-ncu" / "gemm_ladder_h100_full.ncu-rep.xz"
+DEEP = 100_000
+
+
+def run(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["analyze", "--no-cache", *args], input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    """Exit code 2 and exactly one line on stderr, holding every needle (the file's name, the reason)."""
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
+def report(*args: str, stdin: bytes | None = None) -> dict[str, Any]:
+    code, out, err = run(*args, "--format", "json", stdin=stdin)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def kineto_text(sample: Path = KINETO) -> bytes:
+    return gzip.decompress(sample.read_bytes())
+
+
+def write_gz(path: Path, text: bytes) -> Path:
+    path.write_bytes(gzip.compress(text))
+    return path
+
+
+def edited_kineto(tmp_path: Path, edit: Any, sample: Path = KINETO, name: str = "trace.json.gz") -> Path:
+    """A copy of a real Kineto trace with ``edit(doc)`` applied to its parsed JSON, gzipped again."""
+    doc = json.loads(kineto_text(sample))
+    edit(doc)
+    return write_gz(tmp_path / name, json.dumps(doc).encode())
+
+
+# 1. gzip: isal's own error class, while sniffing and while loading; header fields that are valid must still read.
+
+def test_gzip_with_a_garbled_header_flag(tmp_path: Path) -> None:
+    """An edited copy of samples/decode-compile/trace.json.gz with the FEXTRA flag set in its gzip header
+    (the file has no extra field: its MTIME is read as one). isal raises its own IsalError while sniffing."""
+    raw = bytearray(KINETO.read_bytes())
+    raw[3] |= 0x04
+    bad = tmp_path / "trace.json.gz"
+    bad.write_bytes(raw)
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "corrupt or truncated gzip")
+
+
+def test_gzip_with_a_corrupt_deflate_block_past_the_sniffed_start(tmp_path: Path) -> None:
+    """An edited copy of samples/decode-eager/trace.json.gz with 32 bytes inverted at 90 % of the file: the first
+    MiB unpacks (the format is detected), the corrupt block fails while loading."""
+    raw = bytearray(EAGER.read_bytes())
+    at = len(raw) * 9 // 10
+    raw[at : at + 32] = bytes(b ^ 0xFF for b in raw[at : at + 32])
+    bad = tmp_path / "trace.json.gz"
+    bad.write_bytes(raw)
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "corrupt or truncated gzip")
+
+
+def gzip_with_fields(text: bytes, filename: bytes, extra: bytes) -> bytes:
+    """A gzip member whose header carries FEXTRA and FNAME (what zlib and isal must skip)."""
+    deflated = zlib.compressobj(6, zlib.DEFLATED, -15)
+    body = deflated.compress(text) + deflated.flush()
+    header = b"\x1f\x8b\x08" + bytes([0x04 | 0x08]) + struct.pack("<I", 0) + b"\x00\xff"
+    header += struct.pack("<H", len(extra)) + extra + filename + b"\x00"
+    return header + body + struct.pack("<II", zlib.crc32(text), len(text) & 0xFFFFFFFF)
+
+
+def test_valid_gzip_header_fields_read_like_the_original(tmp_path: Path) -> None:
+    """samples/decode-compile/trace.json.gz unpacked and gzipped again with a file name (FNAME, as gzip.GzipFile
+    writes it) and with an extra field and a file name (FEXTRA + FNAME): both read as the original."""
+    text = kineto_text()
+    with_name = io.BytesIO()
+    with gzip.GzipFile(filename="trace.json", mode="wb", fileobj=with_name, mtime=0) as f:
+        f.write(text)
+    named = tmp_path / "named.json.gz"
+    named.write_bytes(with_name.getvalue())
+    assert named.read_bytes()[3] & 0x08  # FNAME set
+    extra = tmp_path / "extra.json.gz"
+    extra.write_bytes(gzip_with_fields(text, b"trace.json", b"TD\x02\x00ok"))
+    original = report(str(KINETO))
+    for copy in (named, extra):
+        doc = report(str(copy))
+        assert doc["inputs"][0]["events"] == original["inputs"][0]["events"] > 1000
+        assert doc["summary"] == original["summary"]
+        assert [f["rule"] for f in doc["findings"]] == [f["rule"] for f in original["findings"]]
+
+
+# 2. Unchecked numbers: non-finite, beyond 64 bits, digits int() refuses.
+
+@pytest.mark.parametrize("value", [b"Infinity", b"NaN", b"1e400", b"-Infinity"])
+def test_kineto_device_id_that_is_not_a_finite_number(tmp_path: Path, value: bytes) -> None:
+    """An edited copy of samples/decode-compile/trace.json.gz whose deviceProperties id is Infinity, NaN,
+    1e400 (a float overflow Python reads as infinity) or -Infinity."""
+    text = kineto_text()
+    assert text.count(b'"id": 0,') == 1
+    bad = write_gz(tmp_path / "trace.json.gz", text.replace(b'"id": 0,', b'"id": ' + value + b",", 1))
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "malformed trace header")
+
+
+def test_kineto_rank_in_digits_int_refuses(tmp_path: Path) -> None:
+    """An edited copy of samples/ddp-straggler/rank1.trace.json.gz whose distributedInfo.rank is "²" (a digit to
+    str.isdigit, not to int()): the rank is not taken from it but from the file name, rank1."""
+    def superscript(doc: dict[str, Any]) -> None:
+        assert doc["distributedInfo"]["rank"] == 1
+        doc["distributedInfo"]["rank"] = "²"
+
+    edited = edited_kineto(tmp_path, superscript, STRAGGLER_RANK1, "rank1.trace.json.gz")
+    doc = report(str(edited))
+    assert doc["inputs"][0]["rank"] == 1 and doc["inputs"][0]["format"] == "torch"
+
+
+@pytest.mark.parametrize("ts_us", [1e16, 5e15])
+def test_kineto_event_times_beyond_any_clock(tmp_path: Path, ts_us: float) -> None:
+    """An edited copy of samples/decode-compile/trace.json.gz whose first kernel starts at 1e16 µs (beyond 64-bit
+    nanoseconds) or 5e15 µs (inside 64 bits, but past 2^62 ns, where analyses' sums would overflow)."""
+    def far(doc: dict[str, Any]) -> None:
+        kernel = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+        kernel["ts"] = ts_us
+
+    bad = edited_kineto(tmp_path, far)
+    assert_one_line_error(*run(str(bad))[::2], str(bad))
+
+
+def test_nsys_times_near_int64_max(tmp_path: Path) -> None:
+    """An edited copy of samples/nsys-nvfuser-h200/report1.sqlite with 9.2e18 ns added to every kernel's start
+    and end (still valid 64-bit integers, 292 years from the others)."""
+    bad = tmp_path / "report1.sqlite"
+    shutil.copyfile(NSYS, bad)
+    with sqlite3.connect(bad) as con:
+        con.execute('UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + 9200000000000000000, '
+                    '"end" = "end" + 9200000000000000000')
+    con.close()
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "beyond any profiler clock")
+
+
+def edited_recording(tmp_path: Path, query: str, value: Any) -> Path:
+    doc = json.loads(NVML.read_text())
+    assert query in doc["answers"]
+    doc["answers"][query] = [{"value": value}]
+    path = tmp_path / "nvml-idle.replay.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_nvml_device_count_that_is_not_whole(tmp_path: Path) -> None:
+    """An edited copy of samples/health-h100/nvml-idle.replay.json where nvmlDeviceGetCount answered 2.5."""
+    bad = edited_recording(tmp_path, "nvmlDeviceGetCount[]", 2.5)
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "device count")
+
+
+def test_nvml_answer_that_is_infinite(tmp_path: Path) -> None:
+    """An edited copy of samples/health-h100/nvml-idle.replay.json where the power usage answer is Infinity."""
+    doc = json.loads(NVML.read_text())
+    query = next(q for q in doc["answers"] if q.startswith("nvmlDeviceGetPowerUsage"))
+    doc["answers"][query] = [{"value": float("inf")}]
+    bad = tmp_path / "nvml-idle.replay.json"
+    bad.write_text(json.dumps(doc))  # json writes Infinity
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "non-finite")
+
+
+@pytest.mark.parametrize(("key", "value", "reason"), [
+    ("sm_clock_mhz", b"-Infinity", "non-finite number -Infinity"), ("ms", b"1e400", "number out of range"),
+    ("sm_clock_mhz", b"1e300", "sm_clock_mhz must be a number from 0 to"), ("ms", b"1e-300", "ms must be at least")])
+def test_gemm_ladder_numbers_out_of_range(tmp_path: Path, key: str, value: bytes, reason: str) -> None:
+    """An edited copy of samples/gemm-ladder-ncu/gemm_ladder.json whose first result's sm_clock_mhz or ms is
+    -Infinity, 1e400 (infinite as a float), 1e300 or 1e-300 (finite, but no clock or GEMM time)."""
+    text = LADDER.read_bytes()
+    doc = json.loads(text)
+    old = json.dumps(doc["results"][0][key]).encode()
+    field = f'"{key}": '.encode()
+    assert field + old in text
+    bad = tmp_path / "gemm_ladder.json"
+    bad.write_bytes(text.replace(field + old, field + value, 1))
+    assert_one_line_error(*run(str(bad))[::2], str(bad), reason)
+
+
+# 3. Runaway nesting: RecursionError from the json module.
+
+def nested(depth: int = DEEP) -> bytes:
+    return b'"deep": ' + b"[" * depth + b"]" * depth + b", "
+
+
+def test_deeply_nested_kineto_header(tmp_path: Path) -> None:
+    """An edited copy of samples/decode-compile/trace.json.gz with a 100,000-deep array in its header."""
+    text = kineto_text()
+    bad = write_gz(tmp_path / "trace.json.gz", b"{" + nested() + text.lstrip()[1:])
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "nested too deeply")
+
+
+def test_deeply_nested_nvml_recording(tmp_path: Path) -> None:
+    """An edited copy of samples/health-h100/nvml-idle.replay.json with a 100,000-deep array after its tag."""
+    text = NVML.read_bytes()
+    tag_end = text.index(b",") + 1
+    bad = tmp_path / "nvml-idle.replay.json"
+    bad.write_bytes(text[:tag_end] + b" " + nested()[:-2] + b"," + text[tag_end:])
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "nested too deeply")
+
+
+def test_deeply_nested_gemm_ladder(tmp_path: Path) -> None:
+    """An edited copy of samples/gemm-ladder-ncu/gemm_ladder.json with a 100,000-deep array at its start."""
+    text = LADDER.read_bytes().lstrip()
+    bad = tmp_path / "gemm_ladder.json"
+    bad.write_bytes(b"{" + nested() + text[1:])
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "nested too deeply")
+
+
+# 4. Corrupt Nsight Systems exports: the one error, and no second message when the driver's objects are collected.
+
+def corrupt_exports(tmp_path: Path) -> list[Path]:
+    raw = NSYS.read_bytes()
+    truncated = tmp_path / "truncated.sqlite"
+    truncated.write_bytes(raw[: len(raw) // 2])
+    flipped = bytearray(raw)
+    flipped[482_546 : 482_546 + 64] = bytes(b ^ 0x5A for b in flipped[482_546 : 482_546 + 64])
+    byte_flipped = tmp_path / "flipped.sqlite"
+    byte_flipped.write_bytes(flipped)
+    return [truncated, byte_flipped]
+
+
+def test_corrupt_nsys_export_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Edited copies of samples/nsys-nvfuser-h200/report1.sqlite: cut to half its size, and with 64 bytes of a
+    table page (offset 482,546) XORed with 0x5a, which the schema read passes and a table query fails on. The
+    failed query's ADBC cursor must be closed with its connection, or collecting them prints a second error."""
+    unraisable: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(f"{u.exc_type.__name__}: {u.exc_value}"))
+    for bad in corrupt_exports(tmp_path):
+        code, _, err = run(str(bad))
+        gc.collect()
+        assert_one_line_error(code, err, str(bad))
+        assert unraisable == [], (bad.name, unraisable)
+
+
+# 5. Files that are not regular: a FIFO blocks a reader forever.
+
+def test_fifo_is_refused_and_skipped_in_a_directory(tmp_path: Path) -> None:
+    """A FIFO given as input is refused at once; beside a copy of samples/decode-compile/trace.json.gz in a
+    directory it is skipped. Run as a process with a timeout, so that a regression fails instead of hanging."""
+    fifo = tmp_path / "ranks" / "rank1.trace.json"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    shutil.copyfile(KINETO, tmp_path / "ranks" / "rank0.trace.json.gz")
+    env = {**os.environ, "TRACEDOC_CACHE_DIR": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "tracedoc", "analyze", "--no-cache"]
+    done = subprocess.run([*cmd, str(fifo)], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert_one_line_error(done.returncode, done.stderr, str(fifo), "not a regular file")
+    done = subprocess.run([*cmd, str(fifo.parent), "--format", "json"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr
+    assert [i["path"] for i in json.loads(done.stdout)["inputs"]] == [str(fifo.parent / "rank0.trace.json.gz")]
+
+
+# 6. Decompression bombs and full disks.
+
+def gzip_bomb(path: Path, inflated_mib: int) -> Path:
+    """A Kineto-looking gzip (the traceEvents key, then blanks) that inflates to ``inflated_mib`` MiB: members of
+    16 MiB of blanks, each compressed once and repeated (a gzip file may hold several members)."""
+    blanks = gzip.compress(b" " * (16 << 20), compresslevel=9)
+    with path.open("wb") as f:
+        f.write(gzip.compress(b'{"traceEvents": [\n'))
+        for _ in range(inflated_mib // 16):
+            f.write(blanks)
+        f.write(gzip.compress(b"]}\n"))
+    return path
+
+
+def test_decompression_bomb_stops_at_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generated gzip of 1 GiB of blanks after a Kineto key (about 1 MB on disk), read with
+    TRACEDOC_MAX_INFLATE_BYTES=64M: refused after 64 MiB, and the unpacked copy removed."""
+    bomb = gzip_bomb(tmp_path / "bomb.json.gz", 1024)
+    assert bomb.stat().st_size < 2 << 20
+    monkeypatch.setenv(compressed.ENV_VAR, "64M")
+    monkeypatch.setenv("TRACEDOC_CACHE_DIR", str(tmp_path / "cache"))
+    code, _, err = run(str(bomb))
+    assert_one_line_error(code, err, str(bomb), f"more than {64 << 20:,} bytes", compressed.ENV_VAR)
+    assert not list((tmp_path / "cache").rglob("unpacked-*"))
+
+
+def test_inflate_cap_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default cap is the larger of 100x the compressed size and 4 GiB; the environment and set_limits
+    replace it; a cap that is not a byte count is refused."""
+    monkeypatch.delenv(compressed.ENV_VAR, raising=False)
+    assert compressed.max_inflate_bytes(1 << 20) == 4 << 30
+    assert compressed.max_inflate_bytes(1 << 30) == 100 << 30
+    monkeypatch.setenv(compressed.ENV_VAR, "8GiB")
+    assert compressed.max_inflate_bytes(1 << 30) == 8 << 30
+    compressed.set_limits(max_inflate_bytes=1000)
+    try:
+        assert compressed.max_inflate_bytes(1 << 30) == 1000
+    finally:
+        compressed.set_limits(None)
+    monkeypatch.setenv(compressed.ENV_VAR, "lots")
+    with pytest.raises(TracedocError, match=compressed.ENV_VAR):
+        compressed.max_inflate_bytes(1)
+
+
+def test_every_compressed_sample_is_far_below_the_default_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real traces inflate to less than a quarter of the default cap (they compress 2 to 40 times)."""
+    monkeypatch.delenv(compressed.ENV_VAR, raising=False)
+    samples = sorted(p for p in SAMPLES.rglob("*") if p.suffix in (".gz", ".xz"))
+    assert len(samples) > 20
+    for path in samples:
+        raw = path.read_bytes()
+        inflated = len(gzip.decompress(raw) if path.suffix == ".gz" else lzma.decompress(raw))
+        assert inflated * 4 < compressed.max_inflate_bytes(len(raw)), path
+        assert inflated < len(raw) * compressed.DEFAULT_RATIO / 2, path
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_full_disk_while_unpacking_is_not_a_corrupt_input(tmp_path: Path) -> None:
+    """samples/decode-compile/trace.json.gz unpacked into /dev/full (every write fails with ENOSPC, through a link
+    in a temporary directory): the error names the lack of space, not the file."""
+    target = tmp_path / "unpacked.json"
+    target.symlink_to("/dev/full")
+    with pytest.raises(TracedocError) as caught:
+        compressed.inflate(KINETO, "gzip", target, 1 << 30)
+    assert not isinstance(caught.value, InputError)
+    assert str(caught.value).startswith(f"no space left in {tmp_path} while decompressing {KINETO}")
+    assert "corrupt" not in str(caught.value)
+    assert Path("/dev/full").exists()
+
+
+# 7. Conveniences: xz, and standard input.
+
+def test_xz_kineto_trace_reads_like_gzip(tmp_path: Path) -> None:
+    """samples/decode-compile/trace.json.gz recompressed with xz, given as a file and in a directory."""
+    xz = tmp_path / "ranks" / "trace.json.xz"
+    xz.parent.mkdir()
+    xz.write_bytes(lzma.compress(kineto_text()))
+    original = report(str(KINETO))
+    for given in (xz, xz.parent):
+        doc = report(str(given))
+        assert doc["inputs"][0]["path"] == str(xz)
+        assert doc["inputs"][0]["events"] == original["inputs"][0]["events"]
+        assert doc["summary"] == original["summary"]
+
+
+def test_truncated_xz_is_one_line(tmp_path: Path) -> None:
+    """samples/decode-eager/trace.json.gz recompressed with xz and cut at 90 % of its length."""
+    packed = lzma.compress(kineto_text(EAGER))
+    bad = tmp_path / "trace.json.xz"
+    bad.write_bytes(packed[: len(packed) * 9 // 10])
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "corrupt or truncated xz")
+
+
+def test_ncu_report_xz_given_by_name_and_set_aside_beside_its_csv() -> None:
+    """The sample's .ncu-rep.xz reads as the report it holds when named; in its folder, beside the CSV export of
+    the same kernels, it is an archive and is not read twice."""
+    pytest.importorskip("ncu_report")
+    doc = report(str(NCU_XZ))
+    assert doc["inputs"][0]["format"] == "ncu" and doc["inputs"][0]["events"] == 4
+    folder = report(str(NCU_XZ.parent))
+    assert str(NCU_XZ) not in [i["path"] for i in folder["inputs"]]
+    assert [i["format"] for i in folder["inputs"]].count("ncu") == 1
+
+
+def test_standard_input(tmp_path: Path) -> None:
+    """samples/decode-compile/trace.json.gz piped in as '-', gzipped and plain: the same report, naming '-'."""
+    original = report(str(KINETO))
+    for data in (KINETO.read_bytes(), kineto_text()):
+        doc = report("-", stdin=data)
+        assert doc["inputs"][0]["path"] == "-"
+        assert doc["inputs"][0]["events"] == original["inputs"][0]["events"]
+        assert doc["summary"] == original["summary"]
+    code, _, err = run("-", stdin=b"\x1f\x8b\x08\x00 not really gzip")
+    assert_one_line_error(code, err, "-: corrupt or truncated gzip")
+    code, _, err = run("-", stdin=b"")
+    assert_one_line_error(code, err, "-: empty file")

@@ -1,0 +1,141 @@
+"""Compressed inputs (gzip, xz) and standard input: sniffed through their first bytes, unpacked bounded.
+
+A compressed file is untrusted like any input: it is streamed in chunks (never whole in memory), and unpacking
+stops with a one-line error once its output passes a cap, so a few megabytes that would inflate to terabytes (a
+decompression bomb) cost at most the cap in disk and seconds. The cap is ``TRACEDOC_MAX_INFLATE_BYTES`` (or
+``set_limits``) when given, else the larger of 100 times the compressed size and 4 GiB: real traces compress 2 to
+40 times. Standard input is spooled to a file under the same cap. Every decompressor failure (isal's own error
+class, lzma's, a truncated stream) is bad input; a full disk while writing is said as such.
+"""
+
+from __future__ import annotations
+
+import errno
+import lzma
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from isal import igzip, igzip_lib
+
+from tracedoc.errors import InputError, TracedocError, first_line
+
+ENV_VAR = "TRACEDOC_MAX_INFLATE_BYTES"
+DEFAULT_RATIO = 100
+DEFAULT_FLOOR = 4 << 30
+_MAGIC = {"gzip": b"\x1f\x8b", "xz": b"\xfd7zXZ\x00"}
+_CHUNK = 4 << 20
+_DECODE_ERRORS = (OSError, EOFError, ValueError, igzip_lib.IsalError, lzma.LZMAError)
+_SIZE = re.compile(r"([0-9]{1,20})\s*([KMGT]i?B?)?", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+_limit: int | None = None
+
+
+class InflateLimitError(InputError):
+    """A compressed input unpacks to more bytes than the cap allows."""
+
+
+def set_limits(max_inflate_bytes: int | None = None) -> None:
+    """Set the cap on unpacked bytes (a command-line option); None goes back to the environment or default."""
+    global _limit
+    if max_inflate_bytes is not None and max_inflate_bytes <= 0:
+        raise TracedocError(f"the cap on unpacked bytes must be positive, not {max_inflate_bytes}")
+    _limit = max_inflate_bytes
+
+
+def max_inflate_bytes(compressed_size: int) -> int:
+    """How many bytes a compressed input of ``compressed_size`` bytes (or standard input) may unpack to."""
+    if _limit is not None:
+        return _limit
+    if (text := os.environ.get(ENV_VAR, "").strip()):
+        return parse_size(text, ENV_VAR)
+    return max(DEFAULT_RATIO * compressed_size, DEFAULT_FLOOR)
+
+
+def parse_size(text: str, what: str) -> int:
+    """A byte count such as ``8000000000``, ``512M`` or ``8GiB`` (powers of 1024); TracedocError otherwise."""
+    m = _SIZE.fullmatch(text.strip())
+    if m is None or int(m.group(1)) == 0:
+        raise TracedocError(f"{what}={text[:40]!r}: not a positive byte count (e.g. 8000000000, 512M or 8GiB)")
+    return int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].upper()]
+
+
+def compression_of(start: bytes) -> str | None:
+    """'gzip' or 'xz' when a file's first bytes are that format's magic, else None."""
+    return next((kind for kind, magic in _MAGIC.items() if start.startswith(magic)), None)
+
+
+def _open(path: Path, kind: str) -> BinaryIO:
+    return igzip.open(path, "rb") if kind == "gzip" else lzma.open(path, "rb")
+
+
+def head(path: Path, kind: str, size: int, name: Path | str | None = None) -> bytes:
+    """The first ``size`` unpacked bytes of a compressed file (for sniffing its format)."""
+    try:
+        with _open(path, kind) as f:
+            return f.read(size)
+    except _DECODE_ERRORS as exc:
+        raise InputError(f"{name or path}: corrupt or truncated {kind} ({first_line(exc)})") from None
+
+
+def inflate(path: Path, kind: str, out: Path, limit: int, name: Path | str | None = None) -> None:
+    """Unpack ``path`` into ``out`` in chunks, stopping with InflateLimitError past ``limit`` bytes.
+
+    ``name`` is how errors name the input (the file the user gave; ``path`` by default).
+    """
+    name = name or path
+    try:
+        with _open(path, kind) as src:
+            _copy(src.readinto, out, limit, name, f"corrupt or truncated {kind}", f"decompressing {name}",
+                  f"unpacks to more than {limit:,} bytes: refused as a likely decompression bomb (set "
+                  f"{ENV_VAR} to a larger byte count to read it)")
+    except _DECODE_ERRORS as exc:  # opening the stream (its header) failed
+        out.unlink(missing_ok=True)
+        raise InputError(f"{name}: corrupt or truncated {kind} ({first_line(exc)})") from None
+
+
+def spool(stream: BinaryIO, out: Path, limit: int, name: str = "-") -> None:
+    """Copy a stream (standard input) into ``out``, stopping with InflateLimitError past ``limit`` bytes."""
+    _copy(stream.readinto, out, limit, name, "cannot read standard input", "saving standard input",
+          f"more than {limit:,} bytes on standard input (set {ENV_VAR} to a larger byte count to read it)")
+
+
+def _copy(readinto: Callable[[memoryview], int | None], out: Path, limit: int, name: Path | str, bad_read: str,
+          doing: str, too_large: str) -> None:
+    """Copy chunks from ``readinto`` into ``out`` until the source ends; on any failure remove ``out``.
+
+    Failures to read are the input's (``bad_read``); failures to write are the disk's (while ``doing``).
+    """
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    written = 0
+    try:
+        with out.open("wb") as dst:
+            while True:
+                try:
+                    n = readinto(view)
+                except _DECODE_ERRORS as exc:
+                    raise InputError(f"{name}: {bad_read} ({first_line(exc)})") from None
+                if not n:
+                    return
+                written += n
+                if written > limit:
+                    raise InflateLimitError(f"{name}: {too_large}")
+                dst.write(view[:n])
+    except OSError as exc:  # reading failures became InputError above: this is opening, writing or closing
+        out.unlink(missing_ok=True)
+        raise _write_error(exc, out, doing) from None
+    except BaseException:
+        out.unlink(missing_ok=True)
+        raise
+
+
+def _write_error(exc: OSError, out: Path, doing: str) -> TracedocError:
+    """A failed write of the unpacked copy: the disk's fault, not the input's."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return TracedocError(f"no space left in {out.parent} while {doing} (free some, or point "
+                             "TRACEDOC_CACHE_DIR or TMPDIR elsewhere)")
+    return TracedocError(f"cannot write in {out.parent} while {doing} ({first_line(exc)})")

@@ -1,0 +1,51 @@
+"""JSON from untrusted files, parsed with the standard library but stricter than it.
+
+Python's json module accepts what JSON does not (``NaN``, ``Infinity``), turns a number too large for a float
+(``1e400``) into infinity, and raises RecursionError (not a ValueError) on deeply nested arrays. Every one of
+those reaches code that expects finite numbers and a ValueError on bad input, so here each is a ``BadJson``:
+a ValueError, which callers already turn into their one-line InputError.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+# Integers beyond 64 bits fit no column of the store (unsigned 64-bit values, such as NVML counters, do).
+_INT_LIMIT = 1 << 64
+
+
+class BadJson(ValueError):
+    """Well-formed JSON that tracedoc still refuses: a non-finite or out-of-range number, or nesting too deep."""
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse ``data`` like json.loads; BadJson for NaN, ±Infinity, numbers out of range and runaway nesting.
+
+    Syntax errors stay json.JSONDecodeError (a ValueError too) and bad UTF-8 UnicodeDecodeError.
+    """
+    try:
+        return json.loads(data, parse_constant=_constant, parse_float=_float, parse_int=_int)
+    except RecursionError:
+        raise BadJson("nested too deeply") from None
+
+
+def _constant(name: str) -> Any:
+    raise BadJson(f"non-finite number {name}")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise BadJson(f"number out of range ({text[:40]})")
+    return value
+
+
+def _int(text: str) -> int:
+    if len(text) > 21:  # more digits than any 64-bit integer (and than int() converts without a limit)
+        raise BadJson(f"integer out of range ({text[:40]}…)")
+    value = int(text)
+    if not -_INT_LIMIT < value < _INT_LIMIT:
+        raise BadJson(f"integer out of range ({text})")
+    return value
