@@ -1,0 +1,40 @@
+"""``tracedoc analyze`` keeps its contract on a few hundred corrupted copies of the samples (tests/fuzz.py).
+
+The contract: exit 0 or 2, never a traceback, within 60 s and 2 GB, one line on stderr with exit 2, no raw
+control characters from a trace in the text and Markdown reports. A fixed seed, so a failure names a mutant that
+``python benchmarks/fuzz.py --repro ID`` reproduces. Takes a few minutes on two cores; deselect it with
+``-m "not fuzz"``; ``TRACEDOC_FUZZ_MUTANTS`` changes the number of mutants.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+
+from tests.fuzz import FORMATS, failure_report, plan, run_batch, summary_table
+
+SEED = 20250101
+MUTANTS = int(os.environ.get("TRACEDOC_FUZZ_MUTANTS", "200"))
+JOBS = 2
+
+with warnings.catch_warnings():  # the marker is only a name to deselect by (-m "not fuzz"); nothing registers it
+    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+    fuzz = pytest.mark.fuzz
+
+
+def test_plan_covers_every_format_and_is_stable() -> None:
+    """The CI batch reaches every input format, and the same seed always names the same mutants."""
+    ids = plan(MUTANTS, SEED)
+    assert {i.fmt for i in ids} == set(FORMATS)
+    assert ids == plan(MUTANTS, SEED)
+
+
+@fuzz
+def test_fuzz_analyze_keeps_its_contract(tmp_path: Path) -> None:
+    """No mutant of any format makes tracedoc crash, hang, bloat, or print more than one line of error."""
+    outcomes = run_batch(plan(MUTANTS, SEED), jobs=JOBS, keep=tmp_path / "failures")
+    failures = [o for o in outcomes if o.failed]
+    assert not failures, f"{summary_table(outcomes)}\n\n{failure_report(outcomes)}\n\nkept in {tmp_path}/failures"
