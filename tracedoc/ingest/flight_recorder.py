@@ -48,6 +48,7 @@ SEVERAL_PER_RANK = True
 _PICKLE_MAGIC = re.compile(rb"\A\x80[\x02-\x05]")
 _GZIP_MAGIC = b"\x1f\x8b"
 _MAX_BYTES = 1 << 30  # a decompressed dump larger than this is not one (the ring buffer keeps a few MB)
+MAX_BYTES = _MAX_BYTES  # ingest unpacks a compressed dump no further
 _DIGITS = re.compile(r"-?\d{1,18}")
 _MAX_FRAMES = 64  # innermost Python frames kept per entry
 _MAX_TEXT = 1000  # characters kept of any string from a dump
