@@ -29,6 +29,8 @@ PAIRS = (  # problem variant, fixed twin, what changed, the rules whose findings
     ("fsdp-no-prefetch", "fsdp-prefetch", "all-gathers prefetched ahead of their layer", ("low-comm-overlap",)),
     ("moe-hot-expert", "moe-balanced", "tokens routed evenly over the experts", ("expert-imbalance",)),
     ("ddp-straggler", "ddp-overlap", "the slow rank's extra fp32 work removed", ("straggler-rank",)),
+    ("host-stall-item", "host-stall-fixed", "no per-step .item() and bookkeeping after it", ("host-sync",)),
+    ("host-stall-sleep", "host-stall-fixed", "no un-instrumented host time between steps", ("gpu-idle-host-bound",)),
 )
 
 

@@ -24,13 +24,14 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\ud800-\udfff]"
 
 
 def _hostile_input_slow(directory: Path) -> Path:
-    """An edited copy of samples/input-slow/trace.json.gz whose 'data' annotation (named by gpu-idle-host-bound)
-    is renamed HOSTILE less the lone surrogate (a JSON reader rejects those as malformed input)."""
+    """An edited copy of samples/input-slow/trace.json.gz whose DataLoader range (named by gpu-idle-host-bound as
+    what the host did in the gaps) has HOSTILE, less the lone surrogate (a JSON reader rejects those as malformed
+    input), before its name."""
     doc = json.loads(gzip.decompress((SAMPLES / "input-slow" / "trace.json.gz").read_bytes()))
     renamed = 0
     for event in doc["traceEvents"]:
-        if event.get("cat") == "user_annotation" and event.get("name") == "data":
-            event["name"] = HOSTILE.replace("\ud800", "")
+        if event.get("name", "").startswith("enumerate(DataLoader)"):
+            event["name"] = HOSTILE.replace("\ud800", "") + event["name"]
             renamed += 1
     assert renamed == 3
     path = directory / "trace.json.gz"

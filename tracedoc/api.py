@@ -16,6 +16,7 @@ from tracedoc.judge.rule import check_thresholds
 from tracedoc.report import InputInfo, Report
 from tracedoc.store import Store, open_cached_store
 from tracedoc.store.cache import content_key, default_cache_dir, discard_damaged, is_damage
+from tracedoc.whatif import top_what_ifs
 
 Progress = Callable[[str], None]
 
@@ -90,8 +91,10 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
     if summary["basis"] == "timeline":
         head.update(gpu_states(store))
         attribution = attribution_rows(store)
-    return Report(inputs=inputs, summary=head, findings=findings, metrics=collect_metrics(store),
-                  attribution=attribution)
+    report = Report(inputs=inputs, summary=head, findings=findings, metrics=collect_metrics(store),
+                    attribution=attribution)
+    report.what_if = [w.to_dict() for w in top_what_ifs(report)]
+    return report
 
 
 def gpu_states(store: Store) -> dict[str, Any]:

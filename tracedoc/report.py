@@ -56,12 +56,14 @@ class Finding:
     fix: str = ""
     references: list[str] = field(default_factory=list)
     part_of: int | None = None  # the number (1-based, as ranked) of the finding that already counts its time
+    drawn_from: list[str] = field(default_factory=list)  # the attribution causes its saving was drawn from
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["scope"] = self.scope.to_dict()
-        if d["part_of"] is None:
-            del d["part_of"]
+        for optional in ("part_of", "drawn_from"):
+            if not d[optional]:
+                del d[optional]
         return d
 
     @classmethod
@@ -91,12 +93,18 @@ class Report:
     # Every GPU's time, attributed once: {rank, device, step, cause, detail, ms} rows summing per rank and device
     # to its window (empty without a GPU timeline).
     attribution: list[dict[str, Any]] = field(default_factory=list)
+    # For the largest findings: the projected step time once fixed and what limits it next (tracedoc.whatif).
+    what_if: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"tracedoc": __version__, "schema": REPORT_SCHEMA,
                 "inputs": [asdict(i) for i in self.inputs], "summary": self.summary,
                 "findings": [f.to_dict() for f in self.findings], "attribution": self.attribution,
-                "metrics": self.metrics}
+                "what_if": self.what_if, "metrics": self.metrics}
+
+    def what_if_for(self, number: int) -> dict[str, Any] | None:
+        """The projection of finding ``number`` (1-based), when the report carries one."""
+        return next((w for w in self.what_if if w.get("finding") == number), None)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=_json_default)
@@ -105,7 +113,7 @@ class Report:
     def from_dict(cls, d: dict[str, Any]) -> Report:
         return cls(inputs=[InputInfo(**i) for i in d["inputs"]], summary=d["summary"],
                    findings=[Finding.from_dict(f) for f in d["findings"]], metrics=d.get("metrics", {}),
-                   attribution=d.get("attribution", []))
+                   attribution=d.get("attribution", []), what_if=d.get("what_if", []))
 
     @classmethod
     def from_json(cls, text: str) -> Report:

@@ -59,6 +59,8 @@ WORKLOADS = {w.name: w for w in (
     Workload("decode_loop", "batch-1 decode launched op by op from Python (launch-bound)",
              ("eager", "cudagraph", "compile")),
     Workload("input_bound", "training starved by its DataLoader, pageable copies, per-step .item()", ("slow", "fast")),
+    Workload("host_stall", "a step whose host stalls the GPU: .item() and bookkeeping, or un-instrumented time",
+             ("item", "sleep", "fixed")),
     Workload("gemm_ladder", "naive, tiled, WMMA and cuBLAS matrix products: each rung's bottleneck under ncu",
              ("all", "naive", "tiled", "wmma", "cublas"), needs=("torch", "cupy"), ncu_launches=None,
              times_itself=True),

@@ -3,7 +3,8 @@
 #
 #   bash workloads/make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|all]
 #
-# single: decode_loop (eager, cudagraph, compile) and input_bound (slow, fast) on one GPU;
+# single: decode_loop (eager, cudagraph, compile), input_bound (slow, fast) and host_stall (item, sleep, fixed) on
+# one GPU;
 # gemm: the GEMM ladder timed, then under Nsight Compute (ncu on PATH) with the report exported as CSV;
 # ddp: ddp_step (overlap, no_overlap, straggler), moe_alltoall (balanced, hot_expert) and fsdp_step (prefetch,
 # no_prefetch) on two GPUs; fsdp: fsdp_step alone.
@@ -37,6 +38,9 @@ if [[ $which == single || $which == all ]]; then
         run "input-$v" python3 "$here/input_bound/run.py" --variant "$v" --out "$out/input-$v"
     done
     run decode-compile python3 "$here/decode_loop/run.py" --variant compile --out "$out/decode-compile"
+    for v in item sleep fixed; do
+        run "host-stall-$v" python3 "$here/host_stall/run.py" --variant "$v" --out "$out/host-stall-$v"
+    done
 fi
 
 if [[ $which == gemm || $which == all ]]; then

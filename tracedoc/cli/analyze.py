@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from tracedoc.api import analyze
-from tracedoc.cli.errors import one_line_errors
+from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import (
     cache_dir_option,
     emit_report,
@@ -19,6 +21,10 @@ from tracedoc.cli.options import (
     report_options,
 )
 from tracedoc.judge import load_rules
+from tracedoc.render.base import what_if_text
+from tracedoc.render.sanitize import one_line, terminal_text
+from tracedoc.report import Report
+from tracedoc.whatif import what_if
 
 
 @click.command("analyze")
@@ -26,9 +32,12 @@ from tracedoc.judge import load_rules
 @report_options()
 @cache_dir_option
 @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store and discard it afterwards.")
+@click.option("--what-if", "what_if_rule", metavar="RULE", default=None,
+              help="Project the step time with RULE's largest finding fixed, and name the next bottleneck.")
 @one_line_errors
 def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ...],
-                    settings: tuple[str, ...], fail_on: str | None, cache_dir: Path | None, no_cache: bool) -> None:
+                    settings: tuple[str, ...], fail_on: str | None, cache_dir: Path | None, no_cache: bool,
+                    what_if_rule: str | None) -> None:
     """Diagnose GPU traces: a trace file, or a directory with one trace per rank.
 
     Example:
@@ -38,10 +47,32 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         tracedoc analyze ranks/ --format json --out reports/ --fail-on warning
     """
     fmt, target = output_target(fmt, out)
-    thresholds = parse_settings(settings, load_rules(rules_dirs))
+    rules = load_rules(rules_dirs)
+    thresholds = parse_settings(settings, rules)
+    if what_if_rule is not None and what_if_rule not in {r.id for r in rules}:
+        raise BadInput(f"--what-if {what_if_rule}: no such rule (tracedoc rules lists them)")
     err = Console(stderr=True)
     with err.status("reading traces…") as status:
         report = analyze(paths, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=not no_cache,
-                         thresholds=thresholds, progress=lambda msg: status.update(msg))
+                         thresholds=thresholds, progress=lambda msg: status.update(Text(one_line(msg))))
+    projection = _what_if(report, what_if_rule) if what_if_rule else None
     emit_report(report, fmt, target)
+    if what_if_rule and fmt == "text" and target is None:
+        Console(highlight=False).print(Text(terminal_text(
+            what_if_text(projection) if projection else
+            f"What if {what_if_rule} were fixed: it found nothing with attributed time here, so nothing changes.")))
     sys.exit(exit_code(report, fail_on))
+
+
+def _what_if(report: Report, rule: str) -> dict[str, Any] | None:
+    """The projection for the largest finding of ``rule`` (added to the report's what_if when not there yet)."""
+    number = next((i for i, f in enumerate(report.findings, 1) if f.rule == rule), None)
+    if number is None:
+        return None
+    if (known := report.what_if_for(number)) is not None:
+        return known
+    projection = what_if(report, number)
+    if projection is None:
+        return None
+    report.what_if.append(projection.to_dict())
+    return projection.to_dict()

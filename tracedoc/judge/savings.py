@@ -76,6 +76,8 @@ def allocate(candidates: Sequence[tuple[Finding, Claim, float]], pools: Sequence
             remaining[key] -= take
             taken_by[key].append((id(finding), take))
             got += take
+            if key[2] not in finding.drawn_from:
+                finding.drawn_from.append(key[2])
         if got < wanted - 1e-3:
             owner = _largest_other_taker(keys, taken_by, id(finding))
             if owner is not None:

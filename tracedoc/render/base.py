@@ -44,12 +44,34 @@ def summary_text(summary: dict[str, object], inputs: int) -> str:
     """The report's one-line headline; inputs without a timeline (e.g. hang dumps) have no wall time."""
     parts = [f"{inputs} input(s)"] + ([f"{summary['ranks']} rank(s)"] if summary.get("ranks") else [])
     if summary.get("wall_ms") and summary.get("gpu_busy_pct") is not None:
-        parts += [f"wall {fmt_ms(float(summary['wall_ms']))}", f"GPU busy {fmt_value(summary['gpu_busy_pct'], '%')}"]
+        parts += [f"wall {fmt_ms(float(summary['wall_ms']))}",
+                  f"GPU busy {fmt_value(summary['gpu_busy_pct'], '%')}{_busy_breakdown(summary)}"]
     elif summary.get("wall_ms") and summary.get("basis") == "host-only timeline":
         parts += [f"wall {fmt_ms(float(summary['wall_ms']))}", "no GPU activity recorded"]
     elif summary.get("wall_ms"):  # kernel profiles: no timeline, only the profiled kernels' time
         parts.append(f"profiled kernel time {fmt_ms(float(summary['wall_ms']))}")
     return " · ".join(parts)
+
+
+def _busy_breakdown(summary: dict[str, object]) -> str:
+    """' (computing 79.1%, communication 19.1%, of which 13.5% waiting for rank 1)' when the report knows."""
+    computing, comm = summary.get("computing_pct"), summary.get("communication_pct")
+    if computing is None or comm is None:
+        return ""
+    text = f" (computing {fmt_value(computing, '%')}"
+    if float(comm) >= 0.05:
+        text += f", communication {fmt_value(comm, '%')}"
+        waiting, peer = summary.get("waiting_pct"), summary.get("waiting_for_rank")
+        if waiting is not None and float(waiting) >= 0.05 and peer is not None:
+            text += f", of which {fmt_value(waiting, '%')} waiting for rank {peer}"
+    return text + ")"
+
+
+def what_if_text(projection: dict[str, object]) -> str:
+    """'If fixed: step 68.9 ms → 18.2 ms (−73.6%); next: host-sync (#2), 28.6% of the projected step.'"""
+    return (f"If fixed: step {fmt_ms(float(projection['step_ms']))} → {fmt_ms(float(projection['projected_step_ms']))}"
+            f" (−{float(projection['gain_pct']):.1f}%) on rank {projection['rank']}; next: {projection['next']}, "
+            f"{float(projection['next_share_pct']):.1f}% of the projected step.")
 
 
 def saving_text(impact_ms: float, impact_pct: float, wall_ms: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from tracedoc.render.attribution import attribution_by_device
-from tracedoc.render.base import Renderer, fmt_value, saving_text, scope_text, summary_text
+from tracedoc.render.base import Renderer, fmt_value, saving_text, scope_text, summary_text, what_if_text
 from tracedoc.render.sanitize import one_line
 from tracedoc.report import Report
 
@@ -45,6 +45,8 @@ class MarkdownRenderer(Renderer):
                           "| evidence | value |", "|---|---|"]
                 lines += [f"| {escape(e.name)} | {escape(fmt_value(e.value, e.unit))} |" for e in f.evidence]
                 lines += ["", f"**Fix:** {escape(f.fix)}", ""]
+                if projection := report.what_if_for(i):
+                    lines += [f"*{escape(what_if_text(projection))}*", ""]
                 if f.references:
                     lines += ["References: " + ", ".join(f"<{r}>" for r in f.references), ""]
         devices = attribution_by_device(report.attribution)

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracedoc.render.attribution import attribution_by_device
-from tracedoc.render.base import Renderer, fmt_ms, fmt_value, saving_text, scope_text, summary_text
+from tracedoc.render.base import Renderer, fmt_ms, fmt_value, saving_text, scope_text, summary_text, what_if_text
 from tracedoc.render.ranks import rank_steps_parts
 from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Report
@@ -63,8 +63,10 @@ class TextRenderer(Renderer):
                 evidence.add_row(Text(one_line(e.name)), Text(one_line(fmt_value(e.value, e.unit))))
             shared = [Text(f"Its time is part of finding #{f.part_of}'s, which counts it: the saving here is what "
                            "is left.", style="dim"), Text("")] if f.part_of else []
+            projection = report.what_if_for(i)
+            after = [Text(""), Text(terminal_text(what_if_text(projection)), style="italic")] if projection else []
             body = Group(Text(terminal_text(f.message)), Text(""), *shared, evidence, Text(""),
-                         Text.assemble(("fix: ", "bold"), terminal_text(f.fix)))
+                         Text.assemble(("fix: ", "bold"), terminal_text(f.fix)), *after)
             title = Text.assemble((f"{i}. ", "bold"), (one_line(f.title), "bold"), f"  [{one_line(f.rule)}]")
             out.append(Panel(body, title=title, title_align="left", border_style=_STYLE.get(f.severity, ""),
                              subtitle=Text(f"saves ~{saving_text(f.impact_ms, f.impact_pct, wall)}"),

@@ -1,0 +1,96 @@
+"""What if a finding were fixed: the projected step time, and what becomes the bottleneck next.
+
+The projection works on the time attribution the savings are drawn from: fixing a finding removes its saving from
+its rank's steps (each step loses its share of it), and the other findings keep theirs. So a problem that costs
+little behind a bigger one (a per-step sync behind a slow data loader) shows its real weight once the bigger one
+is gone: it is named as the next bottleneck, with its share of the projected step. This is a projection over the
+attributed causes, not a replay of the dependency graph: it assumes the rest of the step keeps its length.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tracedoc.render.attribution import CAUSE_LABELS
+from tracedoc.report import Finding, Report
+
+TOP_FINDINGS = 3  # the report carries the what-if of this many of its largest findings
+
+
+@dataclass
+class WhatIf:
+    """The projection for one finding, on its rank (times in ms, shares in %)."""
+
+    finding: int  # its number in the report (1-based)
+    rule: str
+    rank: int
+    step_ms: float  # median step span now (the window when the trace has no steps)
+    projected_step_ms: float
+    gain_pct: float
+    next: str  # what limits the step next: a finding ('host-sync (#2)') or the largest remaining cause
+    next_share_pct: float  # its share of the projected step
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def what_if(report: Report, number: int) -> WhatIf | None:
+    """The projection for finding ``number`` (1-based); None when it has no rank or no attributed time."""
+    finding = report.findings[number - 1]
+    rank = finding.scope.rank
+    spans = _step_spans(report.attribution, rank)
+    if rank is None or not spans or finding.impact_ms <= 0:
+        return None
+    total = sum(spans.values())
+    keep = max(total - finding.impact_ms, 0.0) / total
+    step = statistics.median(spans.values())
+    projected = step * keep
+    remaining = total - finding.impact_ms
+    nxt, share = _next_bottleneck(report, finding, rank, remaining)
+    return WhatIf(finding=number, rule=finding.rule, rank=rank, step_ms=round(step, 3),
+                  projected_step_ms=round(projected, 3), gain_pct=round(100.0 * (1 - keep), 2), next=nxt,
+                  next_share_pct=round(share, 1))
+
+
+def top_what_ifs(report: Report, count: int = TOP_FINDINGS) -> list[WhatIf]:
+    """The projections of the report's largest findings that own their time (not part of another)."""
+    out = []
+    for number, finding in enumerate(report.findings, 1):
+        if len(out) == count:
+            break
+        if finding.part_of is None and (projection := what_if(report, number)) is not None:
+            out.append(projection)
+    return out
+
+
+def _step_spans(rows: list[dict[str, Any]], rank: int | None) -> dict[Any, float]:
+    """Per step of ``rank``: its span (ms), the slowest device's; the whole window when there are no steps."""
+    spans: dict[tuple[Any, Any], float] = defaultdict(float)
+    has_steps = any(r["step"] is not None for r in rows if r["rank"] == rank)
+    for row in rows:
+        if row["rank"] == rank and (row["step"] is not None or not has_steps):
+            spans[(row["device"], row["step"])] += float(row["ms"] or 0.0)
+    per_step: dict[Any, float] = defaultdict(float)
+    for (_, step), ms in spans.items():
+        per_step[step] = max(per_step[step], ms)
+    return dict(per_step)
+
+
+def _next_bottleneck(report: Report, fixed: Finding, rank: int, remaining_ms: float) -> tuple[str, float]:
+    """The largest other finding of the rank that owns its time, else the largest attributed cause left."""
+    for number, f in enumerate(report.findings, 1):
+        if f is not fixed and f.scope.rank == rank and f.part_of is None and f.impact_ms > 0:
+            return f"{f.rule} (#{number})", 100.0 * f.impact_ms / remaining_ms if remaining_ms else 0.0
+    causes: dict[str, float] = defaultdict(float)
+    for row in report.attribution:
+        if row["rank"] == rank and row["step"] is not None and row["cause"] != "prologue":
+            causes[row["cause"]] += float(row["ms"] or 0.0)
+    for cause in fixed.drawn_from:  # what the fix removes is gone; spread over its causes, the rest stays
+        causes[cause] = max(causes[cause] - fixed.impact_ms / len(fixed.drawn_from), 0.0)
+    if not causes:
+        return "nothing left to attribute", 0.0
+    cause = max(causes, key=causes.__getitem__)
+    return CAUSE_LABELS.get(cause, cause), 100.0 * causes[cause] / remaining_ms if remaining_ms else 0.0
