@@ -44,9 +44,25 @@ GROUP BY source_id, device;
 -- Hiding it is not free: while a communication kernel runs it holds SMs (NCCL runs one thread block per channel,
 -- each on an SM of its own), so compute overlapped with it runs on the rest. comm_sm_share is the share of the
 -- device's SMs the communication kernels hold (their thread blocks over the SM count, weighted by their time; 0
--- when the trace does not give the SM count).
+-- when the trace does not give the SM count). comm_kind: the kind of collective that takes most of the
+-- communication time (all_to_all, all_gather/reduce_scatter, all_reduce, send_recv, other), from the profiler's
+-- collective name, else the NCCL kernel's name; fix_text: the advice for that kind.
 CREATE OR REPLACE TEMP VIEW comm_overlap_summary AS
-WITH sm AS (
+WITH kinds AS (
+    SELECT source_id, device,
+           arg_max(CASE WHEN lower(coalesce(collective, '')) LIKE '%all_to_all%' OR lower(name) LIKE '%alltoall%'
+                             THEN 'all_to_all'
+                        WHEN lower(coalesce(collective, '')) SIMILAR TO '.*(allgather|all_gather|reduce_scatter).*'
+                             OR name SIMILAR TO '.*(AllGather|ReduceScatter).*' THEN 'all_gather/reduce_scatter'
+                        WHEN lower(coalesce(collective, '')) LIKE '%allreduce%'
+                             OR lower(coalesce(collective, '')) LIKE '%all_reduce%' OR name LIKE '%AllReduce%'
+                             THEN 'all_reduce'
+                        WHEN name LIKE '%SendRecv%' OR lower(coalesce(collective, '')) LIKE '%send%' THEN 'send_recv'
+                        ELSE 'other' END, dur_ns) AS comm_kind
+    FROM gpu_work WHERE kind = 'kernel' AND category = 'communication'
+    GROUP BY source_id, device
+),
+sm AS (
     SELECT a.source_id, a.device,
            sum(a.dur_ns * least(list_product(TRY_CAST(string_split(a.grid, ',') AS BIGINT[])), d.sm_count)
                / d.sm_count) / nullif(sum(a.dur_ns), 0) AS comm_sm_share
@@ -60,9 +76,24 @@ SELECT o.*, w.wall_ns, 100.0 * o.exposed_comm_ns / nullif(w.wall_ns, 0) AS expos
        greatest(o.exposed_comm_ns - coalesce(p.peer_wait_ns, 0), 0) AS hideable_comm_ns,
        100.0 * greatest(o.exposed_comm_ns - coalesce(p.peer_wait_ns, 0), 0) / nullif(w.wall_ns, 0)
            AS hideable_comm_pct,
-       coalesce(sm.comm_sm_share, 0) AS comm_sm_share
+       coalesce(sm.comm_sm_share, 0) AS comm_sm_share, k.comm_kind,
+       CASE k.comm_kind
+           WHEN 'all_to_all' THEN 'Overlap the expert-parallel all-to-alls with compute: split each batch into '
+               || 'micro-batches and pipeline dispatch, expert compute and combine (the all-to-all of one while '
+               || 'the experts of another run), overlap shared-expert or dense work with the dispatch, and keep '
+               || 'the all-to-alls on their own stream; avoid a host sync on the split sizes before each one.'
+           WHEN 'all_gather/reduce_scatter' THEN 'Let FSDP prefetch: gather the next layer''s parameters while '
+               || 'this one computes (forward_prefetch / backward_prefetch, or FSDP2''s prefetching of the next '
+               || 'modules), and keep reshard_after_forward so the gathers stay small.'
+           WHEN 'all_reduce' THEN 'Overlap gradient all-reduce with backward: let DDP all-reduce buckets as '
+               || 'gradients become ready (avoid no_sync() followed by one big all-reduce; tune bucket_cap_mb), '
+               || 'and keep communication on its own stream.'
+           ELSE 'Issue the transfers early on their own stream and compute while they run (for pipeline '
+               || 'stages: more micro-batches, interleaved schedules).'
+       END AS fix_text
 FROM comm_overlap_by_device o JOIN trace_wall w USING (source_id)
 LEFT JOIN sm USING (source_id, device)
+LEFT JOIN kinds k USING (source_id, device)
 LEFT JOIN (SELECT source_id, device, sum(exposed_wait_ns) AS peer_wait_ns FROM ranks_collectives
            GROUP BY source_id, device) p USING (source_id, device)
 WHERE o.comm_ns > 0;

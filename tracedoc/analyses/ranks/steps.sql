@@ -21,8 +21,8 @@
 -- include: ranks.collectives
 -- include: gpu.idle
 
--- GPU work with the step its launch fell in. Columns: source_id, rank, device, kind, category, dur_ns, ts_ns,
--- end_ns, blocks (kernels' thread blocks), step.
+-- GPU work with the step its launch fell in. Columns: source_id, rank, device, kind, category, name, dur_ns,
+-- ts_ns, end_ns, blocks (kernels' thread blocks), step.
 CREATE OR REPLACE TEMP TABLE ranks_launched_work AS
 WITH launches AS (
     SELECT source_id, correlation_id, min(ts_ns) AS launch_ts_ns
@@ -31,14 +31,14 @@ WITH launches AS (
     GROUP BY source_id, correlation_id
 ),
 work AS (
-    SELECT g.source_id, g.rank, g.device, g.kind, g.category, g.ts_ns, g.dur_ns, g.ts_ns + g.dur_ns AS end_ns,
+    SELECT g.source_id, g.rank, g.device, g.kind, g.category, g.name, g.ts_ns, g.dur_ns, g.ts_ns + g.dur_ns AS end_ns,
            CASE WHEN g.kind = 'kernel' THEN list_product(TRY_CAST(string_split(g.grid, ',') AS BIGINT[])) END
                AS blocks,
            l.launch_ts_ns
     FROM gpu_activity g JOIN launches l ON l.source_id = g.source_id AND l.correlation_id = g.correlation_id
     WHERE g.kind IN ('kernel', 'memcpy', 'memset')
 )
-SELECT w.source_id, w.rank, w.device, w.kind, w.category, w.dur_ns, w.ts_ns, w.end_ns, w.blocks, s.step
+SELECT w.source_id, w.rank, w.device, w.kind, w.category, w.name, w.dur_ns, w.ts_ns, w.end_ns, w.blocks, s.step
 FROM work w ASOF JOIN steps s ON w.source_id = s.source_id AND w.launch_ts_ns >= s.ts_ns
 WHERE w.launch_ts_ns < s.ts_ns + s.dur_ns;
 

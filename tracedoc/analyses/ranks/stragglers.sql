@@ -22,6 +22,9 @@
 --                    order: 'more_kernels' (≥ 5 % more kernels), 'alltoall_data', 'larger_inputs' (≥ 5 % more
 --                    thread blocks), 'lower_clocks' (≥ 3 % lower SM clock), 'longer_kernels'); else 'unexplained'
 --   cause_text       the same in words, with its numbers
+--   kernel_diff_text the compute kernel whose time per step exceeds its peers' the most ('rank 1 runs
+--                    sm80_xmma_gemm_f32… 29 times a step where its peers run it 0 times: 6.9 ms more'), NULL when
+--                    none exceeds them by 0.1 ms or the cause is not its compute
 -- include: ranks.steps
 -- include: ranks.alltoall
 -- include: health.telemetry
@@ -75,7 +78,35 @@ LEFT JOIN clocks c ON c.rank = m.rank
 LEFT JOIN peer_clocks pc ON pc.rank = m.rank
 LEFT JOIN ranks_alltoall_load l ON l.source_id = m.source_id;
 
--- ranks_rank_summary plus cost_pct, cost_step_ms, job_step_ms, lateness_ms, cause and cause_text.
+-- Per rank and compute kernel (by name): launches and time per step over the steps with collectives, against
+-- the median over the other ranks (0 where a rank never runs it); the kernel with the largest excess time.
+CREATE OR REPLACE TEMP TABLE ranks_kernel_excess AS
+WITH steps_with AS (SELECT source_id, step FROM ranks_steps WHERE collectives > 0),
+per AS (
+    SELECT w.source_id, w.name, count(*) / (SELECT count(*) FROM steps_with x WHERE x.source_id = w.source_id)
+               AS launches, sum(w.dur_ns) / (SELECT count(*) FROM steps_with x WHERE x.source_id = w.source_id)
+               AS ns
+    FROM ranks_launched_work w JOIN steps_with USING (source_id, step)
+    WHERE w.kind = 'kernel' AND w.category = 'compute'
+    GROUP BY w.source_id, w.name
+),
+ranks AS (SELECT DISTINCT source_id FROM steps_with),
+grid AS (SELECT r.source_id, n.name FROM ranks r, (SELECT DISTINCT name FROM per) n),
+full_ AS (
+    SELECT g.source_id, g.name, coalesce(p.launches, 0) AS launches, coalesce(p.ns, 0) AS ns
+    FROM grid g LEFT JOIN per p USING (source_id, name)
+),
+cmp AS (
+    SELECT a.source_id, a.name, a.launches, a.ns, median(b.launches) AS peer_launches, median(b.ns) AS peer_ns
+    FROM full_ a JOIN full_ b ON b.name = a.name AND b.source_id <> a.source_id
+    GROUP BY a.source_id, a.name, a.launches, a.ns
+)
+SELECT source_id, arg_max(name, ns - peer_ns) AS name, arg_max(launches, ns - peer_ns) AS launches,
+       arg_max(peer_launches, ns - peer_ns) AS peer_launches, max(ns - peer_ns) AS excess_ns
+FROM cmp GROUP BY source_id;
+
+-- ranks_rank_summary plus cost_pct, cost_step_ms, job_step_ms, lateness_ms, cause, cause_text and
+-- kernel_diff_text.
 CREATE OR REPLACE TEMP VIEW ranks_stragglers AS
 WITH r AS (
     SELECT *, 100.0 * cost_step_ns / nullif(job_step_ns, 0) AS cost_pct, cost_step_ns / 1e6 AS cost_step_ms,
@@ -111,5 +142,8 @@ SELECT *,
            ELSE printf('not its own work: its extra compute (%.2f ms per step) and host gaps (%.2f ms) do not '
                || 'account for the wait; look at its communication path (network, NIC, PCIe) and at work outside '
                || 'the profiled process', coalesce(compute_excess_ns, 0) / 1e6, coalesce(host_gap_excess_ns, 0) / 1e6)
-       END AS cause_text
-FROM r;
+       END AS cause_text,
+       CASE WHEN k.excess_ns >= 1e5 AND r.cause NOT IN ('host_gaps', 'unexplained')
+            THEN printf('it runs %s %.0f times a step where its peers run it %.0f times: %.2f ms more per step',
+                        k.name, k.launches, k.peer_launches, k.excess_ns / 1e6) END AS kernel_diff_text
+FROM r LEFT JOIN ranks_kernel_excess k USING (source_id);
