@@ -57,7 +57,7 @@ def _looks_like_report(path: Path) -> bool:
 def _read_report(path: Path) -> Report:
     try:
         return Report.from_json(path.read_text())
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise InputError(f"{path}: not a tracedoc JSON report ({first_line(exc)})") from None
 
 
