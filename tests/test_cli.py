@@ -35,13 +35,18 @@ def test_json_report_follows_the_contract() -> None:
     report = json.loads(out)
     assert code == 0
     assert (report["tracedoc"], report["schema"]) == ("0.1.0", 1)
-    assert set(report) == {"tracedoc", "schema", "inputs", "summary", "findings", "metrics"}
+    assert set(report) == {"tracedoc", "schema", "inputs", "summary", "findings", "attribution", "what_if", "metrics"}
     assert report["inputs"][0]["format"] == "torch" and report["inputs"][0]["events"] > 10_000
-    assert set(report["summary"]) == {"wall_ms", "gpu_busy_pct", "ranks"}
+    assert set(report["summary"]) == {"wall_ms", "gpu_busy_pct", "ranks", "basis", "computing_pct",
+                                      "communication_pct", "waiting_pct", "waiting_for_rank"}
     top = report["findings"][0]
     assert top["rule"] == "launch-bound" and top["scope"] == {"rank": 0, "device": 0}
     assert set(top) == {"rule", "severity", "title", "message", "impact_ms", "impact_pct", "scope", "evidence",
-                        "fix", "references"}
+                        "fix", "references", "drawn_from"}
+    assert top["drawn_from"] == ["launch_overhead"]
+    assert all(set(a) == {"rank", "device", "step", "cause", "detail", "ms"} for a in report["attribution"])
+    assert sum(a["ms"] for a in report["attribution"]) == pytest.approx(report["summary"]["wall_ms"], abs=0.01)
+    assert report["what_if"][0]["rule"] == "launch-bound"
     assert all(set(e) == {"name", "value", "unit"} for e in top["evidence"])
     impacts = [f["impact_ms"] for f in report["findings"]]
     assert impacts == sorted(impacts, reverse=True)

@@ -204,3 +204,13 @@ def test_a_deeply_nested_saved_report_given_to_serve_is_bad_input(tmp_path: Path
     path.write_text(deep)
     with pytest.raises(InputError, match="not a tracedoc JSON report"):
         resolve([path])
+
+
+def test_one_line_errors_carry_no_control_characters(tmp_path: Path) -> None:
+    """A file whose name holds an escape sequence and whose content is not a trace: the error names it inertly."""
+    path = tmp_path / "evil\x1b[31m\x07name.json"
+    path.write_bytes(b"\x1b[2J not json")
+    result = CliRunner().invoke(cli, ["analyze", str(path), "--no-cache"])
+    assert result.exit_code == 2
+    assert "\x1b" not in result.stderr and "\x07" not in result.stderr and len(result.stderr.splitlines()) == 1
+    assert "name.json" in result.stderr

@@ -14,6 +14,7 @@ import click
 import duckdb
 
 from tracedoc.errors import TracedocError, error_chain, first_line
+from tracedoc.render.sanitize import one_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -25,9 +26,13 @@ _DUCKDB_INTERRUPTED = "Query interrupted"
 
 
 class BadInput(click.ClickException):
-    """Bad input or usage: one line on stderr, exit code 2."""
+    """Bad input or usage: one line on stderr, exit code 2. The message often quotes a file name or a library's
+    error about the file's content: control characters and escape sequences are taken out (render.sanitize)."""
 
     exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 def debug_enabled(ctx: click.Context | None = None) -> bool:
@@ -78,6 +83,6 @@ class TracedocGroup(click.Group):
                 raise
             if debug_enabled(ctx):
                 traceback.print_exception(exc, file=sys.stderr)
-            click.echo(f"internal error: {type(exc).__name__}: {first_line(exc)} (run with --debug for the "
-                       "traceback)", err=True)
+            click.echo(f"internal error: {type(exc).__name__}: {one_line(first_line(exc))} (run with --debug for "
+                       "the traceback)", err=True)
             raise click.exceptions.Exit(INTERNAL_ERROR) from None
