@@ -318,6 +318,16 @@ def test_decompression_bomb_stops_at_the_cap(tmp_path: Path, monkeypatch: pytest
     assert not list((tmp_path / "cache").rglob("unpacked-*"))
 
 
+def test_the_cap_has_a_command_line_option(tmp_path: Path) -> None:
+    """The same kind of bomb refused through --max-inflate (the option sets the cap for this run only)."""
+    bomb = gzip_bomb(tmp_path / "bomb.json.gz", 256)
+    try:
+        result = CliRunner().invoke(cli, ["analyze", str(bomb), "--no-cache", "--max-inflate", "32M"])
+    finally:
+        compressed.set_limits(None)
+    assert_one_line_error(result.exit_code, result.stderr, str(bomb), f"more than {32 << 20:,} bytes", "--max-inflate")
+
+
 def test_inflate_cap_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default cap is the larger of 100x the compressed size and 4 GiB; the environment and set_limits
     replace it; a cap that is not a byte count is refused."""

@@ -20,6 +20,7 @@ from tracedoc.cli.options import (
     parse_settings,
     report_options,
 )
+from tracedoc.ingest.compressed import parse_size, set_limits
 from tracedoc.judge import load_rules
 from tracedoc.render.base import what_if_text
 from tracedoc.render.sanitize import one_line, terminal_text
@@ -32,12 +33,15 @@ from tracedoc.whatif import what_if
 @report_options()
 @cache_dir_option
 @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store and discard it afterwards.")
+@click.option("--max-inflate", metavar="SIZE", default=None,
+              help="Largest size a compressed input (or standard input) may unpack to, e.g. 20G (default: the larger "
+                   "of 100 times its compressed size and 4 GiB; also $TRACEDOC_MAX_INFLATE_BYTES).")
 @click.option("--what-if", "what_if_rule", metavar="RULE", default=None,
               help="Project the step time with RULE's largest finding fixed, and name the next bottleneck.")
 @one_line_errors
 def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ...],
                     settings: tuple[str, ...], fail_on: str | None, cache_dir: Path | None, no_cache: bool,
-                    what_if_rule: str | None) -> None:
+                    max_inflate: str | None, what_if_rule: str | None) -> None:
     """Diagnose GPU traces: a trace file, or a directory with one trace per rank.
 
     Example:
@@ -47,6 +51,8 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         tracedoc analyze ranks/ --format json --out reports/ --fail-on warning
     """
     fmt, target = output_target(fmt, out)
+    if max_inflate is not None:
+        set_limits(max_inflate_bytes=parse_size(max_inflate, "--max-inflate"))
     rules = load_rules(rules_dirs)
     thresholds = parse_settings(settings, rules)
     if what_if_rule is not None and what_if_rule not in {r.id for r in rules}:

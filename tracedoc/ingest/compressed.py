@@ -90,8 +90,8 @@ def inflate(path: Path, kind: str, out: Path, limit: int, name: Path | str | Non
     try:
         with _open(path, kind) as src:
             _copy(src.readinto, out, limit, name, f"corrupt or truncated {kind}", f"decompressing {name}",
-                  f"unpacks to more than {limit:,} bytes: refused as a likely decompression bomb (set "
-                  f"{ENV_VAR} to a larger byte count to read it)")
+                  f"unpacks to more than {limit:,} bytes: refused as a likely decompression bomb (raise the "
+                  f"cap with --max-inflate SIZE or {ENV_VAR} to read it)")
     except _DECODE_ERRORS as exc:  # opening the stream (its header) failed
         out.unlink(missing_ok=True)
         raise InputError(f"{name}: corrupt or truncated {kind} ({first_line(exc)})") from None
@@ -100,7 +100,7 @@ def inflate(path: Path, kind: str, out: Path, limit: int, name: Path | str | Non
 def spool(stream: BinaryIO, out: Path, limit: int, name: str = "-") -> None:
     """Copy a stream (standard input) into ``out``, stopping with InflateLimitError past ``limit`` bytes."""
     _copy(stream.readinto, out, limit, name, "cannot read standard input", "saving standard input",
-          f"more than {limit:,} bytes on standard input (set {ENV_VAR} to a larger byte count to read it)")
+          f"more than {limit:,} bytes on standard input (raise the cap with --max-inflate SIZE or {ENV_VAR})")
 
 
 def _copy(readinto: Callable[[memoryview], int | None], out: Path, limit: int, name: Path | str, bad_read: str,
