@@ -83,6 +83,18 @@ def test_overview_filters(straggler: Report, hang_report: Report) -> None:
     assert any(s.empty == "No finding matches the filters." for s in empty)
 
 
+def test_overview_shows_where_the_time_went(straggler: Report, hang_report: Report) -> None:
+    """Under the headline, each GPU's time per step and cause; it stays whatever the findings' filters; a report
+    that attributes no time (a hang) has no such section."""
+    titles = [s.title for s in overview.sections(straggler)]
+    assert titles == ["Summary", "Where the time went", "Estimated saving per finding", "Findings", "Inputs"]
+    [chart] = charts([overview.sections(straggler, [])[1]])
+    assert [item.label.value for item in chart.legend[0].items] == ["prologue", "launch overhead",
+                                                                    "waiting for a peer", "communication",
+                                                                    "GPU computing"]
+    assert "Where the time went" not in [s.title for s in overview.sections(hang_report)]
+
+
 @pytest.mark.parametrize("page", [kernels, ranks, overlap, ncu])
 def test_pages_without_data_say_so(page: Any, hang_report: Report) -> None:
     sections = page.sections(hang_report)
@@ -294,6 +306,30 @@ def visit(browser: Any, url: str, shot: Path, texts: list[str], figures: int) ->
     return page, dialogs
 
 
+LEGEND_LABELS_JS = """() => { const out = [];
+  for (const doc of window.Bokeh.documents) for (const model of doc.all_models)
+    if (model.type === 'Legend') out.push(model.items.map(item => item.label.value));
+  return out; }"""
+
+
+def legends(page: Any) -> list[list[str]]:
+    """The labels of every legend the page's Bokeh documents hold, as the browser has them."""
+    return page.evaluate(LEGEND_LABELS_JS)
+
+
+def hover_time_went(page: Any) -> str:
+    """Move the mouse over the bars of 'Where the time went' (the page's first chart) until Bokeh's hover shows a
+    segment: its cause, where, detail, time and share of the step; returns the tooltip's text ('' if none)."""
+    box = page.locator(".bk-Figure").first.bounding_box()
+    for fx in (0.23, 0.31, 0.39, 0.15, 0.19, 0.27, 0.35):  # across rank 0's bars, at the height of GPU computing
+        page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * 0.75)
+        page.wait_for_timeout(250)
+        share = page.get_by_text("% of the step").filter(visible=True)
+        if share.count():
+            return share.first.locator("xpath=ancestor::*[contains(., 'cause')][1]").inner_text()
+    return ""
+
+
 def hover_tooltip(page: Any) -> bool:
     """Move the mouse along the 7th of the timeline's 8 lanes (rank 1's compute stream, busy throughout) until
     Bokeh's hover shows an interval: its name, category, start and duration."""
@@ -313,7 +349,8 @@ def test_dashboard_pages_of_a_multi_rank_trace(browser: Any, tmp_path: Path) -> 
     target = hostile_ranks(tmp_path / "ranks")
     with served(target, tmp_path / "cache", tmp_path / "server.log") as url:
         expectations = {
-            "/": (["One rank holds the others up at the collectives", "straggler-rank", "Severity"], 1),
+            "/": (["One rank holds the others up at the collectives", "straggler-rank", "Severity",
+                   "Where the time went", "waiting for a peer"], 2),
             "/timeline": (["Wheel to zoom"], 1),
             "/kernels": (["Top kernels", HOSTILE], 2),
             "/ranks": (["Wait inside collectives"], 3),
@@ -329,6 +366,14 @@ def test_dashboard_pages_of_a_multi_rank_trace(browser: Any, tmp_path: Path) -> 
                     assert page.get_by_text(HOSTILE, exact=True).count() >= 1
                 if path == "/ranks":
                     assert page.locator("tr.hl").count() == 3  # rank 1's three steps
+                if path == "/":
+                    assert "of which" in page.get_by_text("GPU busy").first.inner_text()  # the busy breakdown
+                    assert ["prologue", "launch overhead", "waiting for a peer", "communication",
+                            "GPU computing"] in legends(page)  # the causes, top to bottom as stacked
+                    tooltip = hover_time_went(page)
+                    assert all(f"{field}:" in tooltip for field in ("cause", "where", "detail", "time", "share")) \
+                        and "rank 0 · GPU 0, " in tooltip and "% of the step" in tooltip, tooltip
+                    assert page.get_by_text("If fixed: step").filter(visible=True).count() == 1
                 if path == "/timeline":
                     assert hover_tooltip(page), "no interval's name on hover in rank 1's busy compute lane"
                 assert "Traceback" not in page.content()

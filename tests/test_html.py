@@ -3,11 +3,14 @@ traces stay text, in the file and in a real browser opening it offline."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -17,8 +20,10 @@ from tests.conftest import ROOT, SAMPLES
 from tests.hostile_trace import HOSTILE, hostile_ranks
 from tracedoc import Report, analyze
 from tracedoc.cli import cli
-from tracedoc.dashboard import DASHBOARD_MODULES
-from tracedoc.render.html import HtmlRenderer
+from tracedoc.dashboard import DASHBOARD_MODULES, attribution, overview
+from tracedoc.render.attribution import CAUSE_LABELS
+from tracedoc.render.base import summary_text, what_if_text
+from tracedoc.render.html import CAUSE_COLORS, HtmlRenderer
 
 
 class Document(HTMLParser):
@@ -154,10 +159,146 @@ def test_html_report_in_a_browser_offline(tmp_path: Path) -> None:
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.route(re.compile(r"^(?!file:).*"), lambda route: (requests.append(route.request.url), route.abort()))
         page.goto(path.as_uri())
-        page.locator(".bk-Figure").nth(6).wait_for()
-        assert page.locator(".bk-Figure canvas").count() >= 7
-        assert page.locator(".bk-Figure").count() == 7  # savings, categories, top kernels, 3 heatmaps, overlap
+        page.locator(".bk-Figure").nth(7).wait_for()
+        assert page.locator(".bk-Figure canvas").count() >= 8
+        # where the time went, savings, categories, top kernels, 3 heatmaps, overlap
+        assert page.locator(".bk-Figure").count() == 8
         assert page.get_by_text(HOSTILE, exact=True).count() >= 1
         assert page.locator("img").count() == 0
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
     assert requests == [] and dialogs == []
+
+
+# --- where the time went, what-if, part of ------------------------------------------------------------------------
+
+def time_went(report: Report) -> Any:
+    """The overview's 'Where the time went' section (None when absent)."""
+    return next((s for s in overview.sections(report) if s.title == "Where the time went"), None)
+
+
+def step_totals(report: Report) -> dict[tuple[str, str], dict[str, float]]:
+    """ms per (rank·GPU, step label) and cause, summed from the report's attribution rows."""
+    stepped = {(r["rank"], r["device"]) for r in report.attribution if r["step"] is not None}
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for r in report.attribution:
+        label = f"step {r['step']}" if r["step"] is not None else \
+            "prologue" if (r["rank"], r["device"]) in stepped else "whole window"
+        causes = out.setdefault((f"rank {r['rank']} · GPU {r['device']}", label), {})
+        causes[r["cause"]] = causes.get(r["cause"], 0.0) + r["ms"]
+    return out
+
+
+def cause_column(data: dict[str, Any], label: str) -> int:
+    """The position of the cause labelled ``label`` among the chart's stacked columns (s0, s1, …)."""
+    return next(i for i in range(len(CAUSE_COLORS) + 1) if data[f"label{i}"][0] == label)
+
+
+@pytest.fixture(scope="module")
+def input_slow() -> Report:
+    return analyze([SAMPLES / "input-slow"])
+
+
+@pytest.mark.parametrize("sample", ["input-slow", "ddp-straggler"])
+def test_where_the_time_went_charts_every_step(sample: str, input_slow: Report, reports: dict[str, Report]) -> None:
+    """One stacked bar per rank·GPU and step, each cause's ms as attributed, causes in the fixed order and colours,
+    the legend naming them; the table under it gives each GPU's shares."""
+    report = input_slow if sample == "input-slow" else reports["torch"]
+    section = time_went(report)
+    chart, table = section.items
+    expected = step_totals(report)
+    data = chart.renderers[0].data_source.data
+    assert data["x"] == list(expected)  # the prologue first, then the steps in order, rank by rank
+    causes = [c for c in CAUSE_COLORS if any(c in v for v in expected.values())]
+    labels = [data[f"label{i}"][0] for i in range(len(causes))]
+    assert labels == [CAUSE_LABELS[c] for c in causes]
+    for i, cause in enumerate(causes):
+        assert data[f"s{i}"] == pytest.approx([v.get(cause, 0.0) for v in expected.values()])
+    assert [r.glyph.fill_color for r in chart.renderers] == [CAUSE_COLORS[c] for c in causes]
+    [legend] = chart.legend
+    assert [item.label.value for item in legend.items] == labels[::-1]  # top to bottom, as stacked
+    doc = Document(HtmlRenderer().render(report))
+    assert "Where the time went" in doc.plain and "share of the window (mostly)" in doc.plain
+    assert table.markup in HtmlRenderer().render(report)
+
+
+def test_where_the_time_went_names_what_holds_the_time(input_slow: Report, reports: dict[str, Report]) -> None:
+    """input-slow: its steps wait for the data loader; ddp-straggler: rank 0 waits for rank 1 in every step."""
+    section = time_went(input_slow)
+    plain = Document(section.items[1].markup).plain
+    assert re.search(r"data loading \d+\.\d% \(enumerate\(DataLoader\)#_SingleProcessDataLoaderI", plain)
+    data = section.items[0].renderers[0].data_source.data
+    loading = cause_column(data, "data loading")
+    assert all(pct > 50 for pct in data[f"pct{loading}"])  # the loader holds most of every step
+    assert data[f"detail{loading}"][0].startswith("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ ")
+    straggler = time_went(reports["torch"]).items[0].renderers[0].data_source.data
+    wait = cause_column(straggler, "waiting for a peer")
+    rank0_steps = [i for i, (group, step) in enumerate(straggler["x"]) if group == "rank 0 · GPU 0" and
+                   step.startswith("step")]
+    assert len(rank0_steps) == 3
+    assert all(straggler[f"s{wait}"][i] > 5 and straggler[f"detail{wait}"][i] == "rank 1"
+               for i in rank0_steps)
+
+
+def test_headline_shows_what_the_busy_gpu_did(reports: dict[str, Report]) -> None:
+    report = reports["torch"]
+    plain = Document(HtmlRenderer().render(report)).plain
+    assert summary_text(report.summary, len(report.inputs)) in plain
+    assert re.search(r"GPU busy [\d.]+% \(computing [\d.]+%, communication [\d.]+%, of which [\d.]+% waiting "
+                     r"for rank 1\)", plain)
+
+
+def test_findings_say_what_if_fixed(input_slow: Report) -> None:
+    plain = Document(HtmlRenderer().render(input_slow)).plain
+    projection = input_slow.what_if_for(1)
+    assert projection is not None and what_if_text(projection) in plain
+    card = cards(HtmlRenderer().render(input_slow))["gpu-idle-host-bound"]
+    assert "If fixed: step" in card and "next: host-sync (#2)" in card
+
+
+def cards(html: str) -> dict[str, str]:
+    """Each finding card's text by its rule."""
+    out = {}
+    for article in re.findall(r'<article class="finding.*?</article>', html, re.DOTALL):
+        text = Document(article).plain
+        out[re.search(r"<code>([^<]+)</code>", article).group(1)] = text
+    return out
+
+
+def test_a_finding_counted_by_a_bigger_one_says_part_of() -> None:
+    """nsys-torch-h100: the long GPU gaps are the idle time gpu-idle-host-bound (#1) already counts."""
+    report = analyze([SAMPLES / "nsys-torch-h100"])
+    number, gaps = next((i, f) for i, f in enumerate(report.findings, 1) if f.rule == "gpu-gaps")
+    assert gaps.part_of == 1 and gaps.impact_ms == 0
+    html = HtmlRenderer().render(report)
+    card = cards(html)["gpu-gaps"]
+    assert "estimated saving part of #1" in card and "0 ms" not in card.split("estimated saving")[1][:20]
+    assert "Its time is part of finding #1's, which counts it" in card
+    assert "part of #" not in cards(html)["gpu-idle-host-bound"]
+    [bar] = [y for y in overview.savings_chart(report, report.findings).renderers[0].data_source.data["y"]
+             if y.startswith(f"{number}. ")]
+    assert bar.endswith("(part of #1)")
+
+
+def test_no_time_attributed_no_section(reports: dict[str, Report]) -> None:
+    """Kernel profiles, hang dumps and telemetry attribute no time: no section, no empty chart."""
+    for fmt in ("ncu", "hang", "health"):
+        assert reports[fmt].attribution == [] and attribution.section(reports[fmt]) is None
+        assert "Where the time went" not in Document(HtmlRenderer().render(reports[fmt])).plain
+
+
+def test_hostile_annotation_name_is_escaped_in_the_time_table(tmp_path: Path) -> None:
+    """input-slow with its 'h2d' annotation named like an injection: the phase detail shows it as text."""
+    trace = json.loads(gzip.decompress((SAMPLES / "input-slow" / "trace.json.gz").read_bytes()))
+    for event in trace["traceEvents"]:
+        if event.get("name") == "h2d":
+            event["name"] = HOSTILE
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "trace.json.gz").write_bytes(gzip.compress(json.dumps(trace).encode()))
+    report = analyze([tmp_path / "in"])
+    assert any(r["detail"] == HOSTILE for r in report.attribution)
+    html = HtmlRenderer().render(report)
+    assert not re.search(r"<img", html, re.IGNORECASE)
+    section = time_went(report)
+    assert f"({HOSTILE})" in Document(section.items[1].markup).plain  # the phases' top detail, as text
+    data = section.items[0].renderers[0].data_source.data
+    assert any(HOSTILE in d for d in data[f"detail{cause_column(data, 'named phases')}"])  # the tooltip's data

@@ -1,11 +1,13 @@
-"""Overview page: the findings ranked by estimated saving, with their evidence and fixes, filterable by severity,
-rule and rank; and the inputs that were analysed."""
+"""Overview page: the headline, where each GPU's time went, the findings ranked by estimated saving, with their
+evidence, fixes and what-if projections, filterable by severity, rule and rank; and the inputs that were
+analysed."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+from tracedoc.dashboard import attribution
 from tracedoc.dashboard.charts import Section, hbar_chart, short
 from tracedoc.render.base import scope_text
 from tracedoc.render.html import SEVERITY_COLORS, Column, findings_html, headline_html, number, table_html
@@ -17,9 +19,12 @@ MAX_BARS = 20
 
 
 def sections(report: Report, findings: Sequence[Finding] | None = None) -> list[Section]:
-    """Headline, savings chart and finding cards (``findings``: a filtered subset, numbered as in the report)."""
+    """Headline, where the time went, savings chart and finding cards (``findings``: a filtered subset, numbered as
+    in the report)."""
     shown = list(report.findings if findings is None else findings)
     out = [Section("Summary", items=[headline_html(report)])]
+    if (time_went := attribution.section(report)) is not None:
+        out.append(time_went)
     if not report.findings:
         out.append(Section("Findings", empty="No problems found by the rules that ran."))
     elif not shown:
@@ -39,12 +44,14 @@ def savings_chart(report: Report, findings: Sequence[Finding]) -> Any:
     """One bar per finding (the first MAX_BARS), its estimated saving in ms, coloured by severity."""
     number_of = {id(f): i for i, f in enumerate(report.findings, 1)}
     top = list(findings)[:MAX_BARS]
-    labels = [f"{number_of[id(f)]}. {f.rule} · {short(scope_text(f.scope.to_dict()), 40)}" for f in top]
+    labels = [f"{number_of[id(f)]}. {f.rule} · {short(scope_text(f.scope.to_dict()), 40)}"
+              + (f" (part of #{f.part_of})" if f.part_of else "") for f in top]
     return hbar_chart(labels, [f.impact_ms for f in top], [SEVERITY_COLORS[f.severity] for f in top],
                       "estimated saving (ms)",
                       [("finding", "@y"), ("title", "@title"), ("saving", "@value{0,0.000} ms"),
-                       ("of wall time", "@pct{0.0}%")],
-                      extra={"title": [f.title for f in top], "pct": [f.impact_pct for f in top]})
+                       ("of wall time", "@pct{0.0}%"), ("counted by", "@part_of")],
+                      extra={"title": [f.title for f in top], "pct": [f.impact_pct for f in top],
+                             "part_of": [f"finding #{f.part_of}" if f.part_of else "itself" for f in top]})
 
 
 def _saving_note(report: Report, findings: Sequence[Finding]) -> str:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from tracedoc.render.base import Renderer, fmt_value, saving_text, scope_text, summary_text
+from tracedoc.render.attribution import CAUSE_LABELS, CauseShare, attribution_by_device
+from tracedoc.render.base import Renderer, fmt_value, saving_text, scope_text, summary_text, what_if_text
 from tracedoc.report import Finding, Report
 
 STYLE = """
@@ -40,9 +41,22 @@ span.sev { font-size: 0.75rem; text-transform: uppercase; font-weight: 700; padd
            border-radius: 3px; color: white; margin-right: 0.4rem; }
 span.critical { background: #c0392b; } span.warning { background: #e67e22; } span.info { background: #2e86c1; }
 code { background: #f4f5f7; padding: 0 0.25rem; border-radius: 3px; }
+p.whatif { font-style: italic; color: #1d4f91; background: #eef3fb; padding: 0.3rem 0.6rem; border-radius: 4px; }
+span.cause { display: inline-block; margin: 0.05rem 1rem 0.05rem 0; white-space: nowrap; }
+span.swatch { display: inline-block; width: 0.75em; height: 0.75em; margin-right: 0.3em; border-radius: 2px; }
+span.detail { color: #4a5262; font-size: 0.8rem; }
 """
 
 SEVERITY_COLORS = {"critical": "#c0392b", "warning": "#e67e22", "info": "#2e86c1"}
+# One colour per attribution cause, in the order they are stacked (CAUSE_LABELS'), the same on every chart
+CAUSE_COLORS = {"gpu_compute": "#4c72b0", "comm_transfer": "#dd8452", "wait_for_peer": "#c44e52",
+                "launch_overhead": "#e6b422", "host_sync": "#937860", "data_loading": "#55a868",
+                "phase": "#da8bc3", "host_work": "#8172b3", "uninstrumented_host": "#64b5cd",
+                "prologue": "#b8bcc4"}
+OTHER_CAUSE_COLOR = "#7f7f7f"
+# Causes whose detail only repeats the cause ('kernels', 'blocking syncs'): the table leaves it out, as the text does
+GENERIC_DETAIL_CAUSES = ("gpu_compute", "launch_overhead", "host_sync")
+DETAIL_CHARS = 48
 
 
 def esc(value: object) -> str:
@@ -90,8 +104,32 @@ def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[Column],
     return Html(f'<table class="td"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>')
 
 
-def finding_html(number_: int, finding: Finding, wall_ms: float) -> str:
-    """One finding as an escaped card: title, where, saving, message, evidence, fix and references."""
+def cause_label(cause: str) -> str:
+    """The label of an attribution cause; an unknown one (a saved report's) as it is."""
+    return CAUSE_LABELS.get(cause, cause)
+
+
+def cause_color(cause: str) -> str:
+    """The fixed colour of an attribution cause (grey for 'other' and unknown causes)."""
+    return CAUSE_COLORS.get(cause, OTHER_CAUSE_COLOR)
+
+
+def saving_html(finding: Finding, wall_ms: float) -> str:
+    """The escaped saving of a card: 'part of #N' for a finding whose time a bigger one already counts (with what
+    is left, when anything is)."""
+    saving = saving_text(finding.impact_ms, finding.impact_pct, wall_ms)
+    if not finding.part_of:
+        return esc(saving)
+    part = f"part of #{finding.part_of}"
+    return esc(f"{saving}, {part}" if finding.impact_ms > 0 else part)
+
+
+def finding_html(number_: int, finding: Finding, wall_ms: float, projection: dict[str, Any] | None = None) -> str:
+    """One finding as an escaped card: title, where, saving, message, evidence, fix, the what-if projection
+    (``projection``, when the report has one) and references."""
+    shared = (f'<p class="note">Its time is part of finding #{esc(finding.part_of)}\'s, which counts it: the saving '
+              "here is what is left.</p>") if finding.part_of else ""
+    after = f'<p class="whatif">{esc(what_if_text(projection))}</p>' if projection else ""
     evidence = table_html([{"name": e.name, "value": fmt_value(e.value, e.unit)} for e in finding.evidence],
                           [Column("name", "evidence"), Column("value", "value", numeric=True)]).markup
     refs = "".join(f'<li><a href="{esc(r)}" rel="noopener noreferrer">{esc(r)}</a></li>'
@@ -100,8 +138,8 @@ def finding_html(number_: int, finding: Finding, wall_ms: float) -> str:
             f"<h3>{number_}. {esc(finding.title)}</h3>"
             f'<p class="note"><span class="sev {esc(finding.severity)}">{esc(finding.severity)}</span>'
             f"<code>{esc(finding.rule)}</code> · {esc(scope_text(finding.scope.to_dict()))} · estimated saving "
-            f"<b>{esc(saving_text(finding.impact_ms, finding.impact_pct, wall_ms))}</b></p>"
-            f"<p>{esc(finding.message)}</p>{evidence}<p><b>Fix:</b> {esc(finding.fix)}</p>"
+            f"<b>{saving_html(finding, wall_ms)}</b></p>"
+            f"<p>{esc(finding.message)}</p>{shared}{evidence}<p><b>Fix:</b> {esc(finding.fix)}</p>{after}"
             + (f"<ul>{refs}</ul>" if refs else "") + "</article>")
 
 
@@ -110,7 +148,27 @@ def findings_html(report: Report, findings: Sequence[Finding] | None = None) -> 
     wall = float(report.summary.get("wall_ms") or 0.0)
     shown = report.findings if findings is None else findings
     number_of = {id(f): i for i, f in enumerate(report.findings, 1)}
-    return Html("".join(finding_html(number_of[id(f)], f, wall) for f in shown))
+    return Html("".join(finding_html(number_of[id(f)], f, wall, report.what_if_for(number_of[id(f)]))
+                        for f in shown))
+
+
+def cause_share_html(share: CauseShare) -> str:
+    """One cause's share as an escaped chip: its colour, label, % and the detail holding most of it."""
+    detail = ""
+    if share.top_detail and share.cause not in GENERIC_DETAIL_CAUSES:
+        text = share.top_detail if len(share.top_detail) <= DETAIL_CHARS else share.top_detail[:DETAIL_CHARS - 1] + "…"
+        detail = f' <span class="detail" title="{esc(share.top_detail)}">({esc(text)})</span>'
+    return (f'<span class="cause"><span class="swatch" style="background:{esc(cause_color(share.cause))}"></span>'
+            f"{esc(cause_label(share.cause))} <b>{share.pct:.1f}%</b>{detail}</span>")
+
+
+def attribution_table_html(rows: Sequence[dict[str, Any]]) -> Html:
+    """Per rank and GPU, its causes' shares of the window, largest first, each with its top detail."""
+    body = "".join(f"<tr><td>{esc(rank)}</td><td>{esc(device)}</td>"
+                   f"<td>{''.join(cause_share_html(s) for s in shares)}</td></tr>"
+                   for (rank, device), shares in attribution_by_device(list(rows)).items())
+    return Html('<table class="td"><thead><tr><th>rank</th><th>GPU</th><th>share of the window (mostly)</th></tr>'
+                f"</thead><tbody>{body}</tbody></table>")
 
 
 def headline_html(report: Report) -> Html:
