@@ -67,7 +67,7 @@ def selected(text: str) -> list[str] | None:
 def progress(outcome: Outcome, done: int, total: int) -> None:
     """One line per finished mutant on stderr; failures with their first stderr line."""
     line = f"[{done}/{total}] {outcome.id} {outcome.status} (exit {outcome.exit_code}, {outcome.seconds:.1f} s)"
-    if outcome.failed:
+    if outcome.signature:
         line += f"  {outcome.signature}"
     print(line, file=sys.stderr, flush=True)
 
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     print(failure_report(outcomes))
     if args.json:
         args.json.write_text(json.dumps([outcome_record(o) for o in outcomes], indent=1))
-    return 1 if any(o.failed for o in outcomes) else 0
+    return 1 if any(o.failed or o.status == "harness-error" for o in outcomes) else 0
 
 
 if __name__ == "__main__":

@@ -542,11 +542,13 @@ def mutate_json(kind: str, doc: Any, rng: random.Random, raw: RawText) -> str:
         path = pick_path(doc, rng, lambda p, v: not isinstance(v, dict | list) if any_leaf else _is_number(v))
         if path is None:
             return "no number"
-        value = rng.choice(EXTREME_NUMBERS) if rng.random() < 0.75 else raw.add(rng.choice(NUMBER_TEXTS))
+        text = None if rng.random() < 0.75 else rng.choice(NUMBER_TEXTS)
+        value = rng.choice(EXTREME_NUMBERS) if text is None else raw.add(text)
         targets = siblings(doc, path, rng)
         for target in targets:
             set_at(doc, target, value)
-        return f"{_show(path)} = {_short(value)} ({len(targets)}x)"
+        shown = _short(value) if text is None else f"{text[:12]}... ({len(text)} characters)"
+        return f"{_show(path)} = {shown} ({len(targets)}x)"
     if kind == "deep":
         anywhere = rng.random() < 0.3
         path = pick_path(doc, rng, lambda p, v: anywhere or len(p) <= 2)
@@ -759,9 +761,32 @@ def _sql_update(con: sqlite3.Connection, table: str, rng: random.Random) -> str:
         con.execute(f'UPDATE "{table}" SET start = "end", "end" = start{where}')
         return f"{table}: start and end swapped in {count} rows"
     column = rng.choice(columns)
-    value = hostile_name(rng) if rng.random() < 0.1 else rng.choice(_SQL_VALUES)
-    con.execute(f'UPDATE "{table}" SET "{column}" = ?{where}', (value,))
+    if rng.random() < 0.1:
+        value, sql = hostile_name(rng), f'UPDATE "{table}" SET "{column}" = CAST(? AS TEXT){where}'
+    else:
+        value, sql = rng.choice(_SQL_VALUES), f'UPDATE "{table}" SET "{column}" = ?{where}'
+    bound = _sql_text(value) if isinstance(value, str) else value
+    try:
+        con.execute(sql, (bound,))
+    except sqlite3.IntegrityError:  # NOT NULL, UNIQUE: the same table without its constraints takes the value
+        _drop_constraints(con, table)
+        con.execute(sql, (bound,))
     return f"{table}.{column} = {_short(value)} in {count} rows"
+
+
+def _drop_constraints(con: sqlite3.Connection, table: str) -> None:
+    """Rebuild a table as a plain copy of its rows (no keys, NOT NULL or UNIQUE)."""
+    con.executescript(f'CREATE TABLE _fuzz AS SELECT * FROM "{table}"; DROP TABLE "{table}"; '
+                      f'ALTER TABLE _fuzz RENAME TO "{table}";')
+
+
+def _sql_text(text: str) -> str | bytes:
+    """A string to bind as SQLite TEXT; one with a lone surrogate as its bytes (invalid UTF-8, CAST to TEXT)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+    return text
 
 
 def _sql_drop(con: sqlite3.Connection, table: str, rng: random.Random) -> str:
@@ -775,10 +800,9 @@ def _sql_drop(con: sqlite3.Connection, table: str, rng: random.Random) -> str:
     if how == "column":
         try:
             con.execute(f'ALTER TABLE "{table}" DROP COLUMN "{column}"')
-        except sqlite3.OperationalError:  # a key or indexed column: rebuild the table without it
-            kept = ", ".join(f'"{c}"' for c in columns if c != column)
-            con.executescript(f'CREATE TABLE _fuzz AS SELECT {kept} FROM "{table}"; DROP TABLE "{table}"; '
-                              f'ALTER TABLE _fuzz RENAME TO "{table}";')
+        except sqlite3.OperationalError:  # a key or indexed column: rebuild the table, then drop it
+            _drop_constraints(con, table)
+            con.execute(f'ALTER TABLE "{table}" DROP COLUMN "{column}"')
         return f"dropped column {table}.{column}"
     con.execute(f'ALTER TABLE "{table}" RENAME COLUMN "{column}" TO "{column}_x"')
     return f"renamed column {table}.{column}"
@@ -805,14 +829,14 @@ def _sql_hostile(con: sqlite3.Connection, table: str, rng: random.Random) -> str
     what = rng.choice((*targets, "nvtx-text", "gpu-name"))
     try:
         if what == "nvtx-text":
-            con.execute("UPDATE NVTX_EVENTS SET text = ? WHERE text IS NOT NULL", (name,))
+            con.execute("UPDATE NVTX_EVENTS SET text = CAST(? AS TEXT) WHERE text IS NOT NULL", (_sql_text(name),))
         elif what == "gpu-name":
-            con.execute("UPDATE TARGET_INFO_GPU SET name = ?", (name,))
+            con.execute("UPDATE TARGET_INFO_GPU SET name = CAST(? AS TEXT)", (_sql_text(name),))
         else:
             ids = [r for (r,) in con.execute(targets[what]).fetchmany(rng.choice((1, 1, 3))) if isinstance(r, int)]
-            value = "? || value" if rng.random() < 0.3 else "?"
+            value = "CAST(? AS TEXT) || value" if rng.random() < 0.3 else "CAST(? AS TEXT)"
             con.execute(f"UPDATE StringIds SET value = {value} WHERE id IN ({', '.join(map(str, ids)) or 'NULL'})",
-                        (name,))
+                        (_sql_text(name),))
     except sqlite3.OperationalError as exc:  # the export lacks that table or column
         return f"hostile {what}: {exc}"
     return f"hostile {what} name {name[:40]!r}"
@@ -1131,7 +1155,7 @@ class Outcome:
     peak_rss_mb: float
     stdout: str
     stderr: str
-    status: str = "ok"  # ok | bad-input | rejected-valid | one of FAILURES
+    status: str = "ok"  # ok | bad-input | rejected-valid | harness-error | one of FAILURES
     problems: list[str] = field(default_factory=list)
     signature: str = ""  # where a failure comes from: tracedoc file:function and exception type
     debug_stderr: str = ""
@@ -1417,7 +1441,11 @@ def run_one(mid: MutantId, root: Path = ROOT, keep: Path | None = None, timeout:
             address_space_mb: int | None = None, debug_failures: bool = True) -> Outcome:
     """Build, run and judge one mutant; a failing one is copied under ``keep`` with a note on reproducing it."""
     with tempfile.TemporaryDirectory(prefix="tracedoc-fuzz-") as tmp:
-        mutant = build_mutant(mid, Path(tmp) / "input")
+        try:
+            mutant = build_mutant(mid, Path(tmp) / "input")
+        except Exception as exc:  # a bug of the fuzzer, not of tracedoc: reported, and fails the CI test
+            return Outcome(mid, "?", f"building the mutant failed: {exc!r}", -1, 0.0, 0.0, "", "",
+                           status="harness-error", signature=f"harness-error: {type(exc).__name__}: {exc}"[:200])
         outcome = run_mutant(mutant, root, Path(tmp), timeout=timeout, address_space_mb=address_space_mb)
         if outcome.failed and debug_failures:
             explain(mutant, outcome, root, Path(tmp))
@@ -1475,7 +1503,8 @@ def run_batch(ids: Iterable[MutantId], jobs: int = 1, root: Path = ROOT, keep: P
 
 def summary_table(outcomes: Sequence[Outcome]) -> str:
     """Counts per input format (rows) and status (columns)."""
-    statuses = ["ok", "bad-input", "rejected-valid"] + [s for s in FAILURES if any(o.status == s for o in outcomes)]
+    statuses = ["ok", "bad-input", "rejected-valid"] + [s for s in (*FAILURES, "harness-error")
+                                                        if any(o.status == s for o in outcomes)]
     counts = Counter((o.id.fmt, o.status) for o in outcomes)
     formats = [f for f in FORMATS if any(o.id.fmt == f for o in outcomes)]
     widths = [max(12, *(len(f) for f in formats))] + [max(len(s), 5) for s in statuses] + [5]
@@ -1489,7 +1518,7 @@ def summary_table(outcomes: Sequence[Outcome]) -> str:
 
 def failure_report(outcomes: Sequence[Outcome]) -> str:
     """Each failure (id, status, exit code, first and last stderr lines), then the failures grouped by signature."""
-    failures = [o for o in outcomes if o.failed]
+    failures = [o for o in outcomes if o.failed or o.status == "harness-error"]
     if not failures:
         return "no failures"
     lines = [f"{len(failures)} failure(s):"]
