@@ -7,6 +7,7 @@ import click
 from tracedoc import __version__
 from tracedoc.cli.analyze import analyze_command
 from tracedoc.cli.cache import cache_command
+from tracedoc.cli.diff import diff_command
 from tracedoc.cli.errors import TracedocGroup
 from tracedoc.cli.health import health_command
 from tracedoc.cli.rules import rules_command
@@ -26,6 +27,7 @@ def cli(debug: bool) -> None:
 
 
 cli.add_command(analyze_command)
+cli.add_command(diff_command)
 cli.add_command(rules_command)
 cli.add_command(health_command)
 cli.add_command(serve_command)

@@ -1,0 +1,120 @@
+"""`tracedoc diff BEFORE AFTER`: compare two runs — faster or not and how sure, where the time went, which
+problems went away — with CI gates on a regression and on new findings."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from tracedoc.cli.errors import BadInput, one_line_errors
+from tracedoc.cli.options import cache_dir_option, parse_settings, rules_option, set_option, table_console
+from tracedoc.diff import build_diff, load_side
+from tracedoc.diff.gates import new_finding_failures, regression_failures
+from tracedoc.diff.render import EXTENSIONS, FORMATS, render
+from tracedoc.diff.side import check_kinds, resolve_side
+from tracedoc.judge import load_rules
+from tracedoc.render.sanitize import one_line
+from tracedoc.report import SEVERITIES
+
+_STEM = "tracedoc-diff"
+
+
+@click.command("diff")
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default=None,
+              help="Output format (default: text, or what --out's extension implies).")
+@click.option("--out", type=str, default=None,
+              help="Write the diff to this file (.txt .json .md .html), or into this directory as "
+                   f"{_STEM}.<ext>.")
+@click.option("--fail-on-regression", type=click.FloatRange(min=0), metavar="PCT", default=None,
+              help="Exit with code 1 when the job's median step time got worse by more than PCT % and the change "
+                   "is significant (for CI).")
+@click.option("--fail-on-new", type=click.Choice(SEVERITIES), default=None,
+              help="Exit with code 1 when a finding of this severity or worse appears that BEFORE did not have.")
+@click.option("--per-step-items", type=click.FloatRange(min=0, min_open=True), metavar="N", default=None,
+              help="Items (samples, tokens, images) one step processes: adds throughput in items/s.")
+@click.option("--rank", type=int, default=None,
+              help="The rank whose causes are compared (default: the slowest rank before).")
+@rules_option
+@set_option
+@cache_dir_option
+@click.option("--no-cache", is_flag=True, help="Ingest into temporary stores and discard them afterwards.")
+@one_line_errors
+def diff_command(before: Path, after: Path, fmt: str | None, out: str | None, fail_on_regression: float | None,
+                 fail_on_new: str | None, per_step_items: float | None, rank: int | None,
+                 rules_dirs: tuple[Path, ...], settings: tuple[str, ...], cache_dir: Path | None,
+                 no_cache: bool) -> None:
+    """Compare two runs: BEFORE and AFTER are each what `analyze` takes (a trace, a directory of ranks), a cached
+    *.duckdb store, or a saved JSON report.
+
+    Example:
+
+        tracedoc diff samples/decode-eager samples/decode-cudagraph
+
+        tracedoc diff base/ pr/ --format md --out diff.md --fail-on-regression 5 --fail-on-new warning
+    """
+    fmt, target = _target(fmt, out)
+    rules = load_rules(rules_dirs)
+    thresholds = parse_settings(settings, rules)
+    source_b, source_a = resolve_side(before), resolve_side(after)
+    check_kinds(source_b, source_a)  # before the analyses: a torch trace against an ncu report fails at once
+    err = Console(stderr=True)
+    with err.status("reading BEFORE…"):
+        side_b = load_side(source_b, rules, thresholds, cache_dir, use_cache=not no_cache)
+    if _same_path(before, after):
+        side_a = side_b
+    else:
+        with err.status("reading AFTER…"):
+            side_a = load_side(source_a, rules, thresholds, cache_dir, use_cache=not no_cache)
+    diff = build_diff(side_b, side_a, per_step_items=per_step_items, rank=rank)
+    failures = regression_failures(diff, fail_on_regression) if fail_on_regression is not None else []
+    if fail_on_new is not None:
+        failures += new_finding_failures(diff, fail_on_new)
+    if fmt == "text" and target is None:
+        from tracedoc.diff.text import diff_parts
+
+        console = table_console()  # on a terminal its width; piped, rows are never wrapped or cut
+        for part in diff_parts(diff):
+            console.print(part)
+    else:
+        text = render(diff, fmt)
+        if target is None:
+            click.echo(text, nl=False)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            err.print(f"diff written to {one_line(target)}", highlight=False, markup=False)
+    for reason in failures:
+        click.echo(f"fail: {reason}", err=True)
+    sys.exit(1 if failures else 0)
+
+
+def _target(fmt: str | None, out: str | None) -> tuple[str, Path | None]:
+    """The format and file to write: --out names a file by its extension, or a directory (trailing slash, an
+    existing one, or no extension) that receives tracedoc-diff.<ext>."""
+    if out is None:
+        return fmt or "text", None
+    path = Path(out)
+    is_dir = out.endswith(("/", os.sep)) or path.is_dir()
+    by_extension = EXTENSIONS.get(path.suffix.lower())
+    if by_extension is not None and not is_dir:
+        if fmt is not None and fmt != by_extension:
+            raise BadInput(f"--format {fmt} does not match the extension of {out}")
+        return by_extension, path
+    if path.suffix and not is_dir:
+        raise BadInput(f"--out {out}: unknown extension; use {' '.join(FORMATS.values())} or a directory")
+    fmt = fmt or "text"
+    return fmt, path / f"{_STEM}{FORMATS[fmt]}"
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """The same file or directory given twice (read once)."""
+    try:
+        return a.exists() and a.resolve() == b.resolve()
+    except OSError:
+        return False

@@ -1,0 +1,156 @@
+"""Kernels matched by name across the two sides: launches, total and mean time, and what changed.
+
+Kernels are matched by name, summed over ranks and launch configurations, so a kernel launched with a new grid
+(a different batch) is still the same kernel; the configurations of each side are kept, to show when they
+differ. Per step figures divide by the side's number of job steps, so windows of different lengths compare.
+For Nsight Compute profiles the kernels are ncu's profiled ones (``metrics.ncu_kernels``), each matched on name,
+grid and block (on name alone where that is unique on both sides) to set their speed of light and occupancy
+side by side.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_CONFIGS = 4
+
+# ncu figures compared per kernel (% of peak unless named otherwise), in the order shown.
+NCU_FIELDS = ("total_ms", "busiest_unit_pct", "sm_pct", "mem_pct", "dram_pct", "l2_pct", "l1_pct", "tensor_pct",
+              "achieved_occupancy_pct", "theoretical_occupancy_pct", "waves", "registers_per_thread")
+NCU_LABELS = ("kernel_class", "busiest_unit")
+
+
+@dataclass
+class KernelSide:
+    """One kernel on one side: launches, total time (ms), launch configurations ('grid / block')."""
+
+    count: int
+    total_ms: float
+    configs: list[str] = field(default_factory=list)
+
+    @property
+    def mean_us(self) -> float:
+        return 1000.0 * self.total_ms / self.count if self.count else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "total_ms": round(self.total_ms, 3), "mean_us": round(self.mean_us, 3),
+                **({"configs": self.configs} if self.configs else {})}
+
+
+@dataclass
+class KernelRow:
+    """A kernel by name: its figures before and after (None where absent: new or vanished) and the change per
+    step (None when a side has no steps)."""
+
+    name: str
+    category: str
+    before: KernelSide | None
+    after: KernelSide | None
+    delta_ms_per_step: float | None
+
+    @property
+    def status(self) -> str:
+        return "new" if self.before is None else "vanished" if self.after is None else "matched"
+
+    @property
+    def delta_total_ms(self) -> float:
+        return (self.after.total_ms if self.after else 0.0) - (self.before.total_ms if self.before else 0.0)
+
+    @property
+    def delta_count(self) -> int:
+        return (self.after.count if self.after else 0) - (self.before.count if self.before else 0)
+
+    @property
+    def weight(self) -> float:
+        """The change that ranks regressions and improvements: per step when known, else in total."""
+        return self.delta_ms_per_step if self.delta_ms_per_step is not None else self.delta_total_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "category": self.category, "status": self.status,
+                               "before": self.before.to_dict() if self.before else None,
+                               "after": self.after.to_dict() if self.after else None,
+                               "delta_count": self.delta_count, "delta_total_ms": round(self.delta_total_ms, 3),
+                               "delta_ms_per_step": None if self.delta_ms_per_step is None
+                               else round(self.delta_ms_per_step, 3)}
+        if self.before and self.after:
+            out["delta_mean_us"] = round(self.after.mean_us - self.before.mean_us, 3)
+        return out
+
+
+def _by_name(rows: list[dict[str, Any]]) -> dict[str, tuple[str, KernelSide]]:
+    """Kernel rows summed by name over ranks and launch configurations."""
+    count: dict[str, int] = defaultdict(int)
+    total: dict[str, float] = defaultdict(float)
+    configs: dict[str, set[str]] = defaultdict(set)
+    category: dict[str, str] = {}
+    for row in rows:
+        name = str(row["name"])
+        count[name] += int(row.get("count") or 0)
+        total[name] += float(row.get("total_ms") or 0.0)
+        category.setdefault(name, str(row.get("category") or "compute"))
+        if row.get("grid") is not None or row.get("block") is not None:
+            configs[name].add(f"{row.get('grid') or '?'} / {row.get('block') or '?'}")
+    return {name: (category[name], KernelSide(count[name], total[name], sorted(configs[name])[:MAX_CONFIGS]))
+            for name in count}
+
+
+def match_kernels(before: list[dict[str, Any]], after: list[dict[str, Any]], before_steps: int,
+                  after_steps: int) -> list[KernelRow]:
+    """Every kernel of either side by name, largest change first (per step when both sides have steps)."""
+    b, a = _by_name(before), _by_name(after)
+    rows = []
+    for name in set(b) | set(a):
+        kb, ka = b.get(name), a.get(name)
+        per_step = None
+        if before_steps and after_steps:
+            per_step = (ka[1].total_ms / after_steps if ka else 0.0) - (kb[1].total_ms / before_steps if kb else 0.0)
+        rows.append(KernelRow(name, (kb or ka)[0], kb[1] if kb else None,  # type: ignore[index]
+                              ka[1] if ka else None, per_step))
+    return sorted(rows, key=lambda r: (-abs(r.weight), r.name))
+
+
+def ncu_kernel_rows(report_metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """ncu's profiled kernels as kernel rows (name, grid, block, launches, total time)."""
+    return [{"rank": r.get("rank"), "name": r["kernel"], "category": "compute", "grid": r.get("grid"),
+             "block": r.get("block"), "count": int(r.get("launches") or 0), "total_ms": float(r.get("total_ms") or 0.0)}
+            for r in report_metrics.get("ncu_kernels", []) if r.get("kernel") is not None]
+
+
+@dataclass
+class NcuRow:
+    """One profiled kernel on both sides: its ncu figures before and after."""
+
+    kernel: str
+    grid: str | None
+    block: str | None
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+    def deltas(self) -> dict[str, float]:
+        return {k: self.after[k] - self.before[k] for k in NCU_FIELDS
+                if isinstance(self.before.get(k), int | float) and isinstance(self.after.get(k), int | float)}
+
+    def to_dict(self) -> dict[str, Any]:
+        pick = NCU_FIELDS + NCU_LABELS
+        return {"kernel": self.kernel, "grid": self.grid, "block": self.block,
+                "before": {k: self.before.get(k) for k in pick}, "after": {k: self.after.get(k) for k in pick},
+                "delta": {k: round(v, 3) for k, v in self.deltas().items()}}
+
+
+def match_ncu(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[NcuRow]:
+    """ncu kernels of both sides matched on name, grid and block, else on a name unique on both sides."""
+    def key(r: dict[str, Any]) -> tuple[str, Any, Any]:
+        return (r["kernel"], r.get("grid"), r.get("block"))
+
+    b = {key(r): r for r in before if r.get("kernel") is not None}
+    a = {key(r): r for r in after if r.get("kernel") is not None}
+    rows = [NcuRow(k[0], k[1], k[2], b[k], a[k]) for k in b if k in a]
+    left_b = [k for k in b if k not in a]
+    left_a = [k for k in a if k not in b]
+    for k in left_b:
+        same = [o for o in left_a if o[0] == k[0]]
+        if len(same) == 1 and sum(1 for o in left_b if o[0] == k[0]) == 1:
+            rows.append(NcuRow(k[0], f"{k[1]} → {same[0][1]}", f"{k[2]} → {same[0][2]}", b[k], a[same[0]]))
+    return sorted(rows, key=lambda r: -float(r.before.get("total_ms") or 0.0))

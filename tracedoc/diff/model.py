@@ -1,0 +1,215 @@
+"""The comparison of two runs: step times and their change, where the time went, kernels, findings, ranks.
+
+``build_diff(before, after)`` checks the sides compare (one kind of input, kernels in common) and assembles the
+Diff that the renderers and ``to_dict`` (the versioned JSON, ``"kind": "diff"``) read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracedoc import __version__
+from tracedoc.diff.findings import CROSS_RANK_RULES, NEW, PERSISTING, RESOLVED, FindingChange, match_findings
+from tracedoc.diff.kernels import KernelRow, NcuRow, match_kernels, match_ncu, ncu_kernel_rows
+from tracedoc.diff.side import KERNEL_PROFILE, Side, check_kinds
+from tracedoc.diff.steps import (
+    BASIS_TEXT,
+    CauseRow,
+    StepComparison,
+    compare_causes,
+    compare_steps,
+    step_tables,
+    wait_per_step,
+)
+from tracedoc.errors import InputError
+
+DIFF_SCHEMA = 1
+
+
+@dataclass
+class RankRow:
+    """One rank across the two sides: its steps and its wait for later peers (ms per step)."""
+
+    steps: StepComparison
+    wait_before_ms: float | None
+    wait_after_ms: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.steps.to_dict(), "wait_for_peer_ms_per_step": {
+            "before": None if self.wait_before_ms is None else round(self.wait_before_ms, 3),
+            "after": None if self.wait_after_ms is None else round(self.wait_after_ms, 3)}}
+
+
+@dataclass
+class Diff:
+    """Everything a diff says, for the renderers."""
+
+    before: Side
+    after: Side
+    step_basis: tuple[str, str]
+    job: StepComparison
+    ranks: list[RankRow]
+    cause_ranks: tuple[int | None, int | None]  # the rank whose causes are compared, on each side
+    causes: list[CauseRow]
+    kernels: list[KernelRow]
+    kernel_basis: str
+    ncu: list[NcuRow]
+    findings: list[FindingChange]
+    per_step_items: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def summary_value(self, key: str) -> tuple[float | None, float | None]:
+        """A headline number (wall_ms, gpu_busy_pct) of both sides."""
+        return _number(self.before.report.summary.get(key)), _number(self.after.report.summary.get(key))
+
+    def throughput(self) -> tuple[float, float] | None:
+        """Items per second on both sides from the job's median step, when --per-step-items was given."""
+        if not self.per_step_items or not self.job.before or not self.job.after:
+            return None
+        if self.job.before.median_ms <= 0 or self.job.after.median_ms <= 0:
+            return None
+        return (1000.0 * self.per_step_items / self.job.before.median_ms,
+                1000.0 * self.per_step_items / self.job.after.median_ms)
+
+    def by_status(self, status: str) -> list[FindingChange]:
+        return [c for c in self.findings if c.status == status]
+
+    def cross_rank(self) -> list[FindingChange]:
+        """The straggler and expert-imbalance findings of either side, with what became of them."""
+        return [c for c in self.findings if c.finding.rule in CROSS_RANK_RULES]
+
+    @property
+    def verdict(self) -> str:
+        """'faster', 'slower', 'no significant change', or 'no steps to compare'."""
+        return self.job.change.direction if self.job.change else "no steps to compare"
+
+    def to_dict(self) -> dict[str, Any]:
+        wall, busy, rate = self.summary_value("wall_ms"), self.summary_value("gpu_busy_pct"), self.throughput()
+        matched = [k for k in self.kernels if k.status == "matched"]
+        return {
+            "tracedoc": __version__, "schema": DIFF_SCHEMA, "kind": "diff",
+            "before": _side_dict(self.before, self.step_basis[0]),
+            "after": _side_dict(self.after, self.step_basis[1]),
+            "verdict": self.verdict,
+            "steps": {"job": self.job.to_dict(), "ranks": [r.to_dict() for r in self.ranks]},
+            "wall_ms": _pair(wall), "gpu_busy_pct": _pair(busy),
+            "throughput": None if rate is None else {"items_per_step": self.per_step_items,
+                                                     "before_items_per_s": round(rate[0], 3),
+                                                     "after_items_per_s": round(rate[1], 3),
+                                                     "change_pct": round(100.0 * (rate[1] / rate[0] - 1.0), 2)},
+            "attribution": {"rank": {"before": self.cause_ranks[0], "after": self.cause_ranks[1]},
+                            "causes": [c.to_dict() for c in self.causes]},
+            "kernels": {"basis": self.kernel_basis, "matched": len(matched),
+                        "new": [k.name for k in self.kernels if k.status == "new"],
+                        "vanished": [k.name for k in self.kernels if k.status == "vanished"],
+                        "regressions": [k.name for k in regressions(self.kernels)],
+                        "improvements": [k.name for k in improvements(self.kernels)],
+                        "rows": [k.to_dict() for k in self.kernels]},
+            "ncu_kernels": [r.to_dict() for r in self.ncu],
+            "findings": {"resolved": [c.to_dict() for c in self.by_status(RESOLVED)],
+                         "new": [c.to_dict() for c in self.by_status(NEW)],
+                         "persisting": [c.to_dict() for c in self.by_status(PERSISTING)]},
+            "cross_rank": [c.to_dict() for c in self.cross_rank()],
+            "notes": self.notes,
+        }
+
+
+TOP_KERNELS = 10
+
+
+def regressions(kernels: list[KernelRow], limit: int = TOP_KERNELS) -> list[KernelRow]:
+    """Kernels present on both sides that take more time after, largest first."""
+    return [k for k in kernels if k.status == "matched" and k.weight > 0][:limit]
+
+
+def improvements(kernels: list[KernelRow], limit: int = TOP_KERNELS) -> list[KernelRow]:
+    """Kernels present on both sides that take less time after, largest first."""
+    return [k for k in kernels if k.status == "matched" and k.weight < 0][:limit]
+
+
+def build_diff(before: Side, after: Side, per_step_items: float | None = None, rank: int | None = None) -> Diff:
+    """Compare two sides; raises InputError when they do not compare (different kinds of input, inputs without
+    steps or kernels to compare, no kernel in common)."""
+    check_kinds(before, after)
+    tb, ta = step_tables(before.report, after.report)
+    notes = []
+    if tb.basis != ta.basis:
+        notes.append(f"step times are {BASIS_TEXT[tb.basis]} before and {BASIS_TEXT[ta.basis]} after")
+    job = compare_steps(tb.job(), ta.job())
+    ranks = [RankRow(compare_steps(tb.by_rank.get(r, {}), ta.by_rank.get(r, {}), rank=r),
+                     wait_per_step(before.report, r, tb.device[r]) if r in tb.device else None,
+                     wait_per_step(after.report, r, ta.device[r]) if r in ta.device else None)
+             for r in sorted(set(tb.by_rank) | set(ta.by_rank))]
+    if rank is not None and rank not in tb.by_rank and rank not in ta.by_rank:
+        raise InputError(f"--rank {rank}: neither side has steps on that rank")
+    cause_b = rank if rank is not None else tb.slowest_rank()
+    cause_a = cause_b if cause_b in ta.by_rank else ta.slowest_rank()
+    if cause_b is not None and cause_a is not None and cause_a != cause_b:
+        notes.append(f"rank {cause_b} has no steps after: its causes are compared with rank {cause_a}'s")
+    causes = compare_causes(before.report, after.report, (cause_b, tb.device.get(cause_b)),
+                            (cause_a, ta.device.get(cause_a))) if cause_b in tb.device and cause_a in ta.device else []
+    kernels, kernel_basis = _kernels(before, after, len(tb.job()), len(ta.job()))
+    if (few := _few_in_common(kernels)) is not None:
+        notes.append(few)
+    if not (before.kernels_complete and after.kernels_complete):
+        notes.append("a saved report keeps only each rank's top kernels: kernels outside them show as new or "
+                     "vanished")
+    ncu = match_ncu(before.report.metrics.get("ncu_kernels", []), after.report.metrics.get("ncu_kernels", []))
+    findings = match_findings(before.report.findings, after.report.findings)
+    return Diff(before, after, (tb.basis, ta.basis), job, ranks, (cause_b, cause_a), causes, kernels, kernel_basis,
+                ncu, findings, per_step_items, notes)
+
+
+def _kernels(before: Side, after: Side, before_steps: int, after_steps: int) -> tuple[list[KernelRow], str]:
+    """The matched kernels and what they are; raises InputError when the sides share none."""
+    if before.kind == KERNEL_PROFILE:
+        rows_b, rows_a = ncu_kernel_rows(before.report.metrics), ncu_kernel_rows(after.report.metrics)
+        basis = "kernels profiled by Nsight Compute"
+    else:
+        rows_b, rows_a = before.kernels, after.kernels
+        basis = "every kernel" if before.kernels_complete and after.kernels_complete else "top kernels per rank"
+    for side, rows in (("BEFORE", rows_b), ("AFTER", rows_a)):
+        if not rows:
+            raise InputError(f"{side} ({(before if side == 'BEFORE' else after).label}) holds no kernel: "
+                             "nothing to compare")
+    kernels = match_kernels(rows_b, rows_a, before_steps, after_steps)
+    if not any(k.status == "matched" for k in kernels):
+        raise InputError(f"BEFORE and AFTER share no kernel (of {len(rows_b)} and {len(rows_a)} kernel rows): "
+                         "not two runs of one program")
+    return kernels, basis
+
+
+FEW_IN_COMMON_PCT = 5.0
+
+
+def _few_in_common(kernels: list[KernelRow]) -> str | None:
+    """A warning when the kernels of both sides hold under FEW_IN_COMMON_PCT % of each side's kernel time."""
+    total_b = sum(k.before.total_ms for k in kernels if k.before)
+    total_a = sum(k.after.total_ms for k in kernels if k.after)
+    shared_b = sum(k.before.total_ms for k in kernels if k.before and k.after)
+    shared_a = sum(k.after.total_ms for k in kernels if k.before and k.after)
+    if not total_b or not total_a:
+        return None
+    pct_b, pct_a = 100.0 * shared_b / total_b, 100.0 * shared_a / total_a
+    if max(pct_b, pct_a) >= FEW_IN_COMMON_PCT:
+        return None
+    names = sum(1 for k in kernels if k.status == "matched")
+    return (f"few kernels in common ({names}, {pct_b:.1f}% of the kernel time before and {pct_a:.1f}% after): "
+            "are these runs of one program?")
+
+
+def _side_dict(side: Side, basis: str) -> dict[str, Any]:
+    return {"path": side.label, "source": side.source, "kind": side.kind, "formats": side.formats,
+            "ranks": side.ranks, "step_basis": basis, "summary": side.report.summary,
+            "findings": len(side.report.findings)}
+
+
+def _pair(values: tuple[float | None, float | None]) -> dict[str, Any]:
+    b, a = values
+    change = None if b is None or a is None or not b else round(100.0 * (a / b - 1.0), 2)
+    return {"before": b, "after": a, "change_pct": change}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

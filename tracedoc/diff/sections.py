@@ -1,0 +1,259 @@
+"""What a diff says, as sentences and tables of plain strings: the one content the text, Markdown and HTML
+renderers each lay out in their own way (and escape in their own way: strings from traces are raw here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tracedoc.diff.findings import NEW, PERSISTING, RESOLVED, FindingChange
+from tracedoc.diff.kernels import KernelRow, KernelSide, NcuRow
+from tracedoc.diff.model import Diff, improvements, regressions
+from tracedoc.diff.stats import Change, Distribution
+from tracedoc.diff.steps import BASIS_TEXT, NO_STEPS, StepComparison
+from tracedoc.render.attribution import CAUSE_LABELS
+from tracedoc.render.base import scope_text
+from tracedoc.units import fmt_ms
+
+MAX_LISTED = 10
+NAME_CHARS = 100
+
+
+@dataclass
+class Section:
+    """A titled table: ``numeric`` marks the columns aligned right."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    numeric: set[int] = field(default_factory=set)
+
+
+def signed_ms(value: float) -> str:
+    """'+1.2 ms', '−350.0 µs', '±0' for no change."""
+    if abs(value) < 5e-4:
+        return "±0"
+    return ("+" if value > 0 else "−") + fmt_ms(abs(value))
+
+
+def signed_pct(value: float, unit: str = "%") -> str:
+    """'+4.2%', '−23.3%' (a true minus sign, as the deltas in ms)."""
+    text = f"{value:+.1f}{unit}"
+    return text.replace("-", "−")
+
+
+def ms_or_dash(value: float | None) -> str:
+    return "—" if value is None else fmt_ms(value)
+
+
+def short_name(name: str, limit: int = NAME_CHARS) -> str:
+    """A kernel name cut to ``limit`` characters (C++ template names run to thousands)."""
+    return name if len(name) <= limit else name[:limit - 1] + "…"
+
+
+def sides_line(diff: Diff) -> str:
+    return f"before {diff.before.describe()} → after {diff.after.describe()}"
+
+
+def change_text(change: Change) -> str:
+    """'−23.3%, 95% CI −31.1% to −21.0%'."""
+    lo, hi = change.ci_pct
+    return f"{signed_pct(change.pct)}, 95% CI {signed_pct(lo)} to {signed_pct(hi)}"
+
+
+def verdict_line(diff: Diff) -> str:
+    """The answer first: faster, slower or no significant change, by how much, how sure."""
+    job = diff.job
+    if job.change is None or job.before is None or job.after is None:
+        wall_b, wall_a = diff.summary_value("wall_ms")
+        what = "profiled kernel time" if diff.before.kind == "kernel profile" else "wall-clock"
+        if wall_b and wall_a:
+            return (f"No steps to compare: {BASIS_TEXT[NO_STEPS]} on "
+                    f"{'either side' if job.before is None and job.after is None else 'one side'}; {what} "
+                    f"{fmt_ms(wall_b)} → {fmt_ms(wall_a)} ({signed_pct(100.0 * (wall_a / wall_b - 1.0))}).")
+        return "No steps to compare."
+    change = job.change
+    head = {"faster": "Faster", "slower": "Slower"}.get(change.direction, "No significant change")
+    text = (f"{head}: the job's median step {fmt_ms(job.before.median_ms)} → {fmt_ms(job.after.median_ms)} "
+            f"({change_text(change)}; {job.before.n} and {job.after.n} steps")
+    return text + (f"; {change.note})." if change.note else ").")
+
+
+def context_line(diff: Diff) -> str:
+    """Wall-clock, GPU busy and throughput, before → after."""
+    parts = []
+    wall_b, wall_a = diff.summary_value("wall_ms")
+    if wall_b and wall_a:
+        label = "profiled kernel time" if diff.before.kind == "kernel profile" else "wall"
+        parts.append(f"{label} {fmt_ms(wall_b)} → {fmt_ms(wall_a)} ({signed_pct(100.0 * (wall_a / wall_b - 1.0))})")
+    busy_b, busy_a = diff.summary_value("gpu_busy_pct")
+    if busy_b is not None and busy_a is not None and diff.before.kind != "kernel profile":
+        parts.append(f"GPU busy {busy_b:.1f}% → {busy_a:.1f}% ({signed_pct(busy_a - busy_b, ' points')})")
+    if (rate := diff.throughput()) is not None:
+        parts.append(f"throughput {rate[0]:,.1f} → {rate[1]:,.1f} items/s "
+                     f"({signed_pct(100.0 * (rate[1] / rate[0] - 1.0))})")
+    return " · ".join(parts)
+
+
+def _dist_cells(d: Distribution | None) -> list[str]:
+    if d is None:
+        return ["—", "—"]
+    return [fmt_ms(d.median_ms), f"{fmt_ms(d.p10_ms)} – {fmt_ms(d.p90_ms)}"]
+
+
+def _change_cells(c: Change | None) -> list[str]:
+    if c is None:
+        return ["—", "—", "—"]
+    lo, hi = c.ci_pct
+    return [f"{signed_ms(c.median_ms)} ({signed_pct(c.pct)})", f"{signed_pct(lo)} to {signed_pct(hi)}",
+            c.direction if c.significant else "not significant"]
+
+
+def steps_section(diff: Diff) -> Section | None:
+    """Step time distributions: the job (slowest rank per step), then each rank with its wait for peers."""
+    if diff.job.before is None and diff.job.after is None:
+        return None
+    multi = len(diff.ranks) > 1
+
+    def row(label: str, s: StepComparison, wait: tuple[float | None, float | None] | None) -> list[str]:
+        steps = f"{s.before.n if s.before else 0} → {s.after.n if s.after else 0}"
+        cells = [label, steps, *_dist_cells(s.before), *_dist_cells(s.after), *_change_cells(s.change)]
+        if multi:
+            cells.append("" if wait is None or None in wait else f"{ms_or_dash(wait[0])} → {ms_or_dash(wait[1])}")
+        return cells
+
+    rows = [row("job (slowest rank per step)" if multi else "job", diff.job, None)]
+    if multi:
+        rows += [row(f"rank {r.steps.rank}", r.steps, (r.wait_before_ms, r.wait_after_ms)) for r in diff.ranks]
+    header = ["", "steps", "median before", "p10 – p90", "median after", "p10 – p90", "change", "95% CI", "verdict"]
+    if multi:
+        header.append("waiting for peers per step")
+    basis = BASIS_TEXT[diff.step_basis[0]] if diff.step_basis[0] == diff.step_basis[1] else \
+        f"{BASIS_TEXT[diff.step_basis[0]]} before, {BASIS_TEXT[diff.step_basis[1]]} after"
+    return Section("Step time", header, rows,
+                   note=f"Per step: {basis}. The change is after − before, its 95% interval a seeded bootstrap "
+                        "over steps of the difference of medians.", numeric=set(range(1, 8)))
+
+
+def causes_section(diff: Diff) -> Section | None:
+    """Where the compared rank's step time went, per cause, before and after."""
+    if not diff.causes:
+        return None
+    rb, ra = diff.cause_ranks
+    rank = f"rank {rb}" if rb == ra else f"rank {rb} before, rank {ra} after"
+    rows = [[CAUSE_LABELS.get(c.cause, c.cause), fmt_ms(c.before_ms), f"{c.before_pct:.1f}%", fmt_ms(c.after_ms),
+             f"{c.after_pct:.1f}%", signed_ms(c.delta_ms), signed_pct(c.after_pct - c.before_pct, " pts")]
+            for c in diff.causes if c.before_ms >= 5e-4 or c.after_ms >= 5e-4]
+    return Section(f"Where the time went ({rank}, per step)",
+                   ["cause", "before", "% of step", "after", "% of step", "change", "share"], rows,
+                   note="The attribution of the rank's steps (each GPU's time counted once), averaged per step; "
+                        "largest change first.", numeric={1, 2, 3, 4, 5, 6})
+
+
+def _count_arrow(before: KernelSide | None, after: KernelSide | None) -> str:
+    return f"{before.count if before else 0:,} → {after.count if after else 0:,}"
+
+
+def _mean_arrow(before: KernelSide | None, after: KernelSide | None) -> str:
+    b = fmt_ms(before.mean_us / 1000.0) if before else "—"
+    a = fmt_ms(after.mean_us / 1000.0) if after else "—"
+    return f"{b} → {a}"
+
+
+def _total_arrow(before: KernelSide | None, after: KernelSide | None) -> str:
+    return f"{ms_or_dash(before.total_ms if before else None)} → {ms_or_dash(after.total_ms if after else None)}"
+
+
+def _kernel_rows(kernels: list[KernelRow], name_chars: int) -> list[list[str]]:
+    return [[short_name(k.name, name_chars), _count_arrow(k.before, k.after), _mean_arrow(k.before, k.after),
+             _total_arrow(k.before, k.after),
+             signed_ms(k.delta_ms_per_step) if k.delta_ms_per_step is not None else signed_ms(k.delta_total_ms)]
+            for k in kernels]
+
+
+def kernel_sections(diff: Diff, name_chars: int = NAME_CHARS) -> list[Section]:
+    """Top regressions and improvements among kernels on both sides, then new and vanished kernels."""
+    matched = sum(1 for k in diff.kernels if k.status == "matched")
+    new = [k for k in diff.kernels if k.status == "new"]
+    gone = [k for k in diff.kernels if k.status == "vanished"]
+    per_step = any(k.delta_ms_per_step is not None for k in diff.kernels)
+    header = ["kernel", "launches", "mean", "total", "change per step" if per_step else "change in total"]
+    note = (f"{diff.kernel_basis.capitalize()}, matched by name: {matched} on both sides, {len(new)} new, "
+            f"{len(gone)} vanished; summed over ranks" + ("; change per step of the job." if per_step else "."))
+    out = []
+    for title, rows in (("Kernels that take longer", regressions(diff.kernels, MAX_LISTED)),
+                        ("Kernels that take less time", improvements(diff.kernels, MAX_LISTED)),
+                        ("New kernels", new[:MAX_LISTED]), ("Vanished kernels", gone[:MAX_LISTED])):
+        if rows:
+            out.append(Section(title, header, _kernel_rows(rows, name_chars), numeric={1, 2, 3, 4}))
+    if out:
+        out[0].note = note
+    else:
+        out.append(Section("Kernels", header, [], note=note + " No kernel changed."))
+    return out
+
+
+_NCU_SHOWN = (("total_ms", "time"), ("busiest_unit_pct", "busiest unit %"), ("sm_pct", "SM %"),
+              ("mem_pct", "memory %"), ("tensor_pct", "tensor %"), ("achieved_occupancy_pct", "occupancy %"))
+
+
+def _ncu_cell(row: NcuRow, key: str) -> str:
+    b, a = row.before.get(key), row.after.get(key)
+    if not isinstance(b, int | float) or not isinstance(a, int | float):
+        return "—"
+    if key == "total_ms":
+        return f"{fmt_ms(b)} → {fmt_ms(a)}"
+    return f"{b:.1f} → {a:.1f}"
+
+
+def ncu_section(diff: Diff, name_chars: int = NAME_CHARS) -> Section | None:
+    """Speed of light and occupancy of each profiled kernel, before → after."""
+    if not diff.ncu:
+        return None
+    rows = [[short_name(r.kernel, name_chars), f"{r.grid} / {r.block}",
+             f"{r.before.get('busiest_unit') or '—'} → {r.after.get('busiest_unit') or '—'}",
+             *(_ncu_cell(r, k) for k, _ in _NCU_SHOWN)] for r in diff.ncu]
+    return Section("Nsight Compute kernels (speed of light, % of peak)",
+                   ["kernel", "grid / block", "busiest unit", *(label for _, label in _NCU_SHOWN)], rows,
+                   note="Profiled kernels matched on name, grid and block.", numeric=set(range(3, 3 + len(_NCU_SHOWN))))
+
+
+def _saving(c: FindingChange) -> str:
+    b = fmt_ms(c.before.impact_ms) if c.before else "—"
+    a = fmt_ms(c.after.impact_ms) if c.after else "—"
+    return f"{b} → {a}"
+
+
+def _severity(c: FindingChange) -> str:
+    b, a = (c.before.severity if c.before else None), (c.after.severity if c.after else None)
+    return b or a if b == a or None in (b, a) else f"{b} → {a}"  # type: ignore[return-value]
+
+
+def findings_section(diff: Diff) -> Section:
+    """Every finding of either side: resolved, new, persisting (changed or not)."""
+    counts = {s: len(diff.by_status(s)) for s in (RESOLVED, NEW, PERSISTING)}
+    rows = [[c.status + (" (changed)" if c.changed else ""), _severity(c), c.finding.rule,
+             scope_text(c.finding.scope.to_dict()), _saving(c)] for c in diff.findings]
+    note = (f"{counts[RESOLVED]} resolved, {counts[NEW]} new, {counts[PERSISTING]} persisting; matched by rule and "
+            "scope." if diff.findings else "Neither side has a finding.")
+    return Section("Findings", ["status", "severity", "rule", "where", "est. saving before → after"], rows,
+                   note=note, numeric={4})
+
+
+def cross_rank_lines(diff: Diff) -> list[str]:
+    """'expert-imbalance (rank 1): resolved.' for each straggler and expert-imbalance finding of either side."""
+    if len(diff.ranks) < 2:
+        return []
+    lines = [f"{c.finding.rule} ({scope_text(c.finding.scope.to_dict())}): "
+             + {RESOLVED: "resolved", NEW: "new", PERSISTING: "still there"}[c.status] + "." for c in diff.cross_rank()]
+    return lines or ["No straggler-rank or expert-imbalance finding on either side."]
+
+
+def sections(diff: Diff, name_chars: int = NAME_CHARS) -> list[Section]:
+    """The tables of a diff, in reading order; kernel names cut to ``name_chars``."""
+    out = [s for s in (steps_section(diff), causes_section(diff)) if s is not None]
+    out += kernel_sections(diff, name_chars)
+    if (ncu := ncu_section(diff, name_chars)) is not None:
+        out.append(ncu)
+    out.append(findings_section(diff))
+    return out

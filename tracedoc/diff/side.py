@@ -1,0 +1,191 @@
+"""One side of a diff: what the user named (traces, a cached store, a saved JSON report) read into a report plus
+the kernel table the comparison matches kernels on.
+
+Traces are analysed as ``tracedoc analyze`` does (through the cache); a ``*.duckdb`` store is analysed as it is; a
+saved JSON report (``tracedoc analyze --format json``) is taken as it is. From a store every kernel is counted
+(``gpu_activity``); a saved report keeps only each rank's top kernels (``metrics.top_kernels``), so its kernel
+table is partial, and the diff says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tracedoc.api import build_report, load_report
+from tracedoc.errors import InputError, first_line
+from tracedoc.ingest import InputFile, discover
+from tracedoc.judge import Rule
+from tracedoc.report import Report
+from tracedoc.store import Store
+from tracedoc.store.cache import default_cache_dir
+
+_HEAD_BYTES = 1 << 20
+
+# What a side is, from the formats of its inputs: two sides compare only when they are of one kind.
+TIMELINE, KERNEL_PROFILE, HANG_DUMPS, HEALTH = "timeline", "kernel profile", "hang dumps", "GPU health records"
+_TIMELINE_FORMATS = {"torch", "nsys"}
+
+# Every kernel of a store, per rank, name and launch configuration (grid and block, NULL where not recorded).
+_KERNELS_SQL = """
+    SELECT rank, name, coalesce(any_value(category), 'compute') AS category, grid, block, count(*) AS count,
+           sum(dur_ns) / 1e6 AS total_ms
+    FROM gpu_activity WHERE kind = 'kernel' GROUP BY rank, name, grid, block ORDER BY rank, name, grid, block"""
+
+
+def kind_of(formats: Sequence[str]) -> str:
+    """timeline, kernel profile, hang dumps or GPU health records: what inputs of these formats are, whatever
+    else rides along (e.g. telemetry beside a timeline)."""
+    present = set(formats)
+    if present & _TIMELINE_FORMATS:
+        return TIMELINE
+    if "ncu" in present:
+        return KERNEL_PROFILE
+    if "flight_recorder" in present:
+        return HANG_DUMPS
+    return HEALTH
+
+
+@dataclass
+class Source:
+    """What one side names, resolved but not analysed yet: traces to ingest, a cached store, or a saved report.
+    Its formats are known already, so two sides of different kinds are refused before any analysis."""
+
+    label: str
+    formats: list[str]
+    inputs: list[InputFile] = field(default_factory=list)
+    store_path: Path | None = None
+    report: Report | None = None
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.formats)
+
+
+def resolve_side(path: Path) -> Source:
+    """Decide what ``path`` is: a saved JSON report, a ``*.duckdb`` store, or traces (a file or a directory of
+    ranks); raises InputError for what cannot be read."""
+    label = str(path)
+    if path.is_file() and path.suffix == ".json" and _looks_like_report(path):
+        report = _read_report(path)
+        return Source(label, sorted({i.format for i in report.inputs}), report=report)
+    if path.is_file() and path.suffix == ".duckdb":
+        with _open_store(path) as store:
+            formats = [r["format"] for r in store.query("SELECT DISTINCT format FROM sources ORDER BY format")]
+        return Source(label, formats, store_path=path)
+    inputs = discover([path])
+    return Source(label, sorted({i.format for i in inputs}), inputs=inputs)
+
+
+@dataclass
+class Side:
+    """A side of the diff: where it came from, its report, and its kernels.
+
+    ``kernels`` rows are {rank, name, category, grid, block, count, total_ms}; ``kernels_complete`` is false when
+    they are only the top kernels a saved report kept.
+    """
+
+    label: str
+    report: Report
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    kernels_complete: bool = True
+    source: str = "traces"  # traces | store | saved report
+
+    @property
+    def formats(self) -> list[str]:
+        return sorted({i.format for i in self.report.inputs})
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.formats)
+
+    @property
+    def ranks(self) -> int:
+        return len({i.rank for i in self.report.inputs if i.rank is not None}) or 1
+
+    def describe(self) -> str:
+        """'samples/ddp-overlap (torch, 2 ranks)'."""
+        ranks = self.ranks
+        return f"{self.label} ({', '.join(self.formats) or 'no inputs'}, {ranks} rank{'s' if ranks != 1 else ''})"
+
+
+def check_kinds(before: Source | Side, after: Source | Side) -> None:
+    """Refuse two sides that do not compare: of different kinds, or of kinds without steps or kernels."""
+    if before.kind != after.kind:
+        raise InputError(f"BEFORE is a {before.kind} ({', '.join(before.formats)}) and AFTER a {after.kind} "
+                         f"({', '.join(after.formats)}): diff compares two runs of one kind")
+    if before.kind in (HANG_DUMPS, HEALTH):
+        raise InputError(f"both sides are {before.kind}: they hold no steps or kernels to compare; "
+                         "analyze each with tracedoc analyze")
+
+
+def load_side(side: Source | Path, rules: Sequence[Rule], thresholds: dict[str, dict[str, float]] | None = None,
+              cache_dir: Path | None = None, use_cache: bool = True) -> Side:
+    """Read one side (a path, or one resolved already): a saved report as it is, a store analysed, traces
+    ingested through the cache (as ``tracedoc analyze`` does) and analysed."""
+    source = side if isinstance(side, Source) else resolve_side(side)
+    if source.report is not None:
+        return Side(source.label, source.report, _top_kernels(source.report), kernels_complete=False,
+                    source="saved report")
+    if source.store_path is not None:
+        with _open_store(source.store_path) as store:
+            return Side(source.label, build_report(store, list(rules), thresholds), _kernels(store), source="store")
+    with contextlib.ExitStack() as stack:
+        if use_cache:
+            store_dir = cache_dir or default_cache_dir()
+        else:
+            store_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tracedoc-")))
+        store, report = load_report(source.inputs, store_dir, list(rules), thresholds)
+        try:
+            return Side(source.label, report, _kernels(store))
+        finally:
+            store.close()
+
+
+def _kernels(store: Store) -> list[dict[str, Any]]:
+    """Every kernel of the store; none for a store without a GPU timeline table."""
+    if not store.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = 'gpu_activity'"):
+        return []
+    return [{**row, "total_ms": float(row["total_ms"] or 0.0)} for row in store.query(_KERNELS_SQL)]
+
+
+def _top_kernels(report: Report) -> list[dict[str, Any]]:
+    """The kernels a saved report kept (each rank's top ones by time), as kernel rows without launch config."""
+    return [{"rank": r.get("rank"), "name": r["name"], "category": r.get("category") or "compute", "grid": None,
+             "block": None, "count": int(r.get("launch_count") or 0), "total_ms": float(r.get("total_ms") or 0.0)}
+            for r in report.metrics.get("top_kernels", []) if r.get("name") is not None]
+
+
+def _looks_like_report(path: Path) -> bool:
+    """A tracedoc JSON report (or diff) names its findings near the top; a PyTorch trace has traceEvents."""
+    with path.open("rb") as f:
+        head = f.read(_HEAD_BYTES)
+    return (b'"findings"' in head or b'"kind": "diff"' in head) and b'"traceEvents"' not in head
+
+
+def _read_report(path: Path) -> Report:
+    try:
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and data.get("kind") == "diff":
+            raise InputError(f"{path}: a tracedoc diff, not a report; give the report or the traces of each side")
+        return Report.from_dict(data)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise InputError(f"{path}: not a tracedoc JSON report ({first_line(exc)})") from None
+
+
+def _open_store(path: Path) -> Store:
+    try:
+        store = Store.open(path)
+    except duckdb.Error as exc:
+        raise InputError(f"{path}: not a tracedoc store ({first_line(exc)})") from None
+    if not store.is_complete():
+        store.close()
+        raise InputError(f"{path}: an incomplete tracedoc store (its ingestion did not finish)")
+    return store

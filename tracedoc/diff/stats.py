@@ -1,0 +1,108 @@
+"""The statistics of a diff: quantiles of step times and a seeded bootstrap of the change in their median.
+
+Steps are few in a profiled window (often 3 to 10), so the change is judged with a percentile bootstrap over
+steps of the difference of medians (after − before): each side's steps are resampled with replacement, the
+difference of the two resamples' medians taken, and the 2.5th and 97.5th percentiles of those differences are the
+95 % confidence interval. The change is significant when the interval excludes 0 and each side has at least
+``MIN_STEPS`` steps. With 3 steps a side the interval spans about the extreme differences, so a change is then
+significant only when the two sides' steps do not overlap at all. The seed is fixed: the same inputs always give
+the same interval.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MIN_STEPS = 3
+RESAMPLES = 4000
+SEED = 20240607
+CONFIDENCE = 0.95
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0 ≤ q ≤ 1) with linear interpolation between order statistics (numpy's default)."""
+    if not values:
+        raise ValueError("quantile of no values")
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Step times of one side (ms): how many, their median and 10th/90th percentiles."""
+
+    n: int
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Distribution:
+        return cls(len(values), statistics.median(values), quantile(values, 0.1), quantile(values, 0.9))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "median_ms": round(self.median_ms, 3), "p10_ms": round(self.p10_ms, 3),
+                "p90_ms": round(self.p90_ms, 3)}
+
+
+@dataclass(frozen=True)
+class Change:
+    """After against before: the difference of medians (ms and % of before), its bootstrap 95 % intervals, and
+    whether it is significant (the interval excludes 0 with enough steps a side); ``note`` says why not."""
+
+    median_ms: float
+    pct: float
+    ci_ms: tuple[float, float]
+    ci_pct: tuple[float, float]
+    significant: bool
+    note: str
+
+    @property
+    def direction(self) -> str:
+        """'faster', 'slower' or 'no significant change'."""
+        if not self.significant:
+            return "no significant change"
+        return "faster" if self.median_ms < 0 else "slower"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"median_ms": round(self.median_ms, 3), "pct": round(self.pct, 2),
+                "ci_ms": [round(v, 3) for v in self.ci_ms], "ci_pct": [round(v, 2) for v in self.ci_pct],
+                "significant": self.significant, "direction": self.direction, "note": self.note}
+
+
+def compare(before: Sequence[float], after: Sequence[float], resamples: int = RESAMPLES,
+            seed: int = SEED) -> Change:
+    """The change of the median from ``before`` to ``after`` (both non-empty), with its bootstrap interval: in ms
+    from the resampled differences of medians, in % from the resampled ratios of medians (so it never passes
+    −100 %)."""
+    base = statistics.median(before)
+    delta = statistics.median(after) - base
+    rng = random.Random(seed)
+    diffs, ratios = [], []
+    for _ in range(resamples):
+        b = statistics.median(rng.choices(before, k=len(before)))
+        a = statistics.median(rng.choices(after, k=len(after)))
+        diffs.append(a - b)
+        if b:
+            ratios.append(100.0 * (a / b - 1.0))
+    tail = (1.0 - CONFIDENCE) / 2.0
+    low, high = quantile(diffs, tail), quantile(diffs, 1.0 - tail)
+    ci_pct = (quantile(ratios, tail), quantile(ratios, 1.0 - tail)) if ratios else (0.0, 0.0)
+    enough = len(before) >= MIN_STEPS and len(after) >= MIN_STEPS
+    excludes_zero = low > 0 or high < 0
+    if not enough:
+        note = f"too few steps to judge (at least {MIN_STEPS} a side needed; {len(before)} and {len(after)} here)"
+    elif not excludes_zero:
+        note = "the 95% interval contains 0"
+    else:
+        note = ""
+    pct = 100.0 * delta / base if base else 0.0
+    return Change(delta, pct, (low, high), ci_pct, enough and excludes_zero, note)
