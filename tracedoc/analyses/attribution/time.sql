@@ -91,7 +91,7 @@ FROM host_sync_idle i JOIN attribution_lanes l USING (source_id, device)
 WHERE i.cost_ns > 0;
 
 -- Host-side interval sets, one copy per lane of the source (the host serves all its devices).
-CREATE OR REPLACE TEMP VIEW attribution_host_ranges AS
+CREATE OR REPLACE TEMP TABLE attribution_host_ranges AS
 SELECT l.k, c.ts_ns AS s, c.ts_ns + c.dur_ns AS e, c.name,
        CASE WHEN c.name LIKE 'c10d::%' OR c.name LIKE 'nccl:%' OR c.name LIKE 'record_param_comms%'
                  THEN 'collective'
@@ -148,53 +148,50 @@ SELECT e.k, e.step,
                                      f.start_ns)), l.win_s), l.win_e) AS s
 FROM ends e JOIN attribution_lanes l USING (k) LEFT JOIN firsts f USING (k);
 
--- Elementary segments: between consecutive boundaries of every set above, inside the window.
+-- Elementary segments: between consecutive boundaries of every set above, inside the window, each with the sets
+-- it lies in. One sweep: every merged set adds its bit at an interval's start and takes it back at its end, so the
+-- running sum over a lane's boundaries is the mask of the sets in force until the next boundary (the sets are
+-- disjoint within themselves). Bits: 1 kernel, 2 copy, 4 busy, 8 long host gap, 16 queued gap, 32 sync,
+-- 64 collective call, 128 loader, 256 annotation, 512 operator. Waits and step starts only cut segments here.
 CREATE OR REPLACE TEMP TABLE attribution_segments AS
-WITH points AS (
-    SELECT k, win_s AS t FROM attribution_lanes UNION SELECT k, win_e FROM attribution_lanes
-    UNION SELECT k, s FROM attribution_kernels UNION SELECT k, e FROM attribution_kernels
-    UNION SELECT k, s FROM attribution_copies UNION SELECT k, e FROM attribution_copies
-    UNION SELECT k, s FROM attribution_busy UNION SELECT k, e FROM attribution_busy
-    UNION SELECT k, s FROM attribution_waits UNION SELECT k, e FROM attribution_waits
-    UNION SELECT k, s FROM attribution_host_gaps UNION SELECT k, e FROM attribution_host_gaps
-    UNION SELECT k, s FROM attribution_queued_gaps UNION SELECT k, e FROM attribution_queued_gaps
-    UNION SELECT k, s FROM attribution_syncs UNION SELECT k, e FROM attribution_syncs
-    UNION SELECT k, s FROM attribution_collective_calls UNION SELECT k, e FROM attribution_collective_calls
-    UNION SELECT k, s FROM attribution_loader UNION SELECT k, e FROM attribution_loader
-    UNION SELECT k, s FROM attribution_annotations UNION SELECT k, e FROM attribution_annotations
-    UNION SELECT k, s FROM attribution_ops UNION SELECT k, e FROM attribution_ops
-    UNION SELECT k, s FROM attribution_step_starts
-    UNION SELECT k, t FROM attribution_host_range_cuts
+WITH events AS (
+    SELECT k, s AS t, 1 AS d FROM attribution_kernels UNION ALL SELECT k, e, -1 FROM attribution_kernels
+    UNION ALL SELECT k, s, 2 FROM attribution_copies UNION ALL SELECT k, e, -2 FROM attribution_copies
+    UNION ALL SELECT k, s, 4 FROM attribution_busy UNION ALL SELECT k, e, -4 FROM attribution_busy
+    UNION ALL SELECT k, s, 8 FROM attribution_host_gaps UNION ALL SELECT k, e, -8 FROM attribution_host_gaps
+    UNION ALL SELECT k, s, 16 FROM attribution_queued_gaps UNION ALL SELECT k, e, -16 FROM attribution_queued_gaps
+    UNION ALL SELECT k, s, 32 FROM attribution_syncs UNION ALL SELECT k, e, -32 FROM attribution_syncs
+    UNION ALL SELECT k, s, 64 FROM attribution_collective_calls
+    UNION ALL SELECT k, e, -64 FROM attribution_collective_calls
+    UNION ALL SELECT k, s, 128 FROM attribution_loader UNION ALL SELECT k, e, -128 FROM attribution_loader
+    UNION ALL SELECT k, s, 256 FROM attribution_annotations UNION ALL SELECT k, e, -256 FROM attribution_annotations
+    UNION ALL SELECT k, s, 512 FROM attribution_ops UNION ALL SELECT k, e, -512 FROM attribution_ops
+    UNION ALL SELECT k, win_s, 0 FROM attribution_lanes UNION ALL SELECT k, win_e, 0 FROM attribution_lanes
+    UNION ALL SELECT k, s, 0 FROM attribution_waits UNION ALL SELECT k, e, 0 FROM attribution_waits
+    UNION ALL SELECT k, s, 0 FROM attribution_step_starts
+    UNION ALL SELECT k, t, 0 FROM attribution_host_range_cuts
 ),
-bounded AS (
-    SELECT p.k, p.t FROM points p JOIN attribution_lanes l USING (k) WHERE p.t BETWEEN l.win_s AND l.win_e
+points AS (SELECT k, t, sum(d) AS d FROM events GROUP BY k, t),
+masks AS (
+    SELECT k, t AS s, lead(t) OVER w AS e, sum(d) OVER (w ROWS UNBOUNDED PRECEDING) AS mask
+    FROM points WINDOW w AS (PARTITION BY k ORDER BY t)
 )
-SELECT k, t AS s, lead(t) OVER (PARTITION BY k ORDER BY t) AS e FROM bounded
-QUALIFY e IS NOT NULL AND e > s;
+SELECT m.k, m.s, m.e, m.mask::INTEGER AS mask
+FROM masks m JOIN attribution_lanes l USING (k)
+WHERE m.e > m.s AND m.s >= l.win_s AND m.e <= l.win_e;
 
--- Each segment with the sets it lies in (an ASOF join finds the set's last interval starting at or before it).
+-- Each segment with the sets it lies in, the rank it waits for (an ASOF join finds the last wait starting at or
+-- before it) and its step.
 CREATE OR REPLACE TEMP TABLE attribution_classified AS
 SELECT g.k, g.s, g.e,
-       coalesce(g.s < kn.e, false) AS in_kernel, coalesce(g.s < cp.e, false) AS in_copy,
-       coalesce(g.s < b.e, false) AS in_busy,
+       (g.mask & 1) > 0 AS in_kernel, (g.mask & 2) > 0 AS in_copy, (g.mask & 4) > 0 AS in_busy,
        CASE WHEN g.s < w.e THEN w.last_rank END AS waiting_for,
-       coalesce(g.s < hg.e, false) AS in_host_gap, coalesce(g.s < qg.e, false) AS in_queued_gap,
-       coalesce(g.s < sy.e, false) AS in_sync, coalesce(g.s < cc.e, false) AS in_collective_call,
-       coalesce(g.s < ld.e, false) AS in_loader, coalesce(g.s < an.e, false) AS in_annotation,
-       coalesce(g.s < op.e, false) AS in_op, st.step,
+       (g.mask & 8) > 0 AS in_host_gap, (g.mask & 16) > 0 AS in_queued_gap, (g.mask & 32) > 0 AS in_sync,
+       (g.mask & 64) > 0 AS in_collective_call, (g.mask & 128) > 0 AS in_loader,
+       (g.mask & 256) > 0 AS in_annotation, (g.mask & 512) > 0 AS in_op, st.step,
        g.k IN (SELECT k FROM attribution_step_starts) AS has_steps
 FROM attribution_segments g
-ASOF LEFT JOIN attribution_kernels kn ON g.k = kn.k AND g.s >= kn.s
-ASOF LEFT JOIN attribution_copies cp ON g.k = cp.k AND g.s >= cp.s
-ASOF LEFT JOIN attribution_busy b ON g.k = b.k AND g.s >= b.s
 ASOF LEFT JOIN attribution_waits w ON g.k = w.k AND g.s >= w.s
-ASOF LEFT JOIN attribution_host_gaps hg ON g.k = hg.k AND g.s >= hg.s
-ASOF LEFT JOIN attribution_queued_gaps qg ON g.k = qg.k AND g.s >= qg.s
-ASOF LEFT JOIN attribution_syncs sy ON g.k = sy.k AND g.s >= sy.s
-ASOF LEFT JOIN attribution_collective_calls cc ON g.k = cc.k AND g.s >= cc.s
-ASOF LEFT JOIN attribution_loader ld ON g.k = ld.k AND g.s >= ld.s
-ASOF LEFT JOIN attribution_annotations an ON g.k = an.k AND g.s >= an.s
-ASOF LEFT JOIN attribution_ops op ON g.k = op.k AND g.s >= op.s
 ASOF LEFT JOIN attribution_step_starts st ON g.k = st.k AND g.s >= st.s;
 
 -- Each segment's cause (the order of the header) and, where it does not need a name lookup, its detail.
