@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import SAMPLES
+from tests.conftest import ROOT, SAMPLES
 from tracedoc.cli import cli
 from tracedoc.diff import Diff, Side, build_diff, load_side
+from tracedoc.diff.gallery import diff_name
 from tracedoc.diff.gates import new_finding_failures, regression_failures
 from tracedoc.diff.render import render
 from tracedoc.diff.stats import compare, quantile
@@ -352,6 +353,9 @@ def test_hostile_kernel_names_are_escaped(saved: dict[str, Path], tmp_path: Path
     assert text.exit_code == 0 and "\x1b" not in text.output and "\x07" not in text.output
     md = _invoke(*map(str, paths), "--format", "md")
     assert md.exit_code == 0 and "\\<img" in md.output and not re.search(r"(?<!\\)<img", md.output)
+    page = _invoke(*map(str, paths), "--format", "html")
+    assert page.exit_code == 0 and "&lt;img src=x" in page.output
+    assert "<img" not in page.output and "<script" not in page.output
 
 
 def test_out_writes_each_format(saved: dict[str, Path], tmp_path: Path) -> None:
@@ -368,6 +372,23 @@ def test_every_format_renders(diffs: dict[tuple[str, str], Diff]) -> None:
     assert "No significant change" in render(diff, "text")
     assert "low-comm-overlap" in render(diff, "md")
     assert json.loads(render(diff, "json"))["findings"]["resolved"]
+    page = render(diff, "html")
+    assert page.startswith("<!DOCTYPE html>") and "low-comm-overlap" in page and 'class="bar"' in page
+
+
+@pytest.mark.parametrize("pair", list(PAIRS), ids=lambda p: f"{p[0]}->{p[1]}")
+def test_diff_gallery_is_current(pair: tuple[str, str], diffs: dict[tuple[str, str], Diff]) -> None:
+    """The committed diffs (reports/diffs/) say what the diff says today: verdict and each finding's fate."""
+    committed = ROOT / "reports" / "diffs" / f"{diff_name(*pair)}.json"
+    assert committed.exists(), "run `python -m tracedoc.gallery --diffs-only`"
+    fresh, saved_diff = diffs[pair].to_dict(), json.loads(committed.read_text())
+
+    def fates(data: dict[str, Any]) -> list[tuple[str, str, str]]:
+        return sorted((status, c["rule"], json.dumps(c["scope"], sort_keys=True))
+                      for status, changes in data["findings"].items() for c in changes)
+
+    assert saved_diff["verdict"] == fresh["verdict"] and fates(saved_diff) == fates(fresh), \
+        "the diff changed; review it and run `python -m tracedoc.gallery --diffs-only`"
 
 
 # --- the statistics --------------------------------------------------------------------------------------------

@@ -35,7 +35,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("samples", nargs="?", type=Path, default=Path("samples"))
     parser.add_argument("reports", nargs="?", type=Path, default=Path("reports"))
+    parser.add_argument("--diffs-only", action="store_true", help="write only the diffs of the fix pairs")
     args = parser.parse_args()
+    from tracedoc.diff.gallery import write_diff_gallery
+
+    for line in write_diff_gallery(args.samples, args.reports / "diffs"):
+        print(line)
+    if args.diffs_only:
+        return
     args.reports.mkdir(parents=True, exist_ok=True)
     index = ["# tracedoc report gallery", "", "What tracedoc concludes about each bundled sample "
              "(regenerate with `python -m tracedoc.gallery`).", "", "| sample | findings | report |", "|---|---|---|"]
@@ -48,6 +55,7 @@ def main() -> None:
         rules = ", ".join(sorted({f"`{f.rule}`" for f in report.findings})) or "none"
         index.append(f"| {sample.name} | {rules} | [md]({sample.name}.md) · [json]({sample.name}.json) |")
         print(f"{sample.name}: {len(report.findings)} finding(s)")
+    index += ["", "Each problem sample against its fixed twin: [diffs/](diffs/README.md) (`tracedoc diff`)."]
     (args.reports / "README.md").write_text("\n".join(index) + "\n")
 
 

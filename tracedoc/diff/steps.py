@@ -10,8 +10,9 @@ attribution (a report of an older tracedoc, a timeline without GPU steps) the pr
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tracedoc.diff.stats import Change, Distribution, compare
@@ -27,12 +28,15 @@ BASIS_TEXT = {ATTRIBUTION: "GPU step spans from the time attribution",
 
 @dataclass
 class StepTable:
-    """One side's step times (ms): {rank: {step: ms}}, the basis they come from, and for each rank the GPU its
-    step time was taken on (the slowest of its GPUs; None on the step-ranges basis)."""
+    """One side's step times (ms): {rank: {step: ms}}, the basis they come from, for each rank the GPU its
+    step time was taken on (the slowest of its GPUs; None on the step-ranges basis), and how much of each step
+    the rank spent waiting in collectives for a later peer ({rank: {step: ms}}; empty on the step-ranges
+    basis)."""
 
     basis: str
     by_rank: dict[int, dict[int, float]]
     device: dict[int, Any]
+    waits: dict[int, dict[int, float]] = field(default_factory=dict)
 
     def job(self) -> dict[int, float]:
         """The job's step times: the slowest rank's span, step by step."""
@@ -43,25 +47,36 @@ class StepTable:
         return steps
 
     def slowest_rank(self) -> int | None:
-        """The rank with the longest median step."""
+        """The rank the others wait for: the longest median step once the rank's own wait for later peers is
+        taken out (in a synchronous job every rank's step spans about the same time)."""
         if not self.by_rank:
             return None
-        return max(sorted(self.by_rank), key=lambda r: Distribution.of(list(self.by_rank[r].values())).median_ms)
+
+        def own_time(rank: int) -> float:
+            wait = self.waits.get(rank, {})
+            return statistics.median(ms - wait.get(step, 0.0) for step, ms in self.by_rank[rank].items())
+
+        return max(sorted(self.by_rank), key=own_time)
 
 
 def attribution_steps(report: Report) -> StepTable:
     """Step spans from the attribution (empty when the report has no step in it)."""
     spans: dict[tuple[int, Any], dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    waits: dict[tuple[int, Any], dict[int, float]] = defaultdict(lambda: defaultdict(float))
     for row in report.attribution:
         if row.get("step") is not None and row.get("rank") is not None:
-            spans[(row["rank"], row.get("device"))][row["step"]] += float(row.get("ms") or 0.0)
+            key = (row["rank"], row.get("device"))
+            spans[key][row["step"]] += float(row.get("ms") or 0.0)
+            if row.get("cause") == "wait_for_peer":
+                waits[key][row["step"]] += float(row.get("ms") or 0.0)
     by_rank: dict[int, dict[int, float]] = {}
     device: dict[int, Any] = {}
     for (rank, dev), steps in sorted(spans.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         total = sum(steps.values())
         if rank not in by_rank or total > sum(by_rank[rank].values()):
             by_rank[rank], device[rank] = dict(steps), dev
-    return StepTable(ATTRIBUTION if by_rank else NO_STEPS, by_rank, device)
+    rank_waits = {rank: dict(waits.get((rank, dev), {})) for rank, dev in device.items()}
+    return StepTable(ATTRIBUTION if by_rank else NO_STEPS, by_rank, device, rank_waits)
 
 
 def range_steps(report: Report) -> StepTable:
