@@ -65,13 +65,11 @@ def verdict_line(diff: Diff) -> str:
     """The answer first: faster, slower or no significant change, by how much, how sure."""
     job = diff.job
     if job.change is None or job.before is None or job.after is None:
-        wall_b, wall_a = diff.summary_value("wall_ms")
-        what = "profiled kernel time" if diff.before.kind == "kernel profile" else "wall-clock"
-        if wall_b and wall_a:
-            return (f"No steps to compare: {BASIS_TEXT[NO_STEPS]} on "
-                    f"{'either side' if job.before is None and job.after is None else 'one side'}; {what} "
-                    f"{fmt_ms(wall_b)} → {fmt_ms(wall_a)} ({signed_pct(100.0 * (wall_a / wall_b - 1.0))}).")
-        return "No steps to compare."
+        if diff.before.kind == "kernel profile":
+            return "No steps to compare: kernel profiles time each profiled kernel, not steps (see the kernels)."
+        missing = "either side" if job.before is None and job.after is None else \
+            "BEFORE" if job.before is None else "AFTER"
+        return f"No steps to compare: {BASIS_TEXT[NO_STEPS]} on {missing}."
     change = job.change
     head = {"faster": "Faster", "slower": "Slower"}.get(change.direction, "No significant change")
     text = (f"{head}: the job's median step {fmt_ms(job.before.median_ms)} → {fmt_ms(job.after.median_ms)} "
@@ -178,8 +176,9 @@ def kernel_sections(diff: Diff, name_chars: int = NAME_CHARS) -> list[Section]:
     gone = [k for k in diff.kernels if k.status == "vanished"]
     per_step = any(k.delta_ms_per_step is not None for k in diff.kernels)
     header = ["kernel", "launches", "mean", "total", "change per step" if per_step else "change in total"]
-    note = (f"{diff.kernel_basis.capitalize()}, matched by name: {matched} on both sides, {len(new)} new, "
-            f"{len(gone)} vanished; summed over ranks" + ("; change per step of the job." if per_step else "."))
+    basis = diff.kernel_basis[:1].upper() + diff.kernel_basis[1:]
+    note = (f"{basis}, matched by name: {matched} on both sides, {len(new)} new, {len(gone)} vanished; summed over "
+            "ranks" + ("; change per step of the job." if per_step else "."))
     out = []
     for title, rows in (("Kernels that take longer", regressions(diff.kernels, MAX_LISTED)),
                         ("Kernels that take less time", improvements(diff.kernels, MAX_LISTED)),
