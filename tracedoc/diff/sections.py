@@ -88,9 +88,13 @@ def context_line(diff: Diff) -> str:
     if busy_b is not None and busy_a is not None and diff.before.kind != "kernel profile":
         parts.append(f"GPU busy {busy_b:.1f}% → {busy_a:.1f}% ({signed_pct(busy_a - busy_b, ' points')})")
     if (rate := diff.throughput()) is not None:
-        parts.append(f"throughput {rate[0]:,.1f} → {rate[1]:,.1f} items/s "
+        parts.append(f"throughput {_rate(rate[0])} → {_rate(rate[1])} items/s "
                      f"({signed_pct(100.0 * (rate[1] / rate[0] - 1.0))})")
     return " · ".join(parts)
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.2f}"
 
 
 def _dist_cells(d: Distribution | None) -> list[str]:
