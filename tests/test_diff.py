@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import ROOT, SAMPLES
+from tracedoc.api import discover, open_store
 from tracedoc.cli import cli
 from tracedoc.diff import Diff, Side, build_diff, load_side
 from tracedoc.diff.gallery import diff_name
@@ -365,6 +366,19 @@ def test_out_writes_each_format(saved: dict[str, Path], tmp_path: Path) -> None:
     assert _invoke(*args, "--out", str(tmp_path) + "/").exit_code == 0
     assert "Faster" in (tmp_path / "tracedoc-diff.txt").read_text()
     assert _invoke(*args, "--out", str(tmp_path / "d.pdf")).exit_code == 2
+
+
+def test_a_cached_store_and_a_saved_report_as_sides(saved: dict[str, Path], diffs: dict[tuple[str, str], Diff],
+                                                    tmp_path_factory: pytest.TempPathFactory) -> None:
+    """BEFORE as the cached store of the traces, AFTER as a saved JSON report: the same step times as the traces."""
+    cache = tmp_path_factory.getbasetemp() / "cache"
+    store, _ = open_store(discover([SAMPLES / "decode-eager"]), cache)
+    store.close()
+    result = _invoke(str(store.path), str(saved["decode-cudagraph"]), "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["before"]["source"] == "store" and data["after"]["source"] == "saved report"
+    assert data["steps"]["job"] == diffs[("decode-eager", "decode-cudagraph")].to_dict()["steps"]["job"]
 
 
 def test_every_format_renders(diffs: dict[tuple[str, str], Diff]) -> None:
