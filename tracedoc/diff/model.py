@@ -169,13 +169,13 @@ def _kernels(before: Side, after: Side, before_steps: int, after_steps: int) -> 
     else:
         rows_b, rows_a = before.kernels, after.kernels
         basis = "every kernel" if before.kernels_complete and after.kernels_complete else "top kernels per rank"
-    for side, rows in (("BEFORE", rows_b), ("AFTER", rows_a)):
+    for name, side, rows in (("BEFORE", before, rows_b), ("AFTER", after, rows_a)):
         if not rows:
-            raise InputError(f"{side} ({(before if side == 'BEFORE' else after).label}) holds no kernel: "
-                             "nothing to compare")
+            raise InputError(f"{name} ({side.label}) holds no kernel: nothing to compare")
     kernels = match_kernels(rows_b, rows_a, before_steps, after_steps)
     if not any(k.status == "matched" for k in kernels):
-        raise InputError(f"BEFORE and AFTER share no kernel (of {len(rows_b)} and {len(rows_a)} kernel rows): "
+        names_b, names_a = len({r["name"] for r in rows_b}), len({r["name"] for r in rows_a})
+        raise InputError(f"BEFORE and AFTER share no kernel (of {names_b} and {names_a} kernel names): "
                          "not two runs of one program")
     return kernels, basis
 
