@@ -23,8 +23,9 @@ def sample_dirs(samples: Path) -> list[Path]:
 
 
 def gallery_report(sample: Path) -> Report:
-    """The report of one sample, with paths relative to the repository so the gallery is portable."""
-    report = analyze([sample])
+    """The report of one sample, with paths relative to the repository so the gallery is portable (ingested afresh:
+    a cached store keeps the paths of whichever run ingested the same bytes first)."""
+    report = analyze([sample], use_cache=False)
     for item in report.inputs:
         item.path = str(Path(item.path).relative_to(sample.parent.parent)) if Path(item.path).is_absolute() \
             else item.path
