@@ -13,6 +13,7 @@ import io
 import json
 import lzma
 import os
+import re
 import shutil
 import sqlite3
 import struct
@@ -27,7 +28,7 @@ from click.testing import CliRunner
 
 from tests.conftest import ROOT, SAMPLES
 from tracedoc.cli import cli
-from tracedoc.errors import InputError, TracedocError
+from tracedoc.errors import InputError, TracedocError, first_line
 from tracedoc.ingest import compressed
 
 KINETO = SAMPLES / "decode-compile" / "trace.json.gz"  # one rank, 60 KB
@@ -418,3 +419,48 @@ def test_standard_input(tmp_path: Path) -> None:
     assert_one_line_error(code, err, "-: corrupt or truncated gzip")
     code, _, err = run("-", stdin=b"")
     assert_one_line_error(code, err, "-: empty file")
+
+
+JULIA_CSV = SAMPLES / "ncu-a40-julia-csv" / "a40_julia_indexspaces.raw.base-units.csv"
+
+
+def test_ncu_csv_whose_units_row_is_short(tmp_path: Path) -> None:
+    """An edited copy of samples/ncu-a40-julia-csv's CSV whose units row lost its last column."""
+    lines = JULIA_CSV.read_text().splitlines(keepends=True)
+    lines[1] = lines[1].rstrip("\r\n").rsplit(",", 1)[0] + "\n"
+    path = tmp_path / "kernels.raw.csv"
+    path.write_text("".join(lines))
+    code, _, err = run(str(path))
+    assert_one_line_error(code, err, str(path), "units row")
+
+
+def test_ncu_kernel_name_of_50000_characters(tmp_path: Path) -> None:
+    """An edited copy of the same CSV with one kernel renamed to 50,000 characters of template arguments: linking
+    names to a timeline works per character, and must stay linear in the name's length (it took over 3 GB)."""
+    text = JULIA_CSV.read_text()
+    name = re.search(r'"(julia_[^"]*)"', text).group(1)
+    path = tmp_path / "kernels.raw.csv"
+    path.write_text(text.replace(f'"{name}"', '"kern<' + "A<" * 12_500 + "x" + ">" * 12_500 + ">(int)\"", 1))
+    code, out, err = run(str(path), "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["findings"]  # a report, and no progress bar in front of it
+
+
+def test_first_line_drops_a_quoted_traceback_and_cuts_long_lines() -> None:
+    text = ("Invalid Input Error: reading the stream failed: Invalid: Failed to parse string: '' as a scalar of "
+            "type int64. Detail: Python exception: Traceback (most recent call last):")
+    assert first_line(ValueError(text)).endswith("type int64.")
+    assert len(first_line(ValueError("9" * 5000))) == 301
+
+
+def test_flight_recorder_json_with_an_integer_of_5001_digits(tmp_path: Path) -> None:
+    """An edited copy of samples/hang-ondemand-healthy's JSON dump of rank 0 whose first record id has 5,001
+    digits (past Python's limit for turning digits into an int)."""
+    source = SAMPLES / "hang-ondemand-healthy" / "ondemand_dump_nccl_trace_json.json.rank0"
+    text = source.read_text()
+    edited, count = re.subn(r'"record_id":\d+', '"record_id":' + "7" * 5001, text, count=1)
+    assert count == 1
+    path = tmp_path / source.name
+    path.write_text(edited)
+    code, _, err = run(str(path))
+    assert_one_line_error(code, err, str(path), "flight-recorder JSON")

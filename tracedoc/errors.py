@@ -1,13 +1,22 @@
 """The errors tracedoc reports to users as one line (exit code 2), never as a traceback."""
 
+import re
 from collections.abc import Iterator
+
+
+_MAX_QUOTE = 300  # characters of a library's message quoted in a one-line error (a 300-digit number is noise)
+_TRACEBACK = re.compile(r"\s*(Detail:\s*)?(Python exception:\s*)?Traceback \(most recent call last\):?.*$")
 
 
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (its class name when the message is empty): what one-line
-    errors quote of a library's failure."""
+    errors quote of a library's failure. A traceback header a library appended (DuckDB quoting a Python error
+    raised in an Arrow stream) is dropped, and a very long line is cut."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    line = _TRACEBACK.sub("", text.splitlines()[0]).strip() if text else ""
+    if len(line) > _MAX_QUOTE:
+        line = line[:_MAX_QUOTE] + "…"
+    return line or type(exc).__name__
 
 
 def error_chain(exc: BaseException) -> Iterator[BaseException]:

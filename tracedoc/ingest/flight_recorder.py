@@ -218,7 +218,7 @@ def _unpickle(raw: bytes, path: Path) -> Any:
 def _parse_json(raw: bytes, path: Path) -> Any:
     try:
         return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, integers past Python's digit limit
         detail = first_line(exc)[:120]
         raise InputError(f"{path}: truncated or malformed flight-recorder JSON ({detail})") from None
 

@@ -65,6 +65,9 @@ def read(path: Path) -> list[Launch]:
     units = body.pop(0) if body and body[0] and body[0][header.index("ID")] == "" else [""] * len(header)
     if not body:
         raise InputError(f"{path}: the ncu export holds no profiled kernel")
+    if len(units) != len(header):
+        raise InputError(f"{path}: truncated or malformed ncu CSV (its units row has {len(units)} of "
+                         f"{len(header)} columns)")
     for i, row in enumerate(body, start=3):
         if len(row) != len(header):
             raise InputError(f"{path}: truncated or malformed ncu CSV (row {i} has {len(row)} of "

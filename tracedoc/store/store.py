@@ -27,7 +27,7 @@ class Store:
     @classmethod
     def create(cls, path: Path) -> Store:
         """Create an empty store with the normalized schema at ``path``."""
-        con = duckdb.connect(str(path))
+        con = _connect(str(path))
         for schema in schema_files():
             con.execute(schema.read_text())
         con.execute("INSERT INTO store_meta VALUES ('schema_version', ?), ('complete', 'false')",
@@ -37,7 +37,7 @@ class Store:
     @classmethod
     def open(cls, path: Path) -> Store:
         """Open a finished store read-only; analyses then add TEMP objects on top of it."""
-        con = duckdb.connect(":memory:")
+        con = _connect(":memory:")
         con.execute(f"ATTACH '{_sql_string(str(path))}' AS store (READ_ONLY)")
         con.execute("USE store")
         return cls(con, path)
@@ -97,6 +97,14 @@ def schema_files() -> list[Traversable]:
     extra = sorted((f for f in root.iterdir() if f.name.startswith("schema_") and f.name.endswith(".sql")),
                    key=lambda f: f.name)
     return [root.joinpath("schema.sql"), *extra]
+
+
+def _connect(database: str) -> duckdb.DuckDBPyConnection:
+    """A connection that never draws DuckDB's progress bar: it writes to stdout for queries slower than 2 s, which
+    would land inside a JSON or Markdown report."""
+    con = duckdb.connect(database)
+    con.execute("SET enable_progress_bar = false")
+    return con
 
 
 def _sql_string(text: str) -> str:

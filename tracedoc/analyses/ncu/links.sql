@@ -50,22 +50,26 @@ WITH names AS (
     UNION SELECT DISTINCT coalesce(nullif(demangled_name, ''), name) FROM ncu_kernel_metrics
 ),
 forms AS (SELECT name, ncu_kernel_name_form(name) AS form FROM names WHERE name IS NOT NULL),
+ids AS (SELECT form, row_number() OVER () AS id FROM (SELECT DISTINCT form FROM forms)),
+-- One row per character (of the first 8192: the parameter list of a real name starts well before), carrying the
+-- form's id and not the form itself, so the rows grow with the name's length, not with its square.
 chars AS (
-    SELECT form, i, substr(form, i, 1) AS c
-    FROM (SELECT form, unnest(range(1, length(form) + 1)) AS i FROM (SELECT DISTINCT form FROM forms))
+    SELECT id, unnest(range(1, least(length(form), 8192) + 1)) AS i,
+           unnest(string_split(left(form, 8192), '')) AS c
+    FROM ids
 ),
 depth AS (
-    SELECT form, i, c,
+    SELECT id, i, c,
            sum(CASE WHEN c IN ('<', '(', '[', '{') THEN 1 WHEN c IN ('>', ')', ']', '}') THEN -1 ELSE 0 END)
-               OVER (PARTITION BY form ORDER BY i)
+               OVER (PARTITION BY id ORDER BY i)
            - CASE WHEN c IN ('<', '(', '[', '{') THEN 1 ELSE 0 END AS depth_before
     FROM chars
 ),
 cuts AS (
-    SELECT form, min(i) FILTER (WHERE c = '(' AND depth_before = 0 AND i > 1) AS params_at FROM depth GROUP BY form
+    SELECT id, min(i) FILTER (WHERE c = '(' AND depth_before = 0 AND i > 1) AS params_at FROM depth GROUP BY id
 )
 SELECT f.name, CASE WHEN cuts.params_at IS NULL THEN f.form ELSE left(f.form, cuts.params_at - 1) END AS kernel_key
-FROM forms f LEFT JOIN cuts USING (form);
+FROM forms f JOIN ids USING (form) LEFT JOIN cuts USING (id);
 
 -- One row per ncu kernel (as in ncu_kernel_metrics: source, demangled name, grid, block): its identity, launches,
 -- total_ns and mean_ns as profiled; kernel_key; what the timeline holds of it: timeline_sources (timeline inputs
