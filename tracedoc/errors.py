@@ -3,8 +3,7 @@
 import re
 from collections.abc import Iterator
 
-
-_MAX_QUOTE = 300  # characters of a library's message quoted in a one-line error (a 300-digit number is noise)
+_MAX_QUOTE = 1000  # characters of a one-line error quoted from an exception (a 5,000-digit number is noise)
 _TRACEBACK = re.compile(r"\s*(Detail:\s*)?(Python exception:\s*)?Traceback \(most recent call last\):?.*$")
 
 
