@@ -9,7 +9,6 @@ control characters from a trace in the text and Markdown reports. A fixed seed, 
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import pytest
@@ -20,9 +19,7 @@ SEED = 20250101
 MUTANTS = int(os.environ.get("TRACEDOC_FUZZ_MUTANTS", "200"))
 JOBS = 2
 
-with warnings.catch_warnings():  # the marker is only a name to deselect by (-m "not fuzz"); nothing registers it
-    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
-    fuzz = pytest.mark.fuzz
+fuzz = pytest.mark.fuzz  # registered in pyproject.toml; deselect with -m "not fuzz"
 
 
 def test_plan_covers_every_format_and_is_stable() -> None:
