@@ -185,3 +185,16 @@ def test_wrong_telemetry_is_one_line(tmp_path: Path, table: pa.Table, message: s
     result = CliRunner().invoke(cli, ["analyze", str(path), "--no-cache"])
     assert result.exit_code == 2
     assert message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_non_finite_telemetry_values_never_reach_the_json_report(tmp_path: Path) -> None:
+    """An edited copy of samples/health-2xh200's telemetry with power_limit_w set to inf in every row: the JSON
+    report stays valid JSON (such a value is carried as null)."""
+    source = TELEMETRY
+    table = pq.read_table(source)
+    column = table.schema.get_field_index("power_limit_w")
+    table = table.set_column(column, "power_limit_w", pa.array([float("inf")] * table.num_rows, pa.float64()))
+    path = tmp_path / source.name
+    pq.write_table(table, path)
+    report = analyze([path], use_cache=False)
+    json.loads(report.to_json(), parse_constant=lambda name: pytest.fail(f"{name} in the JSON report"))

@@ -16,6 +16,7 @@ from tracedoc.judge.rule import check_thresholds
 from tracedoc.report import InputInfo, Report
 from tracedoc.store import Store, open_cached_store
 from tracedoc.store.cache import content_key, default_cache_dir, discard_damaged, is_damage
+from tracedoc.units import report_number
 from tracedoc.whatif import top_what_ifs
 
 Progress = Callable[[str], None]
@@ -85,8 +86,8 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
         for row, path in zip(rows, paths):
             row["path"] = path
     inputs = [InputInfo(path=r["path"], format=r["format"], rank=r["rank"], events=r["event_count"]) for r in rows]
-    head = {"wall_ms": round(wall_ms, 3), "gpu_busy_pct": _round(summary["gpu_busy_pct"]), "ranks": summary["ranks"],
-            "basis": summary["basis"]}
+    head = {"wall_ms": round(wall_ms, 3), "gpu_busy_pct": report_number(summary["gpu_busy_pct"]),
+            "ranks": summary["ranks"], "basis": summary["basis"]}
     attribution: list[dict[str, Any]] = []
     if summary["basis"] == "timeline":
         head.update(gpu_states(store))
@@ -112,14 +113,14 @@ def gpu_states(store: Store) -> dict[str, Any]:
                                 coalesce(communicating_ns, 0) AS communicating_ns,
                                 coalesce(waiting_ns, 0) AS waiting_ns, coalesce(idle_ns, 0) AS idle_ns)
               FROM attribution_gpu_states)""")[0]
-    return {k: _round(v) for k, v in row.items()}
+    return {k: report_number(v) for k, v in row.items()}
 
 
 def attribution_rows(store: Store) -> list[dict[str, Any]]:
     """The attribution of every GPU's time (the report's ``attribution``): rank, device, step, cause, detail, ms.
     Per rank and device the rows sum to its window."""
     store.include("attribution.time")
-    return [{k: _round(v) for k, v in row.items()} for row in store.query("""
+    return [{k: report_number(v) for k, v in row.items()} for row in store.query("""
         SELECT rank, device, step, cause, detail, ns / 1e6 AS ms FROM attribution_slices
         ORDER BY rank, device, step NULLS FIRST, ms DESC, cause, detail""")]
 
@@ -221,13 +222,7 @@ def collect_metrics(store: Store, tables: dict[str, tuple[str, str]] | None = No
     metrics = {}
     for name, (module, sql) in (tables or _METRICS).items():
         store.include(module)
-        metrics[name] = [{k: _round(v) for k, v in row.items()} for row in store.query(sql)]
+        metrics[name] = [{k: report_number(v) for k, v in row.items()} for row in store.query(sql)]
     return metrics
 
 
-def _round(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 3)
-    if hasattr(value, "as_integer_ratio") and not isinstance(value, int | bool):
-        return round(float(value), 3)
-    return value

@@ -15,6 +15,7 @@ from tracedoc.judge.template import TemplateError
 from tracedoc.judge.template import fill as template_fill
 from tracedoc.report import Evidence, Finding, Scope
 from tracedoc.store import Store
+from tracedoc.units import report_number
 
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 
@@ -90,10 +91,10 @@ def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
     impact_ms = _number(row.pop("__impact_ms")) or 0.0
     impact_pct = 100.0 * impact_ms / wall_ms if wall_ms else 0.0
     scope = Scope(**{key: row.pop(f"__scope_{key}") for key in rule.scope})
-    values = [_rounded(row.pop(f"__evidence_{i}")) for i in range(len(rule.evidence))]
+    values = [report_number(row.pop(f"__evidence_{i}")) for i in range(len(rule.evidence))]
     evidence = [Evidence(spec.name, value, spec.unit)  # a number the trace cannot give is left out
                 for spec, value in zip(rule.evidence, values) if value is not None]
-    values = {k: _rounded(v) for k, v in row.items()}
+    values = {k: report_number(v) for k, v in row.items()}
     values.update({"impact_ms": impact_ms, "impact_pct": impact_pct})
     return Finding(rule=rule.id, severity=rule.severity, title=rule.title, message=_fill(rule, rule.message, values),
                    impact_ms=round(impact_ms, 3), impact_pct=round(impact_pct, 2), scope=scope,
@@ -109,16 +110,10 @@ def _fill(rule: Rule, template: str, values: dict[str, Any]) -> str:
 
 
 def _number(value: Any) -> float | None:
+    """A finite float, or None (NULL, NaN, ±inf)."""
     if value is None:
         return None
     f = float(value)
-    return None if math.isnan(f) else f
+    return f if math.isfinite(f) else None
 
 
-def _rounded(value: Any) -> Any:
-    """Floats to 3 decimals for reports; other values as they are."""
-    if isinstance(value, float):
-        return None if math.isnan(value) else round(value, 3)
-    if hasattr(value, "as_integer_ratio") and not isinstance(value, int):
-        return round(float(value), 3)
-    return value
