@@ -544,3 +544,10 @@ def test_lone_surrogates_and_control_characters_are_cleaned(tmp_path: Path, enco
     text = json.dumps(report.to_dict(), ensure_ascii=False)
     text.encode("utf-8")  # no lone surrogate left anywhere
     assert not any(ch in text for ch in "\x07\x1b\x85")
+
+
+def test_a_limit_that_is_not_ascii_digits_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    """'²' passes str.isdigit but not int(): the limit's variable is refused in one line, not an internal error."""
+    monkeypatch.setenv("TRACEDOC_MAX_FR_ENTRIES", "²")
+    result = CliRunner().invoke(cli, ["analyze", str(SAMPLES / "hang-slow-rank"), "--no-cache"])
+    assert result.exit_code == 2 and "TRACEDOC_MAX_FR_ENTRIES" in result.stderr

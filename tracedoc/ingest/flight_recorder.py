@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from isal import igzip
 
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.kineto import LoadResult
@@ -46,10 +45,9 @@ FORMAT = "flight_recorder"
 SEVERAL_PER_RANK = True
 
 _PICKLE_MAGIC = re.compile(rb"\A\x80[\x02-\x05]")
-_GZIP_MAGIC = b"\x1f\x8b"
-_MAX_BYTES = 1 << 30  # a decompressed dump larger than this is not one (the ring buffer keeps a few MB)
-MAX_BYTES = _MAX_BYTES  # ingest unpacks a compressed dump no further
+MAX_BYTES = 1 << 30  # ingest unpacks a compressed dump no further: larger is not one (the ring buffer keeps a few MB)
 _DIGITS = re.compile(r"-?\d{1,18}")
+_ASCII_DIGITS = re.compile(r"[0-9]{1,18}")
 _MAX_FRAMES = 64  # innermost Python frames kept per entry
 _MAX_TEXT = 1000  # characters kept of any string from a dump
 _MAX_DIMS = 64  # dimensions of one tensor shape
@@ -132,16 +130,9 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
 
 
 def _read(path: Path) -> tuple[dict[str, Any], str]:
-    """The dump as a dict, and its encoding (pickle | json); gzipped dumps are read too."""
+    """The dump as a dict, and its encoding (pickle | json). ``path`` is a plain file: ingest unpacks a gzipped or
+    xz dump first, to at most MAX_BYTES."""
     raw = path.read_bytes()
-    if raw[:2] == _GZIP_MAGIC:
-        try:
-            with igzip.open(path, "rb") as f:
-                raw = f.read(_MAX_BYTES + 1)
-        except (OSError, EOFError, ValueError) as exc:
-            raise InputError(f"{path}: corrupt or truncated gzip ({exc})") from None
-        if len(raw) > _MAX_BYTES:
-            raise InputError(f"{path}: over {_MAX_BYTES >> 20} MiB decompressed: not a flight-recorder dump")
     encoding = "pickle" if _PICKLE_MAGIC.match(raw) else "json"
     dump = _unpickle(raw, path) if encoding == "pickle" else _parse_json(raw, path)
     if not isinstance(dump, dict) or not ({"entries", "pg_config"} & dump.keys()):
@@ -154,7 +145,7 @@ def _limit(var: str, default: int) -> int:
     raw = os.environ.get(var, "").strip().replace("_", "")
     if not raw:
         return default
-    if not raw.isdigit() or int(raw) <= 0:
+    if not _ASCII_DIGITS.fullmatch(raw) or int(raw) <= 0:  # str.isdigit would take '²', which int() refuses
         raise InputError(f"{var}={os.environ[var][:40]!r} is not a positive integer")
     return int(raw)
 
