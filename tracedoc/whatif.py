@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tracedoc.render.attribution import CAUSE_LABELS
+from tracedoc.render.attribution import cause_label
 from tracedoc.report import Finding, Report
 
 TOP_FINDINGS = 3  # the report carries the what-if of this many of its largest findings
@@ -93,4 +93,4 @@ def _next_bottleneck(report: Report, fixed: Finding, rank: int, remaining_ms: fl
     if not causes:
         return "nothing left to attribute", 0.0
     cause = max(causes, key=causes.__getitem__)
-    return CAUSE_LABELS.get(cause, cause), 100.0 * causes[cause] / remaining_ms if remaining_ms else 0.0
+    return cause_label(cause), 100.0 * causes[cause] / remaining_ms if remaining_ms else 0.0

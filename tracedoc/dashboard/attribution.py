@@ -18,7 +18,8 @@ from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, Legen
 from bokeh.plotting import figure
 
 from tracedoc.dashboard.charts import Section, style
-from tracedoc.render.html import CAUSE_COLORS, attribution_table_html, cause_color, cause_label
+from tracedoc.render.attribution import cause_label
+from tracedoc.render.html import CAUSE_COLORS, attribution_table_html, cause_color
 from tracedoc.report import Report
 
 MAX_DEVICES = 8   # rank·GPU groups charted (the table lists all)

@@ -10,7 +10,7 @@ from tracedoc.diff.kernels import KernelRow, KernelSide, NcuRow
 from tracedoc.diff.model import Diff, improvements, regressions
 from tracedoc.diff.stats import Change, Distribution
 from tracedoc.diff.steps import BASIS_TEXT, NO_STEPS, StepComparison
-from tracedoc.render.attribution import CAUSE_LABELS
+from tracedoc.render.attribution import cause_label
 from tracedoc.render.base import scope_text
 from tracedoc.units import fmt_ms
 
@@ -143,7 +143,7 @@ def causes_section(diff: Diff) -> Section | None:
         return None
     rb, ra = diff.cause_ranks
     rank = f"rank {rb}" if rb == ra else f"rank {rb} before, rank {ra} after"
-    rows = [[CAUSE_LABELS.get(c.cause, c.cause), fmt_ms(c.before_ms), f"{c.before_pct:.1f}%", fmt_ms(c.after_ms),
+    rows = [[cause_label(c.cause), fmt_ms(c.before_ms), f"{c.before_pct:.1f}%", fmt_ms(c.after_ms),
              f"{c.after_pct:.1f}%", signed_ms(c.delta_ms), signed_pct(c.after_pct - c.before_pct, " pts")]
             for c in diff.causes if c.before_ms >= 5e-4 or c.after_ms >= 5e-4]
     return Section(f"Where the time went ({rank}, per step)",

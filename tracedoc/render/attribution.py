@@ -13,6 +13,18 @@ CAUSE_LABELS = {
     "prologue": "prologue",
 }
 MAX_CAUSES = 6
+# Causes whose detail only repeats the cause ('kernels', 'blocking syncs'): summaries leave it out.
+GENERIC_DETAIL_CAUSES = ("gpu_compute", "launch_overhead", "host_sync")
+
+
+def cause_label(cause: str) -> str:
+    """The label of an attribution cause; an unknown one (a saved report's) as it is."""
+    return CAUSE_LABELS.get(cause, cause)
+
+
+def part_of_text(number: int) -> str:
+    """The sentence a finding carries when a bigger one already counts its time."""
+    return f"Its time is part of finding #{number}'s, which counts it: the saving here is what is left."
 
 
 @dataclass
@@ -26,7 +38,12 @@ class CauseShare:
 
     @property
     def label(self) -> str:
-        return CAUSE_LABELS.get(self.cause, self.cause)
+        return cause_label(self.cause)
+
+    @property
+    def telling_detail(self) -> str | None:
+        """The top detail, unless it only repeats the cause."""
+        return self.top_detail if self.cause not in GENERIC_DETAIL_CAUSES else None
 
 
 def attribution_by_device(rows: list[dict[str, Any]]) -> dict[tuple[Any, Any], list[CauseShare]]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from tracedoc.render.attribution import CAUSE_LABELS, CauseShare, attribution_by_device
+from tracedoc.render.attribution import CauseShare, attribution_by_device, cause_label, part_of_text
 from tracedoc.render.base import Renderer, fmt_value, saving_text, scope_text, summary_text, what_if_text
 from tracedoc.report import Finding, Report
 
@@ -54,8 +54,6 @@ CAUSE_COLORS = {"gpu_compute": "#4c72b0", "comm_transfer": "#dd8452", "wait_for_
                 "phase": "#da8bc3", "host_work": "#8172b3", "uninstrumented_host": "#64b5cd",
                 "prologue": "#b8bcc4"}
 OTHER_CAUSE_COLOR = "#7f7f7f"
-# Causes whose detail only repeats the cause ('kernels', 'blocking syncs'): the table leaves it out, as the text does
-GENERIC_DETAIL_CAUSES = ("gpu_compute", "launch_overhead", "host_sync")
 DETAIL_CHARS = 48
 
 
@@ -104,11 +102,6 @@ def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[Column],
     return Html(f'<table class="td"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>')
 
 
-def cause_label(cause: str) -> str:
-    """The label of an attribution cause; an unknown one (a saved report's) as it is."""
-    return CAUSE_LABELS.get(cause, cause)
-
-
 def cause_color(cause: str) -> str:
     """The fixed colour of an attribution cause (grey for 'other' and unknown causes)."""
     return CAUSE_COLORS.get(cause, OTHER_CAUSE_COLOR)
@@ -127,8 +120,7 @@ def saving_html(finding: Finding, wall_ms: float) -> str:
 def finding_html(number_: int, finding: Finding, wall_ms: float, projection: dict[str, Any] | None = None) -> str:
     """One finding as an escaped card: title, where, saving, message, evidence, fix, the what-if projection
     (``projection``, when the report has one) and references."""
-    shared = (f'<p class="note">Its time is part of finding #{esc(finding.part_of)}\'s, which counts it: the saving '
-              "here is what is left.</p>") if finding.part_of else ""
+    shared = f'<p class="note">{esc(part_of_text(finding.part_of))}</p>' if finding.part_of else ""
     after = f'<p class="whatif">{esc(what_if_text(projection))}</p>' if projection else ""
     evidence = table_html([{"name": e.name, "value": fmt_value(e.value, e.unit)} for e in finding.evidence],
                           [Column("name", "evidence"), Column("value", "value", numeric=True)]).markup
@@ -155,9 +147,10 @@ def findings_html(report: Report, findings: Sequence[Finding] | None = None) -> 
 def cause_share_html(share: CauseShare) -> str:
     """One cause's share as an escaped chip: its colour, label, % and the detail holding most of it."""
     detail = ""
-    if share.top_detail and share.cause not in GENERIC_DETAIL_CAUSES:
-        text = share.top_detail if len(share.top_detail) <= DETAIL_CHARS else share.top_detail[:DETAIL_CHARS - 1] + "…"
-        detail = f' <span class="detail" title="{esc(share.top_detail)}">({esc(text)})</span>'
+    if share.telling_detail:
+        full = share.telling_detail
+        text = full if len(full) <= DETAIL_CHARS else full[:DETAIL_CHARS - 1] + "…"
+        detail = f' <span class="detail" title="{esc(full)}">({esc(text)})</span>'
     return (f'<span class="cause"><span class="swatch" style="background:{esc(cause_color(share.cause))}"></span>'
             f"{esc(cause_label(share.cause))} <b>{share.pct:.1f}%</b>{detail}</span>")
 

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tracedoc.render.attribution import attribution_by_device
+from tracedoc.render.attribution import attribution_by_device, part_of_text
 from tracedoc.render.base import Renderer, fmt_ms, fmt_value, saving_text, scope_text, summary_text, what_if_text
 from tracedoc.render.ranks import rank_steps_parts
 from tracedoc.render.sanitize import one_line, terminal_text
@@ -61,8 +61,7 @@ class TextRenderer(Renderer):
             evidence.add_column()
             for e in f.evidence:
                 evidence.add_row(Text(one_line(e.name)), Text(one_line(fmt_value(e.value, e.unit))))
-            shared = [Text(f"Its time is part of finding #{f.part_of}'s, which counts it: the saving here is what "
-                           "is left.", style="dim"), Text("")] if f.part_of else []
+            shared = [Text(part_of_text(f.part_of), style="dim"), Text("")] if f.part_of else []
             projection = report.what_if_for(i)
             after = [Text(""), Text(terminal_text(what_if_text(projection)), style="italic")] if projection else []
             body = Group(Text(terminal_text(f.message)), Text(""), *shared, evidence, Text(""),
@@ -88,8 +87,8 @@ def attribution_parts(report: Report) -> list:
             if i:
                 cells.append(" · ")
             cells.append(f"{share.label} {share.pct:.1f}%")
-            if share.top_detail and share.cause not in ("gpu_compute", "launch_overhead", "host_sync"):
-                cells.append(f" ({one_line(share.top_detail)})", style="dim")
+            if share.telling_detail:
+                cells.append(f" ({one_line(share.telling_detail)})", style="dim")
         table.add_row(f"rank {rank}, GPU {device}", cells)
     return [Text("Where the time went", style="bold"),
             Text("each GPU's window attributed once; the savings above are drawn from it", style="dim"), table]
