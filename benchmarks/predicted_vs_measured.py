@@ -19,7 +19,9 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from tracedoc.api import analyze, discover, open_store
+from tracedoc.api import analyze
+from tracedoc.diff.steps import attribution_steps
+from tracedoc.report import Report
 
 PAIRS = (  # problem variant, fixed twin, what changed, the rules whose findings that change addresses
     ("decode-eager", "decode-cudagraph", "launches replayed from a CUDA graph", ("launch-bound",)),
@@ -34,25 +36,17 @@ PAIRS = (  # problem variant, fixed twin, what changed, the rules whose findings
 )
 
 
-def step_times(sample: Path, cache: Path) -> tuple[float, dict[int, float]]:
-    """The median over steps of the slowest rank's step span (ms), and each rank's summed step spans (ms)."""
-    with open_store(discover([sample]), cache)[0] as store:
-        store.include("attribution.time")
-        rows = store.query("SELECT rank, step, max(span_ns) / 1e6 AS ms FROM attribution_steps "
-                           "WHERE step IS NOT NULL GROUP BY rank, step")
-    per_step: dict[int, float] = defaultdict(float)
-    per_rank: dict[int, float] = defaultdict(float)
-    for r in rows:
-        per_step[r["step"]] = max(per_step[r["step"]], r["ms"])
-        per_rank[r["rank"]] += r["ms"]
-    return statistics.median(per_step.values()), dict(per_rank)
+def step_times(report: Report) -> tuple[float, dict[int, float]]:
+    """The median over steps of the slowest rank's step span (ms), and each rank's summed step spans (ms): the
+    step spans ``tracedoc diff`` compares (tracedoc.diff.steps)."""
+    table = attribution_steps(report)
+    return statistics.median(table.job().values()), {rank: sum(s.values()) for rank, s in table.by_rank.items()}
 
 
-def predicted_gain(sample: Path, cache: Path, steps_ms: dict[int, float],
+def predicted_gain(report: Report, steps_ms: dict[int, float],
                    addressed: tuple[str, ...]) -> tuple[float, list[str], list[str]]:
     """The largest per-rank share of step time that the addressed findings say can be saved (%), those findings
     and the others (rule and saving in ms)."""
-    report = analyze([sample], cache_dir=cache)
     saved: dict[int, float] = defaultdict(float)
     rules: dict[int, list[str]] = defaultdict(list)
     others = []
@@ -77,10 +71,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tracedoc-bench-") as tmp:
         cache = Path(tmp)
         for problem, fixed, change, addressed in PAIRS:
-            before, steps_ms = step_times(args.samples / problem, cache)
-            after, _ = step_times(args.samples / fixed, cache)
+            problem_report = analyze([args.samples / problem], cache_dir=cache)
+            before, steps_ms = step_times(problem_report)
+            after, _ = step_times(analyze([args.samples / fixed], cache_dir=cache))
             measured = 100.0 * (1.0 - after / before)
-            predicted, rules, others = predicted_gain(args.samples / problem, cache, steps_ms, addressed)
+            predicted, rules, others = predicted_gain(problem_report, steps_ms, addressed)
             rows.append((problem, fixed, change, before, after, measured, predicted, rules, others))
     if args.markdown:
         print("| problem → fixed | change | step before → after (ms) | measured gain | predicted | off by |")

@@ -81,8 +81,9 @@ def test_predicted_gain_matches_the_fixed_twin(pair: tuple[str, str, str, tuple[
                                                tmp_path: Path) -> None:
     """The savings of the findings a change addresses predict the gain its fixed twin measured, within 5 points."""
     problem, fixed, _, addressed = pair
-    before, steps_ms = predicted_vs_measured.step_times(SAMPLES / problem, tmp_path)
-    after, _ = predicted_vs_measured.step_times(SAMPLES / fixed, tmp_path)
+    problem_report = analyze([SAMPLES / problem], cache_dir=tmp_path)
+    before, steps_ms = predicted_vs_measured.step_times(problem_report)
+    after, _ = predicted_vs_measured.step_times(analyze([SAMPLES / fixed], cache_dir=tmp_path))
     measured = 100.0 * (1 - after / before)
-    predicted, _, _ = predicted_vs_measured.predicted_gain(SAMPLES / problem, tmp_path, steps_ms, addressed)
+    predicted, _, _ = predicted_vs_measured.predicted_gain(problem_report, steps_ms, addressed)
     assert abs(predicted - measured) <= 5.0, f"predicted {predicted:.1f} %, measured {measured:.1f} %"
