@@ -118,44 +118,17 @@ SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
 FROM ncu_launch_config m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
 WHERE r.rule = CASE WHEN m.waves < 1 THEN 'small-grid' ELSE 'tail-effect' END;
 
--- low-occupancy.
-CREATE OR REPLACE TEMP VIEW ncu_occupancy_findings AS
-SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
-FROM ncu_occupancy m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
-WHERE r.rule = 'low-occupancy';
-
 -- warp-stall-<reason>, one row per kernel and reason.
 CREATE OR REPLACE TEMP VIEW ncu_warp_stall_findings AS
 SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
 FROM ncu_warp_stalls m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
 WHERE r.rule = m.rule_id;
 
--- register-spill.
-CREATE OR REPLACE TEMP VIEW ncu_register_spill_findings AS
+-- ncu_findings('measurement', 'rule'): a measurement table or view of one row per kernel with that rule's role on
+-- each kernel: what the facet rules read (low-occupancy: ncu_occupancy, register-spill: ncu_register_spills,
+-- uncoalesced-access: ncu_uncoalesced_access, shared-bank-conflicts: ncu_bank_conflicts, no-tensor-cores:
+-- ncu_tensor_use, below-cublas-ceiling: ncu_cublas_ceiling).
+CREATE OR REPLACE TEMP MACRO ncu_findings(measurement, rule_id) AS TABLE
 SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
-FROM ncu_register_spills m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
-WHERE r.rule = 'register-spill';
-
--- uncoalesced-access.
-CREATE OR REPLACE TEMP VIEW ncu_uncoalesced_findings AS
-SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
-FROM ncu_uncoalesced_access m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
-WHERE r.rule = 'uncoalesced-access';
-
--- shared-bank-conflicts.
-CREATE OR REPLACE TEMP VIEW ncu_bank_conflict_findings AS
-SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
-FROM ncu_bank_conflicts m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
-WHERE r.rule = 'shared-bank-conflicts';
-
--- no-tensor-cores.
-CREATE OR REPLACE TEMP VIEW ncu_tensor_use_findings AS
-SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
-FROM ncu_tensor_use m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
-WHERE r.rule = 'no-tensor-cores';
-
--- below-cublas-ceiling.
-CREATE OR REPLACE TEMP VIEW ncu_cublas_ceiling_findings AS
-SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
-FROM ncu_cublas_ceiling m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
-WHERE r.rule = 'below-cublas-ceiling';
+FROM query_table(measurement) m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
+WHERE r.rule = rule_id;
