@@ -195,7 +195,8 @@ _METRICS: dict[str, tuple[str, str]] = {
                CASE WHEN tracedoc_rule IS NULL THEN 'no tracedoc counterpart'
                     WHEN not_limiting_reason IS NOT NULL THEN 'overruled: ' || not_limiting_reason
                     ELSE 'judged by tracedoc rule ' || tracedoc_rule END AS tracedoc_view
-        FROM ncu_rule_verdicts ORDER BY rank, total_ns DESC, ncu_speedup_pct DESC NULLS LAST"""),
+        FROM ncu_rule_verdicts
+        ORDER BY rank, total_ns DESC, name, grid, block, ncu_speedup_pct DESC NULLS LAST, ncu_rule"""),
     # ncu GEMM kernels against cuBLAS on a product of the same size (GEMM ladder measurements given with the report).
     "ncu_cublas_ceiling": ("ncu.cublas_ceiling", """
         SELECT rank, name AS kernel, grid, block, product, dtype, tflop_per_s, cublas_tflop_per_s, pct_of_cublas,
