@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import lzma
+import re
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -358,3 +359,14 @@ def test_range_open_when_capture_stopped_runs_to_the_end(tmp_path: Path) -> None
         epoch = store.query("SELECT ts_ns + dur_ns AS end_ns, open_end FROM nvtx_ranges WHERE name = 'epoch'")
         last = store.scalar("SELECT max(ts_ns + dur_ns) FROM cpu_activity WHERE kind <> 'annotation'")
         assert epoch == [{"end_ns": last, "open_end": True}]
+
+
+@pytest.mark.parametrize("export", sorted(SAMPLES.glob("nsys-*/*.sqlite")), ids=lambda p: p.parent.name)
+def test_committed_exports_hold_no_environment(export: Path) -> None:
+    """Nsight Systems copies the profiled process's environment into its export, as metadata rows and as
+    NUL-separated blocks in StringIds: the bundled exports keep neither."""
+    with sqlite3.connect(export) as con:
+        strings = [v for (v,) in con.execute("SELECT value FROM StringIds") if v]
+        env_rows = con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%ENVIRONMENT_VARIABLE'").fetchall()
+    assert not [s[:40] for s in strings if re.match(r"[A-Za-z_]\w*=.*\x00[A-Za-z_]\w*=", s, re.S)]
+    assert all(v.endswith('"<redacted>"') for (v,) in env_rows)
