@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from tracedoc.api import open_store
-from tracedoc.dashboard import timeline
+from tracedoc.pages import timeline
 from tracedoc.ingest import discover
 
 

@@ -25,12 +25,13 @@ from tests.hostile_trace import HOSTILE, hostile_ranks
 from tracedoc import Report, analyze
 from tracedoc.api import open_store
 from tracedoc.cli import cli
-from tracedoc.dashboard import hang, kernels, ncu, overlap, overview, ranks, timeline
 from tracedoc.dashboard.app import body
 from tracedoc.dashboard.source import Loading, Target, resolve
+from tracedoc.dashboard.views import timeline_view
 from tracedoc.ingest import discover
 from tracedoc.judge import load_rules
-from tracedoc.render.html import Html
+from tracedoc.pages import hang, kernels, ncu, overlap, overview, ranks, timeline
+from tracedoc.pages.fragments import Html
 from tracedoc.store import Store
 
 SERVER_START_S = 120
@@ -168,7 +169,7 @@ def test_timeline_binned_view_is_rasterized(straggler_timeline: timeline.Timelin
 
 
 def test_timeline_of_a_report_says_it_has_none() -> None:
-    pane = timeline.view(None)
+    pane = timeline_view(None)
     assert "saved report holds no events" in pane.object
 
 

@@ -96,7 +96,7 @@ def test_no_ladder_no_ceiling() -> None:
 
 def test_a_ceiling_is_of_the_same_gpu_model() -> None:
     """The H200's cuBLAS GEMMs are not held against timings taken on an H100, and the ncu page says why."""
-    from tracedoc.dashboard import ncu
+    from tracedoc.pages import ncu
 
     report = analyze([H200_CSV, LADDER_JSON])
     assert report.metrics["ncu_kernels"] and report.metrics["ncu_cublas_ceiling"] == []

@@ -20,10 +20,11 @@ from tests.conftest import ROOT, SAMPLES
 from tests.hostile_trace import HOSTILE, hostile_ranks
 from tracedoc import Report, analyze
 from tracedoc.cli import cli
-from tracedoc.dashboard import DASHBOARD_MODULES, attribution, overview
+from tracedoc.pages import DASHBOARD_MODULES, attribution, overview
+from tracedoc.pages.fragments import CAUSE_COLORS
 from tracedoc.render.attribution import CAUSE_LABELS
 from tracedoc.render.base import summary_text, what_if_text
-from tracedoc.render.html import CAUSE_COLORS, HtmlRenderer
+from tracedoc.render.html import HtmlRenderer
 
 
 class Document(HTMLParser):

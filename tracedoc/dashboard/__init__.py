@@ -1,22 +1,7 @@
-"""The dashboard (`tracedoc serve`) and the charts of the HTML report: one module per page, each drawing what the
-Report (and, for the timeline, the store) already holds. Panel, HoloViews, Bokeh and datashader come with the
-optional ``dashboard`` extra; nothing here imports them, so the core analyser runs without them.
+"""The dashboard (`tracedoc serve`): the Panel app that serves the report's pages (tracedoc.pages) and the timeline,
+one route each, loading the data in the background. Panel comes with the optional ``dashboard`` extra.
 """
 
-from __future__ import annotations
+from tracedoc.pages import INSTALL_HINT, require
 
-import importlib
-
-from tracedoc.errors import TracedocError
-
-INSTALL_HINT = "pip install 'tracedoc[dashboard]'"
-DASHBOARD_MODULES = ("panel", "holoviews", "bokeh", "datashader")
-
-
-def require(what: str, modules: tuple[str, ...] = DASHBOARD_MODULES) -> None:
-    """Raise a one-line TracedocError naming the extra when one of ``modules`` cannot be imported."""
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            raise TracedocError(f"{what} needs {name} (the dashboard extra): {INSTALL_HINT}") from None
+__all__ = ["INSTALL_HINT", "require"]

@@ -1,4 +1,4 @@
-"""The Panel app of `tracedoc serve`: one route per page under a navigation bar.
+"""The Panel app of `tracedoc serve`: one route per page (tracedoc.pages) under a navigation bar.
 
 The data loads on a background thread (tracedoc/dashboard/source.py); until it is ready every page shows what is
 being done, then draws itself. A failure shows as a one-line message in the page, never as a traceback.
@@ -12,11 +12,12 @@ from types import ModuleType
 
 import panel as pn
 
-from tracedoc.dashboard import hang, kernels, ncu, overlap, overview, ranks, timeline
 from tracedoc.dashboard.panes import html_pane, sections_view
 from tracedoc.dashboard.source import Loading
+from tracedoc.dashboard.views import overview_view, timeline_view
 from tracedoc.errors import first_line
-from tracedoc.render.html import Html, esc, message_html
+from tracedoc.pages import hang, kernels, ncu, overlap, overview, ranks, timeline
+from tracedoc.pages.fragments import Html, esc, message_html
 
 PAGES: tuple[ModuleType, ...] = (overview, timeline, kernels, ranks, overlap, ncu, hang)
 POLL_MS = 300
@@ -39,9 +40,9 @@ def body(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
         return html_pane(message_html(f"Could not load the input: {loading.error}", "error"))
     try:
         if page is overview:
-            return overview.view(loading.report)
+            return overview_view(loading.report)
         if page is timeline:
-            return timeline.view(loading.timeline)
+            return timeline_view(loading.timeline)
         return sections_view(page.sections(loading.report))
     except Exception as exc:  # a page that cannot draw itself says so and leaves the others working
         return html_pane(message_html(f"This page could not be drawn: {first_line(exc)}", "error"))

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import panel as pn
 
-from tracedoc.dashboard.charts import Section
-from tracedoc.render.html import STYLE, Html, section_head_html
+from tracedoc.pages.charts import Section
+from tracedoc.pages.fragments import STYLE, Html, section_head_html
 
 
 def html_pane(fragment: Html) -> pn.pane.HTML:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracedoc.api import build_report, load_report
-from tracedoc.dashboard.timeline import Timeline, warm_up
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest import InputFile, discover
 from tracedoc.judge import Rule
+from tracedoc.pages.timeline import Timeline, warm_up
 from tracedoc.report import Report
 from tracedoc.store import Store
 

@@ -1,12 +1,13 @@
 """The diff as one self-contained HTML page (no script, no network): the same sections as the text and Markdown
-diffs, built from the HTML report's escaped fragments (``tracedoc.render.html``), and the compared rank's step
+diffs, built from the HTML report's escaped fragments (``tracedoc.pages.fragments``), and the compared rank's step
 drawn as two stacked bars of causes, before over after, on one scale."""
 
 from __future__ import annotations
 
 from tracedoc.diff.model import Diff
 from tracedoc.diff.sections import Section, context_line, cross_rank_lines, sections, sides_line, verdict_line
-from tracedoc.render.html import STYLE, Column, cause_color, cause_label, esc, table_html
+from tracedoc.pages.fragments import STYLE, Column, cause_color, esc, table_html
+from tracedoc.render.attribution import cause_label
 from tracedoc.units import fmt_ms
 
 _EXTRA_STYLE = """

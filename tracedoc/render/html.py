@@ -1,183 +1,15 @@
-"""A self-contained HTML report for sharing: the findings and the dashboard's charts in one file that opens offline.
+"""A self-contained HTML report for sharing: the report's pages (tracedoc.pages) in one file that opens offline.
 
-The charts are the dashboard pages' Bokeh figures (tracedoc/dashboard), embedded with Bokeh's JavaScript inline,
-so the file needs no network. Every string from a trace (kernel and annotation names, paths, messages quoting
-them) is escaped here, once: the dashboard shows the same fragments. Bokeh is optional (``dashboard`` extra).
+The charts are the pages' Bokeh figures, embedded with Bokeh's JavaScript inline, so the file needs no network;
+the text is the pages' escaped fragments (tracedoc/pages/fragments.py). Bokeh is optional (``dashboard`` extra):
+the pages are imported only when a report is rendered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from html import escape
-from typing import Any
-
-from tracedoc.render.attribution import CauseShare, attribution_by_device, cause_label, part_of_text
-from tracedoc.render.base import Renderer, fmt_value, saving_text, scope_text, summary_text, what_if_text
-from tracedoc.report import Finding, Report
-
-STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d2330; margin: 0 auto;
-       max-width: 1200px; padding: 0 1.5rem 3rem; }
-h1 { font-size: 1.6rem; margin: 1.2rem 0 0.2rem; }
-h2 { font-size: 1.25rem; margin: 1.6rem 0 0.3rem; border-bottom: 1px solid #d8dce3; padding-bottom: 0.2rem; }
-h3 { font-size: 1.05rem; margin: 1.1rem 0 0.3rem; }
-p.note, p.headline { color: #4a5262; margin: 0.2rem 0 0.6rem; }
-p.empty { color: #4a5262; font-style: italic; background: #f4f5f7; padding: 0.6rem 0.8rem; border-radius: 4px; }
-p.error { color: #8a1c1c; background: #fbeaea; padding: 0.6rem 0.8rem; border-radius: 4px; }
-nav a { margin-right: 1rem; color: #2456a6; text-decoration: none; }
-table.td { border-collapse: collapse; font-size: 0.85rem; margin: 0.4rem 0 0.8rem; }
-table.td th, table.td td { border-bottom: 1px solid #e3e6eb; padding: 0.25rem 0.6rem; text-align: left;
-                           vertical-align: top; }
-table.td td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-table.td td.name { word-break: break-all; max-width: 40rem; }
-table.td tr.hl td { background: #fdecea; font-weight: 600; }
-article.finding { border: 1px solid #d8dce3; border-left: 6px solid #888; border-radius: 4px;
-                  padding: 0.4rem 1rem 0.6rem; margin: 0.8rem 0; }
-article.critical { border-left-color: #c0392b; } article.warning { border-left-color: #e67e22; }
-article.info { border-left-color: #2e86c1; }
-article.finding h3 { margin-top: 0.4rem; }
-span.sev { font-size: 0.75rem; text-transform: uppercase; font-weight: 700; padding: 0.1rem 0.4rem;
-           border-radius: 3px; color: white; margin-right: 0.4rem; }
-span.critical { background: #c0392b; } span.warning { background: #e67e22; } span.info { background: #2e86c1; }
-code { background: #f4f5f7; padding: 0 0.25rem; border-radius: 3px; }
-p.whatif { font-style: italic; color: #1d4f91; background: #eef3fb; padding: 0.3rem 0.6rem; border-radius: 4px; }
-span.cause { display: inline-block; margin: 0.05rem 1rem 0.05rem 0; white-space: nowrap; }
-span.swatch { display: inline-block; width: 0.75em; height: 0.75em; margin-right: 0.3em; border-radius: 2px; }
-span.detail { color: #4a5262; font-size: 0.8rem; }
-"""
-
-SEVERITY_COLORS = {"critical": "#c0392b", "warning": "#e67e22", "info": "#2e86c1"}
-# One colour per attribution cause, in the order they are stacked (CAUSE_LABELS'), the same on every chart
-CAUSE_COLORS = {"gpu_compute": "#4c72b0", "comm_transfer": "#dd8452", "wait_for_peer": "#c44e52",
-                "launch_overhead": "#e6b422", "host_sync": "#937860", "data_loading": "#55a868",
-                "phase": "#da8bc3", "host_work": "#8172b3", "uninstrumented_host": "#64b5cd",
-                "prologue": "#b8bcc4"}
-OTHER_CAUSE_COLOR = "#7f7f7f"
-DETAIL_CHARS = 48
-
-
-def esc(value: object) -> str:
-    """Text from anywhere (traces included) as literal HTML text."""
-    return escape(str(value), quote=True)
-
-
-@dataclass(frozen=True)
-class Html:
-    """An HTML fragment whose untrusted strings are already escaped (only this module builds them)."""
-
-    markup: str
-
-
-@dataclass(frozen=True)
-class Column:
-    """A table column: the row key, its header and how its value is written."""
-
-    key: str
-    header: str
-    fmt: Callable[[Any], str] = str
-    numeric: bool = False
-    wide: bool = False  # long names: allowed to wrap anywhere
-
-
-def number(digits: int = 1) -> Callable[[Any], str]:
-    """A formatter for numbers with ``digits`` decimals ('' for missing values)."""
-    return lambda v: "" if v is None else f"{v:,.{digits}f}" if isinstance(v, float) else f"{v:,}"
-
-
-def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[Column],
-               highlight: Callable[[dict[str, Any]], bool] | None = None) -> Html:
-    """An escaped HTML table; rows for which ``highlight`` is true are marked (class ``hl``)."""
-    head = "".join(f"<th>{esc(c.header)}</th>" for c in columns)
-    body = []
-    for row in rows:
-        cells = []
-        for c in columns:
-            value = row.get(c.key)
-            cls = "num" if c.numeric else "name" if c.wide else ""
-            text = "" if value is None else c.fmt(value)
-            cells.append(f'<td class="{cls}">{esc(text)}</td>' if cls else f"<td>{esc(text)}</td>")
-        mark = ' class="hl"' if highlight is not None and highlight(row) else ""
-        body.append(f"<tr{mark}>{''.join(cells)}</tr>")
-    return Html(f'<table class="td"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>')
-
-
-def cause_color(cause: str) -> str:
-    """The fixed colour of an attribution cause (grey for 'other' and unknown causes)."""
-    return CAUSE_COLORS.get(cause, OTHER_CAUSE_COLOR)
-
-
-def saving_html(finding: Finding, wall_ms: float) -> str:
-    """The escaped saving of a card: 'part of #N' for a finding whose time a bigger one already counts (with what
-    is left, when anything is)."""
-    saving = saving_text(finding.impact_ms, finding.impact_pct, wall_ms)
-    if not finding.part_of:
-        return esc(saving)
-    part = f"part of #{finding.part_of}"
-    return esc(f"{saving}, {part}" if finding.impact_ms > 0 else part)
-
-
-def finding_html(number_: int, finding: Finding, wall_ms: float, projection: dict[str, Any] | None = None) -> str:
-    """One finding as an escaped card: title, where, saving, message, evidence, fix, the what-if projection
-    (``projection``, when the report has one) and references."""
-    shared = f'<p class="note">{esc(part_of_text(finding.part_of))}</p>' if finding.part_of else ""
-    after = f'<p class="whatif">{esc(what_if_text(projection))}</p>' if projection else ""
-    evidence = table_html([{"name": e.name, "value": fmt_value(e.value, e.unit)} for e in finding.evidence],
-                          [Column("name", "evidence"), Column("value", "value", numeric=True)]).markup
-    refs = "".join(f'<li><a href="{esc(r)}" rel="noopener noreferrer">{esc(r)}</a></li>'
-                   for r in finding.references if r.startswith(("https://", "http://")))
-    return (f'<article class="finding {esc(finding.severity)}">'
-            f"<h3>{number_}. {esc(finding.title)}</h3>"
-            f'<p class="note"><span class="sev {esc(finding.severity)}">{esc(finding.severity)}</span>'
-            f"<code>{esc(finding.rule)}</code> · {esc(scope_text(finding.scope.to_dict()))} · estimated saving "
-            f"<b>{saving_html(finding, wall_ms)}</b></p>"
-            f"<p>{esc(finding.message)}</p>{shared}{evidence}<p><b>Fix:</b> {esc(finding.fix)}</p>{after}"
-            + (f"<ul>{refs}</ul>" if refs else "") + "</article>")
-
-
-def findings_html(report: Report, findings: Sequence[Finding] | None = None) -> Html:
-    """Finding cards, numbered by their rank in the report (so a filtered list keeps the numbers)."""
-    wall = float(report.summary.get("wall_ms") or 0.0)
-    shown = report.findings if findings is None else findings
-    number_of = {id(f): i for i, f in enumerate(report.findings, 1)}
-    return Html("".join(finding_html(number_of[id(f)], f, wall, report.what_if_for(number_of[id(f)]))
-                        for f in shown))
-
-
-def cause_share_html(share: CauseShare) -> str:
-    """One cause's share as an escaped chip: its colour, label, % and the detail holding most of it."""
-    detail = ""
-    if share.telling_detail:
-        full = share.telling_detail
-        text = full if len(full) <= DETAIL_CHARS else full[:DETAIL_CHARS - 1] + "…"
-        detail = f' <span class="detail" title="{esc(full)}">({esc(text)})</span>'
-    return (f'<span class="cause"><span class="swatch" style="background:{esc(cause_color(share.cause))}"></span>'
-            f"{esc(cause_label(share.cause))} <b>{share.pct:.1f}%</b>{detail}</span>")
-
-
-def attribution_table_html(rows: Sequence[dict[str, Any]]) -> Html:
-    """Per rank and GPU, its causes' shares of the window, largest first, each with its top detail."""
-    body = "".join(f"<tr><td>{esc(rank)}</td><td>{esc(device)}</td>"
-                   f"<td>{''.join(cause_share_html(s) for s in shares)}</td></tr>"
-                   for (rank, device), shares in attribution_by_device(list(rows)).items())
-    return Html('<table class="td"><thead><tr><th>rank</th><th>GPU</th><th>share of the window (mostly)</th></tr>'
-                f"</thead><tbody>{body}</tbody></table>")
-
-
-def headline_html(report: Report) -> Html:
-    """The report's one-line summary."""
-    return Html(f'<p class="headline">{esc(summary_text(report.summary, len(report.inputs)))}</p>')
-
-
-def message_html(text: str, kind: str = "empty") -> Html:
-    """A sentence in a box: 'empty' for pages without data, 'error' for failures."""
-    return Html(f'<p class="{esc(kind)}">{esc(text)}</p>')
-
-
-def section_head_html(title: str, note: str = "", empty: str = "") -> Html:
-    """A page section's heading, its note, and the sentence saying its data is missing (when ``empty``)."""
-    return Html(f"<h3>{esc(title)}</h3>" + (f'<p class="note">{esc(note)}</p>' if note else "")
-                + (message_html(empty).markup if empty else ""))
+from tracedoc.pages import require
+from tracedoc.render.base import Renderer
+from tracedoc.report import Report
 
 
 class HtmlRenderer(Renderer):
@@ -187,27 +19,25 @@ class HtmlRenderer(Renderer):
     extension = ".html"
 
     def render(self, report: Report) -> str:
-        from tracedoc.dashboard import require
-
         require("--format html", ("bokeh",))  # before importing the pages, whose Bokeh is an optional extra
         from bokeh.embed import components
         from bokeh.resources import Resources
 
-        from tracedoc.dashboard import hang, kernels, ncu, overlap, overview, ranks
+        from tracedoc.pages.fragments import STYLE, Html, esc, section_head_html
+        from tracedoc.pages.report import report_sections
 
-        pages = [(p.ROUTE, p.TITLE, p.sections(report)) for p in (overview, kernels, ranks, overlap, ncu, hang)]
-        pages = [p for p in pages if p[0] == overview.ROUTE or any(not s.empty for s in p[2])]  # drop empty pages
-        models = [item for _, _, sections in pages for s in sections for item in s.items if not isinstance(item, Html)]
+        pages = report_sections(report)
+        models = [item for _, sections in pages for s in sections for item in s.items if not isinstance(item, Html)]
         script, divs = components(models) if models else ("", ())
         div_of = {id(m): d for m, d in zip(models, divs)}
         body = []
-        for route, title, sections in pages:
-            body.append(f'<section id="{esc(route)}"><h2>{esc(title)}</h2>')
+        for page, sections in pages:
+            body.append(f'<section id="{esc(page.ROUTE)}"><h2>{esc(page.TITLE)}</h2>')
             for s in sections:
                 body.append(section_head_html(s.title, s.note, s.empty).markup)
                 body += [item.markup if isinstance(item, Html) else div_of[id(item)] for item in s.items]
             body.append("</section>")
-        nav = "".join(f'<a href="#{esc(route)}">{esc(title)}</a>' for route, title, _ in pages)
+        nav = "".join(f'<a href="#{esc(page.ROUTE)}">{esc(page.TITLE)}</a>' for page, _ in pages)
         # Bokeh's own code only, inline: js_files would add URLs that other imported libraries (Panel) register
         bokeh_js = "".join(f"<script>{code}</script>" for code in Resources(mode="inline", components=["bokeh"]).js_raw)
         return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

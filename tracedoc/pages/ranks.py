@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from tracedoc.dashboard.charts import Section, heatmap
-from tracedoc.render.html import Column, number, table_html
+from tracedoc.pages.charts import Section, heatmap
+from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
 
 TITLE = "Ranks"

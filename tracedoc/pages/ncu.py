@@ -10,8 +10,8 @@ from typing import Any
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
-from tracedoc.dashboard.charts import Section, hbar_chart, heatmap, short, style
-from tracedoc.render.html import Column, number, table_html
+from tracedoc.pages.charts import Section, hbar_chart, heatmap, short, style
+from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
 
 TITLE = "ncu"

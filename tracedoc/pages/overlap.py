@@ -3,8 +3,8 @@ communication ran hidden behind compute and how much was exposed. Overlap % = |c
 
 from __future__ import annotations
 
-from tracedoc.dashboard.charts import CATEGORY_COLORS, Section, stacked_hbar_chart
-from tracedoc.render.html import Column, number, table_html
+from tracedoc.pages.charts import CATEGORY_COLORS, Section, stacked_hbar_chart
+from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
 
 TITLE = "Overlap"

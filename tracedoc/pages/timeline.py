@@ -10,7 +10,6 @@ a view with fewer comes back interval by interval, drawn as rectangles whose nam
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import datashader as ds
 import holoviews as hv
@@ -18,7 +17,7 @@ import numpy as np
 import pandas as pd
 from holoviews.operation.datashader import datashade
 
-from tracedoc.dashboard.charts import CATEGORY_COLORS
+from tracedoc.pages.charts import CATEGORY_COLORS
 from tracedoc.store import Store
 
 TITLE = "Timeline"
@@ -104,23 +103,3 @@ def warm_up() -> None:
                                       "category": pd.Categorical(["compute"], categories=list(CATEGORY_COLORS))}),
                         (0.0, 1.0), 1)
 
-
-def view(timeline: Timeline | None) -> Any:
-    """The Panel page."""
-    import panel as pn
-
-    from tracedoc.dashboard.panes import html_pane
-    from tracedoc.render.html import Html, esc, message_html
-
-    if timeline is None:
-        return html_pane(message_html("No timeline: a saved report holds no events. Serve the traces (or their "
-                                      "cached store, *.duckdb) to see it."))
-    if not timeline.labels:
-        return html_pane(message_html("No timeline in these inputs (Nsight Compute profiles and flight-recorder "
-                                      "dumps hold no timeline)."))
-    keys = "".join(f'<span style="display:inline-block;width:0.8em;height:0.8em;background:{color};'
-                   f'margin:0 0.3em 0 1em"></span>{esc(name)}' for name, color in CATEGORY_COLORS.items())
-    note = Html(f'<p class="note">Wheel to zoom, drag to pan. Views with more than {DETAIL_MAX:,} intervals are '
-                f"rasterized; zoom in further to see each interval and its name on hover.</p><p>{keys}</p>")
-    return pn.Column(html_pane(note), pn.pane.HoloViews(timeline.plot(), sizing_mode="stretch_width"),
-                     sizing_mode="stretch_width")

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tracedoc.dashboard import attribution
-from tracedoc.dashboard.charts import Section, hbar_chart, short
+from tracedoc.pages import attribution
+from tracedoc.pages.charts import Section, hbar_chart, short
+from tracedoc.pages.fragments import SEVERITY_COLORS, Column, findings_html, headline_html, number, table_html
 from tracedoc.render.base import scope_text
-from tracedoc.render.html import SEVERITY_COLORS, Column, findings_html, headline_html, number, table_html
-from tracedoc.report import SEVERITIES, Finding, Report
+from tracedoc.report import Finding, Report
 
 TITLE = "Overview"
 ROUTE = "overview"
@@ -66,21 +66,3 @@ def filter_findings(report: Report, severities: Sequence[str], rules: Sequence[s
             if (not severities or f.severity in severities) and (not rules or f.rule in rules)
             and (not ranks or str(f.scope.rank) in ranks)]
 
-
-def view(report: Report) -> Any:
-    """The Panel page: filters above the sections, which redraw when a filter changes."""
-    import panel as pn  # only the dashboard needs Panel; the HTML report draws sections() with Bokeh alone
-
-    from tracedoc.dashboard.panes import sections_view
-
-    present = {f.severity for f in report.findings}
-    severity = pn.widgets.MultiChoice(name="Severity", options=[s for s in SEVERITIES if s in present])
-    rule = pn.widgets.MultiChoice(name="Rule", options=sorted({f.rule for f in report.findings}))
-    rank = pn.widgets.MultiChoice(name="Rank", options=sorted({str(f.scope.rank) for f in report.findings
-                                                               if f.scope.rank is not None}, key=int))
-
-    def draw(severities: list[str], rules: list[str], ranks: list[str]) -> Any:
-        return sections_view(sections(report, filter_findings(report, severities, rules, ranks)))
-
-    filters = pn.Row(severity, rule, rank, sizing_mode="stretch_width")
-    return pn.Column(filters, pn.bind(draw, severity, rule, rank), sizing_mode="stretch_width")

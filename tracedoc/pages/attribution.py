@@ -17,9 +17,9 @@ from typing import Any
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem
 from bokeh.plotting import figure
 
-from tracedoc.dashboard.charts import Section, style
+from tracedoc.pages.charts import Section, style
+from tracedoc.pages.fragments import CAUSE_COLORS, attribution_table_html, cause_color
 from tracedoc.render.attribution import cause_label
-from tracedoc.render.html import CAUSE_COLORS, attribution_table_html, cause_color
 from tracedoc.report import Report
 
 MAX_DEVICES = 8   # rank·GPU groups charted (the table lists all)

@@ -9,8 +9,8 @@ from typing import Any
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool
 from bokeh.plotting import figure
 
-from tracedoc.dashboard.charts import Section, style
-from tracedoc.render.html import Column, number, table_html
+from tracedoc.pages.charts import Section, style
+from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
 
 TITLE = "Hang"

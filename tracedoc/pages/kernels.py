@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from tracedoc.dashboard.charts import CATEGORY_COLORS, Section, hbar_chart, short, stacked_hbar_chart
-from tracedoc.render.html import Column, number, table_html
+from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, short, stacked_hbar_chart
+from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
 
 TITLE = "Kernels"
