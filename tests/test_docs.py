@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import ROOT
-from tracedoc.analyses.modules import all_modules, module_file
+from tracedoc.store.modules import all_modules, module_file
 from tracedoc.cli import cli
 from tracedoc.judge import load_rules
 

@@ -330,7 +330,7 @@ def test_report_beside_its_export_is_read_once(tmp_path: Path) -> None:
 
 def test_every_analysis_runs_on_nsys_input(tmp_path: Path) -> None:
     """The shared analyses work on an export unchanged: idle, launch, sync, copies and NCCL overlap all measure."""
-    from tracedoc.analyses.modules import all_modules
+    from tracedoc.store.modules import all_modules
 
     store, _ = open_store(discover([TRAIN]), tmp_path)
     with store:

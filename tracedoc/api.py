@@ -219,9 +219,12 @@ _METRICS: dict[str, tuple[str, str]] = {
 
 def collect_metrics(store: Store, tables: dict[str, tuple[str, str]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The measured tables the report carries for renderers and the dashboard (ms and %, rounded); ``tables``
-    picks other ones than all of them."""
+    picks other ones than all of them. A table of an analysis of inputs the store does not hold is empty."""
     metrics = {}
     for name, (module, sql) in (tables or _METRICS).items():
+        if not store.applies(module):
+            metrics[name] = []
+            continue
         store.include(module)
         metrics[name] = [{k: report_number(v) for k, v in row.items()} for row in store.query(sql)]
     return metrics

@@ -1,21 +1,61 @@
-"""The command line: a click group of thin commands over the Python API (one file per command group)."""
+"""The command line: a click group of thin commands over the Python API (one file per command group).
+
+Each command's module is imported only when that command runs (or help lists it), so that `tracedoc analyze`
+does not pay for the dashboard, the diff or the workloads.
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, MutableMapping
+
 import click
 
-from tracedoc import __version__
-from tracedoc.cli.analyze import analyze_command
-from tracedoc.cli.cache import cache_command
-from tracedoc.cli.diff import diff_command
 from tracedoc.cli.errors import TracedocGroup
-from tracedoc.cli.health import health_command
-from tracedoc.cli.rules import rules_command
-from tracedoc.cli.serve import serve_command
-from tracedoc.cli.workload import workload_command
+from tracedoc.version import __version__
+
+# name: "module:attribute" of the click command.
+_COMMANDS = {
+    "analyze": "tracedoc.cli.analyze:analyze_command",
+    "cache": "tracedoc.cli.cache:cache_command",
+    "diff": "tracedoc.cli.diff:diff_command",
+    "health": "tracedoc.cli.health:health_command",
+    "rules": "tracedoc.cli.rules:rules_command",
+    "serve": "tracedoc.cli.serve:serve_command",
+    "workload": "tracedoc.cli.workload:workload_command",
+}
 
 
-@click.group(cls=TracedocGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class LazyCommands(MutableMapping[str, click.Command]):
+    """The group's commands by name, each imported from its module on first use."""
+
+    def __init__(self, targets: dict[str, str]) -> None:
+        self._targets = dict(targets)
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            module, _, attribute = self._targets[name].partition(":")
+            self._loaded[name] = getattr(importlib.import_module(module), attribute)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._targets[name] = ""
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._targets[name]
+        self._loaded.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._targets)
+
+    def __len__(self) -> int:
+        return len(self._targets)
+
+
+@click.group(cls=TracedocGroup, commands=LazyCommands(_COMMANDS),
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracedoc")
 @click.option("--debug", is_flag=True,
               help="Show the traceback of an error, not only its one-line message (also TRACEDOC_DEBUG=1).")
@@ -24,12 +64,3 @@ def cli(debug: bool) -> None:
 
     Reads PyTorch profiler traces and tells you what is slow, where, how much it costs and how to fix it.
     """
-
-
-cli.add_command(analyze_command)
-cli.add_command(diff_command)
-cli.add_command(rules_command)
-cli.add_command(health_command)
-cli.add_command(serve_command)
-cli.add_command(workload_command)
-cli.add_command(cache_command)

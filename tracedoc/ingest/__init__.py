@@ -4,11 +4,13 @@ One module per format; each has ``FORMAT``, ``sniff(path, head) -> bool`` (``hea
 decompressed when gzipped or xz-compressed) and ``load(store, source_id, path, workdir) -> LoadResult``, which
 reads a plain file: a compressed input is unpacked into ``workdir`` first (bounded: ``compressed``), to at most
 the format's ``MAX_BYTES`` when it declares one. ``-`` reads standard input (spooled to a temporary file).
-Register a new format in FORMATS. Ingest knows nothing about analyses or rules.
+Register a new format in FORMATS (its module is imported only when a file is sniffed or read with it, so
+reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses or rules.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import stat
@@ -23,17 +25,18 @@ from types import ModuleType
 import duckdb
 
 from tracedoc.errors import InputError, TracedocError, first_line
-from tracedoc.ingest import compressed, flight_recorder, gemm_ladder, kineto, ncu, nsys, nvml, telemetry
+from tracedoc.ingest import compressed
 from tracedoc.ingest.compressed import set_limits
 from tracedoc.ingest.kineto import LoadResult
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest
 
-__all__ = ["FORMATS", "STDIN", "InputFile", "discover", "load_all", "set_limits"]
+__all__ = ["FORMATS", "STDIN", "InputFile", "discover", "format_module", "load_all", "set_limits"]
 
-FORMATS: dict[str, ModuleType] = {kineto.FORMAT: kineto, flight_recorder.FORMAT: flight_recorder,
-                                   nsys.FORMAT: nsys, ncu.FORMAT: ncu, nvml.FORMAT: nvml, telemetry.FORMAT: telemetry,
-                                   gemm_ladder.FORMAT: gemm_ladder}
+# Format name (the module's FORMAT): its reader module, in the order files are sniffed.
+FORMATS: dict[str, str] = {"torch": "tracedoc.ingest.kineto", "flight_recorder": "tracedoc.ingest.flight_recorder",
+                           "nsys": "tracedoc.ingest.nsys", "ncu": "tracedoc.ingest.ncu", "nvml": "tracedoc.ingest.nvml",
+                           "telemetry": "tracedoc.ingest.telemetry", "gemm_ladder": "tracedoc.ingest.gemm_ladder"}
 
 STDIN = Path("-")
 # Files in a directory that are never traces: documentation and sample metadata beside the traces.
@@ -63,6 +66,11 @@ class InputFile:
     def file(self) -> Path:
         """Where the input's bytes are."""
         return self.data or self.path
+
+
+def format_module(name: str) -> ModuleType:
+    """The reader module of a format in FORMATS, imported on first use."""
+    return importlib.import_module(FORMATS[name])
 
 
 def discover(paths: Sequence[Path]) -> list[InputFile]:
@@ -136,7 +144,8 @@ def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path |
         if strict:
             raise InputError(f"{name}: empty file")
         return None
-    for format_name, module in FORMATS.items():
+    for format_name in FORMATS:
+        module = format_module(format_name)
         if module.sniff(path, head):
             redundant = getattr(module, "redundant_in_directory", None)
             if in_directory and redundant is not None and redundant(path, head):
@@ -189,7 +198,7 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
 def _load(store: Store, source_id: int, item: InputFile, workdir: Path) -> LoadResult:
     """Load one input with its format's reader: from a plain copy when it is compressed, and with every error
     naming the input as the user gave it (not the copy)."""
-    module = FORMATS[item.format]
+    module = format_module(item.format)
     plain = _unpacked(item, module, workdir) if item.compression else item.file
     try:
         return module.load(store, source_id, plain, workdir)
@@ -242,7 +251,7 @@ def _assign_ranks(inputs: Sequence[InputFile], reported: list[int | None]) -> li
     analyses choose among them (``SEVERAL_PER_RANK``: automatic and on-demand flight-recorder dumps). Inputs that
     cover a whole host (``PER_HOST``: GPU health snapshots and telemetry) belong to no rank: None.
     """
-    ranked = [item for item in inputs if not getattr(FORMATS[item.format], "PER_HOST", False)]
+    ranked = [item for item in inputs if not getattr(format_module(item.format), "PER_HOST", False)]
     ranks: list[int | None] = []
     for item, rank in zip(inputs, reported):
         if item not in ranked:
@@ -254,7 +263,7 @@ def _assign_ranks(inputs: Sequence[InputFile], reported: list[int | None]) -> li
         ranks.append(rank)
     seen: dict[tuple[str, int], Path] = {}
     for item, rank in zip(inputs, ranks):
-        if rank is None or getattr(FORMATS[item.format], "SEVERAL_PER_RANK", False):
+        if rank is None or getattr(format_module(item.format), "SEVERAL_PER_RANK", False):
             continue
         if (item.format, rank) in seen:
             raise InputError(f"two traces claim rank {rank}: {seen[item.format, rank]} and {item.path}")

@@ -22,9 +22,10 @@ _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 
 def judge(store: Store, rules: list[Rule], wall_ms: float,
           overrides: dict[str, dict[str, float]] | None = None) -> list[Finding]:
-    """Evaluate every rule; return the findings ranked by estimated saving (largest first)."""
+    """Evaluate every rule that reads an analysis of the store's kinds of input (Store.applies); return the
+    findings ranked by estimated saving (largest first)."""
     judged: list[tuple[Finding, Rule, float]] = []
-    for rule in rules:
+    for rule in (r for r in rules if store.applies(r.reads)):
         thresholds = {**rule.thresholds, **(overrides or {}).get(rule.id, {})}
         for row in _matching_rows(store, rule, thresholds):
             fraction = _number(row.pop("__claim_fraction", 1.0))

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import duckdb
 
-from tracedoc import __version__
 from tracedoc.errors import error_chain, first_line
 from tracedoc.store.store import SCHEMA_VERSION, Store, schema_files
+from tracedoc.version import __version__
 
 # KEY.partial-PID.duckdb, with DuckDB's write-ahead log (.wal) and spill folder (.tmp) beside it.
 _PARTIAL = re.compile(r"^(?P<key>.+)\.partial-(?P<pid>\d+)\.duckdb(?:\.wal|\.tmp)?$")

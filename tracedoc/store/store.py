@@ -13,6 +13,8 @@ from typing import Any
 
 import duckdb
 
+from tracedoc.store import modules
+
 SCHEMA_VERSION = 1
 
 
@@ -23,6 +25,7 @@ class Store:
         self.con = con
         self.path = path
         self._included: set[str] = set()
+        self._formats: frozenset[str] | None = None
 
     @classmethod
     def create(cls, path: Path) -> Store:
@@ -56,9 +59,17 @@ class Store:
 
     def include(self, module: str) -> None:
         """Load an analysis module (e.g. ``gpu.idle``) and its dependencies, once per connection."""
-        from tracedoc.analyses.modules import include
+        modules.include(self, module)
 
-        include(self, module)
+    def formats(self) -> frozenset[str]:
+        """The formats of the store's inputs (``sources.format``)."""
+        if self._formats is None:
+            self._formats = frozenset(r[0] for r in self.con.execute("SELECT DISTINCT format FROM sources").fetchall())
+        return self._formats
+
+    def applies(self, module: str) -> bool:
+        """True when the analysis ``module`` measures a kind of input this store holds (store.modules)."""
+        return modules.applies(module, self.formats())
 
     def is_complete(self) -> bool:
         """True when ingestion finished and marked the store complete."""

@@ -2,11 +2,16 @@
 
 A module's header lists its dependencies as ``-- include: other.module`` lines; they are loaded first. Modules
 create only TEMP views, tables and macros, so analysing never changes a stored database.
+
+Some groups measure one kind of input only (``GROUP_FORMATS``): Nsight Compute kernels, flight-recorder dumps,
+GPU health. Their modules are run only when an input of such a format is in the store; elsewhere their tables
+would be empty, and planning their queries alone costs more than analysing a small trace.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING
@@ -16,9 +21,17 @@ import duckdb
 from tracedoc.errors import TracedocError, first_line
 
 if TYPE_CHECKING:
-    from tracedoc.store import Store
+    from tracedoc.store.store import Store
 
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
+
+# Analysis group: the input formats (ingest.FORMATS) its tables are made from; a group not named here reads the
+# timelines every trace format has.
+GROUP_FORMATS: dict[str, frozenset[str]] = {
+    "ncu": frozenset({"ncu", "gemm_ladder"}),
+    "hang": frozenset({"flight_recorder"}),
+    "health": frozenset({"nvml", "telemetry"}),
+}
 
 
 def module_file(module: str) -> Traversable:
@@ -35,6 +48,12 @@ def all_modules() -> list[str]:
     root = resources.files("tracedoc.analyses")
     return sorted(f"{group.name}.{f.name[:-4]}" for group in root.iterdir() if group.is_dir()
                   for f in group.iterdir() if f.name.endswith(".sql"))
+
+
+def applies(module: str, formats: Collection[str]) -> bool:
+    """True when ``module`` can find anything in a store holding inputs of ``formats``."""
+    needs = GROUP_FORMATS.get(module.partition(".")[0])
+    return needs is None or not needs.isdisjoint(formats)
 
 
 def include(store: Store, module: str) -> None:
