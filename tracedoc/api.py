@@ -1,50 +1,50 @@
-"""The Python API the CLI, the dashboard and the tests share: ``analyze(paths) -> Report``."""
+"""The Python API the CLI, the dashboard and the tests share: ``analyze(paths) -> Report``; and the health
+reports of ``tracedoc health`` (a GPU snapshot, or telemetry files, judged by the rules that read ``health.*``)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracedoc.health.metrics import HEALTH_METRICS
 from tracedoc.ingest import InputFile, discover, load_all
 from tracedoc.judge import Rule, judge, load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.report import InputInfo, Report
-from tracedoc.store import Store, open_cached_store
+from tracedoc.store import Store, memory_store, open_cached_store
 from tracedoc.store.cache import content_key, default_cache_dir, discard_damaged, is_damage
 from tracedoc.units import report_number
 from tracedoc.whatif import top_what_ifs
 
+if TYPE_CHECKING:
+    from tracedoc.health.nvml import Snapshot
+
 Progress = Callable[[str], None]
+HEALTH_GROUP = "health."
 
 
 def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path] = (),
             cache_dir: Path | None = None, use_cache: bool = True,
             thresholds: dict[str, dict[str, float]] | None = None, progress: Progress | None = None) -> Report:
     """Ingest the traces at ``paths`` (files or directories of ranks; one path may be given as it is), measure,
-    judge and return the report. ``thresholds`` ({rule: {name: value}}) must name rules and thresholds that exist."""
+    judge and return the report. ``thresholds`` ({rule: {name: value}}) must name rules and thresholds that exist.
+    Without the cache, the store lives in memory and the inputs are never hashed."""
     rules = load_rules(tuple(rules_dirs))
     check_thresholds(rules, thresholds or {})
     inputs = discover([Path(p) for p in ([paths] if isinstance(paths, str | os.PathLike) else paths)])
-    with contextlib.ExitStack() as stack:
-        if use_cache:
-            store_dir = cache_dir or default_cache_dir()
-        else:
-            store_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tracedoc-")))
-        store, report = load_report(inputs, store_dir, rules, thresholds, progress)
-        store.close()
-        return report
+    store_dir = (cache_dir or default_cache_dir()) if use_cache else None
+    store, report = load_report(inputs, store_dir, rules, thresholds, progress)
+    store.close()
+    return report
 
 
-def load_report(inputs: Sequence[InputFile], cache_dir: Path, rules: list[Rule],
+def load_report(inputs: Sequence[InputFile], cache_dir: Path | None, rules: list[Rule],
                 thresholds: dict[str, dict[str, float]] | None = None,
                 progress: Progress | None = None) -> tuple[Store, Report]:
     """The store of these inputs (left open for the caller to close) and its report; a cached store found damaged
-    while reading it is rebuilt once."""
+    while reading it is rebuilt once. ``cache_dir`` None: a store in memory, for this report only."""
     paths = [str(i.path) for i in inputs]
     store, cached = open_store(inputs, cache_dir, progress)
     try:
@@ -62,8 +62,12 @@ def load_report(inputs: Sequence[InputFile], cache_dir: Path, rules: list[Rule],
         raise
 
 
-def open_store(inputs: Sequence[InputFile], cache_dir: Path, progress: Progress | None = None) -> tuple[Store, bool]:
-    """The store for these inputs: from the cache when already ingested, else ingested now."""
+def open_store(inputs: Sequence[InputFile], cache_dir: Path | None,
+               progress: Progress | None = None) -> tuple[Store, bool]:
+    """The store for these inputs: from the cache in ``cache_dir`` when already ingested, else ingested now (into
+    the cache, or into memory when ``cache_dir`` is None); and whether it came from the cache."""
+    if cache_dir is None:
+        return memory_store(lambda store: load_all(store, inputs, progress)), False
     key = content_key([f"{i.format}:{i.digest}" for i in inputs])
     return open_cached_store(key, cache_dir, lambda store: load_all(store, inputs, progress))
 
@@ -230,3 +234,40 @@ def collect_metrics(store: Store, tables: dict[str, tuple[str, str]] | None = No
     return metrics
 
 
+
+
+def health_rules(rules: Sequence[Rule]) -> list[Rule]:
+    """The rules that judge GPU health (they read an analysis of the health group)."""
+    return [r for r in rules if r.reads.startswith(HEALTH_GROUP)]
+
+
+def health_snapshot_report(snapshot: Snapshot, label: str, rules: Sequence[Rule],
+                           thresholds: dict[str, dict[str, float]] | None = None) -> Report:
+    """Judge one NVML snapshot on its own; ``label`` names where it came from (the live driver or a recording).
+    Only the health rules and measurements apply, and there is no trace window (wall time 0)."""
+    from tracedoc.ingest.nvml import FORMAT, insert_snapshot, snapshot_tool
+
+    def build(store: Store) -> None:
+        store.con.execute("INSERT INTO sources VALUES (0, ?, ?, NULL, NULL, NULL, NULL, ?, ?)",
+                          [label, FORMAT, len(snapshot.gpus), snapshot_tool(snapshot)])
+        insert_snapshot(store, 0, snapshot)
+
+    with memory_store(build) as store:
+        return _health_report(store, rules, thresholds)
+
+
+def health_files_report(paths: Sequence[Path], rules: Sequence[Rule],
+                        thresholds: dict[str, dict[str, float]] | None = None) -> Report:
+    """Judge telemetry or NVML recordings on their own (e.g. the file a watch just wrote)."""
+    store, _ = open_store(discover(list(paths)), None)
+    with store:
+        return _health_report(store, rules, thresholds)
+
+
+def _health_report(store: Store, rules: Sequence[Rule], thresholds: dict[str, dict[str, float]] | None) -> Report:
+    """The health rules' findings and the health measurements of a store."""
+    inputs = [InputInfo(path=r["path"], format=r["format"], rank=r["rank"], events=r["event_count"])
+              for r in store.query("SELECT path, format, rank, event_count FROM sources ORDER BY source_id")]
+    return Report(inputs=inputs, summary={"wall_ms": 0.0, "gpu_busy_pct": None, "ranks": 0},
+                  findings=judge(store, health_rules(rules), 0.0, thresholds),
+                  metrics=collect_metrics(store, HEALTH_METRICS))

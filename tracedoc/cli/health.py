@@ -12,11 +12,11 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tracedoc.api import health_files_report, health_snapshot_report
 from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import emit_report, exit_code, output_target, parse_settings, report_options
 from tracedoc.health.nvml import Backend, LiveNvml, read_snapshot
 from tracedoc.health.replay import ENV_VAR, Recorder, Replay
-from tracedoc.health.report import files_report, snapshot_report
 from tracedoc.health.watch import watch
 from tracedoc.judge import Rule, load_rules
 from tracedoc.render.markdown import escape
@@ -83,7 +83,7 @@ def _check(backend: Backend, replay: Path | None, record: Path | None, rules: Se
         if recorder is not None and record is not None:
             recorder.save(record)
             Console(stderr=True).print(f"NVML answers recorded in {record}", highlight=False)
-    return snapshot_report(snapshot, str(replay) if replay else "NVML", rules, thresholds)
+    return health_snapshot_report(snapshot, str(replay) if replay else "NVML", rules, thresholds)
 
 
 def _watch(backend: Backend, out: Path | None, record: Path | None, interval: float | None, duration: float | None,
@@ -99,7 +99,7 @@ def _watch(backend: Backend, out: Path | None, record: Path | None, interval: fl
               + (f"for {duration:g} s" if duration else "until Ctrl-C"))
     result = watch(backend, out, interval, duration)
     err.print(f"wrote {result.samples} samples of {result.devices} GPU(s) over {result.seconds:.1f} s to {out}")
-    return files_report([out], rules, thresholds) if result.samples else None
+    return health_files_report([out], rules, thresholds) if result.samples else None
 
 
 def _snapshot_head(report: Report) -> list[RenderableType]:

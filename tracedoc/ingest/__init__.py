@@ -57,10 +57,18 @@ class InputFile:
 
     path: Path
     format: str
-    digest: str
     size_bytes: int
     compression: str | None = None  # 'gzip' | 'xz': unpacked into the work directory before its format reads it
     data: Path | None = field(default=None, compare=False, repr=False)
+    _digest: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def digest(self) -> str:
+        """The hash of the file's bytes (store.cache.file_digest), computed when first asked for: only the cache
+        key needs it."""
+        if self._digest is None:
+            self._digest = file_digest(self.file)
+        return self._digest
 
     @property
     def file(self) -> Path:
@@ -150,7 +158,7 @@ def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path |
             redundant = getattr(module, "redundant_in_directory", None)
             if in_directory and redundant is not None and redundant(path, head):
                 return None
-            return InputFile(name, format_name, file_digest(path), path.stat().st_size, kind)
+            return InputFile(name, format_name, path.stat().st_size, kind)
     if strict:
         raise InputError(f"{name}: not a trace format tracedoc reads ({', '.join(FORMATS)})")
     return None
@@ -181,7 +189,7 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
                 count = f"file {source_id + 1} of {len(inputs)}: " if len(inputs) > 1 else ""
                 progress(f"reading {count}{item.path} ({item.size_bytes / 1e6:.1f} MB)")
             result = _load(store, source_id, item, Path(tmp))
-            rows.append([source_id, str(item.path), item.format, result.rank, result.world_size, item.digest,
+            rows.append([source_id, str(item.path), item.format, result.rank, result.world_size, item._digest,
                          item.size_bytes, result.event_count, result.tool])
     if rows and not any(r[7] for r in rows):
         raise InputError(f"{rows[0][1]}: nothing to analyse ({rows[0][8]})")

@@ -16,6 +16,7 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -125,14 +126,17 @@ def _claims(path: Path | Any, spec: Any) -> Claim | None:
     return Claim(tuple(causes), tuple(str(d) for d in details), None if fraction is None else str(fraction))
 
 
+@functools.cache
+def _builtin_rules() -> tuple[Rule, ...]:
+    """The rules shipped with tracedoc, parsed once per process (the CLI and the API both ask for them)."""
+    builtin = resources.files("tracedoc.builtin_rules")
+    return tuple(Rule.from_file(f, "built-in") for f in sorted(builtin.iterdir(), key=lambda p: p.name)
+                 if f.name.endswith(".yaml"))
+
+
 def load_rules(user_dirs: tuple[Path, ...] | list[Path] = ()) -> list[Rule]:
     """Built-in rules, then each user folder's; a later rule with the same id replaces an earlier one."""
-    rules: dict[str, Rule] = {}
-    builtin = resources.files("tracedoc.builtin_rules")
-    for f in sorted(builtin.iterdir(), key=lambda p: p.name):
-        if f.name.endswith(".yaml"):
-            rule = Rule.from_file(f, "built-in")
-            rules[rule.id] = rule
+    rules = {rule.id: rule for rule in _builtin_rules()}
     for d in user_dirs:
         if not d.is_dir():
             raise RuleError(f"{d}: rules folder not found")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import xxhash
 
 from tracedoc.errors import error_chain, first_line
 from tracedoc.store.store import SCHEMA_VERSION, Store, schema_files
@@ -35,6 +36,7 @@ _INGEST_FOLDER = "tracedoc-ingest-"
 STALE_INGEST_S = 3600.0
 # Errors that mean the store file itself is unreadable (with DuckDB's own messages for a failed block checksum).
 _DAMAGE_ERRORS = (duckdb.IOException, duckdb.SerializationException)
+_HASH_CHUNK = 1 << 20
 _DAMAGE_TEXT = ("Corrupt database file", "checksum")
 
 
@@ -47,9 +49,16 @@ def default_cache_dir() -> Path:
 
 
 def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes (the fastest full-content hash here: about 1.4 GB/s with CPU SHA extensions)."""
+    """The file's size and the XXH3-128 hash of its bytes: a content key, not a security check (nothing is trusted
+    because of it); about 4 times SHA-256's speed here."""
+    digest = xxhash.xxh3_128()
+    size = 0
+    buffer = memoryview(bytearray(_HASH_CHUNK))
     with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()[:32]
+        while n := f.readinto(buffer):
+            digest.update(buffer[:n])
+            size += n
+    return f"{size}-{digest.hexdigest()}"
 
 
 def content_key(digests: Sequence[str]) -> str:
@@ -61,6 +70,18 @@ def content_key(digests: Sequence[str]) -> str:
     for d in digests:
         h.update(d.encode())
     return h.hexdigest()
+
+
+def memory_store(build: Callable[[Store], None]) -> Store:
+    """A store in memory, built with ``build``: for one analysis that keeps nothing (no file, no flush)."""
+    store = Store.create(None)
+    try:
+        build(store)
+        store.mark_complete()
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def open_cached_store(key: str, cache_dir: Path, build: Callable[[Store], None]) -> tuple[Store, bool]:

@@ -12,7 +12,7 @@ CREATE TABLE sources (
     format      VARCHAR,              -- torch | nsys | ncu | flight_recorder
     rank        INTEGER,              -- distributed rank (distributedInfo.rank, else from the file name, else 0)
     world_size  INTEGER,              -- number of ranks in the job when the trace says so, else NULL
-    content_key VARCHAR,              -- hash of the file's bytes (the cache key)
+    content_key VARCHAR,              -- size and hash of the file's bytes (the cache key); NULL when not cached
     size_bytes  BIGINT,               -- file size on disk, in bytes
     event_count BIGINT,               -- number of trace events read from the file
     tool        VARCHAR               -- what wrote the file and its version, e.g. 'torch.profiler schema 1.1.0'

@@ -28,9 +28,9 @@ class Store:
         self._formats: frozenset[str] | None = None
 
     @classmethod
-    def create(cls, path: Path) -> Store:
-        """Create an empty store with the normalized schema at ``path``."""
-        con = _connect(str(path))
+    def create(cls, path: Path | None) -> Store:
+        """Create an empty store with the normalized schema at ``path`` (None: in memory)."""
+        con = _connect(str(path) if path is not None else ":memory:")
         for schema in schema_files():
             con.execute(schema.read_text())
         con.execute("INSERT INTO store_meta VALUES ('schema_version', ?), ('complete', 'false')",
