@@ -391,9 +391,30 @@ def test_waste_that_keeps_the_unit_busy_is_the_primary_finding() -> None:
     total = next(k["total_ms"] for k in report.metrics["ncu_kernels"] if k["kernel"] == "sgemm_naive_rowx")
     excess = _evidence(rowx["uncoalesced-access"])["excess sectors"]
     assert excess == pytest.approx(84.85, abs=0.05)  # ncu's own UncoalescedGlobalAccess: 60144222208 of 70883737600
-    assert rowx["uncoalesced-access"].impact_ms == pytest.approx(total * excess / 100 * 0.9832, rel=1e-3)
+    # L1/TEX is the kernel's busiest unit, so its time is set by the traffic it moves: the waste's share of it
+    assert rowx["uncoalesced-access"].impact_ms == pytest.approx(total * excess / 100, rel=1e-3)
     assert rowx["memory-bound"].impact_ms == 0
     assert _evidence(rowx["memory-bound"])["primary finding on this kernel"] == "uncoalesced-access"
+
+
+def test_uncoalesced_saving_against_the_coalesced_twin() -> None:
+    """The saving predicted for uncoalesced accesses, against the measured gain of the same work coalesced: the
+    naive transpose against its shared-memory-tiled version (one kernel name, grid and block, two reports), and
+    sgemm_naive_rowx against sgemm_naive (the same product with lanes walking columns). Each within 10 points."""
+    pairs = []
+    naive, tiled = (analyze([SAMPLES / f"ncu-h100-transpose-{v}"]) for v in ("naive", "tiled"))
+    pairs.append((naive, "transpose", _ncu_total_ms(naive, "transpose"), _ncu_total_ms(tiled, "transpose")))
+    sol = analyze([SOL_CSV])
+    pairs.append((sol, "sgemm_naive_rowx", _ncu_total_ms(sol, "sgemm_naive_rowx"), _ncu_total_ms(sol, "sgemm_naive")))
+    for report, kernel, before_ms, after_ms in pairs:
+        finding = next(f for f in report.findings if f.rule == "uncoalesced-access" and f.scope.kernel == kernel)
+        predicted = 100.0 * finding.impact_ms / before_ms
+        measured = 100.0 * (1.0 - after_ms / before_ms)
+        assert abs(predicted - measured) < 10, (kernel, predicted, measured)
+
+
+def _ncu_total_ms(report: Report, kernel: str) -> float:
+    return sum(k["total_ms"] for k in report.metrics["ncu_kernels"] if k["kernel"] == kernel)
 
 
 @pytest.fixture(scope="module")

@@ -64,6 +64,8 @@ WORKLOADS = {w.name: w for w in (
     Workload("gemm_ladder", "naive, tiled, WMMA and cuBLAS matrix products: each rung's bottleneck under ncu",
              ("all", "naive", "tiled", "wmma", "cublas"), needs=("torch", "cupy"), ncu_launches=None,
              times_itself=True),
+    Workload("transpose", "a matrix transpose whose stores are uncoalesced, and the same kernel tiled in shared memory",
+             ("naive", "tiled"), needs=("torch", "cupy"), ncu_launches=None),
     Workload("ddp_step", "DDP gradients all-reduced after backward (low-comm-overlap); a straggling rank",
              ("overlap", "no_overlap", "straggler"), gpus=2),
     Workload("fsdp_step", "FSDP2 transformer step whose collectives cannot run ahead (low-comm-overlap)",

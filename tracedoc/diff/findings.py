@@ -21,8 +21,13 @@ RESOLVED, NEW, PERSISTING = "resolved", "new", "persisting"
 CROSS_RANK_RULES = ("straggler-rank", "expert-imbalance")
 
 
-def scope_key(finding: Finding) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted(finding.scope.to_dict().items()))
+def scope_key(finding: Finding, rewrite: tuple[str, str] | None = None) -> tuple[tuple[str, Any], ...]:
+    """The finding's scope as a key; a kernel rewritten between the sides (before's name, after's name) is keyed
+    by its after name."""
+    scope = finding.scope.to_dict()
+    if rewrite is not None and scope.get("kernel") == rewrite[0]:
+        scope["kernel"] = rewrite[1]
+    return tuple(sorted(scope.items()))
 
 
 @dataclass
@@ -58,15 +63,17 @@ class FindingChange:
         return out
 
 
-def match_findings(before: list[Finding], after: list[Finding]) -> list[FindingChange]:
+def match_findings(before: list[Finding], after: list[Finding],
+                   rewrite: tuple[str, str] | None = None) -> list[FindingChange]:
     """Every finding of either side as resolved, new or persisting; resolved first, then new, then persisting,
-    each by severity and saving."""
+    each by severity and saving. ``rewrite`` names a kernel rewritten between the sides (its findings match
+    across the two names)."""
     pending: dict[tuple[str, tuple[tuple[str, Any], ...]], list[Finding]] = defaultdict(list)
     for f in after:
         pending[(f.rule, scope_key(f))].append(f)
     out = []
     for f in before:
-        matches = pending.get((f.rule, scope_key(f)))
+        matches = pending.get((f.rule, scope_key(f, rewrite)))
         out.append(FindingChange(PERSISTING, f, matches.pop(0)) if matches else FindingChange(RESOLVED, f, None))
     out += [FindingChange(NEW, None, f) for fs in pending.values() for f in fs]
     order = {RESOLVED: 0, NEW: 1, PERSISTING: 2}

@@ -16,6 +16,7 @@ from tracedoc.judge import load_rules
 # Problem sample → its fixed twin (recorded alike on one GPU), and what changed between them.
 DIFF_PAIRS = (
     ("decode-eager", "decode-cudagraph", "launches replayed from a CUDA graph"),
+    ("decode-eager", "decode-compile", "torch.compile with CUDA graphs (mode='reduce-overhead')"),
     ("input-slow", "input-fast", "DataLoader workers, pinned memory, no per-step sync"),
     ("ddp-no-overlap", "ddp-overlap", "gradients all-reduced in buckets during backward"),
     ("fsdp-no-prefetch", "fsdp-prefetch", "all-gathers prefetched ahead of their layer"),
@@ -23,6 +24,10 @@ DIFF_PAIRS = (
     ("ddp-straggler", "ddp-overlap", "the slow rank's extra fp32 work removed"),
     ("host-stall-item", "host-stall-fixed", "no per-step .item() and bookkeeping after it"),
     ("host-stall-sleep", "host-stall-fixed", "no un-instrumented host time between steps"),
+    ("ncu-h100-transpose-naive", "ncu-h100-transpose-tiled", "the transpose staged through a shared-memory tile"),
+    ("ncu-h100-gemm-naive", "ncu-h100-gemm-tiled", "GEMM tiles in shared memory, a register block per thread"),
+    ("ncu-h100-gemm-tiled", "ncu-h100-gemm-wmma", "the same tiling on tensor cores (WMMA)"),
+    ("ncu-h100-gemm-wmma", "ncu-h100-gemm-cublas", "cuBLAS (wgmma and TMA)"),
 )
 
 
@@ -46,7 +51,7 @@ def write_diff_gallery(samples: Path, out: Path) -> list[str]:
     index = ["# tracedoc diff gallery", "",
              "`tracedoc diff` of each problem sample against its fixed twin (regenerate with "
              "`python -m tracedoc.gallery --diffs-only`).", "",
-             "| before → after | what changed | verdict | job step (median) | resolved | diff |",
+             "| before → after | what changed | verdict | job step (median), or kernel time | resolved | diff |",
              "|---|---|---|---|---|---|"]
     printed = []
     for before, after, change in DIFF_PAIRS:
@@ -56,9 +61,14 @@ def write_diff_gallery(samples: Path, out: Path) -> list[str]:
         data = diff.to_dict()
         data.pop("tracedoc")  # the version would make every release a diff
         (out / f"{name}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        job = diff.job
-        step = (f"{job.before.median_ms:.1f} → {job.after.median_ms:.1f} ms ({signed_pct(job.change.pct)})"
-                if job.before and job.after and job.change else "—")
+        job, kernel_time = diff.job, diff.kernel_time()
+        if job.before and job.after and job.change:
+            step = f"{job.before.median_ms:.1f} → {job.after.median_ms:.1f} ms ({signed_pct(job.change.pct)})"
+        elif kernel_time is not None:
+            step = (f"kernels {kernel_time[0]:.3f} → {kernel_time[1]:.3f} ms "
+                    f"({signed_pct(100.0 * (kernel_time[1] / kernel_time[0] - 1.0))})")
+        else:
+            step = "—"
         resolved = ", ".join(sorted({f"`{c.finding.rule}`" for c in diff.by_status("resolved")})) or "none"
         index.append(f"| {before} → {after} | {change} | {diff.verdict} | {step} | {resolved} | "
                      f"[md]({name}.md) · [json]({name}.json) |")

@@ -111,6 +111,29 @@ def match_kernels(before: list[dict[str, Any]], after: list[dict[str, Any]], bef
     return sorted(rows, key=lambda r: (-abs(r.weight), r.name))
 
 
+def rewritten_kernel(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The one kernel rewritten between two kernel profiles: (before's name, after's name) when exactly one kernel
+    name of each side is missing from the other (an A/B of one kernel, such as a naive and a tiled version), else
+    None. Any other difference is a new and a vanished kernel."""
+    names_b, names_a = {str(r["name"]) for r in before}, {str(r["name"]) for r in after}
+    only_b, only_a = names_b - names_a, names_a - names_b
+    if len(only_b) == 1 and len(only_a) == 1:
+        return next(iter(only_b)), next(iter(only_a))
+    return None
+
+
+def renamed(rows: list[dict[str, Any]], rewrite: tuple[str, str] | None, key: str = "name") -> list[dict[str, Any]]:
+    """``rows`` with the rewritten kernel under its after name, so that both sides match on it."""
+    if rewrite is None:
+        return rows
+    return [{**r, key: rewrite[1]} if r.get(key) == rewrite[0] else r for r in rows]
+
+
+def rewrite_label(rewrite: tuple[str, str]) -> str:
+    """How a rewritten kernel is named in tables: 'before → after'."""
+    return f"{rewrite[0]} → {rewrite[1]}"
+
+
 def ncu_kernel_rows(report_metrics: dict[str, Any]) -> list[dict[str, Any]]:
     """ncu's profiled kernels as kernel rows (name, grid, block, launches, total time)."""
     return [{"rank": r.get("rank"), "name": r["kernel"], "category": "compute", "grid": r.get("grid"),
@@ -128,15 +151,37 @@ class NcuRow:
     before: dict[str, Any]
     after: dict[str, Any]
 
+    def top_stall(self) -> tuple[str, float | None, float | None] | None:
+        """The warp-stall reason that held the kernel most before (after's when before has none), with its share of
+        the cycles between two instructions (%) on each side."""
+        stalls_b, stalls_a = self.before.get("stalls") or {}, self.after.get("stalls") or {}
+        lead = stalls_b or stalls_a
+        if not lead:
+            return None
+        reason = max(lead, key=lambda k: lead[k])
+        return reason, stalls_b.get(reason), stalls_a.get(reason)
+
     def deltas(self) -> dict[str, float]:
         return {k: self.after[k] - self.before[k] for k in NCU_FIELDS
                 if isinstance(self.before.get(k), int | float) and isinstance(self.after.get(k), int | float)}
 
     def to_dict(self) -> dict[str, Any]:
-        pick = NCU_FIELDS + NCU_LABELS
+        pick = NCU_FIELDS + NCU_LABELS + ("stalls",)
         return {"kernel": self.kernel, "grid": self.grid, "block": self.block,
                 "before": {k: self.before.get(k) for k in pick}, "after": {k: self.after.get(k) for k in pick},
                 "delta": {k: round(v, 3) for k, v in self.deltas().items()}}
+
+
+def with_stalls(kernels: list[dict[str, Any]], stalls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """ncu kernel rows (``metrics.ncu_kernels``) with their top warp-stall reasons (``metrics.ncu_warp_stalls``) as
+    ``stalls``: {reason: % of the cycles between two instructions}."""
+    by_kernel: dict[tuple[Any, Any, Any, Any], dict[str, float]] = defaultdict(dict)
+    for s in stalls:
+        if isinstance(s.get("share_pct"), int | float):
+            key = (s.get("rank"), s.get("kernel"), s.get("grid"), s.get("block"))
+            by_kernel[key][str(s["reason"])] = s["share_pct"]
+    return [{**r, "stalls": by_kernel.get((r.get("rank"), r.get("kernel"), r.get("grid"), r.get("block")), {})}
+            for r in kernels]
 
 
 def match_ncu(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[NcuRow]:

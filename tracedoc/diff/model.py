@@ -11,7 +11,17 @@ from typing import Any
 
 from tracedoc import __version__
 from tracedoc.diff.findings import CROSS_RANK_RULES, NEW, PERSISTING, RESOLVED, FindingChange, match_findings
-from tracedoc.diff.kernels import KernelRow, NcuRow, match_kernels, match_ncu, ncu_kernel_rows
+from tracedoc.diff.kernels import (
+    KernelRow,
+    NcuRow,
+    match_kernels,
+    match_ncu,
+    ncu_kernel_rows,
+    renamed,
+    rewrite_label,
+    rewritten_kernel,
+    with_stalls,
+)
 from tracedoc.diff.side import KERNEL_PROFILE, Side, check_kinds
 from tracedoc.diff.steps import (
     BASIS_TEXT,
@@ -25,6 +35,9 @@ from tracedoc.diff.steps import (
 from tracedoc.errors import InputError
 
 DIFF_SCHEMA = 1
+# Kernel profiles measure each kernel once, replayed under a locked clock: a change of their time under this % is
+# taken as no change.
+KERNEL_NOISE_PCT = 5.0
 
 
 @dataclass
@@ -79,10 +92,25 @@ class Diff:
         """The straggler and expert-imbalance findings of either side, with what became of them."""
         return [c for c in self.findings if c.finding.rule in CROSS_RANK_RULES]
 
+    def kernel_time(self) -> tuple[float, float] | None:
+        """Kernel profiles: the time of the kernels profiled on both sides (ms, before and after)."""
+        if self.before.kind != KERNEL_PROFILE:
+            return None
+        matched = [k for k in self.kernels if k.before and k.after]
+        before, after = sum(k.before.total_ms for k in matched), sum(k.after.total_ms for k in matched)  # type: ignore
+        return (before, after) if before > 0 and after > 0 else None
+
     @property
     def verdict(self) -> str:
-        """'faster', 'slower', 'no significant change', or 'no steps to compare'."""
-        return self.job.change.direction if self.job.change else "no steps to compare"
+        """'faster', 'slower', 'no significant change', or 'no steps to compare': from the steps, and for kernel
+        profiles (one measured launch per kernel, no steps) from the time of the kernels on both sides, a change
+        under KERNEL_NOISE_PCT % being no change."""
+        if self.job.change:
+            return self.job.change.direction
+        if (times := self.kernel_time()) is not None:
+            pct = 100.0 * (times[1] / times[0] - 1.0)
+            return "no significant change" if abs(pct) < KERNEL_NOISE_PCT else "faster" if pct < 0 else "slower"
+        return "no steps to compare"
 
     def to_dict(self) -> dict[str, Any]:
         wall, busy, rate = self.summary_value("wall_ms"), self.summary_value("gpu_busy_pct"), self.throughput()
@@ -149,22 +177,32 @@ def build_diff(before: Side, after: Side, per_step_items: float | None = None, r
         notes.append(f"rank {cause_b} has no steps after: its causes are compared with rank {cause_a}'s")
     causes = compare_causes(before.report, after.report, (cause_b, tb.device.get(cause_b)),
                             (cause_a, ta.device.get(cause_a))) if cause_b in tb.device and cause_a in ta.device else []
-    kernels, kernel_basis = _kernels(before, after, len(tb.job()), len(ta.job()))
+    rewrite = rewritten_kernel(ncu_kernel_rows(before.report.metrics), ncu_kernel_rows(after.report.metrics)) \
+        if before.kind == KERNEL_PROFILE else None
+    if rewrite is not None:
+        notes.append(f"{rewrite[0]} and {rewrite[1]} are compared as one kernel rewritten: the only kernel of each "
+                     "side that the other lacks")
+    kernels, kernel_basis = _kernels(before, after, len(tb.job()), len(ta.job()), rewrite)
     if (few := _few_in_common(kernels)) is not None:
         notes.append(few)
     if not (before.kernels_complete and after.kernels_complete):
         notes.append("a saved report keeps only each rank's top kernels: kernels outside them show as new or "
                      "vanished")
-    ncu = match_ncu(before.report.metrics.get("ncu_kernels", []), after.report.metrics.get("ncu_kernels", []))
-    findings = match_findings(before.report.findings, after.report.findings)
+    ncu = match_ncu(renamed(_ncu_rows(before), rewrite, key="kernel"), _ncu_rows(after))
+    if rewrite is not None:
+        for row in ncu:
+            row.kernel = rewrite_label(rewrite) if row.kernel == rewrite[1] else row.kernel
+    findings = match_findings(before.report.findings, after.report.findings, rewrite)
     return Diff(before, after, (tb.basis, ta.basis), job, ranks, (cause_b, cause_a), causes, kernels, kernel_basis,
                 ncu, findings, per_step_items, notes)
 
 
-def _kernels(before: Side, after: Side, before_steps: int, after_steps: int) -> tuple[list[KernelRow], str]:
-    """The matched kernels and what they are; raises InputError when the sides share none."""
+def _kernels(before: Side, after: Side, before_steps: int, after_steps: int,
+             rewrite: tuple[str, str] | None = None) -> tuple[list[KernelRow], str]:
+    """The matched kernels and what they are (``rewrite``: a kernel profiles' one kernel rewritten, matched across
+    its two names); raises InputError when the sides share none."""
     if before.kind == KERNEL_PROFILE:
-        rows_b, rows_a = ncu_kernel_rows(before.report.metrics), ncu_kernel_rows(after.report.metrics)
+        rows_b, rows_a = renamed(ncu_kernel_rows(before.report.metrics), rewrite), ncu_kernel_rows(after.report.metrics)
         basis = "kernels profiled by Nsight Compute"
     else:
         rows_b, rows_a = before.kernels, after.kernels
@@ -173,11 +211,20 @@ def _kernels(before: Side, after: Side, before_steps: int, after_steps: int) -> 
         if not rows:
             raise InputError(f"{name} ({side.label}) holds no kernel: nothing to compare")
     kernels = match_kernels(rows_b, rows_a, before_steps, after_steps)
+    if rewrite is not None:
+        for row in kernels:
+            row.name = rewrite_label(rewrite) if row.name == rewrite[1] else row.name
     if not any(k.status == "matched" for k in kernels):
         names_b, names_a = len({r["name"] for r in rows_b}), len({r["name"] for r in rows_a})
         raise InputError(f"BEFORE and AFTER share no kernel (of {names_b} and {names_a} kernel names): "
                          "not two runs of one program")
     return kernels, basis
+
+
+def _ncu_rows(side: Side) -> list[dict[str, Any]]:
+    """The side's ncu kernels with their top stall reasons."""
+    metrics = side.report.metrics
+    return with_stalls(metrics.get("ncu_kernels", []), metrics.get("ncu_warp_stalls", []))
 
 
 FEW_IN_COMMON_PCT = 5.0

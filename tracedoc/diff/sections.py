@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from tracedoc.diff.findings import NEW, PERSISTING, RESOLVED, FindingChange
 from tracedoc.diff.kernels import KernelRow, KernelSide, NcuRow
-from tracedoc.diff.model import Diff, improvements, regressions
+from tracedoc.diff.model import KERNEL_NOISE_PCT, Diff, improvements, regressions
 from tracedoc.diff.stats import Change, Distribution
 from tracedoc.diff.steps import BASIS_TEXT, NO_STEPS, StepComparison
 from tracedoc.render.attribution import cause_label
@@ -65,6 +65,11 @@ def verdict_line(diff: Diff) -> str:
     """The answer first: faster, slower or no significant change, by how much, how sure."""
     job = diff.job
     if job.change is None or job.before is None or job.after is None:
+        if (times := diff.kernel_time()) is not None:
+            head = {"faster": "Faster", "slower": "Slower"}.get(diff.verdict, "No significant change")
+            return (f"{head}: the kernels profiled on both sides took {fmt_ms(times[0])} → {fmt_ms(times[1])} "
+                    f"({signed_pct(100.0 * (times[1] / times[0] - 1.0))}; one measured launch per kernel, no steps: "
+                    f"a change under {KERNEL_NOISE_PCT:.0f}% counts as none).")
         if diff.before.kind == "kernel profile":
             return "No steps to compare: kernel profiles time each profiled kernel, not steps (see the kernels)."
         missing = "either side" if job.before is None and job.after is None else \
@@ -209,16 +214,26 @@ def _ncu_cell(row: NcuRow, key: str) -> str:
     return f"{b:.1f} → {a:.1f}"
 
 
+def _stall_cell(row: NcuRow) -> str:
+    top = row.top_stall()
+    if top is None:
+        return "—"
+    reason, b, a = top
+    return f"{reason} {'—' if b is None else f'{b:.0f}'} → {'—' if a is None else f'{a:.0f}'}"
+
+
 def ncu_section(diff: Diff, name_chars: int = NAME_CHARS) -> Section | None:
-    """Speed of light and occupancy of each profiled kernel, before → after."""
+    """Speed of light, occupancy and the top warp stall of each profiled kernel, before → after."""
     if not diff.ncu:
         return None
     rows = [[short_name(r.kernel, name_chars), f"{r.grid} / {r.block}",
              f"{r.before.get('busiest_unit') or '—'} → {r.after.get('busiest_unit') or '—'}",
-             *(_ncu_cell(r, k) for k, _ in _NCU_SHOWN)] for r in diff.ncu]
+             *(_ncu_cell(r, k) for k, _ in _NCU_SHOWN), _stall_cell(r)] for r in diff.ncu]
     return Section("Nsight Compute kernels (speed of light, % of peak)",
-                   ["kernel", "grid / block", "busiest unit", *(label for _, label in _NCU_SHOWN)], rows,
-                   note="Profiled kernels matched on name, grid and block.", numeric=set(range(3, 3 + len(_NCU_SHOWN))))
+                   ["kernel", "grid / block", "busiest unit", *(label for _, label in _NCU_SHOWN), "top stall %"], rows,
+                   note="Profiled kernels matched on name, grid and block. Top stall: the reason that held the "
+                        "kernel's warps most before, as % of the cycles between two instructions (— where not among "
+                        "a side's top three).", numeric=set(range(3, 3 + len(_NCU_SHOWN))))
 
 
 def _saving(c: FindingChange) -> str:
