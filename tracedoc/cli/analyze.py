@@ -14,6 +14,8 @@ from tracedoc.api import analyze
 from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import (
     cache_dir_option,
+    cluster_options,
+    cluster_spec,
     emit_report,
     exit_code,
     output_target,
@@ -38,10 +40,12 @@ from tracedoc.whatif import what_if
                    "of 100 times its compressed size and 4 GiB; also $TRACEDOC_MAX_INFLATE_BYTES).")
 @click.option("--what-if", "what_if_rule", metavar="RULE", default=None,
               help="Project the step time with RULE's largest finding fixed, and name the next bottleneck.")
+@cluster_options()
 @one_line_errors
 def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ...],
                     settings: tuple[str, ...], fail_on: str | None, cache_dir: Path | None, no_cache: bool,
-                    max_inflate: str | None, what_if_rule: str | None) -> None:
+                    max_inflate: str | None, what_if_rule: str | None, workers: int | None,
+                    dask_scheduler: str | None, dask_scheduler_file: Path | None) -> None:
     """Diagnose GPU traces: a trace file, or a directory with one trace per rank.
 
     Example:
@@ -49,6 +53,8 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         tracedoc analyze trace.json.gz
 
         tracedoc analyze ranks/ --format json --out reports/ --fail-on warning
+
+        tracedoc analyze ranks/ --workers 8
     """
     fmt, target = output_target(fmt, out)
     if max_inflate is not None:
@@ -57,10 +63,24 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
     thresholds = parse_settings(settings, rules)
     if what_if_rule is not None and what_if_rule not in {r.id for r in rules}:
         raise BadInput(f"--what-if {what_if_rule}: no such rule (tracedoc rules lists them)")
+    cluster = cluster_spec(workers, dask_scheduler, dask_scheduler_file)
     err = Console(stderr=True)
     with err.status("reading traces…") as status:
-        report = analyze(paths, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=not no_cache,
-                         thresholds=thresholds, progress=lambda msg: status.update(Text(one_line(msg))))
+
+        def progress(message: str) -> None:
+            status.update(Text(one_line(message)))
+
+        if cluster is None:
+            report = analyze(paths, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=not no_cache,
+                             thresholds=thresholds, progress=progress)
+        else:
+            from tracedoc.scale import analyze_distributed
+
+            report = analyze_distributed(paths, cluster, rules_dirs=rules_dirs, cache_dir=cache_dir,
+                                         use_cache=not no_cache, thresholds=thresholds, progress=progress)
+    for missing in report.summary.get("missing_ranks", []):
+        rank = "" if missing["rank"] is None else f"rank {missing['rank']} "
+        err.print(Text(one_line(f"missing {rank}({missing['path']}): {missing['reason']}")), highlight=False)
     projection = _what_if(report, what_if_rule) if what_if_rule else None
     emit_report(report, fmt, target)
     if what_if_rule and fmt == "text" and target is None:

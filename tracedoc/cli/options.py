@@ -34,6 +34,40 @@ cache_dir_option = click.option("--cache-dir", type=click.Path(path_type=Path), 
                                      "~/.cache/tracedoc).")
 
 
+def cluster_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--workers / --dask-scheduler / --dask-scheduler-file (parameters workers, dask_scheduler,
+    dask_scheduler_file): where a distributed run does its per-rank work. Without them everything runs here."""
+    options = [
+        click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Read and analyse the ranks on a local Dask cluster of N processes (needs tracedoc[dask])."),
+        click.option("--dask-scheduler", metavar="ADDRESS", default=None,
+                     help="Do the per-rank work on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786); "
+                          "the inputs and --cache-dir must be on a file system its workers share."),
+        click.option("--dask-scheduler-file", type=click.Path(path_type=Path), default=None, metavar="FILE",
+                     help="Like --dask-scheduler, with the scheduler named in FILE (dask scheduler --scheduler-file)."),
+    ]
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+def cluster_spec(workers: int | None, scheduler: str | None, scheduler_file: Path | None) -> Any:
+    """The cluster the options name (a tracedoc.scale.ClusterSpec), or None for a run on this machine alone."""
+    given = [name for name, value in (("--workers", workers), ("--dask-scheduler", scheduler),
+                                      ("--dask-scheduler-file", scheduler_file)) if value is not None]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise BadInput(f"{' and '.join(given)}: give one of them")
+    from tracedoc.scale import ClusterSpec  # Dask itself is imported only when the run starts
+
+    return ClusterSpec(workers=workers, scheduler=scheduler, scheduler_file=scheduler_file)
+
+
 def report_options(out_help: str = _OUT_HELP) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options of a command that judges with rules and writes a report: --format, --out, --rules, --set,
     --fail-on (parameters fmt, out, rules_dirs, settings, fail_on)."""

@@ -42,8 +42,10 @@ SELECT w.source_id, w.rank, w.device, w.kind, w.category, w.name, w.dur_ns, w.ts
 FROM work w ASOF JOIN steps s ON w.source_id = s.source_id AND w.launch_ts_ns >= s.ts_ns
 WHERE w.launch_ts_ns < s.ts_ns + s.dur_ns;
 
--- One row per source and profiler step: source_id, rank, step and the columns listed in the header.
-CREATE OR REPLACE TEMP TABLE ranks_steps AS
+-- The rank's own side of each step, from its trace alone (what a distributed run hands back per rank instead of
+-- the work itself): source_id, step, first_ns and last_ns (first start and last end of the work launched in it),
+-- compute_ns, kernels, grid_blocks and host_gap_ns (see the header).
+CREATE OR REPLACE TEMP TABLE ranks_step_work AS
 WITH work AS (
     SELECT source_id, step, min(ts_ns) AS first_ns, max(end_ns) AS last_ns,
            coalesce(sum(dur_ns) FILTER (WHERE kind = 'kernel' AND category = 'compute'), 0) AS compute_ns,
@@ -56,8 +58,20 @@ gaps AS (
     FROM gpu_idle_gaps g ASOF JOIN steps s ON g.source_id = s.source_id AND g.launch_ts_ns >= s.ts_ns
     WHERE g.cause = 'host_wait' AND g.launch_ts_ns < s.ts_ns + s.dur_ns
     GROUP BY g.source_id, s.step
-),
-comm AS (
+)
+SELECT s.source_id, s.step, w.first_ns, w.last_ns, w.compute_ns, w.kernels, w.grid_blocks, g.host_gap_ns
+FROM steps s LEFT JOIN work w USING (source_id, step) LEFT JOIN gaps g USING (source_id, step);
+
+-- Compute kernels per source, step and kernel name: launches (count) and ns (Σ duration), for comparing ranks'
+-- kernels (ranks.stragglers) without their events.
+CREATE OR REPLACE TEMP TABLE ranks_step_kernels AS
+SELECT source_id, step, name, count(*) AS launches, sum(dur_ns) AS ns
+FROM ranks_launched_work WHERE kind = 'kernel' AND category = 'compute'
+GROUP BY source_id, step, name;
+
+-- One row per source and profiler step: source_id, rank, step and the columns listed in the header.
+CREATE OR REPLACE TEMP TABLE ranks_steps AS
+WITH comm AS (
     SELECT source_id, instance_step AS step, count(*) AS collectives, sum(dur_ns) AS comm_ns,
            sum(wait_ns) AS comm_wait_ns, sum(exposed_wait_ns) AS exposed_wait_ns, sum(lateness_ns) AS lateness_ns,
            sum(blocked_ns) AS blocked_ns, sum(blocked_exposed_ns) AS blocked_exposed_ns
@@ -66,12 +80,11 @@ comm AS (
 )
 SELECT s.source_id, s.rank, s.step, s.dur_ns AS host_step_ns, w.last_ns - w.first_ns AS step_ns,
        coalesce(w.compute_ns, 0) AS compute_ns, coalesce(w.kernels, 0) AS kernels,
-       coalesce(w.grid_blocks, 0) AS grid_blocks, coalesce(g.host_gap_ns, 0) AS host_gap_ns,
+       coalesce(w.grid_blocks, 0) AS grid_blocks, coalesce(w.host_gap_ns, 0) AS host_gap_ns,
        coalesce(c.collectives, 0) AS collectives, coalesce(c.comm_ns, 0) AS comm_ns,
        coalesce(c.comm_wait_ns, 0) AS comm_wait_ns, coalesce(c.exposed_wait_ns, 0) AS exposed_wait_ns,
        coalesce(c.lateness_ns, 0) AS lateness_ns, coalesce(c.blocked_ns, 0) AS blocked_ns,
        coalesce(c.blocked_exposed_ns, 0) AS blocked_exposed_ns
 FROM steps s
-LEFT JOIN work w USING (source_id, step)
-LEFT JOIN gaps g USING (source_id, step)
+LEFT JOIN ranks_step_work w USING (source_id, step)
 LEFT JOIN comm c USING (source_id, step);

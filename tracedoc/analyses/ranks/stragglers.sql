@@ -83,11 +83,10 @@ LEFT JOIN ranks_alltoall_load l ON l.source_id = m.source_id;
 CREATE OR REPLACE TEMP TABLE ranks_kernel_excess AS
 WITH steps_with AS (SELECT source_id, step FROM ranks_steps WHERE collectives > 0),
 per AS (
-    SELECT w.source_id, w.name, count(*) / (SELECT count(*) FROM steps_with x WHERE x.source_id = w.source_id)
-               AS launches, sum(w.dur_ns) / (SELECT count(*) FROM steps_with x WHERE x.source_id = w.source_id)
-               AS ns
-    FROM ranks_launched_work w JOIN steps_with USING (source_id, step)
-    WHERE w.kind = 'kernel' AND w.category = 'compute'
+    SELECT w.source_id, w.name,
+           sum(w.launches) / (SELECT count(*) FROM steps_with x WHERE x.source_id = w.source_id) AS launches,
+           sum(w.ns) / (SELECT count(*) FROM steps_with x WHERE x.source_id = w.source_id) AS ns
+    FROM ranks_step_kernels w JOIN steps_with USING (source_id, step)
     GROUP BY w.source_id, w.name
 ),
 ranks AS (SELECT DISTINCT source_id FROM steps_with),

@@ -1,5 +1,6 @@
 -- trace.summary: the headline numbers of the report.
 -- include: gpu.busy
+-- include: trace.recording
 
 -- One row: wall_ms (the longest rank window, ms; for kernel profiles without a timeline, e.g. Nsight Compute,
 -- the summed duration of the profiled kernels), gpu_busy_pct (busy time over window time, all devices, %),
@@ -7,7 +8,7 @@
 -- with GPU activity, 'host-only timeline' when the timelines recorded no GPU activity, 'kernel profile', or NULL).
 CREATE OR REPLACE TEMP VIEW trace_summary AS
 SELECT coalesce((SELECT max(wall_ns) FROM trace_wall), (SELECT sum(duration_ns) FROM ncu_kernels)) / 1e6 AS wall_ms,
-       CASE WHEN EXISTS (SELECT 1 FROM gpu_activity) THEN 'timeline'
+       CASE WHEN EXISTS (SELECT 1 FROM trace_recording WHERE gpu_events > 0) THEN 'timeline'
             WHEN (SELECT max(wall_ns) FROM trace_wall) IS NOT NULL THEN 'host-only timeline'
             WHEN EXISTS (SELECT 1 FROM ncu_kernels) THEN 'kernel profile' END AS basis,
        (SELECT 100.0 * sum(busy_ns) / nullif(sum(wall_ns), 0) FROM gpu_busy_by_device) AS gpu_busy_pct,

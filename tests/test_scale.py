@@ -1,0 +1,171 @@
+"""The distributed path (tracedoc.scale on a Dask LocalCluster of 2 processes): the same report as one machine
+on the bundled multi-rank samples, a rank that cannot be read left out and named, a worker that dies, a scheduler
+that cannot be reached, progress, and that a run without the flags never imports Dask."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")
+
+import cloudpickle  # noqa: E402
+import dask  # noqa: E402
+from click.testing import CliRunner  # noqa: E402
+from distributed import LocalCluster  # noqa: E402
+
+from tests.conftest import SAMPLES  # noqa: E402
+from tracedoc.api import analyze, open_store  # noqa: E402
+from tracedoc.cli import cli  # noqa: E402
+from tracedoc.errors import InputError  # noqa: E402
+from tracedoc.ingest import discover  # noqa: E402
+from tracedoc.scale import ClusterSpec, analyze_distributed  # noqa: E402
+from tracedoc.scale.cluster import RankFailure, connect, map_ranks  # noqa: E402
+
+# The multi-rank samples: stragglers, expert imbalance, FSDP, DDP without a finding, hangs and mismatches from
+# flight-recorder dumps, and on-demand dumps where some files hold no entries.
+SAME_ANSWER = ["ddp-straggler", "moe-hot-expert-4rank", "fsdp-no-prefetch", "ddp-overlap", "hang-4rank-stuck",
+               "hang-size-mismatch", "hang-ondemand-healthy"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two worker processes, one thread each (CI has 2 cores); a task whose worker dies is not retried."""
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        yield ClusterSpec(scheduler=c.scheduler_address)
+
+
+def report_dict(report) -> dict:
+    data = report.to_dict()
+    data["summary"] = {k: v for k, v in data["summary"].items() if k != "missing_ranks"}
+    return data
+
+
+@pytest.mark.parametrize("sample", SAME_ANSWER)
+def test_distributed_report_equals_local(sample: str, cluster: ClusterSpec, tmp_path: Path) -> None:
+    local = analyze(SAMPLES / sample, cache_dir=tmp_path / "local")
+    distributed = analyze_distributed(SAMPLES / sample, cluster, cache_dir=tmp_path / "dist")
+    assert distributed.summary["missing_ranks"] == []
+    assert report_dict(distributed) == report_dict(local)
+
+
+def test_planted_straggler_and_hot_expert_named(cluster: ClusterSpec, tmp_path: Path) -> None:
+    straggler = analyze_distributed(SAMPLES / "ddp-straggler", cluster, cache_dir=tmp_path)
+    assert [(f.rule, f.scope.rank) for f in straggler.findings if f.rule == "straggler-rank"] == [
+        ("straggler-rank", 1)]
+    hot = analyze_distributed(SAMPLES / "moe-hot-expert-4rank", cluster, cache_dir=tmp_path)
+    assert [(f.rule, f.scope.rank) for f in hot.findings if f.rule == "expert-imbalance"] == [("expert-imbalance", 2)]
+
+
+def test_rank_stores_are_cached_per_rank(cluster: ClusterSpec, tmp_path: Path) -> None:
+    """Each rank's store lands in the cache under its own content key: a second run, or one rank analysed (or
+    served) alone, reuses it."""
+    analyze_distributed(SAMPLES / "ddp-straggler", cluster, cache_dir=tmp_path)
+    for item in discover([SAMPLES / "ddp-straggler"]):
+        store, cached = open_store([item], tmp_path)
+        store.close()
+        assert cached, item.path
+
+
+def truncated_copy(source: Path, target: Path) -> None:
+    """A gzip of the first 60 % of the trace's JSON: the head still looks like a PyTorch trace, the rest is cut."""
+    text = gzip.decompress(source.read_bytes())
+    target.write_bytes(gzip.compress(text[: len(text) * 6 // 10]))
+
+
+def test_bad_rank_is_missing_and_the_others_analysed(cluster: ClusterSpec, tmp_path: Path) -> None:
+    """moe-hot-expert-4rank with rank 3's trace cut short (an edited copy): the report is the one machine's report
+    of ranks 0-2, and it names rank 3 and why it is missing."""
+    job, good = tmp_path / "job", tmp_path / "good"
+    shutil.copytree(SAMPLES / "moe-hot-expert-4rank", job)
+    shutil.copytree(SAMPLES / "moe-hot-expert-4rank", good)
+    truncated_copy(SAMPLES / "moe-hot-expert-4rank" / "rank3.trace.json.gz", job / "rank3.trace.json.gz")
+    (good / "rank3.trace.json.gz").unlink()
+    with pytest.raises(InputError):
+        analyze(job, cache_dir=tmp_path / "cache")
+    report = analyze_distributed(job, cluster, cache_dir=tmp_path / "cache")
+    [missing] = report.summary["missing_ranks"]
+    assert missing["rank"] == 3 and missing["path"].endswith("rank3.trace.json.gz") and missing["reason"]
+    expected = report_dict(analyze(good, cache_dir=tmp_path / "cache"))
+    got = report_dict(report)
+    for data in (expected, got):
+        for item in data["inputs"]:
+            item["path"] = Path(item["path"]).name
+    assert got == expected
+
+
+def test_no_rank_readable_is_an_input_error(cluster: ClusterSpec, tmp_path: Path) -> None:
+    for rank in (0, 1):
+        truncated_copy(SAMPLES / "ddp-straggler" / f"rank{rank}.trace.json.gz", tmp_path / f"rank{rank}.trace.json.gz")
+    with pytest.raises(InputError, match="no rank could be read"):
+        analyze_distributed(tmp_path, cluster, cache_dir=tmp_path / "cache")
+
+
+def exit_on_odd(n: int) -> int:
+    """Kills the worker process that runs it for an odd n (as an out-of-memory kill would)."""
+    if n % 2:
+        os._exit(1)
+    return n * 10
+
+
+def test_worker_that_dies_is_one_failure(cluster: ClusterSpec) -> None:
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    messages: list[str] = []
+    with connect(cluster) as client:
+        results = map_ranks(client, exit_on_odd, [(0,), (1,), (2,)], ["a", "b", "c"], "testing", messages.append)
+    assert results[0] == 0 and results[2] == 20
+    assert isinstance(results[1], RankFailure) and "worker died" in results[1].reason
+    assert messages[-1] == "testing ranks: 3 of 3 done"
+
+
+def test_progress_names_the_slowest_running(cluster: ClusterSpec, tmp_path: Path) -> None:
+    messages: list[str] = []
+    analyze_distributed(SAMPLES / "moe-hot-expert-4rank", cluster, cache_dir=tmp_path, progress=messages.append)
+    assert "reading ranks: 4 of 4 done" in messages and "analysing ranks: 4 of 4 done" in messages
+    running = [m for m in messages if "running; slowest:" in m]
+    assert running and all("rank" in m.split("slowest:")[1] for m in running)
+
+
+def test_cli_workers_json_equals_local(tmp_path: Path) -> None:
+    runner = CliRunner()
+    sample = str(SAMPLES / "ddp-straggler")
+    local = runner.invoke(cli, ["analyze", sample, "--format", "json", "--cache-dir", str(tmp_path)])
+    dist = runner.invoke(cli, ["analyze", sample, "--format", "json", "--cache-dir", str(tmp_path), "--workers", "2"])
+    assert local.exit_code == 0 and dist.exit_code == 0, dist.output
+    import json
+
+    a, b = json.loads(local.stdout), json.loads(dist.stdout)
+    assert b["summary"].pop("missing_ranks") == []
+    assert a == b
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dask-scheduler", "tcp://127.0.0.1:9"], "cannot reach the Dask scheduler at tcp://127.0.0.1:9"),
+    (["--dask-scheduler-file", "/nonexistent/scheduler.json"], "no such file"),
+    (["--workers", "2", "--dask-scheduler", "tcp://127.0.0.1:9"], "give one of them"),
+])
+def test_cluster_errors_are_one_line_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["analyze", str(SAMPLES / "ddp-straggler"), "--cache-dir", str(tmp_path), *args])
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_inputs_not_split_by_rank_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="without --workers"):
+        analyze_distributed(SAMPLES / "health-h100", ClusterSpec(workers=1), cache_dir=tmp_path)
+
+
+def test_without_the_flags_dask_is_not_imported(tmp_path: Path) -> None:
+    code = ("import sys; from click.testing import CliRunner; from tracedoc.cli import cli; "
+            f"r = CliRunner().invoke(cli, ['analyze', {str(SAMPLES / 'ddp-straggler')!r}, '--cache-dir', "
+            f"{str(tmp_path)!r}]); assert r.exit_code == 0, r.output; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,105 @@
+"""What a rank hands back to the client: the per-rank objects the cross-rank analyses and the report read —
+summaries over ranks × steps × collectives, never the rank's events.
+
+The analysis modules fall in two kinds. Cross-rank ones run on the client over every rank's summaries (``ranks``:
+collective alignment, rank × step table, stragglers, all-to-all load; ``hang``: the flight-recorder dumps of all
+ranks; ``trace.summary``: the headline over all ranks; ``health`` and ``ncu``, whose inputs a distributed run does
+not take). Every other module reads one rank's events and runs on that rank's worker.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tracedoc.errors import InputError
+from tracedoc.judge import Rule
+
+_CLIENT_GROUPS = ("ranks", "hang", "health", "ncu")
+_CLIENT_MODULES = ("trace.summary",)
+
+
+def on_client(module: str) -> bool:
+    """True for a cross-rank module: it runs on the client over the summaries of every rank."""
+    return module in _CLIENT_MODULES or module.split(".")[0] in _CLIENT_GROUPS
+
+
+# Store tables a rank hands back whole: its profiler steps, GPUs and flight-recorder dumps (a dump is bounded by
+# its ring buffer; steps and devices by the window).
+BASE_TABLES = ("sources", "devices", "steps", "fr_dumps", "fr_process_groups", "fr_pg_status", "fr_entries")
+
+
+@dataclass(frozen=True)
+class Export:
+    """One object a rank hands back: ``name`` (the object's name on the client), the ``module`` that makes it and
+    the ``query`` that reads it on the worker (``params``: the rule's thresholds). ``macro_args``: for a rule
+    view that is a table macro (``gpu_gaps_long($min_gap_ms)``), its argument count; the client calls it the same
+    way and gets the rows the worker computed with those thresholds."""
+
+    name: str
+    module: str
+    query: str
+    params: dict[str, float] = field(default_factory=dict)
+    macro_args: int | None = None
+
+
+# The first pass: what the cross-rank modules read. ranks_compute_busy is kept to the merged compute intervals that
+# overlap a collective's kernel (the waits it is compared with lie inside those kernels); its packed keys are
+# made on the client, from the job-wide source ids.
+SUMMARY_EXPORTS = (
+    Export("trace_windows", "trace.window", "SELECT * FROM trace_windows"),
+    Export("trace_wall", "trace.window", "SELECT * FROM trace_wall"),
+    Export("gpu_busy_by_device", "gpu.busy", "SELECT * FROM gpu_busy_by_device"),
+    Export("trace_recording", "trace.recording", "SELECT * FROM trace_recording"),
+    Export("ranks_comm_kernels", "ranks.collectives", "SELECT * FROM ranks_comm_kernels"),
+    Export("ranks_compute_busy", "ranks.collectives", """
+        SELECT DISTINCT b.source_id, b.device, b.ts_ns, b.end_ns
+        FROM ranks_compute_busy b
+        JOIN (SELECT ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start,
+                     ((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end FROM ranks_comm_kernels) c
+          ON b.k_start < c.k_end AND b.k_end > c.k_start"""),
+    Export("ranks_step_work", "ranks.steps", "SELECT * FROM ranks_step_work"),
+    Export("ranks_step_kernels", "ranks.steps", "SELECT * FROM ranks_step_kernels"),
+)
+
+# What the client adds to ranks_compute_busy: the (source, device, time) keys ranks/collectives.sql packs.
+COMPUTE_BUSY_KEYS = ("*, ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start, "
+                     "((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end")
+
+# The second pass (with the rank's collectives given): the attribution the report and the savings read.
+_ATTRIBUTION_EXPORTS = (
+    Export("attribution_slices", "attribution.time", "SELECT * FROM attribution_slices"),
+    Export("attribution_gpu_states", "attribution.time", "SELECT * FROM attribution_gpu_states"),
+)
+_PARAM = re.compile(r"\$([A-Za-z_]\w*)")
+_FROM = re.compile(r"\bFROM\s+([A-Za-z_]\w*)", re.IGNORECASE)
+_CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
+
+
+def report_exports(rules: Sequence[Rule], thresholds: dict[str, dict[str, float]] | None,
+                   metrics: dict[str, tuple[str, str]]) -> list[Export]:
+    """The second pass: the views the per-rank rules read (a table macro evaluated with the rule's thresholds),
+    the objects the per-rank metrics read, and the time attribution (what the first pass handed back already is
+    not asked for again)."""
+    exports: dict[str, Export] = {e.name: e for e in _ATTRIBUTION_EXPORTS}
+    summarized = {e.name for e in SUMMARY_EXPORTS}
+    for rule in rules:
+        if on_client(rule.reads) or rule.view.strip() in summarized:
+            continue
+        values = {**rule.thresholds, **(thresholds or {}).get(rule.id, {})}
+        params = {name: values[name] for name in _PARAM.findall(rule.view) if name in values}
+        call = _CALL.match(rule.view)
+        name = call.group(1) if call else rule.view.strip()
+        export = Export(name, rule.reads, f"SELECT * FROM {rule.view}", params,
+                        len([a for a in call.group(2).split(",") if a.strip()]) if call else None)
+        if name in exports and exports[name] != export:
+            raise InputError(f"rules read {name} with different thresholds; a distributed run needs the same ones")
+        exports[name] = export
+    for module, sql in metrics.values():
+        if on_client(module):
+            continue
+        m = _FROM.search(sql)
+        if m and m.group(1) not in exports and m.group(1) not in summarized:
+            exports[m.group(1)] = Export(m.group(1), module, f"SELECT * FROM {m.group(1)}")
+    return list(exports.values())

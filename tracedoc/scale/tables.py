@@ -1,0 +1,56 @@
+"""Arrow tables that keep the DuckDB types they came from, so a table handed from a worker to the client (or
+back) reads the same in SQL on the other side: DuckDB's HUGEINT sums, for one, come through Arrow as decimals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+
+@dataclass
+class Table:
+    """Rows as an Arrow table, with each column's DuckDB type."""
+
+    data: pa.Table
+    types: list[tuple[str, str]]
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+
+def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> Table:
+    """The result of ``sql`` as a Table."""
+    rel = con.sql(sql, params=params) if params else con.sql(sql)
+    return Table(rel.to_arrow_table(), [(name, str(kind)) for name, kind in zip(rel.columns, rel.types)])
+
+
+def quote(name: str) -> str:
+    """An SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def create_table(con: duckdb.DuckDBPyConnection, name: str, parts: Sequence[Table], select: str = "*",
+                 temp: bool = True) -> None:
+    """Create ``name`` with the columns of the first part (its DuckDB types) and insert every part, each through
+    ``select`` (an SQL select list over the part's columns, e.g. ``* REPLACE (3 AS source_id)``; a list of them,
+    one per part, when they differ)."""
+    columns = ", ".join(f"{quote(c)} {t}" for c, t in parts[0].types)
+    con.execute(f"CREATE {'TEMP ' if temp else ''}TABLE {name} ({columns})")
+    insert_parts(con, name, parts, select)
+
+
+def insert_parts(con: duckdb.DuckDBPyConnection, name: str, parts: Sequence[Table],
+                 select: str | Sequence[str] = "*") -> None:
+    """Insert the parts into an existing table (by column position), each through its select list."""
+    selects = [select] * len(parts) if isinstance(select, str) else list(select)
+    for part, projection in zip(parts, selects):
+        con.register("__tracedoc_part", part.data)
+        try:
+            con.execute(f"INSERT INTO {name} SELECT {projection} FROM __tracedoc_part")
+        finally:
+            con.unregister("__tracedoc_part")
