@@ -54,7 +54,7 @@ t nsys stats --report cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum --for
 t nsys analyze --format csv --output "$w/biganalyze" --force-overwrite true "$b.sqlite"
 t python3 -m tracedoc analyze "$b.sqlite" --no-cache --format json --out "$w/big-tracedoc.json"
 t python3 -m tracedoc analyze "$b.nsys-rep" --no-cache --format json --out "$w/big-rep-tracedoc.json"
-t python3 benchmarks/bench_nsys_ingest.py "$b.sqlite"
+t python3 benchmarks/speed.py --nsys-readers "$b.sqlite"
 python3 - "$b.pq" <<'PY'
 import sys, time, duckdb
 from pathlib import Path

@@ -1,0 +1,287 @@
+"""tracedoc's speed against its peers on the same files, in one run: small traces, a large one, many ranks, nsys.
+
+Every command runs in a fresh process (Python start-up included), --repeat times; the table gives the median wall
+time, MB/s of input (JSON bytes for PyTorch traces, the export's bytes for Nsight Systems) and the largest peak RSS,
+with the target each case has (docs/speed.md). HTA (HolisticTraceAnalysis) runs from its own virtual environment:
+
+    python -m venv .venv-hta && .venv-hta/bin/pip install HolisticTraceAnalysis
+    python benchmarks/speed.py --make bench-data                  # 200 MB trace, its .gz, 8 ranks of 25 MB
+    python benchmarks/speed.py --small samples/decode-eager/trace.json.gz samples/input-slow \\
+        --large bench-data/large.json bench-data/large.json.gz --ranks bench-data/ranks \\
+        --hta-python .venv-hta/bin/python
+
+On a machine with Nsight Systems, ``--nsys EXPORT.sqlite`` times `nsys stats` (3 reports) plus `nsys analyze` against
+`tracedoc analyze` on the same export, and ``--nsys-readers EXPORT.sqlite [--tile N]`` the export's ingestion alone
+with each SQLite reader (ADBC's driver, Python's sqlite3), in rows/s, on the export's event rows repeated N times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACEDOC = [sys.executable, "-m", "tracedoc", "analyze"]
+# HTA: load the traces of a folder and compute its temporal breakdown (idle / compute / non-compute per rank).
+HTA_SCRIPT = ("import sys, logging; logging.disable(logging.WARNING);"
+              "from hta.trace_analysis import TraceAnalysis;"
+              "TraceAnalysis(trace_dir=sys.argv[1]).get_temporal_breakdown(visualize=False)")
+NSYS_REPORTS = "cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum"
+SMALL_TARGET_S, LARGE_TARGET_MBPS, NSYS_TARGET_RATIO = 0.8, 250.0, 3.0
+
+
+@dataclass
+class Row:
+    case: str
+    tool: str
+    input: str
+    mb: float
+    walls: list[float]
+    rss_mb: float
+    target: str = ""
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.walls)
+
+
+def measure(cmd: Sequence[str], cwd: Path = ROOT) -> tuple[float, float]:
+    """Run ``cmd`` in a fresh process; (wall seconds, peak RSS MB of the largest process it waited for)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(list(cmd), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: a finding at --fail-on, never given here
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{err[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def repeat(case: str, tool: str, label: str, mb: float, cmd: Sequence[str], times: int, target: str = "") -> Row:
+    runs = [measure(cmd) for _ in range(times)]
+    row = Row(case, tool, label, mb, [w for w, _ in runs], max(r for _, r in runs), target)
+    print(f"{case} {tool} {label}: " + ", ".join(f"{w:.2f} s/{r:.0f} MB" for w, r in runs), file=sys.stderr)
+    return row
+
+
+def json_mb(path: Path) -> float:
+    """MB of trace JSON in a file or folder (decompressed size of gzipped files)."""
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    total = 0
+    for f in files:
+        with f.open("rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+        if gz:
+            with gzip.open(f, "rb") as fh:
+                total += sum(len(b) for b in iter(lambda: fh.read(1 << 24), b""))  # noqa: B023
+        else:
+            total += f.stat().st_size
+    return total / 1e6
+
+
+def hta_dir(path: Path, tmp: Path) -> Path:
+    """A folder holding only these traces (HTA reads every trace of a folder)."""
+    if path.is_dir():
+        return path
+    folder = tmp / f"hta-{path.name}"
+    folder.mkdir()
+    os.symlink(path.resolve(), folder / path.name)
+    return folder
+
+
+def torch_rows(case: str, paths: Sequence[Path], args: argparse.Namespace, tmp: Path) -> list[Row]:
+    rows = []
+    for path in paths:
+        mb = json_mb(path)
+        cold = [*TRACEDOC, str(path), "--no-cache", "--format", "json"]
+        target = {"small": f"≤ {SMALL_TARGET_S} s", "large": f"≥ {LARGE_TARGET_MBPS:.0f} MB/s, RSS ≤ file",
+                  "ranks": "≤ wall of one 200 MB rank"}[case]
+        rows.append(repeat(case, "tracedoc --no-cache", path.name, mb, cold, args.repeat, target))
+        if case == "small":
+            cache = tmp / f"cache-{path.name}"
+            warm = [*TRACEDOC, str(path), "--cache-dir", str(cache), "--format", "json"]
+            measure(warm)  # fills the cache
+            rows.append(repeat(case, "tracedoc, cached", path.name, mb, warm, args.repeat, target))
+        if args.hta_python:
+            hta = [str(args.hta_python), "-c", HTA_SCRIPT, str(hta_dir(path, tmp))]
+            rows.append(repeat(case, "HTA", path.name, mb, hta, 1 if case != "small" else args.repeat))
+    return rows
+
+
+def nsys_rows(export: Path, args: argparse.Namespace, tmp: Path) -> list[Row]:
+    mb = export.stat().st_size / 1e6
+    nsys = shutil.which("nsys") or "nsys"
+    stats = [nsys, "stats", "--report", NSYS_REPORTS, "--format", "csv", "--force-overwrite", "true",
+             "--output", str(tmp / "stats"), str(export)]
+    analyze = [nsys, "analyze", "--format", "csv", "--output", str(tmp / "analyze"), "--force-overwrite", "true",
+               str(export)]
+    rows = [repeat("nsys", "nsys stats", export.name, mb, stats, 1),
+            repeat("nsys", "nsys analyze", export.name, mb, analyze, 1),
+            repeat("nsys", "tracedoc --no-cache", export.name, mb,
+                   [*TRACEDOC, str(export), "--no-cache", "--format", "json"], args.repeat,
+                   f"≥ {NSYS_TARGET_RATIO:.0f}× faster than stats + analyze")]
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    print(f"\n{os.cpu_count()} cores; median wall of the runs, largest peak RSS\n")
+    print("| case | tool | input | MB | wall s | MB/s | peak RSS MB | target | met |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    single = next((r.wall for r in rows if r.case == "large" and r.tool.startswith("tracedoc")
+                   and not r.input.endswith(".gz")), None)
+    nsys_tools = sum(r.wall for r in rows if r.case == "nsys" and r.tool.startswith("nsys"))
+    for r in rows:
+        met = ""
+        if r.target and r.case == "small":
+            met = "yes" if r.wall <= SMALL_TARGET_S else "no"
+        elif r.target and r.case == "large":
+            met = "yes" if r.mb / r.wall >= LARGE_TARGET_MBPS and r.rss_mb <= r.mb else "no"
+        elif r.target and r.case == "ranks" and single is not None:
+            met = f"{'yes' if r.wall <= single else 'no'} ({r.wall / single:.2f}× of one rank)"
+        elif r.target and r.case == "nsys" and nsys_tools:
+            met = f"{'yes' if nsys_tools / r.wall >= NSYS_TARGET_RATIO else 'no'} ({nsys_tools / r.wall:.1f}×)"
+        print(f"| {r.case} | {r.tool} | {r.input} | {r.mb:.1f} | {r.wall:.2f} | {r.mb / r.wall:.0f} | "
+              f"{r.rss_mb:.0f} | {r.target} | {met} |")
+
+
+# --- making the inputs --------------------------------------------------------------------------------------------
+
+def make_inputs(out: Path) -> None:
+    """out/large.json (a 200 MB tiling of decode-eager) and its .gz, out/ranks/ (8 ranks of 25 MB: each rank of the
+    two-rank ddp-straggler sample tiled to 25 MB, four copies of each with distributedInfo's rank set to 0..7)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tile = [sys.executable, str(ROOT / "benchmarks" / "tile_trace.py")]
+    large = out / "large.json"
+    subprocess.run([*tile, str(ROOT / "samples/decode-eager/trace.json.gz"), str(large), "--min-mb", "200"],
+                   check=True)
+    with large.open("rb") as src, gzip.open(out / "large.json.gz", "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst, 1 << 22)
+    ranks = out / "ranks"
+    ranks.mkdir(exist_ok=True)
+    for source_rank in (0, 1):
+        tiled = out / f"ddp-rank{source_rank}.json"
+        subprocess.run([*tile, str(ROOT / f"samples/ddp-straggler/rank{source_rank}.trace.json.gz"), str(tiled),
+                        "--min-mb", "25"], check=True)
+        for copy in range(4):
+            _with_rank(tiled, ranks / f"rank{2 * copy + source_rank}.trace.json", 2 * copy + source_rank, 8)
+        tiled.unlink()
+
+
+def _with_rank(src: Path, dst: Path, rank: int, world_size: int) -> None:
+    """A copy of a trace whose header (before traceEvents) says another rank and world size."""
+    with src.open("rb") as f:
+        head = f.read(1 << 16)
+        split = head.index(b'"traceEvents"')
+        header = re.sub(rb'("distributedInfo":\s*\{[^}]*?"rank":\s*)\d+', rb"\g<1>" + str(rank).encode(),
+                        head[:split], count=1)
+        header = re.sub(rb'("world_size":\s*)\d+', rb"\g<1>" + str(world_size).encode(), header, count=1)
+        with dst.open("wb") as out:
+            out.write(header + head[split:])
+            shutil.copyfileobj(f, out, 1 << 22)
+
+
+# --- Nsight Systems ingestion by reader ---------------------------------------------------------------------------
+
+_TILED = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+          "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+
+
+def tile_export(src: Path, dst: Path, times: int) -> None:
+    """Copy ``src`` to ``dst`` with the event tables repeated ``times`` times, each copy after the last in time and
+    with its own correlation ids (so that a kernel still matches the one launch that issued it). The copies double
+    each round: a large export takes a few SQL statements per table."""
+    shutil.copyfile(src, dst)
+    con = sqlite3.connect(dst)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    span = max(con.execute(f'SELECT max("end") - min(start) + 1 FROM {t}').fetchone()[0] or 1
+               for t in _TILED if t in tables)
+    for table in _TILED:
+        if table not in tables:
+            continue
+        cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        rows = con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
+        corr = con.execute(f"SELECT max(correlationId) + 1 FROM {table}").fetchone()[0] if "correlationId" in cols \
+            else 0
+        have = 1
+        while have < times:
+            add = min(have, times - have)
+            shifted = ", ".join(f'"{c}" + {have * span}' if c in ("start", "end")
+                                else f'"{c}" + {have * (corr or 0)}' if c == "correlationId"
+                                else "NULL" if c == "eventId" else f'"{c}"' for c in cols)
+            con.execute(f"INSERT INTO {table} SELECT {shifted} FROM {table} WHERE rowid <= {add * rows} "
+                        "ORDER BY rowid")
+            have += add
+    con.commit()
+    con.close()
+
+
+def nsys_readers(exports: Sequence[Path], times: int) -> None:
+    """Rows/s of loading each export into a new store, with each SQLite reader there is."""
+    sys.path.insert(0, str(ROOT))
+    from tracedoc.ingest import nsys, sqlite_arrow
+    from tracedoc.store import Store
+
+    readers = ["adbc", "sqlite3"] if sqlite_arrow._adbc is not None else ["sqlite3"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for export in exports:
+            path = export
+            if times > 1:
+                path = Path(tmp) / f"tiled-{export.name}"
+                tile_export(export, path, times)
+            for reader in readers:
+                saved = sqlite_arrow._adbc
+                if reader == "sqlite3":
+                    sqlite_arrow._adbc = None
+                try:
+                    with Store.create(None) as store:
+                        start = time.perf_counter()
+                        rows = nsys.load(store, 0, path, Path(tmp)).event_count
+                        seconds = time.perf_counter() - start
+                finally:
+                    sqlite_arrow._adbc = saved
+                print(f"{export.name} ×{times} ({path.stat().st_size / 1e6:.0f} MB) {reader:8s} {rows:>10,d} rows "
+                      f"{seconds:7.2f} s {rows / seconds / 1e6:6.2f} M rows/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", nargs="*", type=Path, default=[], help="traces of 1 MB or less (files or folders)")
+    parser.add_argument("--large", nargs="*", type=Path, default=[], help="large traces (.json or .json.gz)")
+    parser.add_argument("--ranks", type=Path, help="a folder of per-rank traces")
+    parser.add_argument("--nsys", type=Path, help="an Nsight Systems SQLite export (needs nsys on PATH)")
+    parser.add_argument("--nsys-readers", nargs="*", type=Path, default=[], help="exports to ingest by reader")
+    parser.add_argument("--tile", type=int, default=1, help="with --nsys-readers: repeat the event rows N times")
+    parser.add_argument("--hta-python", type=Path, help="python of a virtual environment with HTA")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--make", type=Path, metavar="DIR", help="write the large and multi-rank inputs into DIR")
+    args = parser.parse_args()
+    if args.make:
+        make_inputs(args.make)
+    if args.nsys_readers:
+        nsys_readers(args.nsys_readers, args.tile)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="tracedoc-speed-") as tmp:
+        rows += torch_rows("small", args.small, args, Path(tmp))
+        rows += torch_rows("large", args.large, args, Path(tmp))
+        if args.ranks:
+            rows += torch_rows("ranks", [args.ranks], args, Path(tmp))
+        if args.nsys:
+            rows += nsys_rows(args.nsys, args, Path(tmp))
+    if rows:
+        print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
