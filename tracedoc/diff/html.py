@@ -25,11 +25,14 @@ span.key i { display: inline-block; width: 0.75em; height: 0.75em; margin-right:
 _VERDICT_CLASS = {"faster": "faster", "slower": "slower"}
 
 
-def _section_html(section: Section) -> str:
+def section_html(section: Section, heading: bool = True) -> str:
+    """A section's table, under its title and note unless ``heading`` is False (the dashboard draws those)."""
     columns = [Column(str(i), head, numeric=i in section.numeric, wide=i == 0 and head == "kernel")
                for i, head in enumerate(section.header)]
     rows = [{str(i): cell for i, cell in enumerate(row)} for row in section.rows]
     body = table_html(rows, columns).markup if rows else ""
+    if not heading:
+        return body
     note = f'<p class="note">{esc(section.note)}</p>' if section.note else ""
     return f"<h2>{esc(section.title)}</h2>{note}{body}"
 
@@ -61,7 +64,7 @@ def render_html(diff: Diff) -> str:
     if context := context_line(diff):
         parts.append(f'<p class="note">{esc(context)}</p>')
     for section in sections(diff):
-        parts.append(_section_html(section))
+        parts.append(section_html(section))
         if section.title.startswith("Where the time went"):
             parts.append(_bars_html(diff))
     if cross := cross_rank_lines(diff):
