@@ -7,36 +7,34 @@
 -- Times in ns.
 -- include: gpu.busy
 -- include: ranks.collectives
+-- include: intervals.merge
+-- include: intervals.intersect
 
--- Per device: communication time, compute time, their intersection and the exposed part (ns); overlap %.
+-- The communication and the compute kernels of each device as merged interval sets (intervals.merge).
+CREATE OR REPLACE TEMP VIEW comm_overlap_kernels AS
+SELECT {'source_id': source_id, 'device': device} AS k, ts_ns AS s, end_ns AS e, category
+FROM gpu_work WHERE kind = 'kernel';
+CREATE OR REPLACE TEMP VIEW comm_overlap_comm_kernels AS
+SELECT k, s, e FROM comm_overlap_kernels WHERE category = 'communication';
+CREATE OR REPLACE TEMP TABLE comm_overlap_comm AS SELECT * FROM intervals_merge('comm_overlap_comm_kernels');
+CREATE OR REPLACE TEMP VIEW comm_overlap_compute_kernels AS
+SELECT k, s, e FROM comm_overlap_kernels WHERE category = 'compute';
+CREATE OR REPLACE TEMP TABLE comm_overlap_compute AS SELECT * FROM intervals_merge('comm_overlap_compute_kernels');
+
+-- Per device with kernels: communication time |comm|, compute time |compute|, their intersection
+-- |comm ∩ compute| (intervals.intersect) and the exposed part |comm| − |comm ∩ compute| (ns); overlap %.
 CREATE OR REPLACE TEMP TABLE comm_overlap_by_device AS
-WITH edges AS (
-    SELECT source_id, rank, device, ts_ns AS t,
-           CASE WHEN category = 'communication' THEN 1 ELSE 0 END AS d_comm,
-           CASE WHEN category = 'compute' THEN 1 ELSE 0 END AS d_comp
-    FROM gpu_work WHERE kind = 'kernel'
-    UNION ALL
-    SELECT source_id, rank, device, end_ns,
-           CASE WHEN category = 'communication' THEN -1 ELSE 0 END,
-           CASE WHEN category = 'compute' THEN -1 ELSE 0 END
-    FROM gpu_work WHERE kind = 'kernel'
+WITH lanes AS (
+    SELECT source_id, any_value(rank) AS rank, device, {'source_id': source_id, 'device': device} AS k
+    FROM gpu_work WHERE kind = 'kernel' GROUP BY source_id, device
 ),
-levels AS (
-    SELECT source_id, rank, device, t,
-           sum(d_comm) OVER w AS n_comm, sum(d_comp) OVER w AS n_comp,
-           lead(t) OVER (PARTITION BY source_id, device ORDER BY t, d_comm, d_comp) AS t_next
-    FROM edges
-    WINDOW w AS (PARTITION BY source_id, device ORDER BY t, d_comm, d_comp ROWS UNBOUNDED PRECEDING)
-)
-SELECT source_id, any_value(rank) AS rank, device,
-       coalesce(sum(t_next - t) FILTER (WHERE n_comm > 0), 0) AS comm_ns,
-       coalesce(sum(t_next - t) FILTER (WHERE n_comp > 0), 0) AS compute_ns,
-       coalesce(sum(t_next - t) FILTER (WHERE n_comm > 0 AND n_comp > 0), 0) AS overlap_ns,
-       coalesce(sum(t_next - t) FILTER (WHERE n_comm > 0 AND n_comp = 0), 0) AS exposed_comm_ns,
-       100.0 * coalesce(sum(t_next - t) FILTER (WHERE n_comm > 0 AND n_comp > 0), 0)
-           / nullif(sum(t_next - t) FILTER (WHERE n_comm > 0), 0) AS overlap_pct
-FROM levels WHERE t_next IS NOT NULL
-GROUP BY source_id, device;
+comm AS (SELECT k, sum(e - s) AS ns FROM comm_overlap_comm GROUP BY k),
+compute AS (SELECT k, sum(e - s) AS ns FROM comm_overlap_compute GROUP BY k),
+overlap AS (SELECT k, sum(e - s) AS ns FROM intervals_intersect('comm_overlap_comm', 'comm_overlap_compute') GROUP BY k)
+SELECT l.source_id, l.rank, l.device, coalesce(c.ns, 0) AS comm_ns, coalesce(p.ns, 0) AS compute_ns,
+       coalesce(o.ns, 0) AS overlap_ns, coalesce(c.ns, 0) - coalesce(o.ns, 0) AS exposed_comm_ns,
+       100.0 * coalesce(o.ns, 0) / nullif(c.ns, 0) AS overlap_pct
+FROM lanes l LEFT JOIN comm c USING (k) LEFT JOIN compute p USING (k) LEFT JOIN overlap o USING (k);
 
 -- Per device with the window: adds wall_ns, exposed communication as % of the window, peer_wait_ns (the exposed
 -- time spent waiting in collectives for later ranks) and hideable_comm_ns = exposed_comm_ns − peer_wait_ns, the

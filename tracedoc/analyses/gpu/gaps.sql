@@ -5,29 +5,28 @@
 -- spent (nsys_overhead: CUPTI buffer flushes and the like, clipped to the device's first-to-last work) counts as
 -- busy, as in nsys, so a gap the profiler caused is not reported. Times in ns.
 -- include: gpu.busy
+-- include: intervals.gaps
+
+-- Each device's span, from its first work's start to its last work's end (ns).
+CREATE OR REPLACE TEMP VIEW gpu_gaps_spans AS
+SELECT source_id, any_value(rank) AS rank, device, min(ts_ns) AS first_ns, max(end_ns) AS last_ns
+FROM gpu_busy_intervals GROUP BY source_id, device;
+
+-- What counts as busy, as an interval set per device (intervals.gaps): the busy intervals, and the profiler's
+-- overhead clipped to the span.
+CREATE OR REPLACE TEMP VIEW gpu_gaps_busy AS
+SELECT {'source_id': source_id, 'device': device} AS k, ts_ns AS s, end_ns AS e FROM gpu_busy_intervals
+UNION ALL
+SELECT {'source_id': s.source_id, 'device': s.device}, greatest(o.ts_ns, s.first_ns),
+       least(o.ts_ns + o.dur_ns, s.last_ns)
+FROM nsys_overhead o JOIN gpu_gaps_spans s ON s.source_id = o.source_id
+WHERE o.ts_ns < s.last_ns AND o.ts_ns + o.dur_ns > s.first_ns;
 
 -- Every gap of every device. Columns: source_id, rank, device, ts_ns/end_ns/dur_ns (the gap).
 CREATE OR REPLACE TEMP TABLE gpu_gaps_all AS
-WITH span AS (
-    SELECT source_id, any_value(rank) AS rank, device, min(ts_ns) AS first_ns, max(end_ns) AS last_ns
-    FROM gpu_work GROUP BY source_id, device
-),
-busy AS (
-    SELECT source_id, device, ts_ns, end_ns FROM gpu_work
-    UNION ALL
-    SELECT s.source_id, s.device, greatest(o.ts_ns, s.first_ns), least(o.ts_ns + o.dur_ns, s.last_ns)
-    FROM nsys_overhead o JOIN span s ON s.source_id = o.source_id
-    WHERE o.ts_ns < s.last_ns AND o.ts_ns + o.dur_ns > s.first_ns
-),
-ordered AS (
-    SELECT source_id, device, ts_ns,
-           max(end_ns) OVER (PARTITION BY source_id, device ORDER BY ts_ns, end_ns
-                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end_ns
-    FROM busy
-)
-SELECT o.source_id, s.rank, o.device, o.prev_end_ns AS ts_ns, o.ts_ns AS end_ns, o.ts_ns - o.prev_end_ns AS dur_ns
-FROM ordered o JOIN span s USING (source_id, device)
-WHERE o.ts_ns > o.prev_end_ns;
+SELECT s.source_id, s.rank, s.device, g.s AS ts_ns, g.e AS end_ns, g.e - g.s AS dur_ns
+FROM intervals_gaps('gpu_gaps_busy') g
+JOIN gpu_gaps_spans s ON s.source_id = g.k.source_id AND s.device IS NOT DISTINCT FROM g.k.device;
 
 -- Gaps of at least min_gap_ms per device: how many, their total and longest length (ns), where the longest
 -- starts (ns after the window start), their share of the window (%), and the user annotation (NVTX range or

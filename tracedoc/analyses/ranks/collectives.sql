@@ -25,6 +25,7 @@
 --                       nothing)
 --   blocked_exposed_ns  on the last rank's row: the mean over the other ranks of the exposed part of their wait
 --                       after the second-last arrival (what the last rank cost the others); else 0
+-- include: intervals.merge
 
 -- One row per communication kernel. Columns: source_id, rank, device, stream, name, ts_ns/end_ns/dur_ns,
 -- correlation_id, launch_ts_ns (start of the host's launch call, NULL when launched before the window),
@@ -125,24 +126,18 @@ WITH d AS (
 )
 SELECT source_id, channel, CAST(median(diff) AS BIGINT) AS offset_ns FROM d GROUP BY source_id, channel;
 
+-- The compute kernels as an interval set per device (intervals.merge).
+CREATE OR REPLACE TEMP VIEW ranks_compute_kernels AS
+SELECT {'source_id': source_id, 'device': device} AS k, ts_ns AS s, ts_ns + dur_ns AS e, source_id, device
+FROM gpu_activity WHERE kind = 'kernel' AND category = 'compute';
+
 -- Merged compute-kernel intervals per device, with (source, device, time) packed into one HUGEINT so that the
 -- overlap join below runs as a range join (an equality beside two inequalities would compare every pair).
 CREATE OR REPLACE TEMP TABLE ranks_compute_busy AS
-WITH ordered AS (
-    SELECT source_id, device, ts_ns, ts_ns + dur_ns AS end_ns,
-           max(ts_ns + dur_ns) OVER (PARTITION BY source_id, device ORDER BY ts_ns, ts_ns + dur_ns
-                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
-    FROM gpu_activity WHERE kind = 'kernel' AND category = 'compute'
-),
-grouped AS (
-    SELECT *, sum(CASE WHEN prev_end IS NULL OR ts_ns > prev_end THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY source_id, device ORDER BY ts_ns, end_ns ROWS UNBOUNDED PRECEDING) AS grp
-    FROM ordered
-)
-SELECT source_id, device, min(ts_ns) AS ts_ns, max(end_ns) AS end_ns,
-       ((source_id::HUGEINT * 65536 + device) << 64) + min(ts_ns) AS k_start,
-       ((source_id::HUGEINT * 65536 + device) << 64) + max(end_ns) AS k_end
-FROM grouped GROUP BY source_id, device, grp;
+SELECT source_id, device, s AS ts_ns, e AS end_ns,
+       ((source_id::HUGEINT * 65536 + device) << 64) + s AS k_start,
+       ((source_id::HUGEINT * 65536 + device) << 64) + e AS k_end
+FROM intervals_merge('ranks_compute_kernels');
 
 -- One row per matched collective and rank: every column of ranks_comm_kernels plus instance, offset_ns,
 -- arrival_ns, first_arrival_ns, last_arrival_ns, last_rank, is_last, ranks (ranks in the collective), wait_ns,
