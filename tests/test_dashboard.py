@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import holoviews as hv
+import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -126,46 +129,185 @@ def test_ncu_page_sets_gemm_kernels_against_cublas() -> None:
 
 # --- timeline: DuckDB per view, datashader when binned ------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def straggler_timeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[timeline.Timeline]:
-    store, _ = open_store(discover([SAMPLES / "ddp-straggler"]), tmp_path_factory.getbasetemp() / "cache")
+@contextmanager
+def timeline_of(sample: str, cache: Path) -> Iterator[timeline.Timeline]:
+    store, _ = open_store(discover([SAMPLES / sample]), cache)
     with store:
         yield timeline.Timeline(store, threading.Lock())
 
 
+@pytest.fixture(scope="module")
+def straggler_timeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[timeline.Timeline]:
+    with timeline_of("ddp-straggler", tmp_path_factory.getbasetemp() / "cache") as tl:
+        yield tl
+
+
+@pytest.fixture(scope="module")
+def nsys_timeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[timeline.Timeline]:
+    with timeline_of("nsys-torch-h100", tmp_path_factory.getbasetemp() / "cache") as tl:
+        yield tl
+
+
 def test_timeline_lanes(straggler_timeline: timeline.Timeline) -> None:
-    assert straggler_timeline.labels == [f"rank {r} · {lane}" for r in (0, 1) for lane in
-                                         ("steps", "annotations", f"GPU {r} · stream 7", f"GPU {r} · stream 17")]
+    """Per rank: steps, ranges by depth, each host thread's operators and CUDA API calls, then the GPU streams."""
+    for rank in (0, 1):
+        labels = [lane.label.removeprefix(f"rank {rank} · ") for lane in straggler_timeline.lanes_of([rank])]
+        assert labels[0] == "steps" and labels[-2:] == [f"GPU {rank} · stream 7", f"GPU {rank} · stream 17"]
+        assert any(label.endswith("· ranges, depth 1") for label in labels)
+        threads = {label.split(" · ")[0] for label in labels if label.startswith("thread ")}
+        assert len(threads) >= 2 and all(f"{t} · CUDA API" in labels for t in threads if f"{t} · ops" in labels)
+    assert [lane.lane for lane in straggler_timeline.lanes] == list(range(len(straggler_timeline.lanes)))
 
 
-def test_timeline_detail_view_holds_every_interval(straggler_timeline: timeline.Timeline) -> None:
-    store = straggler_timeline.store
-    total = store.scalar("SELECT count(*) FROM gpu_activity") + store.scalar("SELECT count(*) FROM steps") + \
-        store.scalar("SELECT count(*) FROM cpu_activity WHERE kind = 'annotation' AND name NOT LIKE 'ProfilerStep#%'")
-    assert total <= timeline.DETAIL_MAX
-    frame, binned = straggler_timeline.view(0.0, straggler_timeline.span_ms)
-    assert not binned and len(frame) == total
-    _, rects = straggler_timeline.draw(None).values()
-    assert isinstance(rects, hv.Rectangles) and len(rects) == total
-    assert "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)" in set(rects["name"])
+def marks(tl: timeline.Timeline) -> Any:
+    """Every step and range of the trace, each with its lane's label."""
+    frame, binned = tl.view(tl.start_ms, tl.end_ms)["marks"]
+    assert not binned
+    return frame.assign(label=[tl.lanes[lane].label for lane in frame["lane"]])
 
 
-def test_timeline_binned_view_is_rasterized(straggler_timeline: timeline.Timeline,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past DETAIL_MAX the view comes back merged per lane, category and pixel, and datashader draws it."""
-    x0, x1 = 0.0, straggler_timeline.span_ms
-    detail, _ = straggler_timeline.view(x0, x1)
+def test_nested_ranges_have_their_own_rows(nsys_timeline: timeline.Timeline, tmp_path: Path) -> None:
+    """nsys NVTX: 'epoch' ⊃ 'step 3' ⊃ 'checkpoint', each once, a row each; record_function ranges of input-slow and
+    host-stall-sleep: 'optimizer' ⊃ 'Optimizer.step#…'."""
+    frame = marks(nsys_timeline)
+    where = {name: set(frame["label"][frame["name"] == name]) for name in ("epoch", "step 3", "checkpoint")}
+    assert where == {"epoch": {"rank 0 · ranges"}, "step 3": {"rank 0 · ranges, depth 1"},
+                     "checkpoint": {"rank 0 · ranges, depth 2"}}
+    assert (frame["name"] == "epoch").sum() == 1
+    for sample, inner in (("input-slow", "Optimizer.step#SGD.step"), ("host-stall-sleep", "Optimizer.step#AdamW.step")):
+        with timeline_of(sample, tmp_path / "cache") as tl:
+            frame = marks(tl)
+        assert set(frame["label"][frame["name"] == "optimizer"]) == {"rank 0 · ranges"}
+        assert set(frame["label"][frame["name"] == inner]) == {"rank 0 · ranges, depth 1"}
+        assert set(frame["label"][frame["category"] == "step"]) == {"rank 0 · steps"}
+
+
+def test_timeline_zero_is_the_reports(nsys_timeline: timeline.Timeline) -> None:
+    """The gap the report places 'X ms into the trace' lies at X: the GPU's work stops there and resumes after the
+    gap's length; the finding opens the timeline around it."""
+    report = analyze([SAMPLES / "nsys-torch-h100"])
+    gaps = next(f for f in report.findings if f.rule == "gpu-gaps")
+    evidence = {e.name: e.value for e in gaps.evidence}
+    at, length = evidence["longest gap starts after"], evidence["longest gap"]
+    assert f"{at:,.0f} ms into the trace" in gaps.message.replace(",", ",")
+    focus = nsys_timeline.focus_of(gaps)
+    assert focus.ranks == (0,) and focus.x0_ms < at and focus.x1_ms > at + length
+    work, binned = nsys_timeline.view(focus.x0_ms, focus.x1_ms)["work"]
+    assert not binned
+    gpu = work[work["category"].astype(str).isin(["compute", "memcpy", "memset", "communication"])]
+    ends, starts = nsys_timeline.ms(gpu["end_ns"]), nsys_timeline.ms(gpu["ts_ns"])
+    assert abs(ends[ends <= at + 0.01].max() - at) < 0.01  # the last GPU work before the gap ends at X
+    assert abs(starts[starts >= at + 1].min() - (at + length)) < 0.01  # and the next starts after its length
+
+
+def outermost(rows: list[tuple[int, int]]) -> int:
+    """How many of a thread's intervals (start, end) no earlier one still covers when it starts."""
+    count, covered = 0, None
+    for ts, end in sorted(rows, key=lambda r: (r[0], -(r[1] - r[0]))):
+        if covered is None or covered <= ts:
+            count += 1
+        covered = end if covered is None else max(covered, end)
+    return count
+
+
+def test_timeline_detail_view_holds_every_interval(tmp_path: Path) -> None:
+    """input-slow zoomed out holds few enough intervals to draw each: its steps, ranges, GPU work and each thread's
+    outermost operators and CUDA API calls (counted here apart from the SQL)."""
+    with timeline_of("input-slow", tmp_path / "cache") as tl:
+        con = tl.store.con
+        calls = 0
+        for kinds in (("op", "python"), ("runtime", "driver")):
+            rows = con.execute(f"SELECT tid, ts_ns, ts_ns + dur_ns FROM cpu_activity "
+                               f"WHERE kind IN {kinds}").fetchall()
+            for tid in {r[0] for r in rows}:
+                calls += outermost([(r[1], r[2]) for r in rows if r[0] == tid])
+        total = sum(con.execute(sql).fetchone()[0] for sql in (
+            "SELECT count(*) FROM gpu_activity", "SELECT count(*) FROM steps",
+            "SELECT count(*) FROM cpu_activity WHERE kind = 'annotation' AND name NOT LIKE 'ProfilerStep#%'"))
+        total += calls
+        parts = tl.view(tl.start_ms, tl.end_ms)
+        assert not any(binned for _, binned in parts.values())
+        assert sum(len(frame) for frame, _ in parts.values()) == total <= timeline.DETAIL_MAX
+        rects = tl.draw(None).get(1)
+        assert isinstance(rects, hv.Rectangles) and len(rects) == total
+        names = set(rects["name"])
+        assert {"ProfilerStep#4", "optimizer", "cudaLaunchKernel"} <= names and any(n.startswith("aten::")
+                                                                                   for n in names)
+
+
+def test_timeline_hover_reads_in_readable_units(nsys_timeline: timeline.Timeline) -> None:
+    assert [timeline.fmt_duration(ns) for ns in (2_025_416_468, 652_403_706, 4_210_000, 812_400, 350)] == \
+        ["2.025 s", "652.4 ms", "4.210 ms", "812.4 µs", "350 ns"]
+    rects = nsys_timeline.draw(None).get(1)
+    epoch = rects.dframe().query("name == 'epoch'").iloc[0]
+    assert (epoch["duration"], epoch["category"], epoch["lane"]) == ("2.025 s", "NVTX / annotation range",
+                                                                      "rank 0 · ranges")
+    assert epoch["start"] == f"{epoch['x0']:,.3f} ms" == "336.500 ms"  # 'epoch' opens 336.5 ms into the window
+
+
+def test_timeline_binned_view_is_shaded_by_busy_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past DETAIL_MAX the view comes back binned: each lane's busy time per pixel column is exact (its sum is the
+    lane's busy time in view) and sets the pixel's opacity, so a GPU busy part of the time is a tint, not solid."""
+    with timeline_of("input-slow", tmp_path / "cache") as tl:
+        x0, x1 = tl.start_ms, tl.end_ms
+        detail = pd.concat([frame for frame, _ in tl.view(x0, x1).values()])
+        monkeypatch.setattr(timeline, "DETAIL_MAX", 20)
+        monkeypatch.setattr(timeline, "RASTER_PX", 50)
+        monkeypatch.setattr(timeline, "LEVEL_MIN_BINS", 10**9)  # from the intervals, not the bins made in advance
+        parts = tl.view(x0, x1)
+        assert all(binned for _, binned in parts.values())
+        assert sum(frame["intervals"].sum() for frame, _ in parts.values()) == len(detail)
+        row = {lane.lane: lane.lane for lane in tl.lanes}
+        px_ns = tl.grid(x0, x1).px_ns
+        busy = timeline.busy_per_pixel(pd.concat([frame for frame, _ in parts.values()]), row, px_ns)
+        gpu = tl.labels.index("rank 0 · GPU 0 · stream 7")
+        kernels = detail[detail["lane"] == gpu]
+        assert float(np.nansum(busy.values[gpu])) == pytest.approx(float((kernels["end_ns"] - kernels["ts_ns"]).sum()))
+        raster, rects, _ = tl.draw((x0, x1)).values()
+        assert len(rects) == 0 and isinstance(raster, hv.RGB)
+        alpha = raster.dimension_values("A", flat=False)  # rows: lanes, from the top
+        fraction = np.nansum(busy.values, axis=2) / px_ns
+        drawn = fraction > 0
+        assert ((alpha > 0) == drawn).all()
+        expected = timeline.MIN_ALPHA + np.clip(fraction, 0, 1) * (255 - timeline.MIN_ALPHA)
+        assert np.abs(alpha[drawn] - expected[drawn]).max() <= 2
+        # input-slow's GPU waits for the data loader most of each step: faint pixels, few solid ones
+        assert 0 < (alpha[gpu] == 255).sum() < drawn[gpu].sum() / 2
+
+
+def test_timeline_wide_views_read_the_bins_made_in_advance(straggler_timeline: timeline.Timeline,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A view of the whole trace past DETAIL_MAX reads timeline_work_bins, on pixel columns aligned with the bins:
+    each lane's busy time per column is the one binned from the intervals themselves."""
+    tl = straggler_timeline
     monkeypatch.setattr(timeline, "DETAIL_MAX", 100)
-    monkeypatch.setattr(timeline, "RASTER_PX", 50)
-    frame, binned = straggler_timeline.view(x0, x1)
-    assert binned and frame["intervals"].sum() == len(detail)
-    assert len(frame) <= len(straggler_timeline.labels) * len(timeline.CATEGORY_COLORS) * (timeline.RASTER_PX + 1)
-    raster, rects = straggler_timeline.draw((x0, x1)).values()
-    assert len(rects) == 0
-    assert isinstance(raster, hv.RGB)
-    alpha = raster.dimension_values("A", flat=False)  # rows: lanes (y = lane), columns: pixels
-    assert alpha.shape == (len(straggler_timeline.labels), timeline.RASTER_PX)
-    assert (alpha[2] > 0).sum() > timeline.RASTER_PX // 2  # rank 0's compute stream is busy most of the time
+    grid = tl.grid(tl.start_ms, tl.end_ms)
+    [(level, lo_ns, bin_ns), _] = tl.levels
+    assert grid.level == level and grid.px_ns % bin_ns == 0 and (grid.x0_ns - lo_ns) % bin_ns == 0
+    assert grid.x0_ns <= tl.zero_ns + tl.start_ms * 1e6 and grid.end_ns >= grid.x1_ns
+    con = tl.store.con
+    rebinned = con.execute("SELECT * FROM timeline_rebinned(?, ?, ?, ?)",
+                           [level, grid.x0_ns, grid.end_ns, grid.px_ns]).df()
+    direct = con.execute("SELECT * FROM timeline_binned('timeline_work', ?, ?, ?)",
+                         [grid.x0_ns, grid.end_ns, grid.px_ns]).df()
+    row = {lane.lane: lane.lane for lane in tl.lanes}
+    a, b = (timeline.busy_per_pixel(f, row, grid.px_ns).values for f in (rebinned, direct))
+    assert np.allclose(np.nan_to_num(a), np.nan_to_num(b), rtol=1e-9, atol=1e-3)
+    work, binned = tl.view(tl.start_ms, tl.end_ms)["work"]
+    assert binned and work["intervals"].sum() == direct["intervals"].sum() == len(con.table("timeline_work"))
+
+
+def test_timeline_focus_round_trips_through_the_url(straggler_timeline: timeline.Timeline) -> None:
+    """A slice of 'Where the time went' opens its step on its rank; the URL's query gives the same focus back, and
+    a malformed one none."""
+    focus = straggler_timeline.focus_of_slice(1, 4)
+    step = straggler_timeline.steps[(1, 4)]
+    assert focus.ranks == (1,) and focus.x0_ms < step[0] < step[1] < focus.x1_ms
+    args = {k: [v.encode()] for k, v in (p.split("=") for p in focus.query().lstrip("?").split("&"))}
+    again = timeline.Focus.parse({k: [urllib.parse.unquote(v[0].decode()).encode()] for k, v in args.items()})
+    assert again == timeline.Focus(round(focus.x0_ms, 6), round(focus.x1_ms, 6), (1,))
+    assert timeline.Focus.parse({"start": [b"nan"], "end": [b"2"]}) is None
+    assert timeline.Focus.parse({"start": [b"<script>"], "end": [b"2"]}) is None
 
 
 def test_timeline_of_a_report_says_it_has_none() -> None:

@@ -40,9 +40,9 @@ def body(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
         return html_pane(message_html(f"Could not load the input: {loading.error}", "error"))
     try:
         if page is overview:
-            return overview_view(loading.report)
+            return overview_view(loading.report, loading.timeline)
         if page is timeline:
-            return timeline_view(loading.timeline)
+            return timeline_view(loading.timeline, pn.state.session_args if pn.state.curdoc else None)
         return sections_view(page.sections(loading.report))
     except Exception as exc:  # a page that cannot draw itself says so and leaves the others working
         return html_pane(message_html(f"This page could not be drawn: {first_line(exc)}", "error"))

@@ -1,4 +1,5 @@
-"""The Panel views of the pages that have widgets: the overview's filters and the timeline."""
+"""The Panel views of the pages that have widgets: the overview's filters (and its links into the timeline) and the
+timeline with its choice of ranks."""
 
 from __future__ import annotations
 
@@ -8,38 +9,81 @@ import panel as pn
 
 from tracedoc.dashboard.panes import html_pane, sections_view
 from tracedoc.pages import overview
-from tracedoc.pages.charts import CATEGORY_COLORS
+from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
 from tracedoc.pages.fragments import Html, esc, message_html
-from tracedoc.pages.timeline import DETAIL_MAX, Timeline
-from tracedoc.report import SEVERITIES, Report
+from tracedoc.pages.timeline import DETAIL_MAX, MIN_ALPHA, Focus, Timeline
+from tracedoc.report import SEVERITIES, Finding, Report
+
+TIMELINE_URL = "./timeline"
 
 
-def overview_view(report: Report) -> Any:
+def timeline_links(timeline: Timeline | None) -> overview.Links | None:
+    """Links from the overview's findings and slices of time to where they lie on the timeline (None without one)."""
+    if timeline is None or not timeline.lanes:
+        return None
+
+    def finding(f: Finding) -> str | None:
+        focus = timeline.focus_of(f)
+        return TIMELINE_URL + focus.query() if focus else None
+
+    def slice_(rank: Any, step: Any) -> str | None:
+        focus = timeline.focus_of_slice(rank, step) if isinstance(rank, int) else None
+        return TIMELINE_URL + focus.query() if focus else None
+
+    return overview.Links(finding, slice_)
+
+
+def overview_view(report: Report, timeline: Timeline | None = None) -> Any:
     """The overview: filters above the sections, which redraw when a filter changes."""
     present = {f.severity for f in report.findings}
     severity = pn.widgets.MultiChoice(name="Severity", options=[s for s in SEVERITIES if s in present])
     rule = pn.widgets.MultiChoice(name="Rule", options=sorted({f.rule for f in report.findings}))
     rank = pn.widgets.MultiChoice(name="Rank", options=sorted({str(f.scope.rank) for f in report.findings
                                                                if f.scope.rank is not None}, key=int))
+    links = timeline_links(timeline)
 
     def draw(severities: list[str], rules: list[str], ranks: list[str]) -> Any:
-        return sections_view(overview.sections(report, overview.filter_findings(report, severities, rules, ranks)))
+        shown = overview.filter_findings(report, severities, rules, ranks)
+        return sections_view(overview.sections(report, shown, links))
 
     filters = pn.Row(severity, rule, rank, sizing_mode="stretch_width")
     return pn.Column(filters, pn.bind(draw, severity, rule, rank), sizing_mode="stretch_width")
 
 
-def timeline_view(timeline: Timeline | None) -> Any:
-    """The timeline page, or the sentence saying why there is none."""
+def legend_html() -> Html:
+    keys = "".join(f'<span style="white-space:nowrap"><span style="display:inline-block;width:0.8em;height:0.8em;'
+                   f'background:{color};margin:0 0.3em 0 1em;border-radius:2px"></span>'
+                   f"{esc(CATEGORY_LABELS.get(name, name))}</span> " for name, color in CATEGORY_COLORS.items())
+    return Html(f'<p class="note" style="line-height:1.7">{keys}</p>')
+
+
+def timeline_view(timeline: Timeline | None, args: dict[str, Any] | None = None) -> Any:
+    """The timeline page, opened where the URL's query points (``args``: Panel's session args), or the sentence
+    saying why there is none."""
     if timeline is None:
         return html_pane(message_html("No timeline: a saved report holds no events. Serve the traces (or their "
                                       "cached store, *.duckdb) to see it."))
     if not timeline.labels:
         return html_pane(message_html("No timeline in these inputs (Nsight Compute profiles and flight-recorder "
                                       "dumps hold no timeline)."))
-    keys = "".join(f'<span style="display:inline-block;width:0.8em;height:0.8em;background:{color};'
-                   f'margin:0 0.3em 0 1em"></span>{esc(name)}' for name, color in CATEGORY_COLORS.items())
-    note = Html(f'<p class="note">Wheel to zoom, drag to pan. Views with more than {DETAIL_MAX:,} intervals are '
-                f"rasterized; zoom in further to see each interval and its name on hover.</p><p>{keys}</p>")
-    return pn.Column(html_pane(note), pn.pane.HoloViews(timeline.plot(), sizing_mode="stretch_width"),
+    focus = Focus.parse(args or {})
+    chosen = [str(r) for r in (focus.ranks if focus else ()) if r in timeline.ranks]
+    ranks = pn.widgets.MultiChoice(name="Ranks (all when none is chosen)", options=[str(r) for r in timeline.ranks],
+                                   value=chosen, width=320)
+    note = Html('<p class="note">Time in ms after the start of the analysed window (the report\'s time zero: the '
+                "first profiler step, else the first activity). Wheel or drag a box to zoom in time, drag to pan, "
+                "the reset tool for the whole trace; hover a rectangle for its name and times. Per "
+                "rank: its steps, its NVTX / record_function ranges by nesting depth, each host thread's outermost "
+                "operators, CUDA API and OS calls, then each GPU stream. Views with more than "
+                f"{DETAIL_MAX:,} intervals are shaded by how busy each lane is in each pixel (faint: a little work; "
+                f"the least is {100 * MIN_ALPHA / 255:.0f} % opaque, a fully busy pixel solid); zoom in to see each "
+                "interval.</p>")
+
+    def plot(chosen_ranks: list[str]) -> Any:
+        return pn.pane.HoloViews(timeline.plot(tuple(int(r) for r in chosen_ranks), focus),
+                                 sizing_mode="stretch_width")
+
+    # the place of the page's tools: the rank filter, and the trace's download for other viewers
+    tools = pn.Row(ranks, sizing_mode="stretch_width")
+    return pn.Column(html_pane(note), tools, html_pane(legend_html()), pn.bind(plot, ranks),
                      sizing_mode="stretch_width")

@@ -10,14 +10,14 @@ by cause, so nothing from a report reaches a tooltip template, only its data.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem
 from bokeh.plotting import figure
 
-from tracedoc.pages.charts import Section, style
+from tracedoc.pages.charts import Section, open_on_click, style
 from tracedoc.pages.fragments import CAUSE_COLORS, attribution_table_html, cause_color
 from tracedoc.render.attribution import cause_label
 from tracedoc.report import Report
@@ -35,6 +35,8 @@ class Bar:
 
     group: str
     label: str
+    rank: Any = None
+    step: Any = None  # None: the prologue (or the whole window)
     ms: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     details: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
 
@@ -43,17 +45,20 @@ class Bar:
         return sum(self.ms.values())
 
 
-def section(report: Report) -> Section | None:
-    """The overview's 'Where the time went', or None when the report attributes no time."""
+def section(report: Report, link: Callable[[Any, Any], str | None] | None = None) -> Section | None:
+    """The overview's 'Where the time went', or None when the report attributes no time; with ``link`` (rank, step
+    → URL), a click on a bar opens the timeline at that step."""
     rows = report.attribution
     if not rows:
         return None
     bars, devices = bars_of(rows)
     left = f" Charted: the first {MAX_DEVICES} of {devices} GPUs; the table lists all." if devices > MAX_DEVICES else ""
     note = ("Each GPU's time attributed once to one cause, per step (the prologue: before the first step's work); "
-            "the findings' savings are drawn from it. Hover a segment for its details and share of the step."
+            "the findings' savings are drawn from it. Hover a segment for its details and share of the step"
+            + ("; click it to see the step on the timeline." if link else ".")
             + left)
-    return Section("Where the time went", note=note, items=[attribution_chart(bars), attribution_table_html(rows)])
+    return Section("Where the time went", note=note,
+                   items=[attribution_chart(bars, link), attribution_table_html(rows)])
 
 
 def bars_of(rows: Sequence[dict[str, Any]]) -> tuple[list[Bar], int]:
@@ -64,7 +69,8 @@ def bars_of(rows: Sequence[dict[str, Any]]) -> tuple[list[Bar], int]:
         key = (row["rank"], row["device"])
         bar = per_device[key].get(row["step"])
         if bar is None:
-            bar = per_device[key][row["step"]] = Bar(f"rank {row['rank']} · GPU {row['device']}", "")
+            bar = per_device[key][row["step"]] = Bar(f"rank {row['rank']} · GPU {row['device']}", "",
+                                                     row["rank"], row["step"])
         ms = float(row["ms"] or 0.0)
         bar.ms[row["cause"]] += ms
         if row.get("detail"):
@@ -101,11 +107,13 @@ def detail_text(details: dict[str, float]) -> str:
     return text + (f", +{len(ordered) - MAX_DETAILS} more" if len(ordered) > MAX_DETAILS else "")
 
 
-def attribution_chart(bars: Sequence[Bar]) -> Any:
-    """Stacked vertical bars, one per rank·GPU and step, ms per cause; the legend names the causes."""
+def attribution_chart(bars: Sequence[Bar], link: Callable[[Any, Any], str | None] | None = None) -> Any:
+    """Stacked vertical bars, one per rank·GPU and step, ms per cause; the legend names the causes. With ``link``,
+    a click on a bar opens the timeline there."""
     causes = causes_of(bars)
     factors = [(b.group, b.label) for b in bars]
-    data: dict[str, list[Any]] = {"x": factors, "where": [f"{b.group}, {b.label}" for b in bars]}
+    data: dict[str, list[Any]] = {"x": factors, "where": [f"{b.group}, {b.label}" for b in bars],
+                                  "href": [(link(b.rank, b.step) if link else None) or "" for b in bars]}
     for i, cause in enumerate(causes):  # columns named by position: a cause's name never enters a template
         data[f"s{i}"] = [b.ms.get(cause, 0.0) for b in bars]
         data[f"pct{i}"] = [100.0 * b.ms.get(cause, 0.0) / b.total if b.total else 0.0 for b in bars]
@@ -136,4 +144,6 @@ def attribution_chart(bars: Sequence[Bar]) -> Any:
     fig.xaxis.group_text_color = "#1d2330"
     fig.xaxis.major_label_orientation = "vertical" if len(bars) >= ROTATE_AT else "horizontal"
     fig.xaxis.major_label_text_font_size = "9pt"
+    if link:
+        open_on_click(fig)
     return fig

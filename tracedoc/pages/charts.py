@@ -12,12 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bokeh.models import ColorBar, ColumnDataSource, FactorRange, HoverTool, LinearColorMapper
+from bokeh.models import ColorBar, ColumnDataSource, CustomJS, FactorRange, HoverTool, LinearColorMapper, TapTool
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
+# GPU activity by category, then what the timeline draws of the host
 CATEGORY_COLORS = {"compute": "#4c72b0", "communication": "#dd8452", "memcpy": "#55a868", "memset": "#8172b3",
-                   "sync": "#c44e52", "step": "#9aa1ad", "annotation": "#937860"}
+                   "sync": "#c44e52", "step": "#9aa1ad", "range": "#937860", "cpu op": "#64b5cd",
+                   "cuda api": "#e6b422", "os call": "#b8bcc4"}
+CATEGORY_LABELS = {"range": "NVTX / annotation range", "cpu op": "CPU operator", "cuda api": "CUDA API call",
+                   "os call": "OS call", "step": "profiler step"}
 BAR_HEIGHT_PX = 22
 
 
@@ -113,3 +117,18 @@ def style(fig: Any, x_label: str) -> None:
     fig.outline_line_color = None
     fig.yaxis.major_label_text_font_size = "9pt"
     fig.toolbar.logo = None
+
+
+# A glyph's ``href`` (a relative URL this code built) opened in the same tab; glyphs without one do nothing.
+_OPEN_HREF = """
+const i = cb_data.source.selected.indices[0];
+const href = i === undefined ? "" : cb_data.source.data.href[i];
+cb_data.source.selected.indices = [];
+if (href && href.startsWith("./")) window.location.href = href;
+"""
+
+
+def open_on_click(fig: Any) -> None:
+    """A click on a glyph of ``fig`` opens its data's ``href`` (e.g. the timeline at a finding's time range)."""
+    fig.add_tools(TapTool(callback=CustomJS(code=_OPEN_HREF)))
+    fig.toolbar.active_tap = fig.select_one(TapTool)

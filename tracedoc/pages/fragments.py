@@ -39,6 +39,8 @@ span.sev { font-size: 0.75rem; text-transform: uppercase; font-weight: 700; padd
            border-radius: 3px; color: white; margin-right: 0.4rem; }
 span.critical { background: #c0392b; } span.warning { background: #e67e22; } span.info { background: #2e86c1; }
 code { background: #f4f5f7; padding: 0 0.25rem; border-radius: 3px; }
+a.open { color: #2456a6; font-weight: 600; text-decoration: none; white-space: nowrap; }
+a.open::after { content: " →"; }
 p.whatif { font-style: italic; color: #1d4f91; background: #eef3fb; padding: 0.3rem 0.6rem; border-radius: 4px; }
 span.cause { display: inline-block; margin: 0.05rem 1rem 0.05rem 0; white-space: nowrap; }
 span.swatch { display: inline-block; width: 0.75em; height: 0.75em; margin-right: 0.3em; border-radius: 2px; }
@@ -115,9 +117,11 @@ def saving_html(finding: Finding, wall_ms: float) -> str:
     return esc(f"{saving}, {part}" if finding.impact_ms > 0 else part)
 
 
-def finding_html(number_: int, finding: Finding, wall_ms: float, projection: dict[str, Any] | None = None) -> str:
+def finding_html(number_: int, finding: Finding, wall_ms: float, projection: dict[str, Any] | None = None,
+                 link: str | None = None) -> str:
     """One finding as an escaped card: title, where, saving, message, evidence, fix, the what-if projection
-    (``projection``, when the report has one) and references."""
+    (``projection``, when the report has one), references, and a link to where it lies on the timeline
+    (``link``, in the dashboard)."""
     shared = f'<p class="note">{esc(part_of_text(finding.part_of))}</p>' if finding.part_of else ""
     after = f'<p class="whatif">{esc(what_if_text(projection))}</p>' if projection else ""
     evidence = table_html([{"name": e.name, "value": fmt_value(e.value, e.unit)} for e in finding.evidence],
@@ -128,18 +132,21 @@ def finding_html(number_: int, finding: Finding, wall_ms: float, projection: dic
             f"<h3>{number_}. {esc(finding.title)}</h3>"
             f'<p class="note"><span class="sev {esc(finding.severity)}">{esc(finding.severity)}</span>'
             f"<code>{esc(finding.rule)}</code> · {esc(scope_text(finding.scope.to_dict()))} · estimated saving "
-            f"<b>{saving_html(finding, wall_ms)}</b></p>"
+            f"<b>{saving_html(finding, wall_ms)}</b>"
+            + (f' · <a class="open" href="{esc(link)}">show on the timeline</a>' if link else "") + "</p>"
             f"<p>{esc(finding.message)}</p>{shared}{evidence}<p><b>Fix:</b> {esc(finding.fix)}</p>{after}"
             + (f"<ul>{refs}</ul>" if refs else "") + "</article>")
 
 
-def findings_html(report: Report, findings: Sequence[Finding] | None = None) -> Html:
-    """Finding cards, numbered by their rank in the report (so a filtered list keeps the numbers)."""
+def findings_html(report: Report, findings: Sequence[Finding] | None = None,
+                  link: Callable[[Finding], str | None] | None = None) -> Html:
+    """Finding cards, numbered by their rank in the report (so a filtered list keeps the numbers); ``link`` gives a
+    finding's place on the timeline (the dashboard's)."""
     wall = float(report.summary.get("wall_ms") or 0.0)
     shown = report.findings if findings is None else findings
     number_of = {id(f): i for i, f in enumerate(report.findings, 1)}
-    return Html("".join(finding_html(number_of[id(f)], f, wall, report.what_if_for(number_of[id(f)]))
-                        for f in shown))
+    return Html("".join(finding_html(number_of[id(f)], f, wall, report.what_if_for(number_of[id(f)]),
+                                     link(f) if link else None) for f in shown))
 
 
 def cause_share_html(share: CauseShare) -> str:
