@@ -10,15 +10,19 @@
 -- include: intervals.merge
 -- include: intervals.intersect
 
--- The communication and the compute kernels of each device as merged interval sets (intervals.merge).
+-- The kernels of each device as an interval set (intervals.merge), with their category.
 CREATE OR REPLACE TEMP VIEW comm_overlap_kernels AS
 SELECT {'source_id': source_id, 'device': device} AS k, ts_ns AS s, end_ns AS e, category
 FROM gpu_work WHERE kind = 'kernel';
+-- The communication kernels.
 CREATE OR REPLACE TEMP VIEW comm_overlap_comm_kernels AS
 SELECT k, s, e FROM comm_overlap_kernels WHERE category = 'communication';
+-- comm: the union of the communication kernels.
 CREATE OR REPLACE TEMP TABLE comm_overlap_comm AS SELECT * FROM intervals_merge('comm_overlap_comm_kernels');
+-- The compute kernels.
 CREATE OR REPLACE TEMP VIEW comm_overlap_compute_kernels AS
 SELECT k, s, e FROM comm_overlap_kernels WHERE category = 'compute';
+-- compute: the union of the compute kernels.
 CREATE OR REPLACE TEMP TABLE comm_overlap_compute AS SELECT * FROM intervals_merge('comm_overlap_compute_kernels');
 
 -- Per device with kernels: communication time |comm|, compute time |compute|, their intersection
