@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracedoc import __version__
+
+if TYPE_CHECKING:
+    from tracedoc.frames import Frames
 
 REPORT_SCHEMA = 1
 SEVERITIES = ("critical", "warning", "info")
@@ -118,6 +121,19 @@ class Report:
     @classmethod
     def from_json(cls, text: str) -> Report:
         return cls.from_dict(json.loads(text))
+
+    @property
+    def frames(self) -> Frames:
+        """The findings, the attribution and every metric as polars DataFrames, by name (tracedoc.frames)."""
+        from tracedoc.frames import Frames
+
+        return Frames(self)
+
+    def _repr_html_(self) -> str:
+        """The overview a notebook shows for a report: headline, findings, where the time went."""
+        from tracedoc.notebook import report_html
+
+        return report_html(self)
 
     def worst_severity(self) -> str | None:
         """The most severe finding's severity, or None without findings."""

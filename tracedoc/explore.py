@@ -1,0 +1,32 @@
+"""The store of traces for exploring it with SQL: ``with tracedoc.open_store(paths) as store: ...``.
+
+The store is the DuckDB database tracedoc ingests the traces into (cached as for ``analyze``). ``store.con`` is its
+DuckDB connection; ``store.include("gpu.idle")`` loads an analysis module (``tracedoc/analyses/gpu/idle.sql``) and
+the modules it includes, whose views then answer SQL like the stored tables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from tracedoc.api import open_store as open_inputs_store
+from tracedoc.ingest import discover
+from tracedoc.store import Store
+from tracedoc.store.cache import default_cache_dir
+
+
+@contextmanager
+def open_store(paths: Sequence[Path | str] | Path | str, cache_dir: Path | None = None,
+               use_cache: bool = True) -> Iterator[Store]:
+    """The store of the traces at ``paths`` (files or directories of ranks, as for ``analyze``; one path may be given
+    as it is), ingested unless cached, closed on leaving the ``with`` block. Without the cache it lives in memory."""
+    given = [paths] if isinstance(paths, str | os.PathLike) else paths
+    inputs = discover([Path(p) for p in given])
+    store, _ = open_inputs_store(inputs, (cache_dir or default_cache_dir()) if use_cache else None)
+    try:
+        yield store
+    finally:
+        store.close()

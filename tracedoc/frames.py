@@ -1,0 +1,71 @@
+"""The report's tables as polars DataFrames, for notebooks and scripts: ``report.frames["attribution"]``.
+
+One frame per table the report carries: ``findings`` (one row per finding, its scope flattened), ``attribution``
+(every GPU's time by rank, device, step, cause and detail, ms) and each of ``report.metrics`` (``gpu_idle``,
+``top_kernels``, ...: ms and %). ``frame.to_pandas()`` gives pandas (with pandas installed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracedoc.report import Report
+
+SCOPE_FIELDS = ("rank", "device", "stream", "kernel", "step", "pg", "seq")
+# The columns of the two tables whose shape the report fixes, so that they have them even without rows
+# (polars type names; the metrics' columns come from their rows).
+SCHEMAS = {
+    "findings": {"number": "Int64", "rule": "String", "severity": "String", "title": "String",
+                 "impact_ms": "Float64", "impact_pct": "Float64", "rank": "Int64", "device": "Int64",
+                 "stream": "Int64", "kernel": "String", "step": "Int64", "pg": "String", "seq": "Int64",
+                 "part_of": "Int64", "message": "String"},
+    "attribution": {"rank": "Int64", "device": "Int64", "step": "Int64", "cause": "String", "detail": "String",
+                    "ms": "Float64"},
+}
+
+
+class Frames(Mapping[str, "pl.DataFrame"]):
+    """The report's tables by name, each built as a DataFrame when asked for."""
+
+    def __init__(self, report: Report) -> None:
+        self._report = report
+
+    def _rows(self) -> dict[str, list[dict[str, Any]]]:
+        return {"findings": finding_rows(self._report), "attribution": self._report.attribution,
+                **self._report.metrics}
+
+    def __getitem__(self, name: str) -> pl.DataFrame:
+        rows = self._rows()
+        if name not in rows:
+            raise KeyError(f"{name!r}: the report has no such table (it has {', '.join(rows)})")
+        return frame(rows[name], SCHEMAS.get(name))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows())
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+    def __repr__(self) -> str:
+        return "Frames(" + ", ".join(f"{name}: {len(rows)} rows" for name, rows in self._rows().items()) + ")"
+
+
+def frame(rows: list[dict[str, Any]], schema: dict[str, str] | None = None) -> pl.DataFrame:
+    """Rows as a DataFrame: with ``schema`` (column: polars type name) of those columns and types, else each
+    column's type read from every row (ints and floats mixed: floats)."""
+    import polars as pl
+
+    if schema is not None:
+        return pl.from_dicts(rows, schema={name: getattr(pl, kind) for name, kind in schema.items()})
+    return pl.from_dicts(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def finding_rows(report: Report) -> list[dict[str, Any]]:
+    """One row per finding, numbered as ranked: rule, severity, title, saving, the scope's fields, part_of."""
+    return [{"number": i, "rule": f.rule, "severity": f.severity, "title": f.title, "impact_ms": f.impact_ms,
+             "impact_pct": f.impact_pct, **{k: getattr(f.scope, k) for k in SCOPE_FIELDS}, "part_of": f.part_of,
+             "message": f.message} for i, f in enumerate(report.findings, 1)]
