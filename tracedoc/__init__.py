@@ -13,12 +13,13 @@ from tracedoc.version import __version__
 
 if TYPE_CHECKING:
     from tracedoc.api import analyze
+    from tracedoc.explore import open_store
     from tracedoc.report import Evidence, Finding, Report, Scope
 
 _PUBLIC = {"analyze": "tracedoc.api", "Evidence": "tracedoc.report", "Finding": "tracedoc.report",
-           "Report": "tracedoc.report", "Scope": "tracedoc.report"}
+           "Report": "tracedoc.report", "Scope": "tracedoc.report", "open_store": "tracedoc.explore"}
 
-__all__ = ["Evidence", "Finding", "Report", "Scope", "__version__", "analyze"]
+__all__ = ["Evidence", "Finding", "Report", "Scope", "__version__", "analyze", "open_store"]
 
 
 def __getattr__(name: str) -> Any:
