@@ -9,6 +9,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 @dataclass
@@ -24,9 +25,14 @@ class Table:
 
 
 def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> Table:
-    """The result of ``sql`` as a Table."""
+    """The result of ``sql`` as a Table, its text columns dictionary-encoded: kernel names and channels repeat in
+    every step, and a templated kernel name is hundreds of bytes."""
     rel = con.sql(sql, params=params) if params else con.sql(sql)
-    return Table(rel.to_arrow_table(), [(name, str(kind)) for name, kind in zip(rel.columns, rel.types)])
+    data = rel.to_arrow_table()
+    for i, column in enumerate(data.columns):
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            data = data.set_column(i, data.field(i).name, pc.dictionary_encode(column))
+    return Table(data, [(name, str(kind)) for name, kind in zip(rel.columns, rel.types)])
 
 
 def quote(name: str) -> str:
