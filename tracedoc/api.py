@@ -99,6 +99,7 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
     report = Report(inputs=inputs, summary=head, findings=findings, metrics=collect_metrics(store),
                     attribution=attribution)
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
+    report.store_path = store.path
     return report
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracedoc import __version__
@@ -98,6 +99,9 @@ class Report:
     attribution: list[dict[str, Any]] = field(default_factory=list)
     # For the largest findings: the projected step time once fixed and what limits it next (tracedoc.whatif).
     what_if: list[dict[str, Any]] = field(default_factory=list)
+    # Where the store the report was made from lies (a cached store; None in memory or when loaded from JSON): what
+    # renderers that draw the events read (--format perfetto). Not part of the JSON report.
+    store_path: Path | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"tracedoc": __version__, "schema": REPORT_SCHEMA,

@@ -123,7 +123,8 @@ def output_target(fmt: str | None, out: Path | None, stem: str = "tracedoc-repor
     goes in as STEM.<ext>) when it ends with a slash, exists as one, or has no extension; else an error."""
     if out is None:
         return fmt or "text", None
-    by_extension = _format_of_extension(out.suffix)
+    # a two-part extension first (.perfetto.json), then the last part (.json)
+    by_extension = _format_of_extension("".join(out.suffixes[-2:])) or _format_of_extension(out.suffix)
     is_dir = isinstance(out, _DirectoryPath) or out.is_dir()
     if by_extension is not None and not is_dir:
         if fmt is not None and fmt != by_extension:

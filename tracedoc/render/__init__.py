@@ -4,9 +4,10 @@ from tracedoc.render.base import RENDERERS, Renderer, renderer_for_extension
 from tracedoc.render.html import HtmlRenderer
 from tracedoc.render.jsonrender import JsonRenderer
 from tracedoc.render.markdown import MarkdownRenderer
+from tracedoc.render.perfetto import PerfettoRenderer
 from tracedoc.render.text import TextRenderer
 
-for _cls in (TextRenderer, JsonRenderer, MarkdownRenderer, HtmlRenderer):
+for _cls in (TextRenderer, JsonRenderer, MarkdownRenderer, HtmlRenderer, PerfettoRenderer):
     RENDERERS[_cls.name] = _cls
 
 __all__ = ["RENDERERS", "Renderer", "renderer_for_extension"]

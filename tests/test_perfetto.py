@@ -1,0 +1,170 @@
+"""--format perfetto: the trace read back (Chrome JSON trace event format, as Perfetto reads it) holds the store's
+events on named tracks, tracedoc's findings over their time ranges and the report's time attribution.
+
+Perfetto's trace_processor (the `perfetto` package) fetches its binary from get.perfetto.dev on first use, which
+this test cannot count on (it runs offline): it checks the format's rules that Perfetto's JSON importer relies on
+instead (every event's fields, named processes and threads, slices on one thread nested)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import SAMPLES
+from tracedoc.api import analyze
+from tracedoc.cli import cli
+from tracedoc.explore import open_store
+from tracedoc.render.perfetto import PerfettoRenderer
+from tracedoc.report import Report
+
+
+def read_back(report: Report) -> list[dict[str, Any]]:
+    events = json.loads(PerfettoRenderer().render(report))
+    assert isinstance(events, list) and events
+    return events
+
+
+def tracks(events: list[dict[str, Any]]) -> tuple[dict[int, str], dict[tuple[int, int], str]]:
+    """Process names by pid and thread names by (pid, tid), from the metadata events."""
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    return processes, threads
+
+
+def slices_by_track(events: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    processes, threads = tracks(events)
+    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            out[(processes[e["pid"]], threads[(e["pid"], e["tid"])])].append(e)
+    return out
+
+
+def check_schema(events: list[dict[str, Any]]) -> None:
+    """Every event as the trace event format has it; every slice on a named process and thread."""
+    processes, threads = tracks(events)
+    for e in events:
+        assert e["ph"] in ("X", "M") and isinstance(e["name"], str) and isinstance(e["cat"], str)
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int) and isinstance(e["args"], dict)
+        if e["ph"] == "X":
+            assert isinstance(e["ts"], float) and e["ts"] >= 0 and e["dur"] >= 0
+            assert e["pid"] in processes and (e["pid"], e["tid"]) in threads
+        else:
+            assert e["name"] in ("process_name", "thread_name") and e["args"]["name"]
+
+
+def assert_nested(slices: list[dict[str, Any]], track: tuple[str, str]) -> None:
+    """Slices of one thread nest (the JSON importer drops those that overlap partially), to the ns."""
+    open_ends: list[int] = []
+    for s in sorted(slices, key=lambda s: (round(s["ts"] * 1000), -round(s["dur"] * 1000))):
+        start, end = round(s["ts"] * 1000), round((s["ts"] + s["dur"]) * 1000)
+        while open_ends and open_ends[-1] <= start:
+            open_ends.pop()
+        assert not open_ends or end <= open_ends[-1], (track, s["name"])
+        open_ends.append(end)
+
+
+@pytest.fixture(scope="module")
+def straggler() -> tuple[Report, list[dict[str, Any]]]:
+    report = analyze(SAMPLES / "ddp-straggler")
+    return report, read_back(report)
+
+
+def test_events_equal_the_stores_on_named_tracks(straggler: tuple[Report, list[dict[str, Any]]]) -> None:
+    report, events = straggler
+    check_schema(events)
+    counts = Counter({track: len(s) for track, s in slices_by_track(events).items()})
+    with open_store(SAMPLES / "ddp-straggler") as store:
+        gpu = store.query("SELECT rank, device, stream, count(*) AS n FROM gpu_activity GROUP BY ALL")
+        host = store.query("SELECT rank, tid, count(*) AS n FROM cpu_activity GROUP BY ALL")
+        steps = store.query("SELECT rank, count(*) AS n FROM steps GROUP BY ALL")
+    assert len(gpu) == 4 and len(host) >= 4 and len(steps) == 2
+    for r in gpu:
+        assert counts[(f"rank {r['rank']} · GPU {r['device']}", f"stream {r['stream']}")] == r["n"]  # no syncs
+    for r in host:
+        assert counts[(f"rank {r['rank']} · host", f"thread {r['tid']}")] == r["n"]
+    for r in steps:
+        assert counts[(f"rank {r['rank']} · tracedoc", "steps")] == r["n"]
+    kernels = [e for e in events if e["cat"] == "kernel"]
+    assert any(e["name"].startswith("ncclDevKernel") or e["name"].startswith("ncclKernel") for e in kernels)
+
+
+def test_attribution_tracks_sum_to_the_reports(straggler: tuple[Report, list[dict[str, Any]]]) -> None:
+    report, events = straggler
+    ours: dict[tuple[str, str], float] = defaultdict(float)
+    theirs: dict[tuple[str, str], float] = defaultdict(float)
+    rows: Counter[tuple[str, str]] = Counter()
+    for (process, thread), slices in slices_by_track(events).items():
+        if thread.startswith("time attribution"):
+            assert_nested(slices, (process, thread))  # disjoint: one cause at a time
+            for s in slices:
+                ours[(process + " " + thread, s["args"]["cause"])] += s["dur"] / 1000
+    for row in report.attribution:
+        key = (f"rank {row['rank']} · tracedoc time attribution · GPU {row['device']}", row["cause"])
+        theirs[key] += row["ms"]
+        rows[key] += 1
+    assert set(ours) == set(theirs) and len(ours) >= 6
+    for key, ms in theirs.items():
+        assert ours[key] == pytest.approx(ms, abs=0.0005 * rows[key] + 1e-6), key
+
+
+def test_findings_lie_over_their_time(straggler: tuple[Report, list[dict[str, Any]]]) -> None:
+    """The straggler finding spans rank 1's window; every finding has its own thread."""
+    report, events = straggler
+    findings = [e for e in events if e["cat"].startswith("finding,")]
+    assert [e["args"]["rule"] for e in findings] == [f.rule for f in report.findings] == ["straggler-rank"]
+    (slice_,) = findings
+    _, threads = tracks(events)
+    assert threads[(slice_["pid"], slice_["tid"])] == "finding #1 · straggler-rank"
+    with open_store(SAMPLES / "ddp-straggler") as store:
+        store.include("trace.window")
+        zero = store.scalar("SELECT least((SELECT min(ts_ns) FROM gpu_activity), "
+                            "(SELECT min(ts_ns) FROM cpu_activity))")
+        start, end = store.query("SELECT start_ns, end_ns FROM trace_windows WHERE rank = 1")[0].values()
+    assert round(slice_["ts"] * 1000) == start - zero and round(slice_["dur"] * 1000) == end - start
+
+
+def test_a_gap_finding_lies_over_its_longest_gap(tmp_path: Path) -> None:
+    """nsys-torch-h100: a 0.65 s host pause; the gpu-gaps slice covers the longest gap gpu.gaps measured. The
+    report comes from a saved JSON report (no store beside it): the trace is read again from its inputs."""
+    report = Report.from_json(analyze(SAMPLES / "nsys-torch-h100", use_cache=False).to_json())
+    events = read_back(report)
+    check_schema(events)
+    (gap,) = [e for e in events if e["cat"].startswith("finding,") and e["args"]["rule"] == "gpu-gaps"]
+    with open_store(SAMPLES / "nsys-torch-h100") as store:
+        store.include("gpu.gaps")
+        zero = store.scalar("SELECT least((SELECT min(ts_ns) FROM gpu_activity), (SELECT min(ts_ns) FROM cpu_activity),"
+                            " (SELECT min(ts_ns) FROM steps))")
+        ts, end = store.query("SELECT ts_ns, end_ns FROM gpu_gaps_all ORDER BY dur_ns DESC LIMIT 1")[0].values()
+    # the report's evidence is in ms to the µs: the slice lies on the gap within 1 µs
+    assert abs(gap["ts"] - (ts - zero) / 1000) <= 1 and abs(gap["dur"] - (end - ts) / 1000) <= 1
+    assert gap["dur"] > 500_000  # µs
+    for track, slices in slices_by_track(events).items():
+        assert_nested(slices, track)
+
+
+def test_cli_writes_it_by_extension_and_by_format(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "trace.perfetto.json"
+    result = runner.invoke(cli, ["analyze", str(SAMPLES / "decode-eager"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    by_extension = json.loads(out.read_text())
+    result = runner.invoke(cli, ["analyze", str(SAMPLES / "decode-eager"), "--format", "perfetto", "--no-cache",
+                                 "--out", f"{tmp_path}/dir/"])
+    assert result.exit_code == 0, result.output
+    by_format = json.loads((tmp_path / "dir" / "tracedoc-report.perfetto.json").read_text())
+    assert len(by_extension) == len(by_format) > 9000
+    # decode-eager's kernels overlap on their stream here and there: those go to a thread beside it
+    tracks_ = slices_by_track(by_extension)
+    assert ("rank 0 · GPU 0", "stream 7 · overlapping") in tracks_
+    for track, slices in tracks_.items():
+        assert_nested(slices, track)
+    result = runner.invoke(cli, ["analyze", str(SAMPLES / "decode-eager"), "--format", "perfetto", "--out",
+                                 str(tmp_path / "x.json")])
+    assert result.exit_code == 2
