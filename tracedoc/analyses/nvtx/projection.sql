@@ -51,17 +51,23 @@ SELECT source_id, correlation_id, arg_min(pid, ts_ns) AS pid, arg_min(tid, ts_ns
 FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
 GROUP BY source_id, correlation_id;
 
--- GPU work inside the window with its launching thread and innermost user range (range_id/range_name NULL when none),
--- for the sources that have user ranges at all.
-CREATE OR REPLACE TEMP TABLE nvtx_gpu_work AS
+-- GPU work inside the window with its launching thread and launch time, for the sources that have user ranges
+-- at all: a table of its own, because an ASOF join probed straight from a LEFT JOIN is planned as a plain join on
+-- the thread, quadratic in the thread's range states.
+CREATE OR REPLACE TEMP TABLE nvtx_launched_work AS
 SELECT w.source_id, w.rank, w.device, w.stream, w.kind, w.category, w.name, w.ts_ns, w.end_ns, w.dur_ns,
-       l.pid, l.tid, l.launch_ns, s.range_id, u.name AS range_name
+       l.pid, l.tid, l.launch_ns
 FROM gpu_work w
 LEFT JOIN nvtx_launches l ON l.source_id = w.source_id AND l.correlation_id = w.correlation_id
-ASOF LEFT JOIN nvtx_thread_states s
-  ON s.source_id = w.source_id AND s.pid = l.pid AND s.tid = l.tid AND s.t <= l.launch_ns
-LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id
 WHERE w.source_id IN (SELECT source_id FROM nvtx_user_ranges);
+
+-- The same work with its innermost user range (range_id/range_name NULL when none).
+CREATE OR REPLACE TEMP TABLE nvtx_gpu_work AS
+SELECT w.*, s.range_id, u.name AS range_name
+FROM nvtx_launched_work w
+ASOF LEFT JOIN nvtx_thread_states s
+  ON s.source_id = w.source_id AND s.pid = w.pid AND s.tid = w.tid AND s.t <= w.launch_ns
+LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id;
 
 -- Idle gaps with the innermost user range open at the gap's start on the thread that launched the work ending
 -- the gap (NULL for the gap after a device's last work, and when nothing is known of the launch), for the sources
