@@ -21,12 +21,15 @@ WHERE r.kind IN ('runtime', 'driver')
                   'cudaMemset', 'cuCtxSynchronize', 'cuStreamSynchronize', 'cuEventSynchronize'));
 
 -- GPU idle charged to syncs, one row per idle gap in progress when a sync returned: cost_ns is the summed
--- least(blocked time, idle after the return) of the syncs returning in it, capped at the gap's length.
+-- least(blocked time, idle after the return) of the syncs returning in it, capped at the gap's length. The source
+-- is folded into the times (source_id · 2^64 + ns) so that the join has range conditions only: with an equality
+-- on source_id beside them DuckDB pairs every sync with every gap of the source.
 CREATE OR REPLACE TEMP TABLE host_sync_idle AS
 SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns,
        least(g.dur_ns, sum(least(s.dur_ns, g.end_ns - greatest(g.ts_ns, s.end_ns)))) AS cost_ns
 FROM gpu_idle_gaps g JOIN host_sync_calls s
-  ON s.source_id = g.source_id AND s.end_ns BETWEEN g.ts_ns AND g.end_ns
+  ON (s.source_id::HUGEINT << 64) + s.end_ns
+     BETWEEN (g.source_id::HUGEINT << 64) + g.ts_ns AND (g.source_id::HUGEINT << 64) + g.end_ns
 GROUP BY g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns;
 
 -- Per rank: sync calls, calls per profiler step, time the host spent blocked (ns), GPU idle charged to them
