@@ -4,7 +4,9 @@ command's errors, and every page of `tracedoc serve` loaded in a real headless b
 from __future__ import annotations
 
 import gzip
+import re
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -13,6 +15,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ import holoviews as hv
 import numpy as np
 import pandas as pd
 import pytest
+from bokeh.models import ColorBar, LinearColorMapper
 from click.testing import CliRunner
 
 from tests.browser import chromium, needs_chromium
@@ -34,6 +38,7 @@ from tracedoc.dashboard.views import timeline_view
 from tracedoc.ingest import discover
 from tracedoc.judge import load_rules
 from tracedoc.pages import hang, kernels, ncu, overlap, overview, ranks, timeline
+from tracedoc.pages.charts import kernel_short
 from tracedoc.pages.fragments import Html
 from tracedoc.store import Store
 
@@ -68,6 +73,22 @@ def test_ranks_page_marks_the_straggler(straggler: Report) -> None:
     assert outlined == {"rank 1 (straggler)"}
 
 
+def test_ranks_step_time_is_coloured_against_the_median(straggler: Report) -> None:
+    """The step-time map is coloured by the % difference from the median step on a scale of at least ±10 %: the
+    straggler's slow steps stand out, small differences stay pale; the waits are coloured from 0 ms."""
+    steps, wait, _ = charts(ranks.sections(straggler))
+    rows = straggler.metrics["rank_steps"]
+    median = statistics.median(r["step_ms"] for r in rows)
+    deviations = [100 * (r["step_ms"] - median) / median for r in rows]
+    mapper = steps.select_one({"type": LinearColorMapper})
+    span = max(max(abs(d) for d in deviations), ranks.MIN_SPAN_PCT)
+    assert (mapper.low, mapper.high) == pytest.approx((-span, span))
+    assert sorted(steps.renderers[0].data_source.data["shade"]) == pytest.approx(sorted(deviations))
+    assert steps.select_one({"type": ColorBar}).title == "% vs median"
+    assert wait.select_one({"type": LinearColorMapper}).low == 0
+    assert ranks.sections(straggler)[0].note.count("±") == 2
+
+
 def test_hang_page_marks_the_culprit(hang_report: Report) -> None:
     [section, dumps] = hang.sections(hang_report)
     [chart, table] = section.items
@@ -77,6 +98,8 @@ def test_hang_page_marks_the_culprit(hang_report: Report) -> None:
     assert {x[0] for x, line in zip(data["x"], data["line"]) if line} == {"rank 1 (culprit)"}
     assert f"culprit: never issued seq {culprit.scope.seq}" in table.markup
     assert "trace_rank_0" in dumps.items[0].markup
+    ticker = chart.yaxis[0].ticker
+    assert ticker.min_interval == 1  # sequence numbers: whole ticks
 
 
 def test_overview_filters(straggler: Report, hang_report: Report) -> None:
@@ -112,6 +135,21 @@ def test_kernels_page_keeps_the_full_names(straggler: Report) -> None:
     assert set(chart.renderers[0].data_source.data["name"]) == names
     assert all(n.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in table.markup for n in names)
     assert "compute" in charts([by_category])[0].renderers[0].data_source.data
+    long_names = [n for n in names if kernel_short(n) != n]
+    assert long_names, "ddp-straggler's top kernels include C++ templates"
+    for name in long_names:  # shown short, the full name on hover
+        shown, full = escape(kernel_short(name)), escape(name)
+        assert f' title="{full}">{shown}</td>' in table.markup and len(kernel_short(name)) <= 80
+
+
+def test_kernel_names_are_shortened_readably() -> None:
+    assert kernel_short("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+                        "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
+                        "at::detail::Array<char*, 1>)") == "at::native::vectorized_elementwise_kernel<…>(…)"
+    assert kernel_short("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>("
+                        "cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4::Params)") == \
+        "cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>(…)"
+    assert kernel_short(HOSTILE * 3) == HOSTILE * 3  # not C++: as it is
 
 
 def test_ncu_page_sets_gemm_kernels_against_cublas() -> None:
@@ -123,8 +161,12 @@ def test_ncu_page_sets_gemm_kernels_against_cublas() -> None:
     assert f"{wmma['pct_of_cublas']:,.1f}" in table.markup and "4096×4096×4096" in table.markup
     assert all(s.title != "Against cuBLAS" for s in ncu.sections(analyze([SAMPLES / "ncu-h800-sglang-csv"])))
     [roofline] = next(s for s in ncu.sections(report) if s.title == "Roofline").items
-    levels = [r.data_source.data["y"] for r in roofline.renderers if r.glyph.line_dash]
+    levels = [r.data_source.data["y"] for r in roofline.renderers if getattr(r.glyph, "line_dash", None)]
     assert levels == [[rows[0]["cublas_tflop_per_s"]] * 2]  # cuBLAS's measured FLOP/s, dashed, across the chart
+    [labels] = [r for r in roofline.renderers if r.glyph.__class__.__name__ == "Text"]
+    data = labels.data_source.data  # each point labelled with its kernel's # of the tables
+    kernels = [k["kernel"] for k in report.metrics["ncu_kernels"]]
+    assert [kernels[int(n) - 1] for n in data["number"]] == data["kernel"]
 
 
 # --- timeline: DuckDB per view, datashader when binned ------------------------------------------------------------
@@ -473,19 +515,6 @@ def hover_time_went(page: Any) -> str:
     return ""
 
 
-def hover_tooltip(page: Any) -> bool:
-    """Move the mouse along the 7th of the timeline's 8 lanes (rank 1's compute stream, busy throughout) until
-    Bokeh's hover shows an interval: its name, category, start and duration."""
-    box = page.locator(".bk-Figure").first.bounding_box()
-    for fx in (0.3, 0.4, 0.5, 0.6):
-        for fy in (0.68, 0.70, 0.72, 0.74, 0.76):
-            page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * fy)
-            page.wait_for_timeout(250)
-            if page.get_by_text("duration:").filter(visible=True).count():
-                return page.get_by_text("category:").filter(visible=True).count() > 0
-    return False
-
-
 @needs_chromium
 def test_dashboard_pages_of_a_multi_rank_trace(browser: Any, tmp_path: Path) -> None:
     """Every page of a two-rank trace whose kernel is named like an injection: findings, charts, no script run."""
@@ -494,7 +523,7 @@ def test_dashboard_pages_of_a_multi_rank_trace(browser: Any, tmp_path: Path) -> 
         expectations = {
             "/": (["One rank holds the others up at the collectives", "straggler-rank", "Severity",
                    "Where the time went", "waiting for a peer"], 2),
-            "/timeline": (["Wheel to zoom"], 1),
+            "/timeline": (["Wheel or drag a box to zoom"], 1),
             "/kernels": (["Top kernels", HOSTILE], 2),
             "/ranks": (["Wait inside collectives"], 3),
             "/overlap": (["Communication and compute"], 1),
@@ -518,7 +547,9 @@ def test_dashboard_pages_of_a_multi_rank_trace(browser: Any, tmp_path: Path) -> 
                         and "rank 0 · GPU 0, " in tooltip and "% of the step" in tooltip, tooltip
                     assert page.get_by_text("If fixed: step").filter(visible=True).count() == 1
                 if path == "/timeline":
-                    assert hover_tooltip(page), "no interval's name on hover in rank 1's busy compute lane"
+                    labels = timeline_figure(page)["labels"]
+                    assert [label.split(" · ")[0] for label in labels[:2]] == ["rank 0", "rank 0"]
+                    assert {"rank 0 · steps", "rank 1 · steps", "rank 1 · GPU 1 · stream 7"} <= set(labels)
                 assert "Traceback" not in page.content()
             finally:
                 page.close()
@@ -549,7 +580,8 @@ def test_dashboard_hang_and_ncu_pages(browser: Any, tmp_path: Path, hang_report:
 # sample, the pages to visit with the texts each must show and the Bokeh figures it must draw
 SERVED_SAMPLES = {
     "nsys": ("nsys-torch-h100", {"/": (["GPU idle while the host works", "gpu-idle-host-bound"], 1),
-                                 "/timeline": (["Wheel to zoom"], 1), "/kernels": (["Top kernels"], 2)}),
+                                 "/timeline": (["Wheel or drag a box to zoom"], 1),
+                                 "/kernels": (["Top kernels"], 2)}),
     "flight-recorder": ("hang-4rank-stuck", {"/": (["collective-hang"], 1),
                                              "/hang": (["culprit: never issued seq 3", "trace_rank_3"], 1)}),
     "health": ("health-2xh200", {"/": (["gpu-power-capped"], 1)}),
@@ -569,6 +601,86 @@ def test_dashboard_of_each_input_format(browser: Any, tmp_path: Path, kind: str)
                 assert dialogs == [] and "Traceback" not in page.content(), path
             finally:
                 page.close()
+
+
+FIGURE_JS = """() => {
+  for (const doc of window.Bokeh.documents) for (const m of doc.all_models)
+    if (m.type === 'Figure' && m.left.length && m.left[0].ticker.ticks) {
+      const labels = m.left[0].major_label_overrides;
+      return {x: [m.x_range.start, m.x_range.end], y: [m.y_range.start, m.y_range.end],
+              ticks: Array.from(m.left[0].ticker.ticks),
+              labels: Array.from(labels instanceof Map ? labels.values() : Object.values(labels))};
+    }
+  return null; }"""
+FRAME_JS = """() => { const found = [];
+  const walk = (v) => { if (!v) return; if (v.frame && v.model.type === 'Figure') found.push(v.frame.bbox);
+                        for (const c of (v.child_views || [])) walk(c); };
+  for (const v of Object.values(window.Bokeh.index)) walk(v);
+  const b = found[0]; return b ? [b.left, b.top, b.width, b.height] : null; }"""
+
+
+def timeline_figure(page: Any) -> dict[str, Any]:
+    """The timeline's ranges and lane labels as the browser has them."""
+    page.wait_for_function(f"({FIGURE_JS})() !== null")
+    return page.evaluate(FIGURE_JS)
+
+
+def hover_at(page: Any, x_ms: float, lane: int) -> str:
+    """Move the mouse onto the timeline at ``x_ms`` in the row of ``lane`` (0 on top); the tooltip's text."""
+    figure = timeline_figure(page)
+    left, top, width, height = page.evaluate(FRAME_JS)
+    box = page.locator(".bk-Figure").first.bounding_box()
+    (x0, x1), rows = figure["x"], len(figure["ticks"])
+    x, y = box["x"] + left + (x_ms - x0) / (x1 - x0) * width, box["y"] + top + (lane + 0.5) / rows * height
+    for dx in (-1, 0):  # a move onto the point: Bokeh's hover follows mouse moves
+        page.mouse.move(x + dx, y)
+        page.wait_for_timeout(200)
+    duration = page.get_by_text("duration:").filter(visible=True).first
+    duration.wait_for()
+    return duration.locator("xpath=ancestor::*[contains(., 'lane:')][1]").inner_text()
+
+
+@needs_chromium
+def test_timeline_in_the_browser(browser: Any, tmp_path: Path) -> None:
+    """nsys-torch-h100: the gpu-gaps card opens the timeline on the gap's time range and rank, where the nested
+    'checkpoint' range shows in its own row; the wheel zooms time only and the lane labels stay."""
+    report = analyze([SAMPLES / "nsys-torch-h100"])
+    gaps = next(f for f in report.findings if f.rule == "gpu-gaps")
+    evidence = {e.name: e.value for e in gaps.evidence}
+    at, length = evidence["longest gap starts after"], evidence["longest gap"]
+    with served(SAMPLES / "nsys-torch-h100", tmp_path / "cache", tmp_path / "server.log") as url:
+        page, dialogs = visit(browser, url + "/", tmp_path / "nsys-overview.png", ["The GPU stops for long stretches"],
+                              1)
+        try:
+            card = page.locator("article.finding", has_text="gpu-gaps")
+            card.get_by_text("show on the timeline").click()
+            page.wait_for_url("**/timeline?**")
+            assert "ranks=0" in page.url
+            figure = timeline_figure(page)
+            (x0, x1), labels = figure["x"], figure["labels"]
+            assert x0 < at < at + length < x1 and x1 - x0 < 1.5 * length  # the gap, a little either side
+            assert labels[:3] == ["rank 0 · ranges", "rank 0 · ranges, depth 1", "rank 0 · ranges, depth 2"]
+            assert labels[-1] == "rank 0 · GPU 0 · stream 7"
+            assert "epoch" in hover_at(page, at + length / 2, 0)
+            tip = hover_at(page, at - 0.2, len(labels) - 1)  # the GPU's last work before the gap
+            assert re.search(r"duration:\s*[\d.,]+ (µs|ms)", tip), tip
+            tip = hover_at(page, at + length / 2, 2)  # the nested range, in the depth-2 row
+            assert "checkpoint" in tip and "1.094 s" in tip, tip
+            page.screenshot(path=str(tmp_path / "nsys-timeline-gap.png"), full_page=True)  # full page: a relayout
+            page.wait_for_timeout(800)
+            box = page.locator(".bk-Figure").first.bounding_box()
+            page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
+            for _ in range(3):
+                page.mouse.wheel(0, -300)
+                page.wait_for_timeout(400)
+            page.wait_for_function(f"({FIGURE_JS})().x[1] - ({FIGURE_JS})().x[0] < {0.9 * (x1 - x0)}")
+            zoomed = timeline_figure(page)
+            assert zoomed["y"] == figure["y"] and zoomed["labels"] == labels  # the lanes neither zoom nor go
+            page.wait_for_timeout(800)
+            page.screenshot(path=str(tmp_path / "nsys-timeline-zoomed.png"))
+        finally:
+            page.close()
+    assert dialogs == []
 
 
 @needs_chromium

@@ -8,6 +8,7 @@ section without data carries the sentence that says so (``empty``). Names from t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,39 +76,99 @@ def stacked_hbar_chart(factors: Sequence[str], stacks: dict[str, Sequence[float]
 
 
 def heatmap(rows: Sequence[dict[str, Any]], x: str, y: str, value: str, unit: str,
-            outline: Sequence[bool] | None = None, low: float | None = None, high: float | None = None) -> Any:
-    """Cells coloured by ``value`` on categorical axes (x across, y down, in the order given), each cell labelled.
+            outline: Sequence[bool] | None = None, low: float | None = None, high: float | None = None,
+            color: str | None = None, scale_title: str | None = None, palette: Sequence[str] = Viridis256) -> Any:
+    """Cells labelled with ``value`` and coloured by ``color`` (``value`` by default) from ``low`` to ``high`` (the
+    data's range by default) on categorical axes (x across, y down, in the order given).
 
     ``outline`` marks cells with a thick red border (e.g. the straggler's row).
     """
     xs = list(dict.fromkeys(str(r[x]) for r in rows))
     ys = list(dict.fromkeys(str(r[y]) for r in rows))
     values = [float(r[value]) if r[value] is not None else float("nan") for r in rows]
-    finite = [v for v in values if v == v]
+    shades = [float(r[color]) if r[color] is not None else float("nan") for r in rows] if color else values
+    finite = [v for v in shades if v == v]
     low = low if low is not None else min(finite, default=0.0)
     high = high if high is not None else max(finite, default=1.0)
-    mapper = LinearColorMapper(palette=Viridis256, low=low, high=high, nan_color="#eeeeee")
-    middle = (low + high) / 2
+    mapper = LinearColorMapper(palette=list(palette), low=low, high=high, nan_color="#eeeeee")
     marks = list(outline or [False] * len(rows))
     source = ColumnDataSource({"x": [str(r[x]) for r in rows], "y": [str(r[y]) for r in rows], "value": values,
-                               "label": [f"{v:,.1f}" if v == v else "" for v in values],
-                               "text_color": ["#1d2330" if v == v and v > middle else "#ffffff" for v in values],
+                               "shade": shades, "label": [f"{v:,.1f}" if v == v else "" for v in values],
+                               "text_color": [_text_on(mapper, v) for v in shades],
                                "line": ["#e31a1c" if m else None for m in marks],
                                "line_width": [4 if m else 0 for m in marks]})
     cell_px = 34
     fig = figure(x_range=FactorRange(*xs), y_range=FactorRange(*reversed(ys)),
                  height=90 + cell_px * len(ys), sizing_mode="stretch_width", toolbar_location=None, tools="")
-    fig.rect(x="x", y="y", width=1, height=1, source=source, fill_color={"field": "value", "transform": mapper},
+    fig.rect(x="x", y="y", width=1, height=1, source=source, fill_color={"field": "shade", "transform": mapper},
              line_color="line", line_width="line_width")
     fig.text(x="x", y="y", text="label", source=source, text_align="center", text_baseline="middle",
              text_font_size="9pt", text_color="text_color")
-    fig.add_tools(HoverTool(tooltips=[(x, "@x"), (y, "@y"), (unit, "@value{0,0.000}")]))
-    fig.add_layout(ColorBar(color_mapper=mapper, title=unit, width=10), "right")
+    fig.add_tools(HoverTool(tooltips=[(x, "@x"), (y, "@y"), (unit, "@value{0,0.000}")]
+                            + ([(scale_title or color, "@shade{+0.0}")] if color else [])))
+    fig.add_layout(ColorBar(color_mapper=mapper, title=scale_title or unit, width=10), "right")
     fig.xaxis.axis_label = x
     fig.grid.visible = False
     fig.axis.major_tick_line_color = None
     fig.axis.axis_line_color = None
     return fig
+
+
+def _text_on(mapper: Any, v: float) -> str:
+    """Dark text on the light part of the palette, white on the dark part."""
+    if v != v:
+        return "#1d2330"
+    palette = mapper.palette
+    share = (min(max(v, mapper.low), mapper.high) - mapper.low) / ((mapper.high - mapper.low) or 1)
+    i = int(share * (len(palette) - 1))
+    r, g, b = (int(palette[i][j:j + 2], 16) for j in (1, 3, 5))
+    return "#1d2330" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#ffffff"
+
+
+def kernel_short(name: object, limit: int = 80) -> str:
+    """A C++ kernel name readable at a glance: no return type, the parameters as '(…)' and the template arguments
+    kept to the first level, or as '<…>' when that is still longer than ``limit``
+    ('void at::native::elementwise_kernel<128, 2, …>(int, …)' → 'at::native::elementwise_kernel<…>(…)'). Names that
+    are not C++ templates or calls, and short ones, stay as they are (the full name is on hover)."""
+    text = str(name)
+    if len(text) <= limit or not re.match(r"^(void\s+)?[A-Za-z_]", text):
+        return text
+    body = re.sub(r"^void\s+", "", text)
+    for keep in (1, 0):
+        short_ = _parameters_cut(_templates_cut(body, keep))
+        if len(short_) <= limit:
+            break
+    return short_ if len(short_) < len(text) else text
+
+
+def _parameters_cut(text: str) -> str:
+    """``text`` with the parenthesised list it ends with (a function's parameters) written '(…)'."""
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[:i] + "(…)" if text.endswith(")") and i < len(text) - 2 else text
+    return text
+
+
+def _templates_cut(text: str, keep: int) -> str:
+    """``text`` with the template arguments nested deeper than ``keep`` levels written '…'."""
+    out, depth = [], 0
+    if text.count("<") != text.count(">"):
+        return text
+    for i, ch in enumerate(text):
+        opens = ch == "<" and (depth > 0 or (i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_ ")))
+        if opens:
+            depth += 1
+            if depth <= keep + 1:
+                out.append("<" if depth <= keep else "<…")
+        elif ch == ">" and depth:
+            if depth <= keep + 1:
+                out.append(">")
+            depth -= 1
+        elif depth <= keep:
+            out.append(ch)
+    return "".join(out)
 
 
 def style(fig: Any, x_label: str) -> None:

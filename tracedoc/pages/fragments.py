@@ -28,7 +28,8 @@ table.td { border-collapse: collapse; font-size: 0.85rem; margin: 0.4rem 0 0.8re
 table.td th, table.td td { border-bottom: 1px solid #e3e6eb; padding: 0.25rem 0.6rem; text-align: left;
                            vertical-align: top; }
 table.td td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-table.td td.name { word-break: break-all; max-width: 40rem; }
+table.td td.name { overflow-wrap: break-word; max-width: 40rem; }
+table.td td[title] { cursor: help; text-decoration: underline dotted #9aa1ad; }
 table.td tr.hl td { background: #fdecea; font-weight: 600; }
 article.finding { border: 1px solid #d8dce3; border-left: 6px solid #888; border-radius: 4px;
                   padding: 0.4rem 1rem 0.6rem; margin: 0.8rem 0; }
@@ -77,7 +78,8 @@ class Column:
     header: str
     fmt: Callable[[Any], str] = str
     numeric: bool = False
-    wide: bool = False  # long names: allowed to wrap anywhere
+    wide: bool = False  # long names: wrapped between words, and inside a word only when it alone is too long
+    abbreviate: Callable[[str], str] | None = None  # a shorter text to show; the full one is on hover
 
 
 def number(digits: int = 1) -> Callable[[Any], str]:
@@ -96,7 +98,9 @@ def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[Column],
             value = row.get(c.key)
             cls = "num" if c.numeric else "name" if c.wide else ""
             text = "" if value is None else c.fmt(value)
-            cells.append(f'<td class="{cls}">{esc(text)}</td>' if cls else f"<td>{esc(text)}</td>")
+            shown = c.abbreviate(text) if c.abbreviate else text
+            full = f' title="{esc(text)}"' if shown != text else ""
+            cells.append(f'<td class="{cls}"{full}>{esc(shown)}</td>' if cls else f"<td{full}>{esc(shown)}</td>")
         mark = ' class="hl"' if highlight is not None and highlight(row) else ""
         body.append(f"<tr{mark}>{''.join(cells)}</tr>")
     return Html(f'<table class="td"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>')

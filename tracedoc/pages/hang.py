@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool
+from bokeh.models import BasicTicker, ColumnDataSource, FactorRange, HoverTool, NumeralTickFormatter
 from bokeh.plotting import figure
 
 from tracedoc.pages.charts import Section, style
@@ -74,6 +74,8 @@ def progress_chart(members: list[dict[str, Any]]) -> Any:
     fig.add_tools(HoverTool(tooltips=[("", "@x"), ("sequence number", "@value"), ("collective", "@described")]))
     style(fig, "")
     fig.yaxis.axis_label = "sequence number"
+    fig.yaxis.ticker = BasicTicker(min_interval=1, desired_num_ticks=min(max(values + [1]), 8))  # whole numbers
+    fig.yaxis.formatter = NumeralTickFormatter(format="0")
     fig.y_range.start = 0
     fig.xgrid.visible = False
     fig.ygrid.visible = True

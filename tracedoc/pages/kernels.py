@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, short, stacked_hbar_chart
+from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, kernel_short, short, stacked_hbar_chart
 from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
 
@@ -14,7 +14,8 @@ TITLE = "Kernels"
 ROUTE = "kernels"
 MAX_RANKS = 8
 
-TOP_COLUMNS = [Column("rank", "rank"), Column("name", "kernel", wide=True), Column("category", "category"),
+TOP_COLUMNS = [Column("rank", "rank"), Column("name", "kernel", wide=True, abbreviate=kernel_short),
+               Column("category", "category"),
                Column("launch_count", "launches", number(), numeric=True),
                Column("total_ms", "total ms", number(3), numeric=True),
                Column("mean_us", "mean µs", number(1), numeric=True),
@@ -33,7 +34,9 @@ def sections(report: Report) -> list[Section]:
         if len(ranks) > MAX_RANKS else ""
     return [Section("GPU time by category", note="ms of GPU activity per rank, by kind of work.",
                     items=[category_chart(by_category)]),
-            Section("Top kernels", note="The kernels with the most GPU time on each rank." + left,
+            Section("Top kernels", note="The kernels with the most GPU time on each rank; template arguments and "
+                                        "parameters are shortened to '<…>' and '(…)', the full name is on hover."
+                                        + left,
                     items=[top_kernels_chart(shown), table_html(top, TOP_COLUMNS)])]
 
 
@@ -55,7 +58,7 @@ def top_kernels_chart(rows: list[dict[str, Any]]) -> Any:
     factors = []
     for r in rows:
         counters[r["rank"]] += 1
-        factors.append((f"rank {r['rank']}", f"{counters[r['rank']]}. {short(r['name'])}"))
+        factors.append((f"rank {r['rank']}", f"{counters[r['rank']]}. {short(kernel_short(r['name']))}"))
     return hbar_chart(factors, [float(r["total_ms"] or 0) for r in rows],
                       [CATEGORY_COLORS.get(r["category"], "#999999") for r in rows], "GPU time (ms)",
                       [("kernel", "@name"), ("category", "@category"), ("total", "@value{0,0.000} ms"),

@@ -10,7 +10,7 @@ from typing import Any
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
-from tracedoc.pages.charts import Section, hbar_chart, heatmap, short, style
+from tracedoc.pages.charts import Section, hbar_chart, heatmap, kernel_short, short, style
 from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
 
@@ -22,7 +22,8 @@ UNITS = (("sm_pct", "SM"), ("mem_pct", "memory"), ("dram_pct", "DRAM"), ("l2_pct
          ("tensor_pct", "tensor pipe"), ("achieved_occupancy_pct", "occupancy"),
          ("theoretical_occupancy_pct", "occupancy limit"))
 
-KERNEL_COLUMNS = [Column("label", "#"), Column("kernel", "kernel", wide=True), Column("grid", "grid"),
+KERNEL_COLUMNS = [Column("label", "#"), Column("kernel", "kernel", wide=True, abbreviate=kernel_short),
+                  Column("grid", "grid"),
                   Column("block", "block"), Column("launches", "launches", number(), numeric=True),
                   Column("total_ms", "total ms", number(3), numeric=True), Column("kernel_class", "class"),
                   Column("busiest_unit", "busiest unit"),
@@ -33,7 +34,8 @@ KERNEL_COLUMNS = [Column("label", "#"), Column("kernel", "kernel", wide=True), C
 VERDICT_COLUMNS = [Column("label", "#"), Column("ncu_rule", "ncu rule"), Column("ncu_title", "ncu says", wide=True),
                    Column("ncu_speedup_pct", "ncu est. speed-up %", number(1), numeric=True),
                    Column("tracedoc_view", "tracedoc", wide=True)]
-CEILING_COLUMNS = [Column("label", "#"), Column("kernel", "kernel", wide=True), Column("product", "m×n×k"),
+CEILING_COLUMNS = [Column("label", "#"), Column("kernel", "kernel", wide=True, abbreviate=kernel_short),
+                   Column("product", "m×n×k"),
                    Column("dtype", "cuBLAS dtype"), Column("tflop_per_s", "TFLOP/s", number(1), numeric=True),
                    Column("cublas_tflop_per_s", "cuBLAS TFLOP/s", number(1), numeric=True),
                    Column("pct_of_cublas", "% of cuBLAS", number(1), numeric=True),
@@ -51,7 +53,7 @@ def sections(report: Report) -> list[Section]:
     if not kernels:
         return [Section("Kernel detail", empty="No Nsight Compute profile in these inputs (ncu --set full -o "
                                                "kernels python app.py, then tracedoc analyze kernels.ncu-rep).")]
-    label = {_key(k): f"{i}. {short(k['kernel'], 36)}" for i, k in enumerate(kernels, 1)}
+    label = {_key(k): f"{i}. {short(kernel_short(k['kernel']), 36)}" for i, k in enumerate(kernels, 1)}
     shown = kernels[:MAX_KERNELS]
     left = f" The first {MAX_KERNELS} of {len(kernels)} kernels are charted." if len(kernels) > MAX_KERNELS else ""
     cells = [{"kernel": label[_key(k)], "unit": name, "pct": k[key]} for k in shown for key, name in UNITS]
@@ -70,7 +72,9 @@ def sections(report: Report) -> list[Section]:
               if (r["arithmetic_intensity"] or 0) > 0 and (r["tflop_per_s"] or 0) > 0 and _key(r) in label]
     if points:
         out.append(Section("Roofline", note="Each kernel's achieved FLOP/s against its arithmetic intensity "
-                                            "(FLOP per DRAM byte), under the GPU's memory and compute roofs.",
+                                            "(FLOP per DRAM byte), under the GPU's memory and compute roofs, "
+                                            "labelled with its # of the tables; blue: on the memory side of the "
+                                            "roof, orange: on the compute side.",
                            items=[roofline_chart(points, label, report.metrics.get("ncu_cublas_ceiling") or [])]))
     ceiling = [{**c, "label": label[_key(c)].split(".")[0]} for c in report.metrics.get("ncu_cublas_ceiling") or []
                if _key(c) in label]
@@ -133,6 +137,9 @@ def roofline_chart(points: list[dict[str, Any]], label: dict[tuple[Any, ...], st
         "side": [p["roof_side"] for p in points],
         "color": ["#2e86c1" if p["roof_side"] == "memory" else "#e67e22" for p in points]})
     dots = fig.scatter("x", "y", size=11, color="color", line_color="#1d2330", source=source)
+    source.data["number"] = [label[_key(p)].split(".")[0] for p in points]  # the kernel's # of the tables
+    fig.text("x", "y", text="number", source=source, x_offset=8, y_offset=-6, text_font_size="9pt",
+             text_color="#1d2330", text_font_style="bold")
     fig.add_tools(HoverTool(renderers=[dots], tooltips=[("", "@label"), ("kernel", "@kernel"),
                                                          ("precision", "@precision"),
                                                          ("TFLOP/s", "@y{0,0.000}"), ("FLOP/byte", "@x{0,0.00}"),

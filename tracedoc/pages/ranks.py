@@ -3,12 +3,18 @@
 
 from __future__ import annotations
 
+import statistics
+
+from bokeh.palettes import Oranges256, RdBu11
+
 from tracedoc.pages.charts import Section, heatmap
 from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
 
 TITLE = "Ranks"
 ROUTE = "ranks"
+MIN_SPAN_PCT = 10.0  # the step-time colour scale spans at least ±10 % of the median
+MIN_WAIT_MS = 1.0    # the waiting scales reach at least 1 ms
 
 MAPS = (("step_ms", "GPU step time", "GPU time from the step's first to its last activity"),
         ("comm_wait_ms", "Wait inside collectives", "time a rank's collectives spent waiting for later ranks"),
@@ -36,9 +42,26 @@ def sections(report: Report) -> list[Section]:
              for r in ordered]
     outline = [r["rank"] in stragglers for r in ordered]
     note = "ms per rank and step; the straggler's row is outlined in red." if stragglers else "ms per rank and step."
-    out = [Section(title, note=f"{what}; {note}",
-                   items=[heatmap(cells, "step", "rank", key, "ms", outline=outline)])
-           for key, title, what in MAPS]
+    median = statistics.median(float(r["step_ms"]) for r in rows if r["step_ms"] is not None) \
+        if any(r["step_ms"] is not None for r in rows) else 0.0
+    span = max([abs(100 * (float(r["step_ms"]) - median) / median) for r in rows
+                if r["step_ms"] is not None and median] + [MIN_SPAN_PCT])
+    for cell in cells:
+        cell["vs_median"] = 100 * (float(cell["step_ms"]) - median) / median \
+            if cell["step_ms"] is not None and median else None
+    step_note = (f"; coloured by the difference from the median step ({median:,.1f} ms): red slower, blue faster, "
+                 f"the scale spanning ±{span:.0f}% (at least ±{MIN_SPAN_PCT:.0f}%, so that small differences stay "
+                 "pale)")
+    out = []
+    for key, title, what in MAPS:
+        if key == "step_ms":
+            chart = heatmap(cells, "step", "rank", key, "ms", outline=outline, color="vs_median", low=-span,
+                            high=span, scale_title="% vs median", palette=RdBu11[::-1])
+            out.append(Section(title, note=f"{what}{step_note}; {note}", items=[chart]))
+        else:  # waiting: from none (white) up
+            chart = heatmap(cells, "step", "rank", key, "ms", outline=outline, low=0.0,
+                            high=max([float(r[key] or 0) for r in rows] + [MIN_WAIT_MS]), palette=Oranges256[::-1])
+            out.append(Section(title, note=f"{what}; coloured from 0 ms (white); {note}", items=[chart]))
     out.append(Section("Per rank and step", items=[table_html(ordered, COLUMNS,
                                                               highlight=lambda r: r["rank"] in stragglers)]))
     return out

@@ -276,11 +276,14 @@ class Timeline:
 
 
 def time_axis_only(plot: Any, element: Any) -> None:
-    """Bokeh hook: wheel, drag and box zoom act on time only, and the lanes' axis stays as it is."""
+    """Bokeh hook: wheel, drag and box zoom act on time only, the lanes' axis stays as it is, and tooltips open at
+    the pointer."""
     fig = plot.state
     for tool in fig.toolbar.tools:
         if hasattr(tool, "dimensions"):
             tool.dimensions = "width"
+        if hasattr(tool, "point_policy"):  # at the pointer, not at the middle of a range that may lie out of view
+            tool.point_policy = "follow_mouse"
     lanes = len(fig.yaxis[0].ticker.ticks) if hasattr(fig.yaxis[0].ticker, "ticks") else None
     if lanes:
         fig.y_range.bounds = (-0.5, lanes - 0.5)
