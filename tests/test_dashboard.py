@@ -4,6 +4,7 @@ command's errors, and every page of `tracedoc serve` loaded in a real headless b
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import socket
 import statistics
@@ -43,7 +44,7 @@ from tracedoc.pages.fragments import Html
 from tracedoc.store import Store
 
 SERVER_START_S = 120
-PAGE_TIMEOUT_MS = 30_000
+PAGE_TIMEOUT_MS = 60_000  # the first page waits for the traces to load on a busy machine
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +84,8 @@ def test_ranks_step_time_is_coloured_against_the_median(straggler: Report) -> No
     mapper = steps.select_one({"type": LinearColorMapper})
     span = max(max(abs(d) for d in deviations), ranks.MIN_SPAN_PCT)
     assert (mapper.low, mapper.high) == pytest.approx((-span, span))
+    faster, slower = (tuple(int(c[i:i + 2], 16) for i in (1, 3, 5)) for c in (mapper.palette[0], mapper.palette[-1]))
+    assert faster[2] > faster[0] and slower[0] > slower[2]  # below the median blue, above it red
     assert sorted(steps.renderers[0].data_source.data["shade"]) == pytest.approx(sorted(deviations))
     assert steps.select_one({"type": ColorBar}).title == "% vs median"
     assert wait.select_one({"type": LinearColorMapper}).low == 0
@@ -481,8 +484,12 @@ def visit(browser: Any, url: str, shot: Path, texts: list[str], figures: int) ->
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(url)
-    for text in texts:
-        page.get_by_text(text).filter(visible=True).first.wait_for()
+    try:
+        for text in texts:
+            page.get_by_text(text).filter(visible=True).first.wait_for()
+    except Exception:
+        page.screenshot(path=str(shot.with_suffix(".failed.png")), full_page=True)  # what the page showed instead
+        raise
     if figures:
         page.locator(".bk-Figure").nth(figures - 1).wait_for()
         page.locator(".bk-Figure canvas").first.wait_for()
@@ -678,6 +685,11 @@ def test_timeline_in_the_browser(browser: Any, tmp_path: Path) -> None:
             assert zoomed["y"] == figure["y"] and zoomed["labels"] == labels  # the lanes neither zoom nor go
             page.wait_for_timeout(800)
             page.screenshot(path=str(tmp_path / "nsys-timeline-zoomed.png"))
+            with page.expect_download(timeout=60_000) as download:  # the trace for Perfetto, from the served store
+                page.get_by_text("Download for Perfetto").click()
+            events = json.loads(Path(download.value.path()).read_text())
+            assert any(e.get("name") == "checkpoint" for e in events)
+            assert any(gaps.title in str(e.get("name")) or "gpu-gaps" in json.dumps(e) for e in events)
         finally:
             page.close()
     assert dialogs == []

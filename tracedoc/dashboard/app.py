@@ -42,7 +42,8 @@ def body(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
         if page is overview:
             return overview_view(loading.report, loading.timeline)
         if page is timeline:
-            return timeline_view(loading.timeline, pn.state.session_args if pn.state.curdoc else None)
+            return timeline_view(loading.timeline, pn.state.session_args if pn.state.curdoc else None,
+                                 loading.report)
         return sections_view(page.sections(loading.report))
     except Exception as exc:  # a page that cannot draw itself says so and leaves the others working
         return html_pane(message_html(f"This page could not be drawn: {first_line(exc)}", "error"))

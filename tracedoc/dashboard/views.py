@@ -3,6 +3,9 @@ timeline with its choice of ranks."""
 
 from __future__ import annotations
 
+import io
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import panel as pn
@@ -57,9 +60,9 @@ def legend_html() -> Html:
     return Html(f'<p class="note" style="line-height:1.7">{keys}</p>')
 
 
-def timeline_view(timeline: Timeline | None, args: dict[str, Any] | None = None) -> Any:
-    """The timeline page, opened where the URL's query points (``args``: Panel's session args), or the sentence
-    saying why there is none."""
+def timeline_view(timeline: Timeline | None, args: dict[str, Any] | None = None, report: Report | None = None) -> Any:
+    """The timeline page, opened where the URL's query points (``args``: Panel's session args), with the trace for
+    Perfetto to download (given the ``report``), or the sentence saying why there is none."""
     if timeline is None:
         return html_pane(message_html("No timeline: a saved report holds no events. Serve the traces (or their "
                                       "cached store, *.duckdb) to see it."))
@@ -83,7 +86,22 @@ def timeline_view(timeline: Timeline | None, args: dict[str, Any] | None = None)
         return pn.pane.HoloViews(timeline.plot(tuple(int(r) for r in chosen_ranks), focus),
                                  sizing_mode="stretch_width")
 
-    # the place of the page's tools: the rank filter, and the trace's download for other viewers
-    tools = pn.Row(ranks, sizing_mode="stretch_width")
+    tools = pn.Row(ranks, *([perfetto_download(timeline, report)] if report is not None else []),
+                   sizing_mode="stretch_width")
     return pn.Column(html_pane(note), tools, html_pane(legend_html()), pn.bind(plot, ranks),
                      sizing_mode="stretch_width")
+
+
+def perfetto_download(timeline: Timeline, report: Report) -> pn.widgets.FileDownload:
+    """A button that writes the trace for Perfetto (`--format perfetto`: the timeline, the findings and the time
+    attribution as tracks) from the served store and downloads it."""
+    from tracedoc.render.perfetto import write_trace
+
+    def trace() -> io.BytesIO:
+        with tempfile.TemporaryDirectory(prefix="tracedoc-perfetto-") as tmp, timeline.lock:
+            path = Path(tmp) / "trace.perfetto.json"
+            write_trace(timeline.store, report, path)
+            return io.BytesIO(path.read_bytes())
+
+    return pn.widgets.FileDownload(callback=trace, filename="trace.perfetto.json", button_type="primary",
+                                   label="Download for Perfetto (ui.perfetto.dev)", width=300, margin=(28, 10, 0, 10))

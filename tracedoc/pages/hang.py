@@ -76,6 +76,7 @@ def progress_chart(members: list[dict[str, Any]]) -> Any:
     fig.yaxis.axis_label = "sequence number"
     fig.yaxis.ticker = BasicTicker(min_interval=1, desired_num_ticks=min(max(values + [1]), 8))  # whole numbers
     fig.yaxis.formatter = NumeralTickFormatter(format="0")
+    fig.yaxis.minor_tick_line_color = None
     fig.y_range.start = 0
     fig.xgrid.visible = False
     fig.ygrid.visible = True

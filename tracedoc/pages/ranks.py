@@ -56,7 +56,7 @@ def sections(report: Report) -> list[Section]:
     for key, title, what in MAPS:
         if key == "step_ms":
             chart = heatmap(cells, "step", "rank", key, "ms", outline=outline, color="vs_median", low=-span,
-                            high=span, scale_title="% vs median", palette=RdBu11[::-1])
+                            high=span, scale_title="% vs median", palette=RdBu11)  # blue (faster) to red (slower)
             out.append(Section(title, note=f"{what}{step_note}; {note}", items=[chart]))
         else:  # waiting: from none (white) up
             chart = heatmap(cells, "step", "rank", key, "ms", outline=outline, low=0.0,
