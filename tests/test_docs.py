@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import ROOT
-from tracedoc.store.modules import all_modules, module_file
 from tracedoc.cli import cli
 from tracedoc.judge import load_rules
+from tracedoc.store.modules import all_modules, module_file
 
 _CREATE = re.compile(r"^CREATE (?:OR REPLACE )?(TEMP )?(TABLE|VIEW|MACRO)\s+(?:IF NOT EXISTS\s+)?(\w+)", re.M)
 

@@ -6,10 +6,13 @@ scoped to the output so that it leaves the notebook's own look alone. Needs no B
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from tracedoc.pages.fragments import STYLE, Column, attribution_table_html, headline_html, number, table_html
 from tracedoc.render.base import saving_text, scope_text
-from tracedoc.report import Report
+
+if TYPE_CHECKING:
+    from tracedoc.report import Report
 
 SCOPE = "div.tracedoc"
 _RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")

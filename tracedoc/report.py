@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracedoc import __version__
+from tracedoc.version import __version__
 
 if TYPE_CHECKING:
     from tracedoc.frames import Frames

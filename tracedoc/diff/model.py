@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracedoc import __version__
 from tracedoc.diff.findings import CROSS_RANK_RULES, NEW, PERSISTING, RESOLVED, FindingChange, match_findings
 from tracedoc.diff.kernels import (
     KernelRow,
@@ -33,6 +32,7 @@ from tracedoc.diff.steps import (
     wait_per_step,
 )
 from tracedoc.errors import InputError
+from tracedoc.version import __version__
 
 DIFF_SCHEMA = 1
 # Kernel profiles measure each kernel once, replayed under a locked clock: a change of their time under this % is

@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracedoc.render.attribution import CauseShare, attribution_by_device, cause_label, part_of_text
 from tracedoc.render.base import fmt_value, saving_text, scope_text, summary_text, what_if_text
-from tracedoc.report import Finding, Report
+
+if TYPE_CHECKING:
+    from tracedoc.report import Finding, Report
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d2330; margin: 0 auto;

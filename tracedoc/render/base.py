@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from tracedoc.report import Report
 from tracedoc.units import fmt_ms
+
+if TYPE_CHECKING:
+    from tracedoc.report import Report
 
 
 class Renderer:

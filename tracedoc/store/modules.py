@@ -14,14 +14,10 @@ import re
 from collections.abc import Collection
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import TYPE_CHECKING
 
 import duckdb
 
 from tracedoc.errors import TracedocError, first_line
-
-if TYPE_CHECKING:
-    from tracedoc.store.store import Store
 
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
 
@@ -56,15 +52,15 @@ def applies(module: str, formats: Collection[str]) -> bool:
     return needs is None or not needs.isdisjoint(formats)
 
 
-def include(store: Store, module: str) -> None:
-    """Run ``module`` (after its includes) on the store's connection, once."""
-    if module in store._included:
+def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str) -> None:
+    """Run ``module`` (after its includes) on the connection, once: ``included`` holds the modules run on it."""
+    if module in included:
         return
     sql = module_file(module).read_text()
     for dep in _INCLUDE.findall(sql):
-        include(store, dep)
+        include(con, included, dep)
     try:
-        store.con.execute(sql)
+        con.execute(sql)
     except duckdb.Error as exc:
         raise TracedocError(f"analysis module {module} failed: {first_line(exc)}") from exc
-    store._included.add(module)
+    included.add(module)

@@ -59,7 +59,7 @@ class Store:
 
     def include(self, module: str) -> None:
         """Load an analysis module (e.g. ``gpu.idle``) and its dependencies, once per connection."""
-        modules.include(self, module)
+        modules.include(self.con, self._included, module)
 
     def formats(self) -> frozenset[str]:
         """The formats of the store's inputs (``sources.format``)."""

@@ -113,6 +113,7 @@ FROM timeline_intervals i JOIN timeline_lanes l USING (rank, lane_group, tid, de
 JOIN timeline_names n USING (name)
 WHERE l.mark ORDER BY i.ts_ns;
 
+-- The other intervals (GPU work, host calls), as timeline_marks.
 CREATE OR REPLACE TEMP TABLE timeline_work AS
 SELECT l.lane, i.category, n.name_id, i.ts_ns, i.ts_ns + i.dur_ns AS end_ns
 FROM timeline_intervals i JOIN timeline_lanes l USING (rank, lane_group, tid, depth, device, stream)
