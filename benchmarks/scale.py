@@ -149,29 +149,33 @@ def measure(job: Path, cache: Path, workers: int | None) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def distributed_rank_cost(job: Path, cache: Path) -> tuple[float, float]:
+def distributed_rank_cost(job: Path, cache: Path, ranks_per_batch: int) -> tuple[float, float]:
     """Seconds a worker spends per rank (both passes, from an empty cache) and bytes a rank hands back (both
-    passes, the collectives it is sent included): the distributed path's own functions, run in this process."""
+    passes, the collectives it is sent included), with ``ranks_per_batch`` ranks to a task: the distributed path's
+    own functions, run in this process."""
     from tracedoc.api import _METRICS
     from tracedoc.ingest import discover
     from tracedoc.judge import load_rules
     from tracedoc.scale.exports import report_exports
-    from tracedoc.scale.job import _Job, _tasks
-    from tracedoc.scale.worker import analyse_rank, summarize_rank
+    from tracedoc.scale.job import _Job, _tasks, plan_batches
+    from tracedoc.scale.worker import analyse_ranks, summarize_ranks
 
     shutil.rmtree(cache, ignore_errors=True)
     tasks = _tasks(discover([job]), cache)
+    batches = plan_batches(tasks, max(1, len(tasks) // ranks_per_batch))
     exports = report_exports(load_rules(()), None, _METRICS)
     start = time.perf_counter()
-    read = [(t, summarize_rank(t)) for t in tasks]
+    read = sorted(((b, summarize_ranks(b)) for b in batches), key=lambda r: r[0][0].indices)
     worker_s = time.perf_counter() - start
-    collectives = _Job(read).align()
-    total = sum(t.nbytes for _, tables in read for t in tables.values())
-    for task, _ in read:
+    summaries = _Job(read)
+    summaries.align()
+    total = sum(t.nbytes for _, summary in read for t in summary.tables.values())
+    for batch, _ in read:
+        collectives = summaries.collectives(batch)
         start = time.perf_counter()
-        second = analyse_rank(task, collectives[task.indices], exports)
+        second = analyse_ranks(batch, summaries.ranks, collectives, exports)
         worker_s += time.perf_counter() - start
-        total += collectives[task.indices].nbytes + sum(t.nbytes for t in second.values())
+        total += collectives.nbytes + sum(t.nbytes for t in second.values())
     return worker_s / len(tasks), total / len(tasks)
 
 
@@ -230,8 +234,12 @@ def main() -> None:
     cache = args.work / "cache-tiled"
     shutil.rmtree(cache, ignore_errors=True)
     serial_big = measure(big, cache, None)["wall_s"] / 2
-    small_s, small_bytes = distributed_rank_cost(build_job(args.work / "job-8", 8), args.work / "cache-8")
-    big_s, big_bytes = distributed_rank_cost(big, args.work / "cache-tiled-dist")
+    # A rank of 200 MB is a batch of its own (larger than a batch takes): the projection is through ranks analysed
+    # one per task; beside it, the cost per rank of small ranks 8 to a task.
+    small_job = build_job(args.work / "job-8", 8)
+    small_s, small_bytes = distributed_rank_cost(small_job, args.work / "cache-8", 1)
+    batched_s, _ = distributed_rank_cost(small_job, args.work / "cache-8", 8)
+    big_s, big_bytes = distributed_rank_cost(big, args.work / "cache-tiled-dist", 1)
 
     def at_200(small: float, large: float) -> float:  # linear in the rank's size, through the two measurements
         return small + (large - small) / (big_mb - small_mb) * (200 - small_mb)
@@ -243,6 +251,7 @@ def main() -> None:
         "rank_mb": [round(small_mb, 2), round(big_mb, 1), 200],
         "serial_s_per_rank": [round(serial_small, 3), round(serial_big, 2), round(serial_200, 1)],
         "worker_s_per_rank": [round(small_s, 3), round(big_s, 2), round(worker_200, 1)],
+        "worker_s_per_rank_8_per_task": round(batched_s, 3),
         "summary_kb_per_rank": [round(small_bytes / 1e3, 1), round(big_bytes / 1e3, 1), round(bytes_200 / 1e3)],
         "1024_ranks_x_200_mb": {
             "serial_one_process_h": round(1024 * serial_200 / 3600, 2),

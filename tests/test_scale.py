@@ -1,9 +1,11 @@
 """The distributed path (tracedoc.scale on a Dask LocalCluster of 2 processes): the same report as one machine
-on the bundled multi-rank samples, a rank that cannot be read left out and named, a worker that dies, a scheduler
-that cannot be reached, progress, and that a run without the flags never imports Dask."""
+on the bundled multi-rank samples (ranks analysed one per task, and several per task), a rank that cannot be read
+left out and named without its batch-mates, a worker that dies, a scheduler that cannot be reached, progress, how
+ranks are cut into batches, and that a run without the flags never imports Dask."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import os
 import shutil
@@ -26,7 +28,8 @@ from tracedoc.cli import cli  # noqa: E402
 from tracedoc.errors import InputError  # noqa: E402
 from tracedoc.ingest import discover  # noqa: E402
 from tracedoc.scale import ClusterSpec, analyze_distributed  # noqa: E402
-from tracedoc.scale.cluster import RankFailure, connect, map_ranks  # noqa: E402
+from tracedoc.scale.cluster import RankFailure, connect, map_batches  # noqa: E402
+from tracedoc.scale.job import _tasks, plan_batches  # noqa: E402
 
 # The multi-rank samples: stragglers, expert imbalance, FSDP, DDP without a finding, hangs and mismatches from
 # flight-recorder dumps, and on-demand dumps where some files hold no entries.
@@ -50,8 +53,10 @@ def report_dict(report) -> dict:
 
 @pytest.mark.parametrize("sample", SAME_ANSWER)
 def test_distributed_report_equals_local(sample: str, cluster: ClusterSpec, tmp_path: Path) -> None:
+    """One batch per worker thread: the 4-rank samples go two ranks to a task, in one store on the worker."""
     local = analyze(SAMPLES / sample, cache_dir=tmp_path / "local")
-    distributed = analyze_distributed(SAMPLES / sample, cluster, cache_dir=tmp_path / "dist")
+    distributed = analyze_distributed(SAMPLES / sample, dataclasses.replace(cluster, batches_per_thread=1),
+                                      cache_dir=tmp_path / "dist")
     assert distributed.summary["missing_ranks"] == []
     assert report_dict(distributed) == report_dict(local)
 
@@ -81,8 +86,9 @@ def truncated_copy(source: Path, target: Path) -> None:
 
 
 def test_bad_rank_is_missing_and_the_others_analysed(cluster: ClusterSpec, tmp_path: Path) -> None:
-    """moe-hot-expert-4rank with rank 3's trace cut short (an edited copy): the report is the one machine's report
-    of ranks 0-2, and it names rank 3 and why it is missing."""
+    """moe-hot-expert-4rank with rank 3's trace cut short (an edited copy), in batches of two ranks: the report is
+    the one machine's report of ranks 0-2 (rank 2, rank 3's batch-mate, analysed on its own), and it names rank 3
+    and why it is missing."""
     job, good = tmp_path / "job", tmp_path / "good"
     shutil.copytree(SAMPLES / "moe-hot-expert-4rank", job)
     shutil.copytree(SAMPLES / "moe-hot-expert-4rank", good)
@@ -90,7 +96,10 @@ def test_bad_rank_is_missing_and_the_others_analysed(cluster: ClusterSpec, tmp_p
     (good / "rank3.trace.json.gz").unlink()
     with pytest.raises(InputError):
         analyze(job, cache_dir=tmp_path / "cache")
-    report = analyze_distributed(job, cluster, cache_dir=tmp_path / "cache")
+    messages: list[str] = []
+    report = analyze_distributed(job, dataclasses.replace(cluster, batches_per_thread=1),
+                                 cache_dir=tmp_path / "cache", progress=messages.append)
+    assert "reading ranks: 4 of 4 done" in messages and "analysing ranks: 3 of 3 done" in messages
     [missing] = report.summary["missing_ranks"]
     assert missing["rank"] == 3 and missing["path"].endswith("rank3.trace.json.gz") and missing["reason"]
     expected = report_dict(analyze(good, cache_dir=tmp_path / "cache"))
@@ -108,21 +117,38 @@ def test_no_rank_readable_is_an_input_error(cluster: ClusterSpec, tmp_path: Path
         analyze_distributed(tmp_path, cluster, cache_dir=tmp_path / "cache")
 
 
-def exit_on_odd(n: int) -> int:
-    """Kills the worker process that runs it for an odd n (as an out-of-memory kill would)."""
-    if n % 2:
+def exit_on_odd(batch: tuple[int, ...]) -> list[int]:
+    """Kills the worker process that runs it when the batch holds an odd number (as an out-of-memory kill would)."""
+    if any(n % 2 for n in batch):
         os._exit(1)
-    return n * 10
+    return [n * 10 for n in batch]
 
 
 def test_worker_that_dies_is_one_failure(cluster: ClusterSpec) -> None:
+    """A batch whose worker dies runs again one rank at a time: only the rank that kills its worker is lost."""
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     messages: list[str] = []
     with connect(cluster) as client:
-        results = map_ranks(client, exit_on_odd, [(0,), (1,), (2,)], ["a", "b", "c"], "testing", messages.append)
-    assert results[0] == 0 and results[2] == 20
-    assert isinstance(results[1], RankFailure) and "worker died" in results[1].reason
-    assert messages[-1] == "testing ranks: 3 of 3 done"
+        results, failures = map_batches(client, exit_on_odd, [(0, 1, 2), (4,)], lambda batch: (), str, "testing",
+                                        messages.append)
+    assert sorted(results) == [((0,), [0]), ((2,), [20]), ((4,), [40])]
+    [(rank, failure)] = failures
+    assert rank == 1 and isinstance(failure, RankFailure) and "worker died" in failure.reason
+    assert messages[-1] == "testing ranks: 4 of 4 done"
+
+
+def test_batches_follow_job_order_and_input_bytes(tmp_path: Path) -> None:
+    """The 4 ranks of moe-hot-expert-4rank as they are (about equal sizes) and with rank 1 made 10x the others:
+    equal runs in job order, and the large rank alone."""
+    tasks = _tasks(discover([SAMPLES / "moe-hot-expert-4rank"]), tmp_path)
+    assert [[t.indices for t in b] for b in plan_batches(tasks, 2)] in ([[(0,), (1,)], [(2,), (3,)]],
+                                                                         [[(2,), (3,)], [(0,), (1,)]])
+    assert [len(b) for b in plan_batches(tasks, 8)] == [1, 1, 1, 1]
+    big = [dataclasses.replace(t, items=tuple(dataclasses.replace(i, size_bytes=i.size_bytes * 10) for i in t.items))
+           if t.indices == (1,) else t for t in tasks]
+    batches = plan_batches(big, 2)
+    assert [t.indices for t in batches[0]] == [(1,)]
+    assert sorted(t.indices for b in batches[1:] for t in b) == [(0,), (2,), (3,)]
 
 
 def test_progress_names_the_slowest_running(cluster: ClusterSpec, tmp_path: Path) -> None:

@@ -68,8 +68,12 @@ def open_store(inputs: Sequence[InputFile], cache_dir: Path | None,
     the cache, or into memory when ``cache_dir`` is None); and whether it came from the cache."""
     if cache_dir is None:
         return memory_store(lambda store: load_all(store, inputs, progress)), False
-    key = content_key([f"{i.format}:{i.digest}" for i in inputs])
-    return open_cached_store(key, cache_dir, lambda store: load_all(store, inputs, progress))
+    return open_cached_store(store_key(inputs), cache_dir, lambda store: load_all(store, inputs, progress))
+
+
+def store_key(inputs: Sequence[InputFile]) -> str:
+    """The cache key of the store of these inputs: in the cache, its file is ``KEY.duckdb``."""
+    return content_key([f"{i.format}:{i.digest}" for i in inputs])
 
 
 def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, float]] | None = None,

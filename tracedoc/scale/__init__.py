@@ -8,6 +8,7 @@ overlap), and builds the report with ``tracedoc.api.build_report`` over a store 
 imported only here (``cluster``); without ``--workers`` or a scheduler nothing of this runs.
 """
 
-from tracedoc.scale.job import ClusterSpec, analyze_distributed
+from tracedoc.scale.job import analyze_distributed
+from tracedoc.scale.spec import ClusterSpec
 
 __all__ = ["ClusterSpec", "analyze_distributed"]

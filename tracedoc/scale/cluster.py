@@ -8,10 +8,10 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tracedoc.errors import InputError, TracedocError, first_line
+from tracedoc.scale.spec import ClusterSpec
 
 try:
     from distributed import Client, LocalCluster, wait
@@ -22,16 +22,6 @@ except ImportError:  # pragma: no cover - depends on the installation
 Progress = Callable[[str], None]
 _CONNECT_TIMEOUT = "10s"
 _POLL_S = 1.0
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    """Where the per-rank work runs: ``workers`` local processes, or the scheduler at ``scheduler`` (an address)
-    or named in ``scheduler_file`` (the file `dask scheduler --scheduler-file` writes)."""
-
-    workers: int | None = None
-    scheduler: str | None = None
-    scheduler_file: Path | None = None
 
 
 @dataclass
@@ -66,37 +56,50 @@ def connect(spec: ClusterSpec) -> Iterator[Client]:
         yield client
 
 
-def map_ranks(client: Client, func: Callable[..., Any], calls: Sequence[tuple[Any, ...]], labels: Sequence[str],
-              stage: str, progress: Progress | None = None) -> list[Any]:
-    """``func(*call)`` for every call on the cluster, at most as many at once as the cluster has threads (so the
-    ones in flight are the ones running); a result per call, or a RankFailure saying why there is none.
-    ``labels`` name the calls in progress messages (the slowest still running)."""
-    results: list[Any] = [None] * len(calls)
-    pending = list(range(len(calls)))[::-1]
-    running: dict[Any, tuple[int, float]] = {}
-    done = 0
+def map_batches(client: Client, func: Callable[..., Any], batches: Sequence[tuple[Any, ...]],
+                args: Callable[[tuple[Any, ...]], tuple[Any, ...]], label: Callable[[tuple[Any, ...]], str],
+                stage: str, progress: Progress | None = None) -> tuple[list[tuple[tuple[Any, ...], Any]],
+                                                                     list[tuple[Any, RankFailure]]]:
+    """``func(batch, *args(batch))`` for every batch of ranks on the cluster, at most as many at once as the
+    cluster has threads (so the ones in flight are the ones running). A batch that fails runs again one rank at a
+    time, so that one bad rank does not sink the others. Returns each batch that gave a result with its result,
+    and each rank that gave none with the RankFailure that says why. ``label`` names a batch in progress messages
+    (ranks done of the total, the slowest batch still running)."""
+    queue = list(batches)[::-1]
+    results: list[tuple[tuple[Any, ...], Any]] = []
+    failures: list[tuple[Any, RankFailure]] = []
+    running: dict[Any, tuple[tuple[Any, ...], float]] = {}
+    done, total = 0, sum(len(b) for b in batches)
     try:
-        while pending or running:
+        while queue or running:
             capacity = max(1, sum(client.nthreads().values()))
-            while pending and len(running) < capacity:
-                i = pending.pop()
-                future = client.submit(func, *calls[i], pure=False, key=f"tracedoc-{stage}-{i}-{time.time_ns()}")
-                running[future] = (i, time.monotonic())
+            while queue and len(running) < capacity:
+                batch = queue.pop()
+                future = client.submit(func, batch, *args(batch), pure=False,
+                                       key=f"tracedoc-{stage}-{len(batch)}-{time.time_ns()}")
+                running[future] = (batch, time.monotonic())
             try:
                 finished, _ = wait(list(running), timeout=_POLL_S, return_when=FIRST_COMPLETED)
             except TimeoutError:
                 finished = set()
             for future in finished:
-                i, _ = running.pop(future)
-                results[i] = _outcome(future)
+                batch, _ = running.pop(future)
+                outcome = _outcome(future)
                 future.release()
-                done += 1
+                if not isinstance(outcome, RankFailure):
+                    results.append((batch, outcome))
+                    done += len(batch)
+                elif len(batch) > 1:
+                    queue += [(item,) for item in batch[::-1]]
+                else:
+                    failures.append((batch[0], outcome))
+                    done += 1
             if progress:
-                progress(_progress_text(stage, done, len(calls), running, labels))
+                progress(_progress_text(stage, done, total, running, label))
     except BaseException:
         client.cancel(list(running), force=True)
         raise
-    return results
+    return results, failures
 
 
 def _outcome(future: Any) -> Any:
@@ -113,11 +116,12 @@ def _outcome(future: Any) -> Any:
     return RankFailure(f"internal error on its worker: {type(exc).__name__}: {first_line(exc)}")
 
 
-def _progress_text(stage: str, done: int, total: int, running: dict[Any, tuple[int, float]],
-                   labels: Sequence[str]) -> str:
+def _progress_text(stage: str, done: int, total: int, running: dict[Any, tuple[tuple[Any, ...], float]],
+                   label: Callable[[tuple[Any, ...]], str]) -> str:
     """'reading ranks: 12 of 256 done, 4 running; slowest: rank7.json.gz (41 s)'."""
     text = f"{stage} ranks: {done} of {total} done"
     if running:
-        i, start = min(running.values(), key=lambda v: v[1])
-        text += f", {len(running)} running; slowest: {labels[i]} ({time.monotonic() - start:.0f} s)"
+        batch, start = min(running.values(), key=lambda v: v[1])
+        ranks = sum(len(b) for b, _ in running.values())
+        text += f", {ranks} running; slowest: {label(batch)} ({time.monotonic() - start:.0f} s)"
     return text

@@ -25,6 +25,12 @@ def on_client(module: str) -> bool:
     return module in _CLIENT_MODULES or module.split(".")[0] in _CLIENT_GROUPS
 
 
+# What the ranks' own modules make only for the client: the alignment of the collectives across ranks (and what
+# reads it). A worker leaves these statements out (a batch's ranks are not the job); in the second pass it is
+# given ranks_collectives as the client lined it up.
+CLIENT_ONLY = ("ranks_alignment", "ranks_matched_kernels", "ranks_clock_offsets", "ranks_collectives",
+               "ranks_alignment_quality", "ranks_steps")
+
 # Store tables a rank hands back whole: its profiler steps, GPUs and flight-recorder dumps (a dump is bounded by
 # its ring buffer; steps and devices by the window).
 BASE_TABLES = ("sources", "devices", "steps", "fr_dumps", "fr_process_groups", "fr_pg_status", "fr_entries")

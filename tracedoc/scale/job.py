@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,24 +19,18 @@ from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.report import Report
 from tracedoc.scale.exports import BASE_TABLES, COMPUTE_BUSY_KEYS, SUMMARY_EXPORTS, Export, report_exports
+from tracedoc.scale.spec import ClusterSpec
 from tracedoc.scale.summary_store import SummaryStore, summary_connection
 from tracedoc.scale.tables import Table, create_table, fetch, insert_parts
-from tracedoc.scale.worker import RankInput, analyse_rank, summarize_rank
+from tracedoc.scale.worker import BatchSummary, RankInput, analyse_ranks, summarize_ranks
 from tracedoc.store.cache import default_cache_dir
 
 # Inputs that are one rank each: timelines and flight-recorder dumps. Per-host health recordings and kernel
 # profiles are not split by rank; a distributed run refuses them (analyse them without --workers).
 _RANK_FORMATS = ("torch", "nsys", "flight_recorder")
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    """Where the per-rank work runs: ``workers`` local processes, or the Dask scheduler at ``scheduler`` (an
-    address) or named in ``scheduler_file`` (what `dask scheduler --scheduler-file` writes)."""
-
-    workers: int | None = None
-    scheduler: str | None = None
-    scheduler_file: Path | None = None
+# The most input bytes (on disk) one batch takes, unless a single rank is larger: a batch's ranks are held in one
+# in-memory store on its worker.
+_BATCH_BYTES = 64 << 20
 
 
 @dataclass
@@ -71,27 +65,27 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         else:  # the per-rank stores must outlive the first pass: on this machine, removed at the end
             store_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tracedoc-ranks-")))
         tasks = _tasks(inputs, store_dir)
-        labels = [t.label for t in tasks]
-        client = stack.enter_context(dask_side.connect(dask_side.ClusterSpec(**cluster.__dict__)))
-        first = dask_side.map_ranks(client, summarize_rank, [(t,) for t in tasks], labels, "reading", progress)
-        missing = [MissingRank(str(item.path), _rank_in_name(item), r.reason)
-                   for t, r in zip(tasks, first) if isinstance(r, dask_side.RankFailure) for item in t.items]
-        read = [(t, r) for t, r in zip(tasks, first) if not isinstance(r, dask_side.RankFailure)]
-        if not read:
+        client = stack.enter_context(dask_side.connect(cluster))
+        slots = max(1, sum(client.nthreads().values())) * max(1, cluster.batches_per_thread)
+        batches = plan_batches(tasks, slots)
+        first, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: (), _batch_label,
+                                              "reading", progress)
+        missing = [MissingRank(str(item.path), _rank_in_name(item), r.reason) for t, r in failed for item in t.items]
+        if not first:
             raise InputError(f"no rank could be read: {missing[0].path}: {missing[0].reason}")
-        job = _Job(read)
+        first.sort(key=lambda result: result[0][0].indices)  # the ranks' rows in job order, as on one machine
+        job = _Job(first)
         if progress:
             progress("lining up the ranks' collectives")
-        collectives = job.align()
-        second = dask_side.map_ranks(client, analyse_rank, [(t, collectives[t.indices], exports) for t, _ in read],
-                                     [t.label for t, _ in read], "analysing", progress)
-        for (t, _), r in zip(read, second):
-            if isinstance(r, dask_side.RankFailure):
-                missing += [MissingRank(str(item.path), job.ranks[i], f"per-rank analyses: {r.reason}")
-                            for i, item in zip(t.indices, t.items)]
-        job.add_analyses(exports, [(t, r) for (t, _), r in zip(read, second)
-                                   if not isinstance(r, dask_side.RankFailure)])
-    paths_read = sorted((i, str(item.path)) for t, _ in read for i, item in zip(t.indices, t.items))
+        job.align()
+        second, failed = dask_side.map_batches(
+            client, analyse_ranks, [batch for batch, _ in first],
+            lambda b: (job.ranks, job.collectives(b), exports), _batch_label, "analysing", progress)
+        missing += [MissingRank(str(item.path), job.ranks[i], f"per-rank analyses: {r.reason}")
+                    for t, r in failed for i, item in zip(t.indices, t.items)]
+        job.add_analyses(exports, sorted(second, key=lambda result: result[0][0].indices))
+    read = [t for batch, _ in first for t in batch]
+    paths_read = sorted((i, str(item.path)) for t in read for i, item in zip(t.indices, t.items))
     report = build_report(job.store, rules, thresholds, progress, paths=[p for _, p in paths_read])
     job.store.close()
     report.summary["missing_ranks"] = [m.to_dict() for m in missing]
@@ -122,79 +116,91 @@ def _tasks(inputs: Sequence[InputFile], store_dir: Path) -> list[RankInput]:
             for ix in groups.values()]
 
 
+def plan_batches(tasks: Sequence[RankInput], slots: int) -> list[tuple[RankInput, ...]]:
+    """The tasks, in job order, cut into about ``slots`` runs of about equal input bytes (more when the input is
+    larger than ``slots`` × _BATCH_BYTES). A task larger than a batch's share goes alone, so that it holds no
+    other rank back; else it joins the run unless that would take the run past its share by more than half the
+    task. Largest batch first."""
+    total = sum(t.size_bytes for t in tasks)
+    share = max(total, 1) / max(1, min(len(tasks), max(slots, -(-total // _BATCH_BYTES))))
+    batches: list[list[RankInput]] = []
+    size = 0
+    for task in tasks:
+        alone = task.size_bytes > share
+        if not batches or alone or batches[-1][-1].size_bytes > share or size + task.size_bytes / 2 > share:
+            batches.append([])
+            size = 0
+        batches[-1].append(task)
+        size += task.size_bytes
+    return sorted((tuple(b) for b in batches), key=lambda b: -sum(t.size_bytes for t in b))
+
+
+def _batch_label(batch: Sequence[RankInput]) -> str:
+    return batch[0].label if len(batch) == 1 else f"{batch[0].label} (+{len(batch) - 1} more ranks)"
+
+
 def _rank_in_name(item: InputFile) -> int | None:
     m = _RANK_IN_NAME.search(item.path.name)
     return int(m.group(1)) if m else None
 
 
 class _Job:
-    """The client's store of summaries: every read rank's store tables and summaries, in job-wide source ids and
-    ranks, then its per-rank analyses."""
+    """The client's store of summaries: every read rank's store tables and summaries, in job-wide ranks, then its
+    per-rank analyses. Source ids are job-wide from the workers on."""
 
-    def __init__(self, read: Sequence[tuple[RankInput, dict[str, Table]]]) -> None:
+    def __init__(self, read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]]) -> None:
         self.ranks = self._ranks(read)
         self.store = SummaryStore(summary_connection())
         con = self.store.con
+        selects = [self._with_ranks(summary) for _, summary in read]
         for name in BASE_TABLES:
-            self._insert(name, read)
+            insert_parts(con, name, [summary.tables[name] for _, summary in read],
+                         [select(summary.tables[name]) for (_, summary), select in zip(read, selects)])
         for export in SUMMARY_EXPORTS:
-            parts = [tables[export.name] for _, tables in read]
-            create_table(con, export.name, parts, [self._remap(t, p) for (t, _), p in zip(read, parts)])
+            parts = [summary.tables[export.name] for _, summary in read]
+            create_table(con, export.name, parts, [select(p) for p, select in zip(parts, selects)])
             self.store.provided.add(export.name)
         busy = "ranks_compute_busy"
         con.execute(f"ALTER TABLE {busy} RENAME TO {busy}_rows")
         con.execute(f"CREATE TEMP TABLE {busy} AS SELECT {COMPUTE_BUSY_KEYS} FROM {busy}_rows")
 
-    def _ranks(self, read: Sequence[tuple[RankInput, dict[str, Table]]]) -> dict[int, int | None]:
+    @staticmethod
+    def _ranks(read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]]) -> dict[int, int | None]:
         """Each input's rank (by job-wide source id), as one machine numbers them: from the trace, else the file
         name, else its position (a rank's store that found neither says 0); two traces of one format claiming one
-        rank are an error. Also keeps, per task, how its store's ranks map to the job's."""
-        items, reported, indices = [], [], []
-        for task, tables in read:
-            local = tables["sources"].data.column("rank").to_pylist()
-            for index, item, rank in zip(task.indices, task.items, local):
-                items.append(item)
-                indices.append(index)
-                reported.append(None if rank == 0 and _rank_in_name(item) is None else rank)
-        order = sorted(range(len(items)), key=lambda k: indices[k])
-        assigned = _assign_ranks([items[k] for k in order], [reported[k] for k in order])
-        ranks = {indices[k]: r for k, r in zip(order, assigned)}
-        self._rank_maps = {task.indices: dict(zip(tables["sources"].data.column("rank").to_pylist(),
-                                                  (ranks[i] for i in task.indices))) for task, tables in read}
-        return ranks
+        rank are an error."""
+        inputs = sorted((index, item, summary.reported_ranks[index]) for batch, summary in read for task in batch
+                        for index, item in zip(task.indices, task.items))
+        reported = [None if rank == 0 and _rank_in_name(item) is None else rank for _, item, rank in inputs]
+        assigned = _assign_ranks([item for _, item, _ in inputs], reported)
+        return {index: rank for (index, _, _), rank in zip(inputs, assigned)}
 
-    def _remap(self, task: RankInput, part: Table) -> str:
-        """The select list that puts a rank's rows into job-wide source ids and ranks."""
-        columns = {c for c, _ in part.types}
-        replaced = []
-        if "source_id" in columns:
-            cases = " ".join(f"WHEN {j} THEN {g}" for j, g in enumerate(task.indices))
-            replaced.append(f"CASE source_id {cases} END AS source_id")
-        if "rank" in columns:
-            cases = " ".join(f"WHEN {a} THEN {'NULL' if b is None else b}"
-                             for a, b in self._rank_maps[task.indices].items() if a is not None)
-            replaced.append(f"CASE rank {cases} END AS rank" if cases else "rank")
-        return f"* REPLACE ({', '.join(replaced)})" if replaced else "*"
+    def _with_ranks(self, summary: BatchSummary) -> Callable[[Table], str]:
+        """The select list that puts the job's ranks into a batch's rows (the worker numbered each input by its
+        source id)."""
+        cases = " ".join(f"WHEN {i} THEN {'NULL' if self.ranks[i] is None else self.ranks[i]}"
+                         for i in summary.reported_ranks)
 
-    def _insert(self, table: str, read: Sequence[tuple[RankInput, dict[str, Table]]]) -> None:
-        parts = [tables[table] for _, tables in read]
-        insert_parts(self.store.con, table, parts, [self._remap(t, p) for (t, _), p in zip(read, parts)])
+        def select(part: Table) -> str:
+            return f"* REPLACE (CASE source_id {cases} END AS rank)" if "rank" in {c for c, _ in part.types} else "*"
 
-    def align(self) -> dict[tuple[int, ...], Table]:
-        """Line the ranks up (ranks.collectives over the summaries) and, per input, the rows its second pass needs:
-        its own collectives and, for each, the last rank's row."""
+        return select
+
+    def align(self) -> None:
+        """Line the ranks up: ranks.collectives over the summaries."""
         self.store.include("ranks.collectives")
-        out = {}
-        for indices in self._rank_maps:
-            out[indices] = fetch(self.store.con, """
-                SELECT * FROM ranks_collectives c
-                WHERE list_contains($s, c.source_id) OR (c.is_last AND (c.channel, c.instance) IN
-                      (SELECT (channel, instance) FROM ranks_collectives WHERE list_contains($s, source_id)))
-                ORDER BY c.channel, c.instance, c.source_id""", {"s": list(indices)})
         self.store.provided.add("ranks_collectives")
-        return out
 
-    def add_analyses(self, exports: Sequence[Export], analysed: Sequence[tuple[RankInput, dict[str, Table]]]) -> None:
+    def collectives(self, batch: Sequence[RankInput]) -> Table:
+        """The rows a batch's second pass needs: its ranks' own collectives and, for each, the last rank's row."""
+        return fetch(self.store.con, """
+            SELECT * FROM ranks_collectives c
+            WHERE list_contains($s, c.source_id) OR (c.is_last AND (c.channel, c.instance) IN
+                  (SELECT (channel, instance) FROM ranks_collectives WHERE list_contains($s, source_id)))
+            ORDER BY c.channel, c.instance, c.source_id""", {"s": [i for t in batch for i in t.indices]})
+
+    def add_analyses(self, exports: Sequence[Export],
+                     analysed: Sequence[tuple[tuple[RankInput, ...], dict[str, Table]]]) -> None:
         """The per-rank analyses of every rank as tables (a rule's table macro as a macro over its rows)."""
         con = self.store.con
         for export in exports:
@@ -202,7 +208,7 @@ class _Job:
             if not parts:
                 continue
             table = f"{export.name}__rows" if export.macro_args is not None else export.name
-            create_table(con, table, parts, [self._remap(t, p) for (t, _), p in zip(analysed, parts)])
+            create_table(con, table, parts)
             if export.macro_args is not None:
                 args = ", ".join(f"_arg{i}" for i in range(export.macro_args))
                 con.execute(f"CREATE TEMP MACRO {export.name}({args}) AS TABLE SELECT * FROM {table}")

@@ -1,21 +1,26 @@
-"""What runs on a worker, one rank's input at a time: ingest it into its per-rank store (in the cache, keyed by
-content), then hand back its summaries (first pass) or, given the collectives the client lined up, its per-rank
+"""What runs on a worker, a batch of ranks at a time: each rank's input ingested into its own per-rank store (in the
+cache, keyed by content, so that ``serve`` and a second run reuse it), the batch's stores copied into one in-memory
+store, and the analysis modules run once over it, so that DuckDB plans them once per batch and not once per rank.
+It hands back the batch's summaries (first pass) or, given the collectives the client lined up, its per-rank
 analyses (second pass). Only tables of summaries leave the worker."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracedoc.api import open_store
+import duckdb
+
+from tracedoc.api import open_store, store_key
+from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile
 from tracedoc.ingest.compressed import set_limits
-from tracedoc.scale.exports import BASE_TABLES, SUMMARY_EXPORTS, Export
-from tracedoc.scale.summary_store import SummaryStore
-from tracedoc.scale.tables import Table, create_table, fetch
-from tracedoc.store import Store
+from tracedoc.scale.exports import BASE_TABLES, CLIENT_ONLY, SUMMARY_EXPORTS, Export
+from tracedoc.scale.summary_store import SummaryStore, summary_connection
+from tracedoc.scale.tables import Table, create_table, fetch, quote
 from tracedoc.store.cache import discard_damaged, is_damage
 
 
@@ -35,30 +40,41 @@ class RankInput:
         first = str(self.items[0].path)
         return first if len(self.items) == 1 else f"{first} (+{len(self.items) - 1} more)"
 
+    @property
+    def size_bytes(self) -> int:
+        return sum(item.size_bytes for item in self.items)
 
-def summarize_rank(task: RankInput) -> dict[str, Table]:
-    """First pass: ingest (or reuse) the rank's store and return its store tables that the client keeps whole and
-    the summaries the cross-rank analyses read."""
-    with _rank_store(task) as store:
+
+@dataclass
+class BatchSummary:
+    """What the first pass hands back for a batch: each input's rank as its own store numbered it (by job-wide
+    source id; the job's ranks are assigned on the client, over every rank), and the batch's tables."""
+
+    reported_ranks: dict[int, int | None]
+    tables: dict[str, Table]
+
+
+def summarize_ranks(batch: Sequence[RankInput]) -> BatchSummary:
+    """First pass: ingest (or reuse) each rank's store and return the store tables the client keeps whole and the
+    summaries the cross-rank analyses read. The job's ranks are not known yet: each input's rank is its job-wide
+    source id here, unique as on one machine, and the client puts the job's rank in its place."""
+    reported: dict[int, int | None] = {}
+    with _batch_store(batch, None, reported) as store:
         tables = {name: fetch(store.con, f"SELECT * FROM {name}") for name in BASE_TABLES}
-        return {**tables, **_exports(store, SUMMARY_EXPORTS)}
+        return BatchSummary(reported, {**tables, **_exports(store, SUMMARY_EXPORTS)})
 
 
-def analyse_rank(task: RankInput, collectives: Table, exports: Sequence[Export]) -> dict[str, Table]:
-    """Second pass: the rank's per-rank analyses with its collectives as lined up across ranks (its own rows, and
-    the last rank's row of each of its collectives, in job-wide source ids)."""
-    with _rank_store(task) as opened:
-        store = SummaryStore(opened.con, opened.path, provided={"ranks_collectives"})
-        # Job-wide source ids become the store's: its own inputs 0, 1, …; the other ranks' rows get negative ids.
-        cases = " ".join(f"WHEN {g} THEN {j}" for j, g in enumerate(task.indices))
-        local = f"CASE {{c}} {cases} ELSE -1 - {{c}} END"
-        create_table(store.con, "ranks_collectives", [collectives],
-                     f"* REPLACE ({local.format(c='source_id')} AS source_id, "
-                     f"{local.format(c='ref_source_id')} AS ref_source_id)")
+def analyse_ranks(batch: Sequence[RankInput], ranks: Mapping[int, int | None], collectives: Table,
+                  exports: Sequence[Export]) -> dict[str, Table]:
+    """Second pass: the batch's per-rank analyses, its inputs numbered as in the job (``ranks``: the job's rank of
+    each job-wide source id), with its collectives as lined up across ranks (its own rows, and the last rank's row
+    of each of its collectives)."""
+    with _batch_store(batch, ranks, {}) as store:
+        create_table(store.con, "ranks_collectives", [collectives])
         return _exports(store, exports)
 
 
-def _exports(store: Store, exports: Sequence[Export]) -> dict[str, Table]:
+def _exports(store: SummaryStore, exports: Sequence[Export]) -> dict[str, Table]:
     tables = {}
     for export in exports:
         store.include(export.module)
@@ -67,19 +83,101 @@ def _exports(store: Store, exports: Sequence[Export]) -> dict[str, Table]:
 
 
 @contextlib.contextmanager
-def _rank_store(task: RankInput) -> Iterator[Store]:
-    """The rank's store, from the cache or ingested now; a cached store found damaged is rebuilt once."""
-    set_limits(task.max_inflate_bytes)
-    store, cached = open_store(list(task.items), task.cache_dir)
+def _batch_store(batch: Sequence[RankInput], ranks: Mapping[int, int | None] | None,
+                 reported: dict[int, int | None]) -> Iterator[SummaryStore]:
+    """An in-memory store of the batch's ranks, in job-wide source ids, with ``ranks`` (None: each source's job-wide
+    id as its rank); ``reported`` gets each input's rank as its own store has it. The statements that only the
+    client needs (the alignment across ranks) are left out."""
+    con = summary_connection()
     try:
-        store.include("trace.window")
-    except Exception as exc:
-        store.close()
-        if not (cached and store.path is not None and is_damage(exc, store.path)):
-            raise
-        discard_damaged(store.path, exc)
-        store, _ = open_store(list(task.items), task.cache_dir)
-    try:
-        yield store
+        for n, task in enumerate(batch):
+            _attach_rank(con, f"rank_store_{n}", task, reported)
+        try:
+            _copy_tables(con, batch, ranks)
+        except duckdb.Error as exc:
+            # A cached store damaged inside: rebuilt once when it is the batch's only one (a larger batch runs again
+            # one rank at a time, which finds it).
+            if len(batch) > 1 or not is_damage(exc, _cached_path(batch[0])):
+                raise
+            con.execute("DETACH rank_store_0")
+            discard_damaged(_cached_path(batch[0]), exc)
+            _attach_rank(con, "rank_store_0", batch[0], reported)
+            _copy_tables(con, batch, ranks)
+        for n in range(len(batch)):
+            con.execute(f"DETACH rank_store_{n}")
+        yield SummaryStore(con, provided=set(CLIENT_ONLY))
     finally:
-        store.close()
+        con.close()
+
+
+def _cached_path(task: RankInput) -> Path:
+    return task.cache_dir / f"{store_key(task.items)}.duckdb"
+
+
+def _attach_rank(con: duckdb.DuckDBPyConnection, alias: str, task: RankInput,
+                 reported: dict[int, int | None]) -> None:
+    """Attach the rank's store from the cache (read-only), ingested first when it is not there; one found damaged
+    or incomplete is ingested again, once. Notes each input's rank as the store has it."""
+    set_limits(task.max_inflate_bytes)
+    path = _cached_path(task)
+    for attempt in (1, 2):
+        if not path.exists():
+            store, _ = open_store(list(task.items), task.cache_dir)
+            store.close()
+        else:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # its age in `tracedoc cache list` counts from the last use
+        try:
+            con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
+            complete, local = con.execute(f"""
+                SELECT (SELECT value FROM {alias}.store_meta WHERE key = 'complete'),
+                       (SELECT list(rank ORDER BY source_id) FROM {alias}.sources)""").fetchone()
+        except duckdb.Error as exc:
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"DETACH {alias}")
+            if attempt == 2 or not is_damage(exc, path):
+                raise
+            discard_damaged(path, exc)
+            continue
+        if complete == "true" and len(local) == len(task.indices):
+            reported.update(zip(task.indices, local))
+            return
+        con.execute(f"DETACH {alias}")
+        path.unlink(missing_ok=True)
+    raise InputError(f"{task.label}: its cached store could not be rebuilt")
+
+
+def _copy_tables(con: duckdb.DuckDBPyConnection, batch: Sequence[RankInput],
+                 ranks: Mapping[int, int | None] | None) -> None:
+    """Insert the attached stores' rows into the batch's tables, one statement per table, their source ids
+    (0, 1, … in each) made the job's, in one transaction."""
+    tables = con.execute("""
+        SELECT t.table_name, list(DISTINCT t.database_name),
+               list(DISTINCT c.column_name) FILTER (WHERE c.column_name IN ('source_id', 'rank'))
+        FROM duckdb_tables() t JOIN duckdb_columns() c USING (database_name, schema_name, table_name)
+        WHERE t.database_name LIKE 'rank_store_%' AND t.estimated_size > 0 AND t.table_name <> 'store_meta'
+        GROUP BY t.table_name""").fetchall()
+    con.execute("BEGIN")
+    try:
+        for table, databases, columns in tables:
+            parts = []
+            for n, task in enumerate(batch):
+                if f"rank_store_{n}" not in databases:
+                    continue
+                source = " ".join(f"WHEN {j} THEN {g}" for j, g in enumerate(task.indices))
+                rank = " ".join(f"WHEN {j} THEN {_sql_int(g if ranks is None else ranks[g])}"
+                                for j, g in enumerate(task.indices))
+                replaced = [f"CASE source_id {source} END AS source_id"] if "source_id" in columns else []
+                replaced += [f"CASE source_id {rank} END AS rank"] if "rank" in columns else []
+                select = f"* REPLACE ({', '.join(replaced)})" if replaced else "*"
+                parts.append(f"SELECT {select} FROM rank_store_{n}.{quote(table)}")
+            con.execute(f"INSERT INTO {quote(table)} {' UNION ALL '.join(parts)}")
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise
+
+
+def _sql_int(value: int | None) -> str:
+    return "NULL" if value is None else str(int(value))
