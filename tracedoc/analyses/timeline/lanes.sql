@@ -150,6 +150,7 @@ SELECT level, lo_ns, hi_ns, greatest((hi_ns - lo_ns) // bins, 1) AS bin_ns
 FROM span, (VALUES (0, 12800), (1, 102400)) AS levels(level, bins)
 WHERE lo_ns IS NOT NULL;
 
+-- The work's rows per level, lane, category and first and last bin (c0, c1): intervals, sums of starts and ends.
 CREATE OR REPLACE TEMP TABLE timeline_work_bins AS
 SELECT l.level, w.lane, w.category, (w.ts_ns - l.lo_ns) // l.bin_ns AS c0,
        greatest((w.ts_ns - l.lo_ns) // l.bin_ns, (w.end_ns - 1 - l.lo_ns) // l.bin_ns) AS c1,
