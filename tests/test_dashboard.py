@@ -6,12 +6,9 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -27,8 +24,8 @@ import pytest
 from bokeh.models import ColorBar, LinearColorMapper
 from click.testing import CliRunner
 
-from tests.browser import chromium, needs_chromium
-from tests.conftest import ROOT, SAMPLES
+from tests.browser import chromium, needs_chromium, served
+from tests.conftest import SAMPLES
 from tests.hostile_trace import HOSTILE, hostile_ranks
 from tracedoc import Report, analyze
 from tracedoc.api import open_store
@@ -43,7 +40,6 @@ from tracedoc.pages.charts import kernel_short
 from tracedoc.pages.fragments import Html
 from tracedoc.store import Store
 
-SERVER_START_S = 120
 PAGE_TIMEOUT_MS = 60_000  # the first page waits for the traces to load on a busy machine
 
 
@@ -434,40 +430,6 @@ def test_an_incomplete_store_is_refused(tmp_path: Path) -> None:
 
 # --- a real browser -----------------------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def served(target: Path, cache: Path, log: Path) -> Iterator[str]:
-    """`tracedoc serve TARGET` on a free port of 127.0.0.1, stopped (killed if need be) on the way out."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tracedoc", "serve", str(target), "--no-show", "--port",
-                                 str(port), "--cache-dir", str(cache)], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + SERVER_START_S
-            while True:
-                assert proc.poll() is None, f"the server exited: {log.read_text()[-2000:]}"
-                try:
-                    with urllib.request.urlopen(url + "/", timeout=5):
-                        break
-                except OSError:
-                    assert time.monotonic() < deadline, f"no server after {SERVER_START_S} s: {log.read_text()[-2000:]}"
-                    time.sleep(0.25)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     with chromium() as b:
@@ -526,7 +488,7 @@ def hover_time_went(page: Any) -> str:
 def test_dashboard_pages_of_a_multi_rank_trace(browser: Any, tmp_path: Path) -> None:
     """Every page of a two-rank trace whose kernel is named like an injection: findings, charts, no script run."""
     target = hostile_ranks(tmp_path / "ranks")
-    with served(target, tmp_path / "cache", tmp_path / "server.log") as url:
+    with served([target], tmp_path / "cache", tmp_path / "server.log") as url:
         expectations = {
             "/": (["One rank holds the others up at the collectives", "straggler-rank", "Severity",
                    "Where the time went", "waiting for a peer"], 2),
@@ -567,7 +529,7 @@ def test_dashboard_hang_and_ncu_pages(browser: Any, tmp_path: Path, hang_report:
     """A saved hang report (no timeline) and a cached Nsight Compute store: their pages, and pages without data."""
     saved = tmp_path / "hang-report.json"
     saved.write_text(hang_report.to_json())
-    with served(saved, tmp_path / "cache", tmp_path / "hang.log") as url:
+    with served([saved], tmp_path / "cache", tmp_path / "hang.log") as url:
         for path, texts, figures in (("/hang", ["culprit: never issued seq 3", "Process group 0"], 1),
                                      ("/timeline", ["a saved report holds no events"], 0)):
             page, dialogs = visit(browser, url + path, tmp_path / f"hang-{path.strip('/')}.png", texts, figures)
@@ -576,7 +538,7 @@ def test_dashboard_hang_and_ncu_pages(browser: Any, tmp_path: Path, hang_report:
     cache = tmp_path / "ncu-cache"
     analyze([SAMPLES / "ncu-h800-sglang-csv"], cache_dir=cache)
     [store] = cache.glob("*.duckdb")
-    with served(store, cache, tmp_path / "ncu.log") as url:
+    with served([store], cache, tmp_path / "ncu.log") as url:
         for path, texts, figures in (("/ncu", ["Roofline", "Warp stall reasons", "distribution_elementwise"], 3),
                                      ("/hang", ["No NCCL flight-recorder dumps"], 0)):
             page, dialogs = visit(browser, url + path, tmp_path / f"ncu-{path.strip('/')}.png", texts, figures)
@@ -600,7 +562,7 @@ SERVED_SAMPLES = {
 def test_dashboard_of_each_input_format(browser: Any, tmp_path: Path, kind: str) -> None:
     """`tracedoc serve SAMPLE` of an Nsight Systems export, flight-recorder dumps and GPU telemetry: their pages."""
     sample, pages = SERVED_SAMPLES[kind]
-    with served(SAMPLES / sample, tmp_path / "cache", tmp_path / "server.log") as url:
+    with served([SAMPLES / sample], tmp_path / "cache", tmp_path / "server.log") as url:
         for path, (texts, figures) in pages.items():
             page, dialogs = visit(browser, url + path, tmp_path / f"{kind}-{path.strip('/') or 'overview'}.png",
                                   texts, figures)
@@ -655,7 +617,7 @@ def test_timeline_in_the_browser(browser: Any, tmp_path: Path) -> None:
     gaps = next(f for f in report.findings if f.rule == "gpu-gaps")
     evidence = {e.name: e.value for e in gaps.evidence}
     at, length = evidence["longest gap starts after"], evidence["longest gap"]
-    with served(SAMPLES / "nsys-torch-h100", tmp_path / "cache", tmp_path / "server.log") as url:
+    with served([SAMPLES / "nsys-torch-h100"], tmp_path / "cache", tmp_path / "server.log") as url:
         page, dialogs = visit(browser, url + "/", tmp_path / "nsys-overview.png", ["The GPU stops for long stretches"],
                               1)
         try:
@@ -703,7 +665,7 @@ def test_overview_filters_in_the_browser(browser: Any, tmp_path: Path) -> None:
     report = analyze([SAMPLES / "nsys-torch-h100"])
     critical = [f"{i}. {f.title}" for i, f in enumerate(report.findings, 1) if f.severity == "critical"]
     assert 0 < len(critical) < len(report.findings)
-    with served(SAMPLES / "nsys-torch-h100", tmp_path / "cache", tmp_path / "server.log") as url:
+    with served([SAMPLES / "nsys-torch-h100"], tmp_path / "cache", tmp_path / "server.log") as url:
         page, dialogs = visit(browser, url + "/", tmp_path / "before.png", [critical[0]], 1)
         try:
             cards = page.locator("article.finding h3")

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from tests.browser import chromium, needs_chromium
-from tests.conftest import ROOT, SAMPLES
+from tests.browser import chromium, needs_chromium, served
+from tests.conftest import SAMPLES
 from tracedoc.cli import cli
 from tracedoc.dashboard.diff import DiffLoading
 from tracedoc.diff import Diff, build_diff, load_side
@@ -24,7 +17,6 @@ from tracedoc.judge import load_rules
 from tracedoc.pages.diff import cause_chart, diff_sections, step_chart
 from tracedoc.pages.fragments import Html
 
-SERVER_START_S = 120
 PAGE_TIMEOUT_MS = 60_000
 BEFORE, AFTER = SAMPLES / "moe-hot-expert", SAMPLES / "moe-balanced"
 
@@ -91,45 +83,10 @@ def test_diff_takes_two_paths() -> None:
 
 # --- a real browser -----------------------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def served_diff(cache: Path, log: Path) -> Iterator[str]:
-    """`tracedoc serve --diff BEFORE AFTER` on a free port of 127.0.0.1, stopped on the way out."""
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tracedoc", "serve", "--diff", str(BEFORE), str(AFTER),
-                                 "--no-show", "--port", str(port), "--cache-dir", str(cache)],
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + SERVER_START_S
-            while True:
-                assert proc.poll() is None, f"the server exited: {log.read_text()[-2000:]}"
-                try:
-                    with urllib.request.urlopen(url + "/", timeout=5):
-                        break
-                except OSError:
-                    assert time.monotonic() < deadline, f"no server after {SERVER_START_S} s: {log.read_text()[-2000:]}"
-                    time.sleep(0.25)
-            yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-
 @needs_chromium
 def test_diff_page_in_chromium(tmp_path: Path) -> None:
     """The page loads both sides, then shows the verdict, the two charts and the tables; screenshot kept."""
-    with served_diff(tmp_path / "cache", tmp_path / "server.log") as url, chromium() as browser:
+    with served(["--diff", BEFORE, AFTER], tmp_path / "cache", tmp_path / "server.log") as url, chromium() as browser:
         page = browser.new_page(viewport={"width": 1300, "height": 900})
         page.set_default_timeout(PAGE_TIMEOUT_MS)
         dialogs: list[str] = []

@@ -13,7 +13,7 @@ from types import ModuleType
 import panel as pn
 
 from tracedoc.dashboard.panes import html_pane, sections_view
-from tracedoc.dashboard.source import Loading
+from tracedoc.dashboard.source import BackgroundLoad, Loading
 from tracedoc.dashboard.views import overview_view, timeline_view
 from tracedoc.errors import first_line
 from tracedoc.pages import hang, kernels, ncu, overlap, overview, ranks, timeline
@@ -49,13 +49,14 @@ def body(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
         return html_pane(message_html(f"This page could not be drawn: {first_line(exc)}", "error"))
 
 
-def page_app(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
-    """One browser session's view of a page, with the loading progress until the data is there."""
+def with_progress(loading: BackgroundLoad, draw: Callable[[], pn.viewable.Viewable],
+                  header: pn.viewable.Viewable | None = None) -> pn.viewable.Viewable:
+    """One browser session's view: ``draw()`` once ``loading`` is over, its progress until then."""
     content = pn.Column(sizing_mode="stretch_width")
-    layout = pn.Column(html_pane(navigation(page)), content, sizing_mode="stretch_width",
+    layout = pn.Column(*([header] if header is not None else []), content, sizing_mode="stretch_width",
                        styles={"max-width": "1400px", "margin": "0 auto", "padding": "0 1rem"})
     if loading.done.is_set():
-        content.objects = [body(loading, page)]
+        content.objects = [draw()]
         return layout
     status = html_pane(Html(f'<p class="note">{esc(loading.status)}…</p>'))
     content.objects = [pn.Row(pn.indicators.LoadingSpinner(value=True, size=24), status)]
@@ -63,7 +64,7 @@ def page_app(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
     def poll() -> None:
         if loading.done.is_set():
             callback.stop()
-            content.objects = [body(loading, page)]
+            content.objects = [draw()]
         else:
             status.object = f'<p class="note">{esc(loading.status)}…</p>'
 
@@ -71,15 +72,26 @@ def page_app(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
     return layout
 
 
-def serve(loading: Loading, host: str, port: int, show: bool) -> None:
-    """Start loading and serve the pages until interrupted."""
+def page_app(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
+    """One browser session's view of a page, with the loading progress until the data is there."""
+    return with_progress(loading, lambda: body(loading, page), html_pane(navigation(page)))
+
+
+def serve_routes(loading: BackgroundLoad, routes: dict[str, Callable[[], pn.viewable.Viewable]],
+                 titles: dict[str, str], host: str, port: int, show: bool) -> None:
+    """Start ``loading`` and serve ``routes`` (path → a function Panel calls once per browser session) until
+    interrupted; on a loopback address only pages of this server may open its websocket."""
     loading.start()
     loopback = host in ("127.0.0.1", "localhost", "::1")
     origins = [f"{h}:{port}" for h in ("127.0.0.1", "localhost", host)] if loopback else ["*"]
+    pn.serve(routes, address=host, port=port, show=show, title=titles, websocket_origin=origins, print=False,
+             verbose=bool(os.environ.get("TRACEDOC_DEBUG")))
 
+
+def serve(loading: Loading, host: str, port: int, show: bool) -> None:
+    """Start loading and serve the pages until interrupted."""
     def session(page: ModuleType) -> Callable[[], pn.viewable.Viewable]:
         return lambda: page_app(loading, page)  # a plain function: Panel calls it once per browser session
 
-    pn.serve({route(p): session(p) for p in PAGES}, address=host, port=port, show=show,
-             title={route(p): f"tracedoc · {p.TITLE}" for p in PAGES}, websocket_origin=origins, print=False,
-             verbose=bool(os.environ.get("TRACEDOC_DEBUG")))
+    serve_routes(loading, {route(p): session(p) for p in PAGES}, {route(p): f"tracedoc · {p.TITLE}" for p in PAGES},
+                 host, port, show)

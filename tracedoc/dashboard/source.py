@@ -73,47 +73,64 @@ def _check_store(path: Path) -> None:
         raise InputError(f"{path}: an incomplete tracedoc store (its ingestion did not finish)")
 
 
-class Loading:
-    """The report and store of a target, loaded on a background thread.
+class BackgroundLoad:
+    """Work done on a background thread while the pages show its progress: ``status`` says what is being done,
+    ``error`` what went wrong (one line), ``done`` when it is over. Subclasses do the work in ``load``."""
 
-    ``status`` says what is being done, ``error`` what went wrong (one line), ``done`` when it is over. The store
-    stays open for the timeline; ``lock`` serialises the queries on its connection.
-    """
-
-    def __init__(self, target: Target, cache_dir: Path, rules: Sequence[Rule],
-                 thresholds: dict[str, dict[str, float]] | None = None) -> None:
-        self.target, self.cache_dir = target, cache_dir
-        self.rules, self.thresholds = list(rules), thresholds
+    def __init__(self) -> None:
         self.status = "starting"
         self.error: str | None = None
-        self.report: Report | None = target.report
-        self.store: Store | None = None
-        self.timeline: Timeline | None = None
-        self.lock = threading.Lock()
         self.done = threading.Event()
 
     def start(self) -> None:
         threading.Thread(target=self._run, name="tracedoc-load", daemon=True).start()
+
+    def load(self) -> None:
+        raise NotImplementedError
 
     def _progress(self, message: str) -> None:
         self.status = message
 
     def _run(self) -> None:
         try:
-            if self.report is None:
-                if self.target.store_path is not None:
-                    store = self.store = Store.open(self.target.store_path)
-                    self.report = build_report(store, self.rules, self.thresholds, self._progress)
-                else:  # a cached store found damaged is rebuilt
-                    store, self.report = load_report(self.target.inputs, self.cache_dir, self.rules,
-                                                     self.thresholds, self._progress)
-                    self.store = store
-                self.status = "preparing the timeline"
-                self.timeline = Timeline(store, self.lock)
+            self.load()
         except Exception as exc:  # shown in the page as one line; the server keeps running
             if os.environ.get("TRACEDOC_DEBUG"):
                 traceback.print_exc()
             self.error = first_line(exc)
         finally:
             self.done.set()
+        self.finished()
+
+    def finished(self) -> None:
+        """What to do once the pages can be drawn (nothing by default)."""
+
+
+class Loading(BackgroundLoad):
+    """The report and store of a target, loaded on a background thread. The store stays open for the timeline;
+    ``lock`` serialises the queries on its connection."""
+
+    def __init__(self, target: Target, cache_dir: Path, rules: Sequence[Rule],
+                 thresholds: dict[str, dict[str, float]] | None = None) -> None:
+        super().__init__()
+        self.target, self.cache_dir = target, cache_dir
+        self.rules, self.thresholds = list(rules), thresholds
+        self.report: Report | None = target.report
+        self.store: Store | None = None
+        self.timeline: Timeline | None = None
+        self.lock = threading.Lock()
+
+    def load(self) -> None:
+        if self.report is None:
+            if self.target.store_path is not None:
+                store = self.store = Store.open(self.target.store_path)
+                self.report = build_report(store, self.rules, self.thresholds, self._progress)
+            else:  # a cached store found damaged is rebuilt
+                store, self.report = load_report(self.target.inputs, self.cache_dir, self.rules,
+                                                 self.thresholds, self._progress)
+                self.store = store
+            self.status = "preparing the timeline"
+            self.timeline = Timeline(store, self.lock)
+
+    def finished(self) -> None:
         warm_up()  # compiles datashader while the pages are already shown (only a rasterized view needs it)
