@@ -25,6 +25,7 @@ import pandas as pd
 import xarray as xr
 
 from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
+from tracedoc.render.base import finding_span
 from tracedoc.report import Finding
 from tracedoc.store import Store
 
@@ -250,17 +251,13 @@ class Timeline:
         if not self.lanes:
             return None
         rank = finding.scope.rank
-        ranks = (rank,) if rank is not None and rank in self.windows else ()
-        evidence = {e.name: e.value for e in finding.evidence}
-        at, length = evidence.get("longest gap starts after"), evidence.get("longest gap")
-        if ranks and isinstance(at, int | float) and isinstance(length, int | float):
-            start = self.windows[rank][0] + float(at)
-            return Focus(start, start + float(length), ranks).padded()
-        if ranks and finding.scope.step is not None and (rank, finding.scope.step) in self.steps:
-            return Focus(*self.steps[(rank, finding.scope.step)], ranks).padded()
-        if ranks:
-            return Focus(*self.windows[rank], ranks)
-        return Focus(self.start_ms, self.end_ms)
+        if rank is None or rank not in self.windows:
+            return Focus(self.start_ms, self.end_ms)
+        window = self.windows[rank]
+        span = finding_span(finding, window, {step: v for (r, step), v in self.steps.items() if r == rank}, 1.0)
+        if span is None or span == window:
+            return Focus(*window, (rank,))
+        return Focus(*span, (rank,)).padded()
 
     def focus_of_slice(self, rank: int, step: int | None) -> Focus | None:
         """Where a slice of 'Where the time went' lies: its step, or its rank's window before the first step (the

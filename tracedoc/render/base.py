@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from tracedoc.units import fmt_ms
 
 if TYPE_CHECKING:
-    from tracedoc.report import Report
+    from tracedoc.report import Finding, Report
 
 
 class Renderer:
@@ -84,3 +85,20 @@ def saving_text(impact_ms: float, impact_pct: float, wall_ms: float) -> str:
 def scope_text(scope: dict[str, object]) -> str:
     """'rank 0, device 1, kernel ...' from a finding's scope."""
     return ", ".join(f"{k} {v}" for k, v in scope.items()) or "whole job"
+
+
+def finding_span(finding: Finding, window: tuple[float, float] | None, steps: Mapping[int, tuple[float, float]],
+                 per_ms: float) -> tuple[float, float] | None:
+    """The time a finding is about, in the unit of ``window`` and ``steps`` (its rank's window and its steps' spans;
+    ``per_ms`` units make a ms): its longest gap (gpu-gaps' evidence, ms after the window's start), else the step it
+    names, else the window; None without a window. The timeline and the Perfetto trace place findings by it."""
+    if window is None:
+        return None
+    evidence = {e.name: e.value for e in finding.evidence}
+    at, length = evidence.get("longest gap starts after"), evidence.get("longest gap")
+    if isinstance(at, int | float) and isinstance(length, int | float):
+        start = window[0] + float(at) * per_ms
+        return start, start + float(length) * per_ms
+    if finding.scope.step is not None and finding.scope.step in steps:
+        return steps[finding.scope.step]
+    return window

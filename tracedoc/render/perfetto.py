@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tracedoc.render.base import Renderer, scope_text
-from tracedoc.report import Finding, Report
+from tracedoc.render.base import Renderer, finding_span, scope_text
+from tracedoc.report import Report
 from tracedoc.store import Store
 
 # pid = PID_STRIDE * (source_id + 1) + role (+ device for GPUs); the whole job's findings have ALL_RANKS_PID.
@@ -178,7 +178,8 @@ def finding_events(store: Store, report: Report) -> list[tuple[Any, ...]]:
     named: set[int] = set()
     for number, finding in enumerate(report.findings, 1):
         source = sources.get(finding.scope.rank)
-        span = finding_span(finding, windows.get(source), steps, source) if source is not None else None
+        own_steps = {step: span for (s, step), span in steps.items() if s == source}
+        span = finding_span(finding, windows.get(source), own_steps, 1e6) if source is not None else None
         if span is None:  # the whole job (or a rank without a timeline): every window
             if not windows:
                 continue
@@ -195,23 +196,6 @@ def finding_events(store: Store, report: Report) -> list[tuple[Any, ...]]:
         args = {"rule": finding.rule, "severity": finding.severity, "where": scope_text(finding.scope.to_dict()),
                 "impact_ms": finding.impact_ms, "impact_pct": finding.impact_pct, "message": finding.message,
                 "fix": finding.fix, "part_of": finding.part_of}
-        rows.append((f"#{number} {finding.title}", f"finding,{finding.severity}", "X", (span[0] - zero) / 1000.0,
+        rows.append((f"#{number} {finding.title}", f"finding,{finding.severity}", "X", (round(span[0]) - zero) / 1000.0,
                      (span[1] - span[0]) / 1000.0, pid, tid, json.dumps(args)))
     return rows
-
-
-def finding_span(finding: Finding, window: tuple[int, int] | None, steps: dict[tuple[int, int], tuple[int, int]],
-                 source: int) -> tuple[int, int] | None:
-    """The time (ns) a finding is about: its longest gap (gpu-gaps' evidence, ms after the rank's window start),
-    else the step it names, else its rank's window; None without a window."""
-    if window is None:
-        return None
-    evidence = {e.name: e.value for e in finding.evidence}
-    at, length = evidence.get("longest gap starts after"), evidence.get("longest gap")
-    if isinstance(at, int | float) and isinstance(length, int | float):
-        start = window[0] + round(float(at) * 1e6)
-        return start, start + round(float(length) * 1e6)
-    if finding.scope.step is not None and (source, finding.scope.step) in steps:
-        return steps[(source, finding.scope.step)]
-    return window
-
