@@ -131,8 +131,8 @@ CREATE OR REPLACE TEMP VIEW ranks_compute_kernels AS
 SELECT {'source_id': source_id, 'device': device} AS k, ts_ns AS s, ts_ns + dur_ns AS e, source_id, device
 FROM gpu_activity WHERE kind = 'kernel' AND category = 'compute';
 
--- Merged compute-kernel intervals per device, with (source, device, time) packed into one HUGEINT so that the
--- overlap join below runs as a range join (an equality beside two inequalities would compare every pair).
+-- Merged compute-kernel intervals per device, with (source, device, time) packed into HUGEINT keys
+-- (k_start, k_end) for range joins (an equality beside two inequalities would compare every pair).
 CREATE OR REPLACE TEMP TABLE ranks_compute_busy AS
 SELECT source_id, device, s AS ts_ns, e AS end_ns,
        ((source_id::HUGEINT * 65536 + device) << 64) + s AS k_start,
@@ -178,13 +178,20 @@ spans AS (  -- the wait and its attributable part as packed keys, for the overla
     SELECT channel, instance, source_id, device, 'attr', attr_start_ns, ts_ns + wait_ns
     FROM w WHERE attr_start_ns < ts_ns + wait_ns
 ),
-covered AS (
+busy AS (  -- the merged compute intervals with the busy time before each on its device
+    SELECT source_id, device, ts_ns, end_ns,
+           sum(end_ns - ts_ns) OVER (PARTITION BY source_id, device ORDER BY ts_ns ROWS UNBOUNDED PRECEDING)
+               - (end_ns - ts_ns) AS before_ns
+    FROM ranks_compute_busy
+),
+covered AS (  -- compute time inside each span: busy time up to its end minus up to its start (the intervals are
+              -- disjoint, so each is found by an ASOF join on the last one starting at or before the point)
     SELECT s.channel, s.instance, s.source_id, s.part,
-           sum(least(s.e_ns, b.end_ns) - greatest(s.s_ns, b.ts_ns)) AS covered_ns
-    FROM (SELECT *, ((source_id::HUGEINT * 65536 + device) << 64) + s_ns AS k_start,
-                    ((source_id::HUGEINT * 65536 + device) << 64) + e_ns AS k_end FROM spans) s
-    JOIN ranks_compute_busy b ON b.k_start < s.k_end AND b.k_end > s.k_start
-    GROUP BY s.channel, s.instance, s.source_id, s.part
+           coalesce(be.before_ns + least(s.e_ns, be.end_ns) - be.ts_ns, 0)
+               - coalesce(bs.before_ns + least(s.s_ns, bs.end_ns) - bs.ts_ns, 0) AS covered_ns
+    FROM spans s
+    ASOF LEFT JOIN busy bs ON bs.source_id = s.source_id AND bs.device = s.device AND s.s_ns >= bs.ts_ns
+    ASOF LEFT JOIN busy be ON be.source_id = s.source_id AND be.device = s.device AND s.e_ns >= be.ts_ns
 ),
 exposed AS (
     SELECT s.channel, s.instance, s.source_id, s.part, (s.e_ns - s.s_ns) - coalesce(c.covered_ns, 0) AS exposed_ns
