@@ -68,7 +68,9 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         client = stack.enter_context(dask_side.connect(cluster))
         slots = max(1, sum(client.nthreads().values())) * max(1, cluster.batches_per_thread)
         batches = plan_batches(tasks, slots)
-        first, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: (), _batch_label,
+        # A local cluster's processes share this machine's cores: DuckDB in each gets its share, not all of them.
+        threads = max(1, (os.cpu_count() or 1) // cluster.workers) if cluster.workers else None
+        first, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: (threads,), _batch_label,
                                               "reading", progress)
         missing = [MissingRank(str(item.path), _rank_in_name(item), r.reason) for t, r in failed for item in t.items]
         if not first:
@@ -80,7 +82,7 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         job.align()
         second, failed = dask_side.map_batches(
             client, analyse_ranks, [batch for batch, _ in first],
-            lambda b: (job.ranks, job.collectives(b), exports), _batch_label, "analysing", progress)
+            lambda b: (job.ranks, job.collectives(b), exports, threads), _batch_label, "analysing", progress)
         missing += [MissingRank(str(item.path), job.ranks[i], f"per-rank analyses: {r.reason}")
                     for t, r in failed for i, item in zip(t.indices, t.items)]
         job.add_analyses(exports, sorted(second, key=lambda result: result[0][0].indices))

@@ -54,22 +54,23 @@ class BatchSummary:
     tables: dict[str, Table]
 
 
-def summarize_ranks(batch: Sequence[RankInput]) -> BatchSummary:
+def summarize_ranks(batch: Sequence[RankInput], threads: int | None = None) -> BatchSummary:
     """First pass: ingest (or reuse) each rank's store and return the store tables the client keeps whole and the
     summaries the cross-rank analyses read. The job's ranks are not known yet: each input's rank is its job-wide
-    source id here, unique as on one machine, and the client puts the job's rank in its place."""
+    source id here, unique as on one machine, and the client puts the job's rank in its place. ``threads``: DuckDB's
+    threads for the batch (None: as many as the machine has cores)."""
     reported: dict[int, int | None] = {}
-    with _batch_store(batch, None, reported) as store:
+    with _batch_store(batch, None, reported, threads) as store:
         tables = {name: fetch(store.con, f"SELECT * FROM {name}") for name in BASE_TABLES}
         return BatchSummary(reported, {**tables, **_exports(store, SUMMARY_EXPORTS)})
 
 
 def analyse_ranks(batch: Sequence[RankInput], ranks: Mapping[int, int | None], collectives: Table,
-                  exports: Sequence[Export]) -> dict[str, Table]:
+                  exports: Sequence[Export], threads: int | None = None) -> dict[str, Table]:
     """Second pass: the batch's per-rank analyses, its inputs numbered as in the job (``ranks``: the job's rank of
     each job-wide source id), with its collectives as lined up across ranks (its own rows, and the last rank's row
     of each of its collectives)."""
-    with _batch_store(batch, ranks, {}) as store:
+    with _batch_store(batch, ranks, {}, threads) as store:
         create_table(store.con, "ranks_collectives", [collectives])
         return _exports(store, exports)
 
@@ -84,11 +85,13 @@ def _exports(store: SummaryStore, exports: Sequence[Export]) -> dict[str, Table]
 
 @contextlib.contextmanager
 def _batch_store(batch: Sequence[RankInput], ranks: Mapping[int, int | None] | None,
-                 reported: dict[int, int | None]) -> Iterator[SummaryStore]:
+                 reported: dict[int, int | None], threads: int | None) -> Iterator[SummaryStore]:
     """An in-memory store of the batch's ranks, in job-wide source ids, with ``ranks`` (None: each source's job-wide
     id as its rank); ``reported`` gets each input's rank as its own store has it. The statements that only the
     client needs (the alignment across ranks) are left out."""
     con = summary_connection()
+    if threads is not None:
+        con.execute(f"SET threads = {int(threads)}")
     try:
         for n, task in enumerate(batch):
             _attach_rank(con, f"rank_store_{n}", task, reported)
