@@ -153,7 +153,7 @@ def distributed_rank_cost(job: Path, cache: Path, ranks_per_batch: int) -> tuple
     """Seconds a worker spends per rank (both passes, from an empty cache) and bytes a rank hands back (both
     passes, the collectives it is sent included), with ``ranks_per_batch`` ranks to a task: the distributed path's
     own functions, run in this process."""
-    from tracedoc.api import _METRICS
+    from tracedoc.api import METRICS
     from tracedoc.ingest import discover
     from tracedoc.judge import load_rules
     from tracedoc.scale.exports import report_exports
@@ -163,7 +163,7 @@ def distributed_rank_cost(job: Path, cache: Path, ranks_per_batch: int) -> tuple
     shutil.rmtree(cache, ignore_errors=True)
     tasks = _tasks(discover([job]), cache)
     batches = plan_batches(tasks, max(1, len(tasks) // ranks_per_batch))
-    exports = report_exports(load_rules(()), None, _METRICS)
+    exports = report_exports(load_rules(()), None, METRICS)
     start = time.perf_counter()
     read = sorted(((b, summarize_ranks(b)) for b in batches), key=lambda r: r[0][0].indices)
     worker_s = time.perf_counter() - start

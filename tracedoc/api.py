@@ -134,7 +134,7 @@ def attribution_rows(store: Store) -> list[dict[str, Any]]:
         ORDER BY rank, device, step NULLS FIRST, ms DESC, cause, detail""")]
 
 
-_METRICS: dict[str, tuple[str, str]] = {
+METRICS: dict[str, tuple[str, str]] = {
     # name: (module, query) — every number in ms or %, per rank/device.
     "gpu_idle": ("gpu.idle", """
         SELECT rank, device, wall_ns / 1e6 AS wall_ms, busy_pct, idle_ns / 1e6 AS idle_ms,
@@ -230,7 +230,7 @@ def collect_metrics(store: Store, tables: dict[str, tuple[str, str]] | None = No
     """The measured tables the report carries for renderers and the dashboard (ms and %, rounded); ``tables``
     picks other ones than all of them. A table of an analysis of inputs the store does not hold is empty."""
     metrics = {}
-    for name, (module, sql) in (tables or _METRICS).items():
+    for name, (module, sql) in (tables or METRICS).items():
         if not store.applies(module):
             metrics[name] = []
             continue

@@ -31,7 +31,8 @@ from tracedoc.ingest.kineto import LoadResult
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest
 
-__all__ = ["FORMATS", "STDIN", "InputFile", "discover", "format_module", "load_all", "set_limits"]
+__all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "InputFile", "assign_ranks", "discover", "format_module", "load_all",
+           "set_limits"]
 
 # Format name (the module's FORMAT): its reader module, in the order files are sniffed.
 FORMATS: dict[str, str] = {"torch": "tracedoc.ingest.kineto", "flight_recorder": "tracedoc.ingest.flight_recorder",
@@ -42,7 +43,7 @@ STDIN = Path("-")
 # Files in a directory that are never traces: documentation and sample metadata beside the traces.
 _NOT_TRACES = (".md", ".txt", ".yaml", ".yml", ".py", ".log", ".png", ".html")
 _SNIFF_BYTES = 1 << 20
-_RANK_IN_NAME = re.compile(r"rank[_\-.]?([0-9]{1,9})(?![0-9])", re.IGNORECASE)
+RANK_IN_NAME = re.compile(r"rank[_\-.]?([0-9]{1,9})(?![0-9])", re.IGNORECASE)
 # Times on the store's timelines (ns) must lie in [_MIN_NS, _MAX_NS) and durations in [0, _MAX_NS): 2^62 ns is
 # 146 years, beyond any clock a profiler uses, and keeps every sum and difference of two of them inside 64 bits.
 _MIN_NS, _MAX_NS = -(1 << 61), 1 << 62
@@ -194,7 +195,7 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
     if rows and not any(r[7] for r in rows):
         raise InputError(f"{rows[0][1]}: nothing to analyse ({rows[0][8]})")
     _check_times(store, inputs)
-    ranks = _assign_ranks(inputs, [r[3] for r in rows])
+    ranks = assign_ranks(inputs, [r[3] for r in rows])
     for row, rank in zip(rows, ranks):
         row[3] = rank
     store.con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -252,7 +253,7 @@ def _check_times(store: Store, inputs: Sequence[InputFile]) -> None:
                          "146 years): a corrupt or edited trace")
 
 
-def _assign_ranks(inputs: Sequence[InputFile], reported: list[int | None]) -> list[int | None]:
+def assign_ranks(inputs: Sequence[InputFile], reported: list[int | None]) -> list[int | None]:
     """Rank from the trace itself, else from the file name (``rank3``), else the input's position among the ranked.
 
     Two files of one format may not claim the same rank, unless the format keeps several files per rank and its
@@ -266,7 +267,7 @@ def _assign_ranks(inputs: Sequence[InputFile], reported: list[int | None]) -> li
             ranks.append(None)
             continue
         if rank is None:
-            m = _RANK_IN_NAME.search(item.path.name)
+            m = RANK_IN_NAME.search(item.path.name)
             rank = int(m.group(1)) if m else (ranked.index(item) if len(ranked) > 1 else 0)
         ranks.append(rank)
     seen: dict[tuple[str, int], Path] = {}

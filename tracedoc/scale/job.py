@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tracedoc.api import _METRICS, Progress, build_report
+from tracedoc.api import METRICS, Progress, build_report
 from tracedoc.errors import InputError
-from tracedoc.ingest import _RANK_IN_NAME, STDIN, InputFile, _assign_ranks, discover, format_module
+from tracedoc.ingest import RANK_IN_NAME, STDIN, InputFile, assign_ranks, discover, format_module
 from tracedoc.ingest.compressed import max_inflate_bytes
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
@@ -58,7 +58,7 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
     check_thresholds(rules, thresholds or {})
     inputs = discover([Path(p) for p in ([paths] if isinstance(paths, str | os.PathLike) else paths)])
     _check_distributable(inputs)
-    exports = report_exports(rules, thresholds, _METRICS)
+    exports = report_exports(rules, thresholds, METRICS)
     with contextlib.ExitStack() as stack:
         if use_cache:
             store_dir = (cache_dir or default_cache_dir()).absolute()
@@ -142,7 +142,7 @@ def _batch_label(batch: Sequence[RankInput]) -> str:
 
 
 def _rank_in_name(item: InputFile) -> int | None:
-    m = _RANK_IN_NAME.search(item.path.name)
+    m = RANK_IN_NAME.search(item.path.name)
     return int(m.group(1)) if m else None
 
 
@@ -174,7 +174,7 @@ class _Job:
         inputs = sorted((index, item, summary.reported_ranks[index]) for batch, summary in read for task in batch
                         for index, item in zip(task.indices, task.items))
         reported = [None if rank == 0 and _rank_in_name(item) is None else rank for _, item, rank in inputs]
-        assigned = _assign_ranks([item for _, item, _ in inputs], reported)
+        assigned = assign_ranks([item for _, item, _ in inputs], reported)
         return {index: rank for (index, _, _), rank in zip(inputs, assigned)}
 
     def _with_ranks(self, summary: BatchSummary) -> Callable[[Table], str]:
