@@ -27,6 +27,9 @@ from tracedoc.api import analyze, open_store  # noqa: E402
 from tracedoc.cli import cli  # noqa: E402
 from tracedoc.errors import InputError  # noqa: E402
 from tracedoc.ingest import discover  # noqa: E402
+from tracedoc.pages.fragments import headline_html  # noqa: E402
+from tracedoc.render.markdown import MarkdownRenderer  # noqa: E402
+from tracedoc.render.text import TextRenderer  # noqa: E402
 from tracedoc.scale import ClusterSpec, analyze_distributed  # noqa: E402
 from tracedoc.scale.cluster import RankFailure, connect, map_batches  # noqa: E402
 from tracedoc.scale.job import _tasks, plan_batches  # noqa: E402
@@ -89,7 +92,7 @@ def test_bad_rank_is_missing_and_the_others_analysed(cluster: ClusterSpec, tmp_p
     """moe-hot-expert-4rank with rank 3's trace cut short (an edited copy), in batches of two ranks: the report is
     the one machine's report of ranks 0-2 (rank 2, rank 3's batch-mate, analysed on its own), and it names rank 3
     and why it is missing."""
-    job, good = tmp_path / "job", tmp_path / "good"
+    job, good = tmp_path / "job<b>\x1b[2J", tmp_path / "good"
     shutil.copytree(SAMPLES / "moe-hot-expert-4rank", job)
     shutil.copytree(SAMPLES / "moe-hot-expert-4rank", good)
     truncated_copy(SAMPLES / "moe-hot-expert-4rank" / "rank3.trace.json.gz", job / "rank3.trace.json.gz")
@@ -108,6 +111,21 @@ def test_bad_rank_is_missing_and_the_others_analysed(cluster: ClusterSpec, tmp_p
         for item in data["inputs"]:
             item["path"] = Path(item["path"]).name
     assert got == expected
+    assert_missing_rank_shown(report, "rank 3")
+
+
+def assert_missing_rank_shown(report, rank: str) -> None:
+    """The text, Markdown and HTML reports say which rank is missing, under the headline, with the path (here with
+    '<b>' and a clear-screen escape in it) made safe for each."""
+    text = TextRenderer().render(report)
+    assert text.startswith("tracedoc ") and text.index(f"Missing {rank} (") < text.index("severity")
+    assert "job<b>" in text and "\x1b" not in text
+    markdown = MarkdownRenderer().render(report).splitlines()
+    line = next(line for line in markdown if line.startswith("Missing "))
+    assert markdown.index(line) < markdown.index("## Findings") and f"Missing {rank}" in line
+    assert "job\\<b\\>" in line and "\x1b" not in line
+    html = headline_html(report).markup
+    assert f"Missing {rank} (" in html and "job&lt;b&gt;" in html and "<b>" not in html and "\x1b" not in html
 
 
 def test_no_rank_readable_is_an_input_error(cluster: ClusterSpec, tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from tracedoc.render.attribution import CauseShare, attribution_by_device, cause_label, part_of_text
-from tracedoc.render.base import fmt_value, saving_text, scope_text, summary_text, what_if_text
+from tracedoc.render.base import fmt_value, missing_ranks_lines, saving_text, scope_text, summary_text, what_if_text
+from tracedoc.render.sanitize import one_line
 
 if TYPE_CHECKING:
     from tracedoc.report import Finding, Report
@@ -176,8 +177,10 @@ def attribution_table_html(rows: Sequence[dict[str, Any]]) -> Html:
 
 
 def headline_html(report: Report) -> Html:
-    """The report's one-line summary."""
-    return Html(f'<p class="headline">{esc(summary_text(report.summary, len(report.inputs)))}</p>')
+    """The report's one-line summary, and a line for each rank a distributed run could not read."""
+    return Html(f'<p class="headline">{esc(summary_text(report.summary, len(report.inputs)))}</p>'
+                + "".join(message_html(one_line(line), "error").markup
+                          for line in missing_ranks_lines(report.summary)))
 
 
 def message_html(text: str, kind: str = "empty") -> Html:

@@ -56,6 +56,16 @@ def summary_text(summary: dict[str, object], inputs: int) -> str:
     return " · ".join(parts)
 
 
+def missing_ranks_lines(summary: dict[str, object]) -> list[str]:
+    """One line per input a distributed run could not analyse (``summary['missing_ranks']``), for under the
+    headline; the paths and reasons are untrusted text, for the caller to sanitize or escape."""
+    lines = []
+    for missing in summary.get("missing_ranks") or []:
+        rank = "an input" if missing.get("rank") is None else f"rank {missing['rank']}"
+        lines.append(f"Missing {rank} ({missing.get('path')}): {missing.get('reason')}; the report is of the others.")
+    return lines
+
+
 def _busy_breakdown(summary: dict[str, object]) -> str:
     """' (computing 79.1%, communication 19.1%, of which 13.5% waiting for rank 1)' when the report knows."""
     computing, comm = summary.get("computing_pct"), summary.get("communication_pct")

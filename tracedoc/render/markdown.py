@@ -5,7 +5,15 @@ from __future__ import annotations
 import re
 
 from tracedoc.render.attribution import attribution_by_device
-from tracedoc.render.base import Renderer, fmt_value, saving_text, scope_text, summary_text, what_if_text
+from tracedoc.render.base import (
+    Renderer,
+    fmt_value,
+    missing_ranks_lines,
+    saving_text,
+    scope_text,
+    summary_text,
+    what_if_text,
+)
 from tracedoc.render.sanitize import one_line
 from tracedoc.report import Report
 
@@ -27,8 +35,8 @@ class MarkdownRenderer(Renderer):
 
     def render(self, report: Report) -> str:
         wall = report.summary.get("wall_ms") or 0.0
-        lines = ["# tracedoc report", "", summary_text(report.summary, len(report.inputs)) + ".", ""] \
-            if self.headline else []
+        lines = ["# tracedoc report", "", summary_text(report.summary, len(report.inputs)) + ".", "",
+                 *(f"{escape(line)}\n" for line in missing_ranks_lines(report.summary))] if self.headline else []
         lines += ["## Findings", ""]
         if not report.findings:
             lines += ["No problems found by the rules that ran.", ""]

@@ -14,7 +14,16 @@ from rich.table import Table
 from rich.text import Text
 
 from tracedoc.render.attribution import attribution_by_device, part_of_text
-from tracedoc.render.base import Renderer, fmt_ms, fmt_value, saving_text, scope_text, summary_text, what_if_text
+from tracedoc.render.base import (
+    Renderer,
+    fmt_ms,
+    fmt_value,
+    missing_ranks_lines,
+    saving_text,
+    scope_text,
+    summary_text,
+    what_if_text,
+)
 from tracedoc.render.ranks import rank_steps_parts
 from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Report
@@ -42,7 +51,7 @@ class TextRenderer(Renderer):
         """The renderables, so the CLI can print them to a live console with colour."""
         wall = report.summary.get("wall_ms") or 0.0
         head = Text.assemble(("tracedoc ", "bold"), one_line(summary_text(report.summary, len(report.inputs))))
-        out: list = [head]
+        out: list = [head, *(Text(one_line(line), style="yellow") for line in missing_ranks_lines(report.summary))]
         if not report.findings:
             out.append(Text("No problems found by the rules that ran.", style="green"))
             return out + attribution_parts(report) + rank_steps_parts(report.metrics)
