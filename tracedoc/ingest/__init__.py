@@ -3,7 +3,9 @@
 One module per format; each has ``FORMAT``, ``sniff(path, head) -> bool`` (``head``: the file's first MiB,
 decompressed when gzipped or xz-compressed) and ``load(store, source_id, path, workdir) -> LoadResult``, which
 reads a plain file: a compressed input is unpacked into ``workdir`` first (bounded: ``compressed``), to at most
-the format's ``MAX_BYTES`` when it declares one. ``-`` reads standard input (spooled to a temporary file).
+the format's ``MAX_BYTES`` when it declares one, unless the format reads it as it unpacks
+(``load_compressed(store, source_id, path, kind, limit, workdir, name)``: PyTorch traces). ``-`` reads standard
+input (spooled to a temporary file).
 Register a new format in FORMATS (its module is imported only when a file is sniffed or read with it, so
 reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses or rules.
 """
@@ -205,11 +207,15 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
 
 
 def _load(store: Store, source_id: int, item: InputFile, workdir: Path) -> LoadResult:
-    """Load one input with its format's reader: from a plain copy when it is compressed, and with every error
-    naming the input as the user gave it (not the copy)."""
+    """Load one input with its format's reader: a compressed one as it unpacks when the format reads streams
+    (``load_compressed``), else from a plain copy; every error names the input as the user gave it (not the copy)."""
     module = format_module(item.format)
-    plain = _unpacked(item, module, workdir) if item.compression else item.file
+    streamed = item.compression is not None and hasattr(module, "load_compressed")
+    plain = _unpacked(item, module, workdir) if item.compression and not streamed else item.file
     try:
+        if streamed:
+            return module.load_compressed(store, source_id, item.file, item.compression,
+                                          compressed.max_inflate_bytes(item.size_bytes), workdir, item.path)
         return module.load(store, source_id, plain, workdir)
     except TracedocError as exc:
         if plain == item.path:

@@ -1,7 +1,8 @@
 """Compressed inputs (gzip, xz) and standard input: sniffed through their first bytes, unpacked bounded.
 
-A compressed file is untrusted like any input: it is streamed in chunks (never whole in memory), and unpacking
-stops with a one-line error once its output passes a cap, so a few megabytes that would inflate to terabytes (a
+A compressed file is untrusted like any input: it is streamed in chunks (never whole in memory; ``chunks`` for
+readers that parse as it unpacks, ``inflate`` into a file for the others), and unpacking stops with a one-line
+error once its output passes a cap, so a few megabytes that would inflate to terabytes (a
 decompression bomb) cost at most the cap in disk and seconds. The cap is ``TRACEDOC_MAX_INFLATE_BYTES`` (or
 ``set_limits``) when given, else the larger of 100 times the compressed size and 4 GiB: real traces compress 2 to
 40 times. Standard input is spooled to a file under the same cap. Every decompressor failure (isal's own error
@@ -14,7 +15,7 @@ import errno
 import lzma
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -81,6 +82,40 @@ def head(path: Path, kind: str, size: int, name: Path | str | None = None) -> by
         raise InputError(f"{name or path}: corrupt or truncated {kind} ({first_line(exc)})") from None
 
 
+def chunks(path: Path, kind: str, limit: int, name: Path | str | None = None) -> Iterator[bytes]:
+    """The unpacked bytes of ``path`` in chunks as they come, stopping with InflateLimitError past ``limit`` bytes:
+    for readers that parse a stream, so that nothing unpacked is kept whole on disk or in memory.
+
+    ``name`` is how errors name the input (the file the user gave; ``path`` by default).
+    """
+    name = name or path
+    try:
+        with _open(path, kind) as src:
+            total = 0
+            while True:
+                try:
+                    chunk = src.read(_CHUNK)
+                except _DECODE_ERRORS as exc:
+                    raise InputError(f"{name}: corrupt or truncated {kind} ({first_line(exc)})") from None
+                if not chunk:
+                    return
+                total += len(chunk)
+                if total > limit:
+                    raise InflateLimitError(f"{name}: {_too_large(limit)}")
+                yield chunk
+    except _DECODE_ERRORS as exc:  # opening the stream (its header) failed
+        raise InputError(f"{name}: corrupt or truncated {kind} ({first_line(exc)})") from None
+
+
+def size_hint(path: Path, kind: str) -> int | None:
+    """The unpacked size a gzip file's trailer states (modulo 4 GiB, and untrusted: only for sizing work)."""
+    if kind != "gzip" or path.stat().st_size < 18:
+        return None
+    with path.open("rb") as f:
+        f.seek(-4, os.SEEK_END)
+        return int.from_bytes(f.read(4), "little")
+
+
 def inflate(path: Path, kind: str, out: Path, limit: int, name: Path | str | None = None) -> None:
     """Unpack ``path`` into ``out`` in chunks, stopping with InflateLimitError past ``limit`` bytes.
 
@@ -90,11 +125,15 @@ def inflate(path: Path, kind: str, out: Path, limit: int, name: Path | str | Non
     try:
         with _open(path, kind) as src:
             _copy(src.readinto, out, limit, name, f"corrupt or truncated {kind}", f"decompressing {name}",
-                  f"unpacks to more than {limit:,} bytes: refused as a likely decompression bomb (raise the "
-                  f"cap with --max-inflate SIZE or {ENV_VAR} to read it)")
+                  _too_large(limit))
     except _DECODE_ERRORS as exc:  # opening the stream (its header) failed
         out.unlink(missing_ok=True)
         raise InputError(f"{name}: corrupt or truncated {kind} ({first_line(exc)})") from None
+
+
+def _too_large(limit: int) -> str:
+    return (f"unpacks to more than {limit:,} bytes: refused as a likely decompression bomb (raise the cap with "
+            f"--max-inflate SIZE or {ENV_VAR} to read it)")
 
 
 def spool(stream: BinaryIO, out: Path, limit: int, name: str = "-") -> None:

@@ -1,8 +1,10 @@
-"""PyTorch profiler traces (Kineto chrome-trace JSON) into the store; ingest unpacks gzip and xz files first.
+"""PyTorch profiler traces (Kineto chrome-trace JSON) into the store; gzip and xz files are read as they unpack.
 
 The hot path never builds a Python object per event. The file is cut into its small header and tail (parsed
 with the json module) and the ``traceEvents`` array, which is split at event boundaries into a few part files
 that DuckDB's JSON reader parses in parallel straight into columns. Normalization into the store's tables is SQL.
+A compressed trace is cut into parts as it streams out of the decompressor (``load_compressed``), a few parts at
+a time, so it is never unpacked whole.
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ import json
 import mmap
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import duckdb
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
+from tracedoc.ingest import compressed
 from tracedoc.store import Store
 
 FORMAT = "torch"
@@ -29,7 +33,9 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,[ \t]*\r?\n\s*\{")
 _HEADER_SEARCH_BYTES = 64 << 20
 _TAIL_CANDIDATES = 256
+_TAIL_BYTES = 1 << 20  # the array's closing ']' is looked for in the file's last MiB
 _PART_BYTES = 32 << 20
+_MIN_PART_BYTES = 1 << 20  # smaller arrays are one part: parsing them in parallel would not pay for the split
 _DIGITS = re.compile(r"-?[0-9]{1,18}")
 
 # Fields read from each event's "args"; everything is read as text and cast in SQL, so a trace that writes a
@@ -72,26 +78,84 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             meta, body_start, body_end = _locate_events(mm, path)
             rank, world_size = _distributed(meta)
-            store.con.execute(f"SET VARIABLE source_id = {int(source_id)}; "
-                              f"SET VARIABLE rank = {int(rank or 0)};")
-            threads = int(store.scalar("SELECT current_setting('threads')"))
-            cuts = _event_cuts(mm, body_start, body_end)
+            _set_source(store.con, source_id, rank)
+            threads = _threads(store)
+            cuts = _event_cuts(mm, body_start, body_end, _part_bytes(body_end - body_start, threads))
             event_count = 0
             # Chunks of `threads` parts: DuckDB parses the parts of a chunk in parallel, and memory stays
             # bounded by one chunk whatever the file size.
             for i in range(0, len(cuts) - 1, threads):
                 group = cuts[i : i + threads + 1]
-                parts = _write_parts(mm, f.fileno(), group, workdir, path)
-                try:
-                    event_count += _read_events(store.con, parts, path)
-                finally:
-                    for part in parts:
-                        part.unlink()
-                _normalize(store.con, _NORMALIZE_CHUNK_SQL, path)
+                event_count += _ingest_parts(store.con, _write_parts(mm, f.fileno(), group, workdir, path), path)
+    return _finish(store, source_id, meta, event_count, path)
+
+
+def load_compressed(store: Store, source_id: int, path: Path, kind: str, limit: int, workdir: Path,
+                    name: Path) -> LoadResult:
+    """Read a gzip or xz trace as it unpacks (``compressed.chunks``, at most ``limit`` bytes): the event array is
+    cut into part files at event boundaries as it streams, and each ``threads`` parts are parsed once written, so
+    the unpacked trace never lies whole on disk or in memory. Errors name the input as given (``name``)."""
+    stream = compressed.chunks(path, kind, limit, name)
+    head, pending = _stream_header(stream, name)
+    head_rank, _ = _distributed(_header_meta(head))
+    _set_source(store.con, source_id, head_rank)
+    threads = _threads(store)
+    parts = _StreamParts(workdir, _part_bytes(compressed.size_hint(path, kind) or threads * _PART_BYTES, threads))
+    event_count = 0
+    try:
+        for chunk in stream:
+            pending += chunk
+            parts.feed(pending)
+            if len(parts.done) >= threads:
+                event_count += _ingest_parts(store.con, parts.take(), name)
+        meta, body_end = _find_tail(pending, head, max(0, len(pending) - _TAIL_BYTES), name)
+        parts.finish(pending[:body_end])
+        event_count += _ingest_parts(store.con, parts.take(), name)
+    finally:
+        parts.discard()
+    rank, _ = _distributed(meta)
+    if rank != head_rank:  # distributedInfo after the events: the rows already normalized get the trace's rank
+        _set_source(store.con, source_id, rank)
+        store.con.execute("UPDATE collective_calls SET rank = getvariable('rank') "
+                          "WHERE source_id = getvariable('source_id')")
+    return _finish(store, source_id, meta, event_count, name)
+
+
+def _set_source(con: duckdb.DuckDBPyConnection, source_id: int, rank: int | None) -> None:
+    """The source id and rank that normalization writes into every row."""
+    con.execute(f"SET VARIABLE source_id = {int(source_id)}; SET VARIABLE rank = {int(rank or 0)};")
+
+
+def _threads(store: Store) -> int:
+    return int(store.scalar("SELECT current_setting('threads')"))
+
+
+def _part_bytes(body_bytes: int, threads: int) -> int:
+    """Part size for an event array of ``body_bytes``: at most _PART_BYTES, and small enough that the array is cut
+    into ``threads`` parts (every core parses), but no smaller than _MIN_PART_BYTES."""
+    return min(_PART_BYTES, max(_MIN_PART_BYTES, -(-body_bytes // threads)))
+
+
+def _ingest_parts(con: duckdb.DuckDBPyConnection, parts: list[Path], path: Path) -> int:
+    """Parse the part files (removed afterwards) and normalize their events into the store; return their count."""
+    if not parts:
+        return 0
+    try:
+        count = _read_events(con, parts, path)
+    finally:
+        for part in parts:
+            part.unlink(missing_ok=True)
+    _normalize(con, _NORMALIZE_CHUNK_SQL, path)
+    return count
+
+
+def _finish(store: Store, source_id: int, meta: dict[str, Any], event_count: int, path: Path) -> LoadResult:
+    """What is done once all events are in: flow-linked correlations, steps, devices."""
     if event_count == 0:
         raise InputError(f"{path}: the trace holds no events")
     _normalize(store.con, _FINISH_SQL, path)
     _insert_devices(store.con, source_id, meta)
+    rank, world_size = _distributed(meta)
     return LoadResult(rank, world_size, event_count, _tool(meta))
 
 
@@ -114,31 +178,128 @@ def _locate_events(mm: mmap.mmap, path: Path) -> tuple[dict[str, Any], int, int]
         raise InputError(f"{path}: not a PyTorch profiler trace (no traceEvents array)")
     head = mm[: match.start()]
     body_start = match.end()
-    tail_from = max(body_start, len(mm) - (1 << 20))
-    end = len(mm)
+    meta, end = _find_tail(mm, head, max(body_start, len(mm) - _TAIL_BYTES), path)
+    return meta, body_start, end
+
+
+def _find_tail(data: mmap.mmap | bytearray, head: bytes, tail_from: int, path: Path) -> tuple[dict[str, Any], int]:
+    """The document around the events parsed (``head``, and what follows the array's closing ']' in ``data``) and
+    the offset of that ']': the last one in ``data[tail_from:]`` after which the document parses."""
+    end = len(data)
     for _ in range(_TAIL_CANDIDATES):
-        end = mm.rfind(b"]", tail_from, end)
+        end = data.rfind(b"]", tail_from, end)
         if end < 0:
             break
         try:
-            meta = strict_json.loads(head + b'"traceEvents": []' + mm[end + 1 :])
+            meta = strict_json.loads(head + b'"traceEvents": []' + data[end + 1 :])
         except strict_json.BadJson as exc:
             raise InputError(f"{path}: malformed trace header ({exc})") from None
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue
         if isinstance(meta, dict):
-            return meta, body_start, end
+            return meta, end
     raise InputError(f"{path}: truncated or malformed trace (the traceEvents array is not closed)")
 
 
-def _event_cuts(mm: mmap.mmap, start: int, end: int) -> list[int]:
-    """Offsets that split the array's body [start, end) into parts of about _PART_BYTES at event boundaries.
+def _stream_header(stream: Iterator[bytes], path: Path) -> tuple[bytes, bytearray]:
+    """Read a stream up to its ``traceEvents`` array: the bytes before the key, and those after the '['."""
+    data = bytearray()
+    for chunk in stream:
+        data += chunk
+        match = _EVENTS_KEY.search(data, 0, _HEADER_SEARCH_BYTES)
+        if match is not None:
+            return bytes(data[: match.start()]), data[match.end() :]
+        if len(data) >= _HEADER_SEARCH_BYTES:
+            break
+    raise InputError(f"{path}: not a PyTorch profiler trace (no traceEvents array)")
+
+
+def _header_meta(head: bytes) -> dict[str, Any]:
+    """The document's fields before the events (e.g. distributedInfo), when they parse alone; else none."""
+    try:
+        meta = strict_json.loads(head + b'"traceEvents": []}')
+    except ValueError:  # strict_json.BadJson, json.JSONDecodeError, UnicodeDecodeError: the full parse says why
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+class _StreamParts:
+    """Part files cut from an event array that arrives in chunks, at event boundaries, each about ``part_bytes``.
+
+    ``feed`` writes out all but the last _TAIL_BYTES of the pending bytes (the array's end and what follows it lie
+    there once the stream ends); a part grows past its size until a boundary comes. Finished parts wait in
+    ``done`` until taken.
+    """
+
+    def __init__(self, workdir: Path, part_bytes: int) -> None:
+        self.workdir, self.part_bytes = workdir, part_bytes
+        self.done: list[Path] = []
+        self._out: BinaryIO | None = None
+        self._path: Path | None = None
+        self._written = 0
+        self._count = 0
+
+    def feed(self, pending: bytearray) -> None:
+        """Write out (and remove from ``pending``) what no longer belongs to the last _TAIL_BYTES."""
+        while (limit := len(pending) - _TAIL_BYTES) > 0:
+            m = _EVENT_BOUNDARY.search(pending, max(0, self.part_bytes - self._written), limit)
+            upto = m.start() + 1 if m else limit
+            self._write(pending, upto)
+            del pending[:upto]
+            if m is None:
+                return
+            self._close()
+
+    def finish(self, rest: bytearray) -> None:
+        """The array's last bytes (up to its closing ']')."""
+        self._write(rest, len(rest))
+        self._close()
+
+    def take(self) -> list[Path]:
+        parts, self.done = self.done, []
+        return parts
+
+    def discard(self) -> None:
+        """Remove every part file left (after a failure)."""
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+        for part in [*self.done, *([self._path] if self._path else [])]:
+            part.unlink(missing_ok=True)
+        self.done, self._path = [], None
+
+    def _write(self, data: bytearray, upto: int) -> None:
+        start = 0
+        if self._out is None:  # a new part starts at its first event: skip the separator after the last one
+            start = data.find(b"{", 0, upto)
+            if start < 0:
+                return
+            self._path = self.workdir / f"stream-part{self._count}.json"
+            self._count += 1
+            self._out = self._path.open("wb")
+            self._out.write(b"[")
+            self._written = 0
+        self._out.write(memoryview(data)[start:upto])
+        self._written += upto - start
+
+    def _close(self) -> None:
+        if self._out is None:
+            return
+        self._out.write(b"]")
+        self._out.close()
+        assert self._path is not None
+        self.done.append(self._path)
+        self._out, self._path, self._written = None, None, 0
+
+
+def _event_cuts(mm: mmap.mmap, start: int, end: int, part_bytes: int) -> list[int]:
+    """Offsets that split the array's body [start, end) into parts of about ``part_bytes`` at event boundaries.
 
     Each offset but the first points just past the '}' that closes an event.
     """
     cuts = [start]
-    while end - cuts[-1] > _PART_BYTES:
-        m = _EVENT_BOUNDARY.search(mm, cuts[-1] + _PART_BYTES, end)
+    while end - cuts[-1] > part_bytes:
+        m = _EVENT_BOUNDARY.search(mm, cuts[-1] + part_bytes, end)
         if m is None:
             break
         cuts.append(m.start() + 1)
