@@ -505,3 +505,10 @@ def test_bootstrap_is_seeded_and_judges_steps() -> None:
     assert not compare([10.0, 10.1], [5.0, 5.1]).significant  # too few steps, however large the change
     overlapping = compare([10.0, 12.0, 14.0], [9.0, 11.0, 13.0])
     assert not overlapping.significant and overlapping.ci_ms[0] < 0 < overlapping.ci_ms[1]
+
+
+def test_a_perfetto_out_is_refused() -> None:
+    """A diff has no timeline of its own: --out x.perfetto.json is one line, exit 2, not JSON under that name."""
+    path = str(SAMPLES / "decode-eager")
+    result = _invoke(path, path, "--out", "diff.perfetto.json")
+    assert result.exit_code == 2 and "no Perfetto form" in result.stderr

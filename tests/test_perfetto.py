@@ -7,7 +7,10 @@ instead (every event's fields, named processes and threads, slices on one thread
 
 from __future__ import annotations
 
+import gzip
 import json
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from click.testing import CliRunner
 from tests.conftest import SAMPLES
 from tracedoc.api import analyze
 from tracedoc.cli import cli
+from tracedoc.errors import InputError
 from tracedoc.explore import open_store
 from tracedoc.render.perfetto import PerfettoRenderer
 from tracedoc.report import Report
@@ -131,10 +135,12 @@ def test_findings_lie_over_their_time(straggler: tuple[Report, list[dict[str, An
 
 
 def test_a_gap_finding_lies_over_its_longest_gap(tmp_path: Path) -> None:
-    """nsys-torch-h100: a 0.65 s host pause; the gpu-gaps slice covers the longest gap gpu.gaps measured. The
-    report comes from a saved JSON report (no store beside it): the trace is read again from its inputs."""
-    report = Report.from_json(analyze(SAMPLES / "nsys-torch-h100", use_cache=False).to_json())
-    events = read_back(report)
+    """nsys-torch-h100: a 0.65 s host pause; the gpu-gaps slice covers the longest gap gpu.gaps measured. Written
+    by the CLI without the cache, from the store held in memory."""
+    out = tmp_path / "nsys.perfetto.json"
+    result = CliRunner().invoke(cli, ["analyze", str(SAMPLES / "nsys-torch-h100"), "--no-cache", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    events = json.loads(out.read_text())
     check_schema(events)
     (gap,) = [e for e in events if e["cat"].startswith("finding,") and e["args"]["rule"] == "gpu-gaps"]
     with open_store(SAMPLES / "nsys-torch-h100") as store:
@@ -168,3 +174,42 @@ def test_cli_writes_it_by_extension_and_by_format(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["analyze", str(SAMPLES / "decode-eager"), "--format", "perfetto", "--out",
                                  str(tmp_path / "x.json")])
     assert result.exit_code == 2
+
+
+def test_what_cannot_be_written_is_one_line_exit_2(tmp_path: Path) -> None:
+    """An input without a timeline, a Dask run (no single store), and a report without a store each say why."""
+    runner = CliRunner()
+    result = runner.invoke(cli, ["analyze", str(SAMPLES / "ncu-h100-transpose-naive"), "--format", "perfetto",
+                                 "--out", str(tmp_path / "ncu.perfetto.json")])
+    assert result.exit_code == 2 and "no timeline to write" in result.output
+    assert not (tmp_path / "ncu.perfetto.json").exists()
+    result = runner.invoke(cli, ["analyze", str(SAMPLES / "ddp-straggler"), "--format", "perfetto", "--workers", "2",
+                                 "--out", str(tmp_path / "ddp.perfetto.json")])
+    assert result.exit_code == 2 and "not with --workers" in result.output
+    from tracedoc import analyze
+
+    with pytest.raises(InputError, match="has none"):
+        PerfettoRenderer().render(analyze(SAMPLES / "decode-eager", use_cache=False))
+
+
+def test_standard_input_without_the_cache(tmp_path: Path) -> None:
+    """`zcat trace.json.gz | tracedoc analyze - --no-cache --format perfetto > x`: the inputs are read once, the
+    trace written from the store that was analysed, to standard output."""
+    trace = gzip.decompress((SAMPLES / "decode-eager" / "trace.json.gz").read_bytes())
+    out = tmp_path / "stdin.perfetto.json"
+    with out.open("wb") as f:
+        proc = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", "-", "--no-cache", "--format", "perfetto"],
+                              input=trace, stdout=f, stderr=subprocess.PIPE, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    events = json.loads(out.read_text())
+    assert sum(1 for e in events if e.get("cat") == "kernel") == 4608
+
+
+def test_a_reader_that_stops_early_is_not_an_error() -> None:
+    """`… --format perfetto | head`: exit 141 (as a shell reports SIGPIPE), nothing on stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "tracedoc", "analyze", str(SAMPLES / "decode-eager"),
+                             "--format", "perfetto"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.read(100)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 141 and not err.strip(), err.decode()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +13,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from tracedoc.api import analyze
+from tracedoc.api import analyze, load_report
 from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import (
     cache_dir_option,
@@ -22,11 +25,13 @@ from tracedoc.cli.options import (
     parse_settings,
     report_options,
 )
+from tracedoc.ingest import discover
 from tracedoc.ingest.compressed import parse_size, set_limits
-from tracedoc.judge import load_rules
+from tracedoc.judge import Rule, load_rules
 from tracedoc.render.base import what_if_text
 from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Report
+from tracedoc.store.cache import default_cache_dir
 from tracedoc.whatif import what_if
 
 
@@ -70,7 +75,12 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         def progress(message: str) -> None:
             status.update(Text(one_line(message)))
 
-        if cluster is None:
+        if fmt == "perfetto":
+            if cluster is not None:
+                raise BadInput("--format perfetto writes the events of one store: not with --workers or a Dask "
+                               "scheduler")
+            report = _analyze_to_perfetto(paths, cache_dir, no_cache, rules, thresholds, progress, target)
+        elif cluster is None:
             report = analyze(paths, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=not no_cache,
                              thresholds=thresholds, progress=progress)
         else:
@@ -82,12 +92,41 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         rank = "" if missing["rank"] is None else f"rank {missing['rank']} "
         err.print(Text(one_line(f"missing {rank}({missing['path']}): {missing['reason']}")), highlight=False)
     projection = _what_if(report, what_if_rule) if what_if_rule else None
-    emit_report(report, fmt, target)
+    if fmt != "perfetto":
+        emit_report(report, fmt, target)
     if what_if_rule and fmt == "text" and target is None:
         Console(highlight=False).print(Text(terminal_text(
             what_if_text(projection) if projection else
             f"What if {what_if_rule} were fixed: it found nothing with attributed time here, so nothing changes.")))
     sys.exit(exit_code(report, fail_on))
+
+
+def _analyze_to_perfetto(paths: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, rules: list[Rule],
+                         thresholds: dict[str, dict[str, float]], progress: Callable[[str], None],
+                         target: Path | None) -> Report:
+    """Analyse and write the Perfetto trace from the store just analysed (DuckDB writes the file; the events never
+    pass through Python), to ``target`` or standard output."""
+    from tracedoc.render.perfetto import write_trace
+
+    store_dir = None if no_cache else (cache_dir or default_cache_dir())
+    store, report = load_report(discover(list(paths)), store_dir, rules, thresholds, progress)
+    try:
+        progress("writing the Perfetto trace")
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_trace(store, report, target)
+        else:
+            with tempfile.TemporaryDirectory(prefix="tracedoc-perfetto-") as tmp:
+                written = Path(tmp) / "trace.perfetto.json"
+                write_trace(store, report, written)
+                with written.open("rb") as f:
+                    shutil.copyfileobj(f, sys.stdout.buffer)
+                sys.stdout.flush()
+    finally:
+        store.close()
+    if target is not None:
+        Console(stderr=True).print(f"Perfetto trace written to {target}", highlight=False)
+    return report
 
 
 def _what_if(report: Report, rule: str) -> dict[str, Any] | None:

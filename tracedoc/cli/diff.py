@@ -101,6 +101,8 @@ def _target(fmt: str | None, out: str | None) -> tuple[str, Path | None]:
         return fmt or "text", None
     path = Path(out)
     is_dir = out.endswith(("/", os.sep)) or path.is_dir()
+    if path.name.lower().endswith(".perfetto.json"):
+        raise BadInput(f"--out {out}: a diff has no Perfetto form; use {' '.join(FORMATS.values())} or a directory")
     by_extension = EXTENSIONS.get(path.suffix.lower())
     if by_extension is not None and not is_dir:
         if fmt is not None and fmt != by_extension:

@@ -20,6 +20,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 INTERNAL_ERROR = 3
 INTERRUPTED = 130
+OUTPUT_CLOSED = 141  # 128 + SIGPIPE, as a shell reports a command whose reader went away
 
 # What a query cancelled by Ctrl-C raises when DuckDB, not Python, notices the signal.
 _DUCKDB_INTERRUPTED = "Query interrupted"
@@ -57,6 +58,9 @@ def one_line_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except BrokenPipeError:  # the reader of our output stopped reading (`| head`): not an error of the input
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+            raise click.exceptions.Exit(OUTPUT_CLOSED) from None
         except (TracedocError, duckdb.Error, OSError, MemoryError, UnicodeDecodeError) as exc:
             if is_interrupt(exc):
                 raise

@@ -9,9 +9,7 @@ table is partial, and the diff says so.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,16 +135,12 @@ def load_side(side: Source | Path, rules: Sequence[Rule], thresholds: dict[str, 
     if source.store_path is not None:
         with _open_store(source.store_path) as store:
             return Side(source.label, build_report(store, list(rules), thresholds), _kernels(store), source="store")
-    with contextlib.ExitStack() as stack:
-        if use_cache:
-            store_dir = cache_dir or default_cache_dir()
-        else:
-            store_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tracedoc-")))
-        store, report = load_report(source.inputs, store_dir, list(rules), thresholds)
-        try:
-            return Side(source.label, report, _kernels(store))
-        finally:
-            store.close()
+    store_dir = (cache_dir or default_cache_dir()) if use_cache else None  # None: a store in memory
+    store, report = load_report(source.inputs, store_dir, list(rules), thresholds)
+    try:
+        return Side(source.label, report, _kernels(store))
+    finally:
+        store.close()
 
 
 def _kernels(store: Store) -> list[dict[str, Any]]:

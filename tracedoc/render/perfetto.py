@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from tracedoc.errors import InputError
 from tracedoc.render.base import Renderer, finding_span, scope_text
 from tracedoc.report import Report
 from tracedoc.store import Store
@@ -123,31 +124,30 @@ SELECT name, cat, ph, ts, dur, pid, tid, args FROM perfetto_findings;
 
 
 class PerfettoRenderer(Renderer):
-    """The trace for Perfetto, from the report's store (reopened: the report says where it is)."""
+    """The trace for Perfetto as one string, from the report's cached store (`tracedoc analyze --format perfetto`
+    writes it to the file straight from the store it analysed, without this)."""
 
     name = "perfetto"
     extension = ".perfetto.json"
 
     def render(self, report: Report) -> str:
-        with report_store(report) as store, tempfile.TemporaryDirectory(prefix="tracedoc-perfetto-") as tmp:
+        if report.store_path is None or not report.store_path.is_file():
+            raise InputError("a Perfetto trace is written from the report's store, and this report has none (made "
+                             "without the cache, on a Dask cluster, or loaded from JSON): run tracedoc analyze "
+                             "--format perfetto on the inputs")
+        with Store.open(report.store_path) as store, tempfile.TemporaryDirectory(prefix="tracedoc-perfetto-") as tmp:
             path = Path(tmp) / "trace.json"
             write_trace(store, report, path)
             return path.read_text()
 
 
-def report_store(report: Report) -> Store:
-    """The store the report was made from: its cached database when it has one, else the inputs read again (into
-    memory: a report made without the cache, or saved and loaded)."""
-    if report.store_path is not None and report.store_path.is_file():
-        return Store.open(report.store_path)
-    from tracedoc.api import open_store
-    from tracedoc.ingest import discover
-
-    return open_store(discover([Path(i.path) for i in report.inputs]), None)[0]
-
-
 def write_trace(store: Store, report: Report, path: Path) -> None:
-    """Write the Perfetto trace of ``store`` and ``report`` to ``path``."""
+    """Write the Perfetto trace of ``store`` and ``report`` to ``path``; InputError when the store holds no
+    timeline (an Nsight Compute report, flight-recorder dumps, GPU health records)."""
+    if report.summary.get("basis") != "timeline":
+        formats = ", ".join(sorted({i.format for i in report.inputs})) or "none"
+        raise InputError(f"no timeline to write: a Perfetto trace needs PyTorch or Nsight Systems traces (the inputs "
+                         f"are {formats})")
     store.include("attribution.time")
     store.include("intervals.merge")
     store.con.execute("CREATE OR REPLACE TEMP TABLE perfetto_findings (name VARCHAR, cat VARCHAR, ph VARCHAR, "
