@@ -338,6 +338,28 @@ def test_timeline_wide_views_read_the_bins_made_in_advance(straggler_timeline: t
     assert binned and work["intervals"].sum() == direct["intervals"].sum() == len(con.table("timeline_work"))
 
 
+def test_timeline_zoomed_bins_clip_what_started_before_the_view(straggler_timeline: timeline.Timeline) -> None:
+    """A wide view that starts inside the trace, on a bin's edge: intervals running into it from before count from
+    the view's start, as the direct binning clips them, so its first column is not darkened by time before it."""
+    tl = straggler_timeline
+    con = tl.store.con
+    level, lo_ns, bin_ns = tl.levels[0]
+    hi_ns = con.execute("SELECT max(end_ns) FROM timeline_work").fetchone()[0]
+    px_ns = 4 * bin_ns  # the narrowest columns read from the bins; a view is RASTER_PX of them
+    checked = 0
+    for x0_ns in range(lo_ns + 40 * bin_ns, hi_ns - timeline.RASTER_PX * px_ns, 97 * bin_ns):
+        x1_ns = x0_ns + timeline.RASTER_PX * px_ns
+        crossing = con.execute("SELECT count(*) FROM timeline_work WHERE ts_ns < ? AND end_ns > ?",
+                               [x0_ns, x0_ns]).fetchone()[0]
+        rebinned = con.execute("SELECT * FROM timeline_rebinned(?, ?, ?, ?)", [level, x0_ns, x1_ns, px_ns]).df()
+        direct = con.execute("SELECT * FROM timeline_binned('timeline_work', ?, ?, ?)", [x0_ns, x1_ns, px_ns]).df()
+        row = {lane.lane: lane.lane for lane in tl.lanes}
+        a, b = (timeline.busy_per_pixel(f, row, px_ns).values for f in (rebinned, direct))
+        assert np.allclose(np.nan_to_num(a), np.nan_to_num(b), rtol=1e-9, atol=1e-3), x0_ns
+        checked += crossing > 0
+    assert checked  # at least one view begins inside an interval
+
+
 def test_timeline_focus_round_trips_through_the_url(straggler_timeline: timeline.Timeline) -> None:
     """A slice of 'Where the time went' opens its step on its rank; the URL's query gives the same focus back, and
     a malformed one none."""

@@ -34,7 +34,7 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
     rules = load_rules(tuple(rules_dirs))
     check_thresholds(rules, thresholds or {})
     inputs = discover([Path(p) for p in ([paths] if isinstance(paths, str | os.PathLike) else paths)])
-    store_dir = (cache_dir or default_cache_dir()) if use_cache else None
+    store_dir = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
     store, report = load_report(inputs, store_dir, rules, thresholds, progress)
     store.close()
     return report

@@ -25,7 +25,8 @@ def open_store(paths: Sequence[Path | str] | Path | str, cache_dir: Path | None 
     as it is), ingested unless cached, closed on leaving the ``with`` block. Without the cache it lives in memory."""
     given = [paths] if isinstance(paths, str | os.PathLike) else paths
     inputs = discover([Path(p) for p in given])
-    store, _ = open_inputs_store(inputs, (cache_dir or default_cache_dir()) if use_cache else None)
+    store_dir = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
+    store, _ = open_inputs_store(inputs, store_dir)
     try:
         yield store
     finally:

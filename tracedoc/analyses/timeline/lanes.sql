@@ -160,11 +160,14 @@ GROUP BY ALL ORDER BY level, c0;
 
 -- The view [x0_ns, x1_ns) of the work in pixel columns px_ns wide, as timeline_binned returns it, from the bins of
 -- ``lvl``. Exact when x0_ns lies on a bin's edge and px_ns is a whole number of bins (the caller aligns the view
--- so): every bin then lies in one column.
+-- so): every bin then lies in one column. Intervals that start before the view are clipped to its start, as
+-- timeline_binned clips them.
 CREATE OR REPLACE TEMP MACRO timeline_rebinned(lvl, x0_ns, x1_ns, px_ns) AS TABLE
-SELECT b.lane, b.category, (b.c0 * l.bin_ns + l.lo_ns - x0_ns) // px_ns AS c0,
+SELECT b.lane, b.category, greatest((b.c0 * l.bin_ns + l.lo_ns - x0_ns) // px_ns, 0) AS c0,
        (b.c1 * l.bin_ns + l.lo_ns - x0_ns) // px_ns AS c1, sum(b.intervals) AS intervals,
-       sum(b.sum_s + b.intervals * (l.lo_ns - x0_ns)) AS sum_s, sum(b.sum_e + b.intervals * (l.lo_ns - x0_ns)) AS sum_e
+       sum(CASE WHEN b.c0 * l.bin_ns + l.lo_ns < x0_ns THEN 0  -- started before the view: clipped to its start
+                ELSE b.sum_s + b.intervals * (l.lo_ns - x0_ns) END) AS sum_s,
+       sum(b.sum_e + b.intervals * (l.lo_ns - x0_ns)) AS sum_e
 FROM timeline_work_bins b JOIN timeline_levels l USING (level)
 WHERE b.level = lvl AND b.c1 * l.bin_ns + l.lo_ns >= x0_ns AND b.c0 * l.bin_ns + l.lo_ns < x1_ns
 GROUP BY ALL;
