@@ -82,6 +82,22 @@ def test_rank_stores_are_cached_per_rank(cluster: ClusterSpec, tmp_path: Path) -
         assert cached, item.path
 
 
+def test_ranks_without_rank_in_name_numbered_as_local(cluster: ClusterSpec, tmp_path: Path) -> None:
+    """ddp-straggler's two ranks copied under tensorboard_trace_handler's names (host_pid.ts.pt.trace.json.gz, no
+    rank in them), rank 1's file sorting first: each trace's own rank (distributedInfo, rank 0 included) numbers it
+    on both paths, so the reports are equal and the straggler is still rank 1."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for rank, name in ((1, "node7_4242.1700000000001"), (0, "node7_4343.1700000000002")):
+        shutil.copy(SAMPLES / "ddp-straggler" / f"rank{rank}.trace.json.gz", job / f"{name}.pt.trace.json.gz")
+    local = analyze(job, cache_dir=tmp_path / "local")
+    distributed = analyze_distributed(job, cluster, cache_dir=tmp_path / "dist")
+    assert distributed.summary["missing_ranks"] == []
+    assert report_dict(distributed) == report_dict(local)
+    assert [(f.rule, f.scope.rank) for f in distributed.findings if f.rule == "straggler-rank"] == [
+        ("straggler-rank", 1)]
+
+
 def truncated_copy(source: Path, target: Path) -> None:
     """A gzip of the first 60 % of the trace's JSON: the head still looks like a PyTorch trace, the rest is cut."""
     text = gzip.decompress(source.read_bytes())

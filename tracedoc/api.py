@@ -253,7 +253,7 @@ def health_snapshot_report(snapshot: Snapshot, label: str, rules: Sequence[Rule]
     from tracedoc.ingest.nvml import FORMAT, insert_snapshot, snapshot_tool
 
     def build(store: Store) -> None:
-        store.con.execute("INSERT INTO sources VALUES (0, ?, ?, NULL, NULL, NULL, NULL, ?, ?)",
+        store.con.execute("INSERT INTO sources VALUES (0, ?, ?, NULL, NULL, NULL, NULL, ?, ?, NULL)",
                           [label, FORMAT, len(snapshot.gpus), snapshot_tool(snapshot)])
         insert_snapshot(store, 0, snapshot)
 

@@ -193,14 +193,14 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
                 progress(f"reading {count}{item.path} ({item.size_bytes / 1e6:.1f} MB)")
             result = _load(store, source_id, item, Path(tmp))
             rows.append([source_id, str(item.path), item.format, result.rank, result.world_size, item._digest,
-                         item.size_bytes, result.event_count, result.tool])
+                         item.size_bytes, result.event_count, result.tool, result.rank])
     if rows and not any(r[7] for r in rows):
         raise InputError(f"{rows[0][1]}: nothing to analyse ({rows[0][8]})")
     _check_times(store, inputs)
     ranks = assign_ranks(inputs, [r[3] for r in rows])
     for row, rank in zip(rows, ranks):
         row[3] = rank
-    store.con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    store.con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     for table in ("gpu_activity", "cpu_activity", "steps", "nvtx_ranges"):
         store.con.execute(
             f"UPDATE {table} t SET rank = s.rank FROM sources s WHERE t.source_id = s.source_id AND t.rank <> s.rank")

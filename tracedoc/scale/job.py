@@ -168,13 +168,12 @@ class _Job:
 
     @staticmethod
     def _ranks(read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]]) -> dict[int, int | None]:
-        """Each input's rank (by job-wide source id), as one machine numbers them: from the trace, else the file
-        name, else its position (a rank's store that found neither says 0); two traces of one format claiming one
-        rank are an error."""
+        """Each input's rank (by job-wide source id), numbered by ``assign_ranks`` from what each trace reported, as
+        one machine numbers them: from the trace, else the file name, else its position; two traces of one format
+        claiming one rank are an error."""
         inputs = sorted((index, item, summary.reported_ranks[index]) for batch, summary in read for task in batch
                         for index, item in zip(task.indices, task.items))
-        reported = [None if rank == 0 and _rank_in_name(item) is None else rank for _, item, rank in inputs]
-        assigned = assign_ranks([item for _, item, _ in inputs], reported)
+        assigned = assign_ranks([item for _, item, _ in inputs], [rank for _, _, rank in inputs])
         return {index: rank for (index, _, _), rank in zip(inputs, assigned)}
 
     def _with_ranks(self, summary: BatchSummary) -> Callable[[Table], str]:

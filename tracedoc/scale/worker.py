@@ -47,8 +47,9 @@ class RankInput:
 
 @dataclass
 class BatchSummary:
-    """What the first pass hands back for a batch: each input's rank as its own store numbered it (by job-wide
-    source id; the job's ranks are assigned on the client, over every rank), and the batch's tables."""
+    """What the first pass hands back for a batch: the rank each input names itself (by job-wide source id; None
+    when it names none: the job's ranks are assigned on the client, over every rank, as one machine assigns them),
+    and the batch's tables."""
 
     reported_ranks: dict[int, int | None]
     tables: dict[str, Table]
@@ -87,7 +88,7 @@ def _exports(store: SummaryStore, exports: Sequence[Export]) -> dict[str, Table]
 def _batch_store(batch: Sequence[RankInput], ranks: Mapping[int, int | None] | None,
                  reported: dict[int, int | None], threads: int | None) -> Iterator[SummaryStore]:
     """An in-memory store of the batch's ranks, in job-wide source ids, with ``ranks`` (None: each source's job-wide
-    id as its rank); ``reported`` gets each input's rank as its own store has it. The statements that only the
+    id as its rank); ``reported`` gets the rank each input names itself. The statements that only the
     client needs (the alignment across ranks) are left out."""
     con = summary_connection()
     if threads is not None:
@@ -120,7 +121,7 @@ def _cached_path(task: RankInput) -> Path:
 def _attach_rank(con: duckdb.DuckDBPyConnection, alias: str, task: RankInput,
                  reported: dict[int, int | None]) -> None:
     """Attach the rank's store from the cache (read-only), ingested first when it is not there; one found damaged
-    or incomplete is ingested again, once. Notes each input's rank as the store has it."""
+    or incomplete is ingested again, once. Notes the rank each input names itself (``sources.reported_rank``)."""
     set_limits(task.max_inflate_bytes)
     path = _cached_path(task)
     for attempt in (1, 2):
@@ -134,7 +135,7 @@ def _attach_rank(con: duckdb.DuckDBPyConnection, alias: str, task: RankInput,
             con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
             complete, local = con.execute(f"""
                 SELECT (SELECT value FROM {alias}.store_meta WHERE key = 'complete'),
-                       (SELECT list(rank ORDER BY source_id) FROM {alias}.sources)""").fetchone()
+                       (SELECT list(reported_rank ORDER BY source_id) FROM {alias}.sources)""").fetchone()
         except duckdb.Error as exc:
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"DETACH {alias}")

@@ -15,7 +15,9 @@ CREATE TABLE sources (
     content_key VARCHAR,              -- size and hash of the file's bytes (the cache key); NULL when not cached
     size_bytes  BIGINT,               -- file size on disk, in bytes
     event_count BIGINT,               -- number of trace events read from the file
-    tool        VARCHAR               -- what wrote the file and its version, e.g. 'torch.profiler schema 1.1.0'
+    tool        VARCHAR,              -- what wrote the file and its version, e.g. 'torch.profiler schema 1.1.0'
+    reported_rank INTEGER             -- the rank the input itself names (distributedInfo.rank), else NULL: what
+                                      -- rank was assigned from, so that ranks read apart are numbered alike
 );
 
 -- One row per GPU seen in a source.
