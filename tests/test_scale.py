@@ -31,8 +31,10 @@ from tracedoc.pages.fragments import headline_html  # noqa: E402
 from tracedoc.render.markdown import MarkdownRenderer  # noqa: E402
 from tracedoc.render.text import TextRenderer  # noqa: E402
 from tracedoc.scale import ClusterSpec, analyze_distributed  # noqa: E402
+from tracedoc.scale import job as job_module  # noqa: E402
 from tracedoc.scale.cluster import RankFailure, connect, map_batches  # noqa: E402
 from tracedoc.scale.job import _tasks, plan_batches  # noqa: E402
+from tracedoc.scale.worker import analyse_ranks  # noqa: E402
 
 # The multi-rank samples: stragglers, expert imbalance, FSDP, DDP without a finding, hangs and mismatches from
 # flight-recorder dumps, and on-demand dumps where some files hold no entries.
@@ -128,6 +130,40 @@ def test_bad_rank_is_missing_and_the_others_analysed(cluster: ClusterSpec, tmp_p
             item["path"] = Path(item["path"]).name
     assert got == expected
     assert_missing_rank_shown(report, "rank 3")
+
+
+def fail_rank1(batch, *args):
+    """The second pass, failing for a batch that holds rank 1 (as a worker that runs out of memory there would)."""
+    if any("rank1." in item.path.name for task in batch for item in task.items):
+        raise InputError("rank 1 failed in its per-rank analyses")
+    return analyse_ranks(batch, *args)
+
+
+def test_rank_failing_second_pass_is_left_out(cluster: ClusterSpec, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """moe-hot-expert-4rank, rank 1 failing only in the second pass (read fine, its per-rank analyses fail), in
+    batches of two ranks: it is named missing, and the report is the one machine's report of ranks 0, 2 and 3 (the
+    others lined up again without it), with its batch-mate, rank 0, analysed on its own."""
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    monkeypatch.setattr(job_module, "analyse_ranks", fail_rank1)
+    good = tmp_path / "good"
+    shutil.copytree(SAMPLES / "moe-hot-expert-4rank", good)
+    (good / "rank1.trace.json.gz").unlink()
+    messages: list[str] = []
+    report = analyze_distributed(SAMPLES / "moe-hot-expert-4rank", dataclasses.replace(cluster, batches_per_thread=1),
+                                 cache_dir=tmp_path / "cache", progress=messages.append)
+    assert "reading ranks: 4 of 4 done" in messages and "analysing ranks: 4 of 4 done" in messages
+    [missing] = report.summary["missing_ranks"]
+    assert missing["rank"] == 1 and missing["path"].endswith("rank1.trace.json.gz")
+    assert "rank 1 failed in its per-rank analyses" in missing["reason"]
+    expected = report_dict(analyze(good, cache_dir=tmp_path / "cache"))
+    got = report_dict(report)
+    for data in (expected, got):
+        for item in data["inputs"]:
+            item["path"] = Path(item["path"]).name
+    assert got == expected
+    assert [(f.rule, f.scope.rank) for f in report.findings if f.rule == "expert-imbalance"] == [
+        ("expert-imbalance", 2)]
 
 
 def assert_missing_rank_shown(report, rank: str) -> None:

@@ -21,7 +21,7 @@ from tracedoc.report import Report
 from tracedoc.scale.exports import BASE_TABLES, COMPUTE_BUSY_KEYS, SUMMARY_EXPORTS, Export, report_exports
 from tracedoc.scale.spec import ClusterSpec
 from tracedoc.scale.summary_store import SummaryStore, summary_connection
-from tracedoc.scale.tables import Table, create_table, fetch, insert_parts
+from tracedoc.scale.tables import Table, create_table, fetch, insert_parts, without_sources
 from tracedoc.scale.worker import BatchSummary, RankInput, analyse_ranks, summarize_ranks
 from tracedoc.store.cache import default_cache_dir
 
@@ -76,15 +76,26 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         if not first:
             raise InputError(f"no rank could be read: {missing[0].path}: {missing[0].reason}")
         first.sort(key=lambda result: result[0][0].indices)  # the ranks' rows in job order, as on one machine
-        job = _Job(first)
-        if progress:
-            progress("lining up the ranks' collectives")
-        job.align()
-        second, failed = dask_side.map_batches(
-            client, analyse_ranks, [batch for batch, _ in first],
-            lambda b: (job.ranks, job.collectives(b), exports, threads), _batch_label, "analysing", progress)
-        missing += [MissingRank(str(item.path), job.ranks[i], f"per-rank analyses: {r.reason}")
-                    for t, r in failed for i, item in zip(t.indices, t.items)]
+        again = False
+        while True:
+            job = _Job(first)
+            if progress:
+                progress("lining up the ranks' collectives" + (" again, without the failed ranks" if again else ""))
+            job.align()
+            second, failed = dask_side.map_batches(
+                client, analyse_ranks, [batch for batch, _ in first],
+                job.analysis_args(exports, threads), _batch_label, "analysing", progress)
+            missing += [MissingRank(str(item.path), job.ranks[i], f"per-rank analyses: {r.reason}")
+                        for t, r in failed for i, item in zip(t.indices, t.items)]
+            if not failed:
+                break
+            # The others were lined up with the failed ranks: line them up again without them, as one machine
+            # would without their inputs, and analyse them again.
+            job.store.close()
+            first = _without_sources(first, {i for t, _ in failed for i in t.indices})
+            if not first:
+                raise InputError(f"no rank could be analysed: {missing[-1].path}: {missing[-1].reason}")
+            again = True
         job.add_analyses(exports, sorted(second, key=lambda result: result[0][0].indices))
     read = [t for batch, _ in first for t in batch]
     paths_read = sorted((i, str(item.path)) for t in read for i, item in zip(t.indices, t.items))
@@ -92,6 +103,19 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
     job.store.close()
     report.summary["missing_ranks"] = [m.to_dict() for m in missing]
     return report
+
+
+def _without_sources(read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]],
+                     lost: set[int]) -> list[tuple[tuple[RankInput, ...], BatchSummary]]:
+    """The first pass's batches without the ``lost`` source ids: their tasks, their ranks and their rows; a batch
+    left with no task is dropped."""
+    kept = []
+    for batch, summary in read:
+        tasks = tuple(t for t in batch if lost.isdisjoint(t.indices))
+        if tasks:
+            kept.append((tasks, BatchSummary({i: r for i, r in summary.reported_ranks.items() if i not in lost},
+                                             {n: without_sources(t, lost) for n, t in summary.tables.items()})))
+    return kept
 
 
 def _check_distributable(inputs: Sequence[InputFile]) -> None:
@@ -199,6 +223,11 @@ class _Job:
             WHERE list_contains($s, c.source_id) OR (c.is_last AND (c.channel, c.instance) IN
                   (SELECT (channel, instance) FROM ranks_collectives WHERE list_contains($s, source_id)))
             ORDER BY c.channel, c.instance, c.source_id""", {"s": [i for t in batch for i in t.indices]})
+
+    def analysis_args(self, exports: Sequence[Export],
+                      threads: int | None) -> Callable[[tuple[RankInput, ...]], tuple[Any, ...]]:
+        """The second pass's arguments for a batch (after the batch): the job's ranks and the batch's collectives."""
+        return lambda batch: (self.ranks, self.collectives(batch), exports, threads)
 
     def add_analyses(self, exports: Sequence[Export],
                      analysed: Sequence[tuple[tuple[RankInput, ...], dict[str, Table]]]) -> None:

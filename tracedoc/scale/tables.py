@@ -60,3 +60,10 @@ def insert_parts(con: duckdb.DuckDBPyConnection, name: str, parts: Sequence[Tabl
             con.execute(f"INSERT INTO {name} SELECT {projection} FROM __tracedoc_part")
         finally:
             con.unregister("__tracedoc_part")
+
+
+def without_sources(table: Table, source_ids: set[int]) -> Table:
+    """The table's rows of other sources than ``source_ids`` (every table a rank hands back has ``source_id``)."""
+    column = table.data.column("source_id")
+    lost = pa.array(sorted(source_ids), type=column.type)
+    return Table(table.data.filter(pc.invert(pc.is_in(column, value_set=lost))), table.types)
