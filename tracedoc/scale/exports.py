@@ -51,8 +51,8 @@ class Export:
 
 
 # The first pass: what the cross-rank modules read. ranks_compute_busy is kept to the merged compute intervals that
-# overlap a collective's kernel (the waits it is compared with lie inside those kernels); its packed keys are
-# made on the client, from the job-wide source ids.
+# overlap a collective's kernel (the waits it is compared with lie inside those kernels): a range join on
+# (source, device, time) packed into HUGEINT keys (an equality beside two inequalities would compare every pair).
 SUMMARY_EXPORTS = (
     Export("trace_windows", "trace.window", "SELECT * FROM trace_windows"),
     Export("trace_wall", "trace.window", "SELECT * FROM trace_wall"),
@@ -61,17 +61,14 @@ SUMMARY_EXPORTS = (
     Export("ranks_comm_kernels", "ranks.collectives", "SELECT * FROM ranks_comm_kernels"),
     Export("ranks_compute_busy", "ranks.collectives", """
         SELECT DISTINCT b.source_id, b.device, b.ts_ns, b.end_ns
-        FROM ranks_compute_busy b
+        FROM (SELECT *, ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start,
+                     ((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end FROM ranks_compute_busy) b
         JOIN (SELECT ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start,
                      ((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end FROM ranks_comm_kernels) c
           ON b.k_start < c.k_end AND b.k_end > c.k_start"""),
     Export("ranks_step_work", "ranks.steps", "SELECT * FROM ranks_step_work"),
     Export("ranks_step_kernels", "ranks.steps", "SELECT * FROM ranks_step_kernels"),
 )
-
-# What the client adds to ranks_compute_busy: the (source, device, time) keys ranks/collectives.sql packs.
-COMPUTE_BUSY_KEYS = ("*, ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start, "
-                     "((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end")
 
 # The second pass (with the rank's collectives given): the attribution the report and the savings read.
 _ATTRIBUTION_EXPORTS = (

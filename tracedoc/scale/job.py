@@ -18,7 +18,7 @@ from tracedoc.ingest.compressed import max_inflate_bytes
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.report import Report
-from tracedoc.scale.exports import BASE_TABLES, COMPUTE_BUSY_KEYS, SUMMARY_EXPORTS, Export, report_exports
+from tracedoc.scale.exports import BASE_TABLES, SUMMARY_EXPORTS, Export, report_exports
 from tracedoc.scale.spec import ClusterSpec
 from tracedoc.scale.summary_store import SummaryStore, summary_connection
 from tracedoc.scale.tables import Table, create_table, fetch, insert_parts, without_sources
@@ -186,9 +186,6 @@ class _Job:
             parts = [summary.tables[export.name] for _, summary in read]
             create_table(con, export.name, parts, [select(p) for p, select in zip(parts, selects)])
             self.store.provided.add(export.name)
-        busy = "ranks_compute_busy"
-        con.execute(f"ALTER TABLE {busy} RENAME TO {busy}_rows")
-        con.execute(f"CREATE TEMP TABLE {busy} AS SELECT {COMPUTE_BUSY_KEYS} FROM {busy}_rows")
 
     @staticmethod
     def _ranks(read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]]) -> dict[int, int | None]:

@@ -131,12 +131,9 @@ CREATE OR REPLACE TEMP VIEW ranks_compute_kernels AS
 SELECT {'source_id': source_id, 'device': device} AS k, ts_ns AS s, ts_ns + dur_ns AS e, source_id, device
 FROM gpu_activity WHERE kind = 'kernel' AND category = 'compute';
 
--- Merged compute-kernel intervals per device, with (source, device, time) packed into HUGEINT keys
--- (k_start, k_end) for range joins (an equality beside two inequalities would compare every pair).
+-- Merged compute-kernel intervals per device.
 CREATE OR REPLACE TEMP TABLE ranks_compute_busy AS
-SELECT source_id, device, s AS ts_ns, e AS end_ns,
-       ((source_id::HUGEINT * 65536 + device) << 64) + s AS k_start,
-       ((source_id::HUGEINT * 65536 + device) << 64) + e AS k_end
+SELECT source_id, device, s AS ts_ns, e AS end_ns
 FROM intervals_merge('ranks_compute_kernels');
 
 -- One row per matched collective and rank: every column of ranks_comm_kernels plus instance, offset_ns,
@@ -171,7 +168,7 @@ w AS (
                 THEN greatest(s.second_arrival_ns + a.offset_ns, a.ts_ns) END AS attr_start_ns
     FROM a JOIN inst i USING (channel, instance) JOIN second s USING (channel, instance)
 ),
-spans AS (  -- the wait and its attributable part as packed keys, for the overlap with compute
+spans AS (  -- the wait and its attributable part, for the overlap with compute
     SELECT channel, instance, source_id, device, 'wait' AS part, ts_ns AS s_ns, ts_ns + wait_ns AS e_ns
     FROM w WHERE wait_ns > 0
     UNION ALL
