@@ -158,8 +158,8 @@ def test_out_extension_aliases_write_a_file(name: str, starts: str, tmp_path: Pa
 def test_out_with_an_unknown_extension_is_exit_2(tmp_path: Path) -> None:
     code, _, err = run("analyze", str(EAGER), "--out", str(tmp_path / "report.pdf"))
     assert code == 2
-    assert err == f"Error: --out {tmp_path / 'report.pdf'}: unknown extension; use .txt .json .md .html .perfetto.json or a " \
-                  "directory\n"
+    assert err == f"Error: --out {tmp_path / 'report.pdf'}: unknown extension; use .txt .json .md .html " \
+                  ".perfetto.json or a directory\n"
     assert list(tmp_path.iterdir()) == []
 
 
