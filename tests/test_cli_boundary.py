@@ -214,3 +214,17 @@ def test_one_line_errors_carry_no_control_characters(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr and len(result.stderr.splitlines()) == 1
     assert "name.json" in result.stderr
+
+
+@pytest.mark.parametrize("args", [["analyze", str(SAMPLES / "decode-eager")],
+                                  ["diff", str(SAMPLES / "decode-eager"), str(SAMPLES / "decode-compile")]],
+                         ids=["analyze", "diff"])
+def test_output_closed_early_is_141_and_quiet(args: list[str]) -> None:
+    """`tracedoc analyze … | head -1`: the reader goes away (here before the first line, so that every write meets a
+    closed pipe). Exit 141, as a shell reports SIGPIPE, and nothing on stderr; never 1, which means a finding at
+    --fail-on."""
+    proc = subprocess.Popen([sys.executable, "-m", "tracedoc", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 141 and not err.strip(), err.decode()

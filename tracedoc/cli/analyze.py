@@ -16,6 +16,7 @@ from rich.text import Text
 from tracedoc.api import analyze, load_report
 from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import (
+    OutputConsole,
     cache_dir_option,
     cluster_options,
     cluster_spec,
@@ -95,7 +96,7 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
     if fmt != "perfetto":
         emit_report(report, fmt, target)
     if what_if_rule and fmt == "text" and target is None:
-        Console(highlight=False).print(Text(terminal_text(
+        OutputConsole(highlight=False).print(Text(terminal_text(
             what_if_text(projection) if projection else
             f"What if {what_if_rule} were fixed: it found nothing with attributed time here, so nothing changes.")))
     sys.exit(exit_code(report, fail_on))

@@ -57,7 +57,10 @@ def one_line_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            try:
+                return func(*args, **kwargs)
+            finally:  # what is still buffered goes out here, so that a closed pipe is seen by this handler
+                sys.stdout.flush()
         except BrokenPipeError:  # the reader of our output stopped reading (`| head`): not an error of the input
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
             raise click.exceptions.Exit(OUTPUT_CLOSED) from None

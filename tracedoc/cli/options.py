@@ -89,9 +89,18 @@ def report_options(out_help: str = _OUT_HELP) -> Callable[[Callable[..., Any]], 
     return decorate
 
 
+class OutputConsole(Console):
+    """A console on stdout whose closed pipe (`| head`) is a BrokenPipeError for the command's error handling
+    (exit 141, cli.errors), not Rich's own exit with code 1, which means a finding here."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def table_console(**options: Any) -> Console:
     """A console for tables on stdout; piped, it never wraps or cuts a row (a table is only as wide as its text)."""
-    console = Console(highlight=False, **options)
+    console = OutputConsole(highlight=False, **options)
     if not console.is_terminal:
         console.width = 100_000
     return console
@@ -174,7 +183,7 @@ def emit_report(report: Report, fmt: str, target: Path | None, text_head: Sequen
     ``markdown_head`` goes before the Markdown report.
     """
     if fmt == "text" and (target is None or text_head is not None):
-        console = Console(highlight=False)
+        console = OutputConsole(highlight=False)
         renderer = TextRenderer(width=min(console.width, 120)) if target is None else TextRenderer()
         buf = io.StringIO()
         if target is not None:
