@@ -97,3 +97,21 @@ def test_sync_cost_is_bounded_by_blocked_time(tmp_path: Path) -> None:
         row = store.query("SELECT * FROM host_sync_by_rank")[0]
     assert row["sync_count"] == 9 and row["syncs_per_step"] == 3
     assert 0 < row["gpu_idle_ns"] <= row["blocked_ns"]
+
+
+@pytest.mark.parametrize(("sample", "ranks"), [("decode-eager", 1), ("moe-hot-expert", 2)])
+def test_rank_comparisons_run_only_with_several_ranks(sample: str, ranks: int) -> None:
+    """Straggler and all-to-all balance compare ranks: on one rank's trace neither they nor their rules run (nothing
+    to find there), on two they do and expert-imbalance finds moe-hot-expert's hot expert."""
+    from tracedoc.api import build_report
+    from tracedoc.judge import load_rules
+
+    store, _ = open_store(discover([SAMPLES / sample]), None)
+    try:
+        report = build_report(store, load_rules(()))
+        assert store.ranks() == ranks
+        ran = {"ranks.stragglers", "ranks.alltoall"} & store._included
+        assert ran == (set() if ranks == 1 else {"ranks.stragglers", "ranks.alltoall"})
+        assert ("expert-imbalance" in {f.rule for f in report.findings}) == (ranks == 2)
+    finally:
+        store.close()

@@ -46,8 +46,14 @@ def all_modules() -> list[str]:
                   for f in group.iterdir() if f.name.endswith(".sql"))
 
 
-def applies(module: str, formats: Collection[str]) -> bool:
-    """True when ``module`` can find anything in a store holding inputs of ``formats``."""
+# Modules that compare ranks with each other: nothing to find in a store of one rank.
+CROSS_RANK: frozenset[str] = frozenset({"ranks.stragglers", "ranks.alltoall"})
+
+
+def applies(module: str, formats: Collection[str], ranks: int) -> bool:
+    """True when ``module`` can find anything in a store holding inputs of ``formats`` from ``ranks`` ranks."""
+    if module in CROSS_RANK and ranks < 2:
+        return False
     needs = GROUP_FORMATS.get(module.partition(".")[0])
     return needs is None or not needs.isdisjoint(formats)
 

@@ -26,6 +26,7 @@ class Store:
         self.path = path
         self._included: set[str] = set()
         self._formats: frozenset[str] | None = None
+        self._ranks: int | None = None
 
     @classmethod
     def create(cls, path: Path | None) -> Store:
@@ -67,9 +68,16 @@ class Store:
             self._formats = frozenset(r[0] for r in self.con.execute("SELECT DISTINCT format FROM sources").fetchall())
         return self._formats
 
+    def ranks(self) -> int:
+        """How many ranks the store's inputs come from (``sources.rank``)."""
+        if self._ranks is None:
+            self._ranks = int(self.scalar("SELECT count(DISTINCT rank) FROM sources") or 0)
+        return self._ranks
+
     def applies(self, module: str) -> bool:
-        """True when the analysis ``module`` measures a kind of input this store holds (store.modules)."""
-        return modules.applies(module, self.formats())
+        """True when the analysis ``module`` measures a kind of input this store holds, and compares ranks only
+        where it holds several (store.modules)."""
+        return modules.applies(module, self.formats(), self.ranks())
 
     def is_complete(self) -> bool:
         """True when ingestion finished and marked the store complete."""
