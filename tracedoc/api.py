@@ -14,7 +14,7 @@ from tracedoc.judge import Rule, judge, load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.report import InputInfo, Report
 from tracedoc.store import Store, memory_store, open_cached_store
-from tracedoc.store.cache import content_key, default_cache_dir, discard_damaged, is_damage
+from tracedoc.store.cache import content_key, discard_damaged, is_damage, store_location
 from tracedoc.units import report_number
 from tracedoc.whatif import top_what_ifs
 
@@ -33,11 +33,14 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
     Without the cache, the store lives in memory and the inputs are never hashed."""
     rules = load_rules(tuple(rules_dirs))
     check_thresholds(rules, thresholds or {})
-    inputs = discover([Path(p) for p in ([paths] if isinstance(paths, str | os.PathLike) else paths)])
-    store_dir = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
-    store, report = load_report(inputs, store_dir, rules, thresholds, progress)
+    store, report = load_report(input_files(paths), store_location(cache_dir, use_cache), rules, thresholds, progress)
     store.close()
     return report
+
+
+def input_files(paths: Sequence[Path | str] | Path | str) -> list[InputFile]:
+    """The inputs at ``paths``: files or directories of ranks, one path given as it is or several."""
+    return discover([Path(p) for p in ([paths] if isinstance(paths, str | os.PathLike) else paths)])
 
 
 def load_report(inputs: Sequence[InputFile], cache_dir: Path | None, rules: list[Rule],

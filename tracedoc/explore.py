@@ -7,15 +7,14 @@ the modules it includes, whose views then answer SQL like the stored tables.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from tracedoc.api import input_files
 from tracedoc.api import open_store as open_inputs_store
-from tracedoc.ingest import discover
 from tracedoc.store import Store
-from tracedoc.store.cache import default_cache_dir
+from tracedoc.store.cache import store_location
 
 
 @contextmanager
@@ -23,10 +22,7 @@ def open_store(paths: Sequence[Path | str] | Path | str, cache_dir: Path | None 
                use_cache: bool = True) -> Iterator[Store]:
     """The store of the traces at ``paths`` (files or directories of ranks, as for ``analyze``; one path may be given
     as it is), ingested unless cached, closed on leaving the ``with`` block. Without the cache it lives in memory."""
-    given = [paths] if isinstance(paths, str | os.PathLike) else paths
-    inputs = discover([Path(p) for p in given])
-    store_dir = (Path(cache_dir) if cache_dir else default_cache_dir()) if use_cache else None
-    store, _ = open_inputs_store(inputs, store_dir)
+    store, _ = open_inputs_store(input_files(paths), store_location(cache_dir, use_cache))
     try:
         yield store
     finally:

@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from tracedoc.api import analyze, load_report
+from tracedoc.api import analyze, input_files, load_report
 from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import (
     OutputConsole,
@@ -26,13 +26,12 @@ from tracedoc.cli.options import (
     parse_settings,
     report_options,
 )
-from tracedoc.ingest import discover
 from tracedoc.ingest.compressed import parse_size, set_limits
 from tracedoc.judge import Rule, load_rules
-from tracedoc.render.base import what_if_text
+from tracedoc.render.base import missing_ranks_lines, what_if_text
 from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Report
-from tracedoc.store.cache import default_cache_dir
+from tracedoc.store.cache import store_location
 from tracedoc.whatif import what_if
 
 
@@ -89,9 +88,9 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
 
             report = analyze_distributed(paths, cluster, rules_dirs=rules_dirs, cache_dir=cache_dir,
                                          use_cache=not no_cache, thresholds=thresholds, progress=progress)
-    for missing in report.summary.get("missing_ranks", []):
-        rank = "" if missing["rank"] is None else f"rank {missing['rank']} "
-        err.print(Text(one_line(f"missing {rank}({missing['path']}): {missing['reason']}")), highlight=False)
+    if fmt != "text" or target is not None:  # the text report on stdout says it under its headline
+        for line in missing_ranks_lines(report.summary):
+            err.print(Text(one_line(line)), highlight=False)
     projection = _what_if(report, what_if_rule) if what_if_rule else None
     if fmt != "perfetto":
         emit_report(report, fmt, target)
@@ -109,8 +108,8 @@ def _analyze_to_perfetto(paths: tuple[Path, ...], cache_dir: Path | None, no_cac
     pass through Python), to ``target`` or standard output."""
     from tracedoc.render.perfetto import write_trace
 
-    store_dir = None if no_cache else (cache_dir or default_cache_dir())
-    store, report = load_report(discover(list(paths)), store_dir, rules, thresholds, progress)
+    store, report = load_report(input_files(paths), store_location(cache_dir, not no_cache), rules, thresholds,
+                                 progress)
     try:
         progress("writing the Perfetto trace")
         if target is not None:

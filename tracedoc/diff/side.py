@@ -23,7 +23,7 @@ from tracedoc.ingest import InputFile, discover
 from tracedoc.judge import Rule
 from tracedoc.report import Report
 from tracedoc.store import Store
-from tracedoc.store.cache import default_cache_dir
+from tracedoc.store.cache import store_location
 
 _HEAD_BYTES = 1 << 20
 
@@ -135,8 +135,7 @@ def load_side(side: Source | Path, rules: Sequence[Rule], thresholds: dict[str, 
     if source.store_path is not None:
         with _open_store(source.store_path) as store:
             return Side(source.label, build_report(store, list(rules), thresholds), _kernels(store), source="store")
-    store_dir = (cache_dir or default_cache_dir()) if use_cache else None  # None: a store in memory
-    store, report = load_report(source.inputs, store_dir, list(rules), thresholds)
+    store, report = load_report(source.inputs, store_location(cache_dir, use_cache), list(rules), thresholds)
     try:
         return Side(source.label, report, _kernels(store))
     finally:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tracedoc.api import METRICS, Progress, build_report
+from tracedoc.api import METRICS, Progress, build_report, input_files
 from tracedoc.errors import InputError
-from tracedoc.ingest import RANK_IN_NAME, STDIN, InputFile, assign_ranks, discover, format_module
+from tracedoc.ingest import RANK_IN_NAME, STDIN, InputFile, assign_ranks, format_module
 from tracedoc.ingest.compressed import max_inflate_bytes
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
@@ -23,7 +23,7 @@ from tracedoc.scale.spec import ClusterSpec
 from tracedoc.scale.summary_store import SummaryStore, summary_connection
 from tracedoc.scale.tables import Table, create_table, fetch, insert_parts, without_sources
 from tracedoc.scale.worker import BatchSummary, RankInput, analyse_ranks, summarize_ranks
-from tracedoc.store.cache import default_cache_dir
+from tracedoc.store.cache import store_location
 
 # Inputs that are one rank each: timelines and flight-recorder dumps. Per-host health recordings and kernel
 # profiles are not split by rank; a distributed run refuses them (analyse them without --workers).
@@ -56,12 +56,12 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
 
     rules = load_rules(tuple(rules_dirs))
     check_thresholds(rules, thresholds or {})
-    inputs = discover([Path(p) for p in ([paths] if isinstance(paths, str | os.PathLike) else paths)])
+    inputs = input_files(paths)
     _check_distributable(inputs)
     exports = report_exports(rules, thresholds, METRICS)
     with contextlib.ExitStack() as stack:
         if use_cache:
-            store_dir = (cache_dir or default_cache_dir()).absolute()
+            store_dir = store_location(cache_dir).absolute()
         else:  # the per-rank stores must outlive the first pass: on this machine, removed at the end
             store_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tracedoc-ranks-")))
         tasks = _tasks(inputs, store_dir)

@@ -48,6 +48,14 @@ def default_cache_dir() -> Path:
     return Path(base) / "tracedoc"
 
 
+def store_location(cache_dir: Path | str | None, use_cache: bool = True) -> Path | None:
+    """Where the store of a run goes: ``cache_dir`` (the default cache when None), or None without the cache (a store
+    in memory, for this run only)."""
+    if not use_cache:
+        return None
+    return Path(cache_dir) if cache_dir else default_cache_dir()
+
+
 def file_digest(path: Path) -> str:
     """The file's size and the XXH3-128 hash of its bytes: a content key, not a security check (nothing is trusted
     because of it); about 4 times SHA-256's speed here."""
