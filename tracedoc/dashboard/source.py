@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracedoc.api import build_report, load_report
-from tracedoc.errors import InputError, first_line
+from tracedoc.errors import first_line
 from tracedoc.ingest import InputFile, discover
 from tracedoc.judge import Rule
 from tracedoc.pages.timeline import Timeline, warm_up
 from tracedoc.report import Report
+from tracedoc.saved import looks_like_report, open_complete_store, read_report
 from tracedoc.store import Store
-
-_HEAD_BYTES = 1 << 20
 
 
 @dataclass
@@ -40,37 +39,11 @@ def resolve(paths: Sequence[Path]) -> Target:
     if len(paths) == 1 and paths[0].is_file():
         path = paths[0]
         if path.suffix == ".duckdb":
-            _check_store(path)
+            open_complete_store(path).close()  # refused here, before the server starts
             return Target(store_path=path)
-        if path.suffix == ".json" and _looks_like_report(path):
-            return Target(report=_read_report(path))
+        if path.suffix == ".json" and looks_like_report(path):
+            return Target(report=read_report(path))
     return Target(inputs=discover(list(paths)))
-
-
-def _looks_like_report(path: Path) -> bool:
-    """A tracedoc JSON report names its findings near the top; a PyTorch trace has traceEvents instead."""
-    with path.open("rb") as f:
-        head = f.read(_HEAD_BYTES)
-    return b'"findings"' in head and b'"traceEvents"' not in head
-
-
-def _read_report(path: Path) -> Report:
-    try:
-        return Report.from_json(path.read_text())
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:
-        raise InputError(f"{path}: not a tracedoc JSON report ({first_line(exc)})") from None
-
-
-def _check_store(path: Path) -> None:
-    import duckdb
-
-    try:
-        with Store.open(path) as store:
-            complete = store.is_complete()
-    except duckdb.Error as exc:
-        raise InputError(f"{path}: not a tracedoc store ({first_line(exc)})") from None
-    if not complete:
-        raise InputError(f"{path}: an incomplete tracedoc store (its ingestion did not finish)")
 
 
 class BackgroundLoad:

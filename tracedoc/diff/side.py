@@ -9,23 +9,19 @@ table is partial, and the diff says so.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from tracedoc.api import build_report, load_report
-from tracedoc.errors import InputError, first_line
+from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover
 from tracedoc.judge import Rule
 from tracedoc.report import Report
+from tracedoc.saved import looks_like_report, open_complete_store, read_report
 from tracedoc.store import Store
 from tracedoc.store.cache import store_location
-
-_HEAD_BYTES = 1 << 20
 
 # What a side is, from the formats of its inputs: two sides compare only when they are of one kind.
 TIMELINE, KERNEL_PROFILE, HANG_DUMPS, HEALTH = "timeline", "kernel profile", "hang dumps", "GPU health records"
@@ -71,11 +67,11 @@ def resolve_side(path: Path) -> Source:
     """Decide what ``path`` is: a saved JSON report, a ``*.duckdb`` store, or traces (a file or a directory of
     ranks); raises InputError for what cannot be read."""
     label = str(path)
-    if path.is_file() and path.suffix == ".json" and _looks_like_report(path):
-        report = _read_report(path)
+    if path.is_file() and path.suffix == ".json" and looks_like_report(path):
+        report = read_report(path)
         return Source(label, sorted({i.format for i in report.inputs}), report=report)
     if path.is_file() and path.suffix == ".duckdb":
-        with _open_store(path) as store:
+        with open_complete_store(path) as store:
             formats = [r["format"] for r in store.query("SELECT DISTINCT format FROM sources ORDER BY format")]
         return Source(label, formats, store_path=path)
     inputs = discover([path])
@@ -133,7 +129,7 @@ def load_side(side: Source | Path, rules: Sequence[Rule], thresholds: dict[str, 
         return Side(source.label, source.report, _top_kernels(source.report), kernels_complete=False,
                     source="saved report")
     if source.store_path is not None:
-        with _open_store(source.store_path) as store:
+        with open_complete_store(source.store_path) as store:
             return Side(source.label, build_report(store, list(rules), thresholds), _kernels(store), source="store")
     store, report = load_report(source.inputs, store_location(cache_dir, use_cache), list(rules), thresholds)
     try:
@@ -154,31 +150,3 @@ def _top_kernels(report: Report) -> list[dict[str, Any]]:
     return [{"rank": r.get("rank"), "name": r["name"], "category": r.get("category") or "compute", "grid": None,
              "block": None, "count": int(r.get("launch_count") or 0), "total_ms": float(r.get("total_ms") or 0.0)}
             for r in report.metrics.get("top_kernels", []) if r.get("name") is not None]
-
-
-def _looks_like_report(path: Path) -> bool:
-    """A tracedoc JSON report (or diff) names its findings near the top; a PyTorch trace has traceEvents."""
-    with path.open("rb") as f:
-        head = f.read(_HEAD_BYTES)
-    return (b'"findings"' in head or b'"kind": "diff"' in head) and b'"traceEvents"' not in head
-
-
-def _read_report(path: Path) -> Report:
-    try:
-        data = json.loads(path.read_text())
-        if isinstance(data, dict) and data.get("kind") == "diff":
-            raise InputError(f"{path}: a tracedoc diff, not a report; give the report or the traces of each side")
-        return Report.from_dict(data)
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        raise InputError(f"{path}: not a tracedoc JSON report ({first_line(exc)})") from None
-
-
-def _open_store(path: Path) -> Store:
-    try:
-        store = Store.open(path)
-    except duckdb.Error as exc:
-        raise InputError(f"{path}: not a tracedoc store ({first_line(exc)})") from None
-    if not store.is_complete():
-        store.close()
-        raise InputError(f"{path}: an incomplete tracedoc store (its ingestion did not finish)")
-    return store
