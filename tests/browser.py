@@ -3,6 +3,7 @@ executable (Playwright never downloads a browser of its own here; .ci/run instal
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -37,12 +38,29 @@ def chromium() -> Iterator[Any]:
 
 
 SERVER_START_S = 120
+LOAD_S = 300  # analysing the served traces, on a busy 2-core machine
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+PAGE_TEXT_JS = """() => { const out = [];
+  const walk = (node) => { if (node.shadowRoot) walk(node.shadowRoot);
+    for (const child of node.childNodes) {
+      if (child.nodeType === Node.TEXT_NODE && child.textContent.trim()) out.push(child.textContent.trim());
+      else if (child.nodeType === Node.ELEMENT_NODE && !['SCRIPT', 'STYLE'].includes(child.tagName)) walk(child); } };
+  walk(document.body); return out.join(' | '); }"""
+
+
+def page_text(page: Any) -> str:
+    """What a page shows as text, shadow roots included (Panel draws its panes in them); for failure messages."""
+    try:
+        return page.evaluate(PAGE_TEXT_JS)[:3000]
+    except Exception as exc:  # the page itself may be what failed
+        return f"(could not read the page: {exc})"
 
 
 @contextmanager
@@ -53,7 +71,8 @@ def served(args: Sequence[str | Path], cache: Path, log: Path) -> Iterator[str]:
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "tracedoc", "serve", *map(str, args), "--no-show", "--port",
                                  str(port), "--cache-dir", str(cache)], cwd=Path(__file__).resolve().parent.parent,
-                                stdout=out, stderr=subprocess.STDOUT)
+                                stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "TRACEDOC_DEBUG": "1"})  # tracebacks into the log
         try:
             deadline = time.monotonic() + SERVER_START_S
             while True:
@@ -64,7 +83,18 @@ def served(args: Sequence[str | Path], cache: Path, log: Path) -> Iterator[str]:
                 except OSError:
                     assert time.monotonic() < deadline, f"no server after {SERVER_START_S} s: {log.read_text()[-2000:]}"
                     time.sleep(0.25)
-            yield url
+            # Then until the data is loaded (the server says so on stderr): the pages' waits are for drawing only.
+            while "tracedoc serve: " not in log.read_text(errors="replace"):
+                assert proc.poll() is None, f"the server exited: {log.read_text()[-2000:]}"
+                assert time.monotonic() < deadline + LOAD_S, f"not loaded after {LOAD_S} s: {log.read_text()[-2000:]}"
+                time.sleep(0.25)
+            try:
+                yield url
+            except Exception as exc:  # a failed wait in the page says little without what the server said
+                proc.terminate()
+                proc.wait(timeout=10)
+                exc.add_note(f"server log ({log}), its end:\n{log.read_text(errors='replace')[-3000:]}")
+                raise
         finally:
             proc.terminate()
             try:

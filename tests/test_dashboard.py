@@ -24,7 +24,7 @@ import pytest
 from bokeh.models import ColorBar, LinearColorMapper
 from click.testing import CliRunner
 
-from tests.browser import chromium, needs_chromium, served
+from tests.browser import chromium, needs_chromium, page_text, served
 from tests.conftest import SAMPLES
 from tests.hostile_trace import HOSTILE, hostile_ranks
 from tracedoc import Report, analyze
@@ -471,8 +471,9 @@ def visit(browser: Any, url: str, shot: Path, texts: list[str], figures: int) ->
     try:
         for text in texts:
             page.get_by_text(text).filter(visible=True).first.wait_for()
-    except Exception:
+    except Exception as exc:
         page.screenshot(path=str(shot.with_suffix(".failed.png")), full_page=True)  # what the page showed instead
+        exc.add_note(f"the page's text: {page_text(page)}")
         raise
     if figures:
         page.locator(".bk-Figure").nth(figures - 1).wait_for()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.browser import chromium, needs_chromium, served
+from tests.browser import chromium, needs_chromium, page_text, served
 from tests.conftest import SAMPLES
 from tracedoc.cli import cli
 from tracedoc.dashboard.diff import DiffLoading
@@ -92,7 +92,11 @@ def test_diff_page_in_chromium(tmp_path: Path) -> None:
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(url + "/")
-        page.get_by_text("Faster: the job's median step").first.wait_for()
+        try:
+            page.get_by_text("Faster: the job's median step").first.wait_for()
+        except Exception as exc:
+            exc.add_note(f"the page's text: {page_text(page)}")
+            raise
         page.locator(".bk-Figure").nth(1).wait_for()
         page.locator(".bk-Figure canvas").first.wait_for()
         page.wait_for_timeout(300)

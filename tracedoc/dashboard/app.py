@@ -7,6 +7,7 @@ being done, then draws itself. A failure shows as a one-line message in the page
 from __future__ import annotations
 
 import os
+import traceback
 from collections.abc import Callable
 from types import ModuleType
 
@@ -46,6 +47,8 @@ def body(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
                                  loading.report)
         return sections_view(page.sections(loading.report))
     except Exception as exc:  # a page that cannot draw itself says so and leaves the others working
+        if os.environ.get("TRACEDOC_DEBUG"):
+            traceback.print_exc()
         return html_pane(message_html(f"This page could not be drawn: {first_line(exc)}", "error"))
 
 

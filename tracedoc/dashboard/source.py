@@ -9,7 +9,9 @@ raised here as InputError; failures while loading become ``Loading.error``, one 
 from __future__ import annotations
 
 import os
+import sys
 import threading
+import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,9 +22,12 @@ from tracedoc.errors import first_line
 from tracedoc.ingest import InputFile, discover
 from tracedoc.judge import Rule
 from tracedoc.pages.timeline import Timeline, warm_up
+from tracedoc.render.sanitize import one_line
 from tracedoc.report import Report
 from tracedoc.saved import looks_like_report, open_complete_store, read_report
 from tracedoc.store import Store
+
+READY_LINE = "the pages are ready"
 
 
 @dataclass
@@ -65,6 +70,7 @@ class BackgroundLoad:
         self.status = message
 
     def _run(self) -> None:
+        started = time.perf_counter()
         try:
             self.load()
         except Exception as exc:  # shown in the page as one line; the server keeps running
@@ -73,6 +79,10 @@ class BackgroundLoad:
             self.error = first_line(exc)
         finally:
             self.done.set()
+        # The terminal that started the server says when the pages can be drawn (READY_LINE), or why not.
+        said = (f"could not load the input: {self.error}" if self.error is not None
+                else f"{READY_LINE} (loaded in {time.perf_counter() - started:.1f} s)")
+        print(one_line(f"tracedoc serve: {said}"), file=sys.stderr, flush=True)
         self.finished()
 
     def finished(self) -> None:
