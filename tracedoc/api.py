@@ -88,6 +88,7 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
     """
     if progress:
         progress("analysing")
+    store.fit_threads()
     store.include("trace.summary")
     summary = store.query("SELECT * FROM trace_summary")[0]
     wall_ms = float(summary["wall_ms"] or 0.0)  # 0 for inputs without a timeline (e.g. hang dumps)

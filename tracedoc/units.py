@@ -1,7 +1,14 @@
-"""How numbers are written for people: durations in the unit that reads best, and measured values in reports."""
+"""How numbers are written for people (durations in the unit that reads best, measured values in reports) and read
+from them (byte counts)."""
 
 import math
+import re
 from typing import Any
+
+from tracedoc.errors import TracedocError
+
+_SIZE = re.compile(r"([0-9]{1,20})\s*([KMGT]i?B?)?", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def fmt_ms(value: float) -> str:
@@ -23,3 +30,11 @@ def report_number(value: Any) -> Any:
         number = float(value)
         return round(number, 3) if math.isfinite(number) else None
     return value
+
+
+def parse_size(text: str, what: str) -> int:
+    """A byte count such as ``8000000000``, ``512M`` or ``8GiB`` (powers of 1024); TracedocError otherwise."""
+    m = _SIZE.fullmatch(text.strip())
+    if m is None or int(m.group(1)) == 0:
+        raise TracedocError(f"{what}={text[:40]!r}: not a positive byte count (e.g. 8000000000, 512M or 8GiB)")
+    return int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].upper()]

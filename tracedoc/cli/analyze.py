@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -26,12 +27,14 @@ from tracedoc.cli.options import (
     parse_settings,
     report_options,
 )
-from tracedoc.ingest.compressed import parse_size, set_limits
+from tracedoc.ingest.compressed import set_limits
 from tracedoc.judge import Rule, load_rules
 from tracedoc.render.base import missing_ranks_lines, what_if_text
 from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Report
 from tracedoc.store.cache import store_location
+from tracedoc.store.memory import MEMORY_LIMIT_ENV_VAR
+from tracedoc.units import parse_size
 from tracedoc.whatif import what_if
 
 
@@ -43,13 +46,16 @@ from tracedoc.whatif import what_if
 @click.option("--max-inflate", metavar="SIZE", default=None,
               help="Largest size a compressed input (or standard input) may unpack to, e.g. 20G (default: the larger "
                    "of 100 times its compressed size and 4 GiB; also $TRACEDOC_MAX_INFLATE_BYTES).")
+@click.option("--memory-limit", metavar="SIZE", default=None,
+              help="Memory for the store and the analyses, e.g. 2G; beyond it they spill to a temporary directory, "
+                   "slower (default: DuckDB's, 80% of RAM; also $TRACEDOC_MEMORY_LIMIT).")
 @click.option("--what-if", "what_if_rule", metavar="RULE", default=None,
               help="Project the step time with RULE's largest finding fixed, and name the next bottleneck.")
 @cluster_options()
 @one_line_errors
 def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ...],
                     settings: tuple[str, ...], fail_on: str | None, cache_dir: Path | None, no_cache: bool,
-                    max_inflate: str | None, what_if_rule: str | None, workers: int | None,
+                    max_inflate: str | None, memory_limit: str | None, what_if_rule: str | None, workers: int | None,
                     dask_scheduler: str | None, dask_scheduler_file: Path | None) -> None:
     """Diagnose GPU traces: a trace file, or a directory with one trace per rank.
 
@@ -64,6 +70,8 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
     fmt, target = output_target(fmt, out)
     if max_inflate is not None:
         set_limits(max_inflate_bytes=parse_size(max_inflate, "--max-inflate"))
+    if memory_limit is not None:  # checked here; the variable carries it to every store, local workers' too
+        os.environ[MEMORY_LIMIT_ENV_VAR] = str(parse_size(memory_limit, "--memory-limit"))
     rules = load_rules(rules_dirs)
     thresholds = parse_settings(settings, rules)
     if what_if_rule is not None and what_if_rule not in {r.id for r in rules}:

@@ -186,6 +186,7 @@ def _start(path: Path, name: Path) -> bytes:
 def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str], None] | None = None) -> None:
     """Load every input into the store, one source each, and record the sources with their ranks."""
     rows = []
+    store.fit_threads(input_bytes=sum(i.size_bytes for i in inputs))
     with tempfile.TemporaryDirectory(prefix="tracedoc-ingest-", dir=store.path.parent if store.path else None) as tmp:
         for source_id, item in enumerate(inputs):
             if progress:

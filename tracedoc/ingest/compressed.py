@@ -14,7 +14,6 @@ from __future__ import annotations
 import errno
 import lzma
 import os
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -22,6 +21,7 @@ from typing import BinaryIO
 from isal import igzip, igzip_lib
 
 from tracedoc.errors import InputError, TracedocError, first_line
+from tracedoc.units import parse_size
 
 ENV_VAR = "TRACEDOC_MAX_INFLATE_BYTES"
 DEFAULT_RATIO = 100
@@ -29,8 +29,6 @@ DEFAULT_FLOOR = 4 << 30
 _MAGIC = {"gzip": b"\x1f\x8b", "xz": b"\xfd7zXZ\x00"}
 _CHUNK = 4 << 20
 _DECODE_ERRORS = (OSError, EOFError, ValueError, igzip_lib.IsalError, lzma.LZMAError)
-_SIZE = re.compile(r"([0-9]{1,20})\s*([KMGT]i?B?)?", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 _limit: int | None = None
 
@@ -54,14 +52,6 @@ def max_inflate_bytes(compressed_size: int) -> int:
     if (text := os.environ.get(ENV_VAR, "").strip()):
         return parse_size(text, ENV_VAR)
     return max(DEFAULT_RATIO * compressed_size, DEFAULT_FLOOR)
-
-
-def parse_size(text: str, what: str) -> int:
-    """A byte count such as ``8000000000``, ``512M`` or ``8GiB`` (powers of 1024); TracedocError otherwise."""
-    m = _SIZE.fullmatch(text.strip())
-    if m is None or int(m.group(1)) == 0:
-        raise TracedocError(f"{what}={text[:40]!r}: not a positive byte count (e.g. 8000000000, 512M or 8GiB)")
-    return int(m.group(1)) * _UNITS[(m.group(2) or "")[:1].upper()]
 
 
 def compression_of(start: bytes) -> str | None:

@@ -24,6 +24,7 @@ from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest import compressed
 from tracedoc.store import Store
+from tracedoc.store.memory import out_of_memory_advice
 
 FORMAT = "torch"
 
@@ -345,7 +346,8 @@ def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Path], path: Path) 
     try:
         con.execute(sql)
     except duckdb.OutOfMemoryException as exc:
-        raise InputError(f"{path}: out of memory while reading the trace ({first_line(exc)})") from None
+        raise InputError(f"{path}: out of memory while reading the trace ({first_line(exc)}){out_of_memory_advice()}") \
+            from None
     except duckdb.Error as exc:
         raise InputError(f"{path}: malformed trace JSON ({first_line(exc)})") from None
     return con.execute("SELECT count(*) FROM _raw").fetchone()[0]

@@ -18,6 +18,7 @@ from importlib.resources.abc import Traversable
 import duckdb
 
 from tracedoc.errors import TracedocError, first_line
+from tracedoc.store.memory import out_of_memory_advice
 
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
 
@@ -68,5 +69,6 @@ def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str) -> 
     try:
         con.execute(sql)
     except duckdb.Error as exc:
-        raise TracedocError(f"analysis module {module} failed: {first_line(exc)}") from exc
+        advice = out_of_memory_advice() if isinstance(exc, duckdb.OutOfMemoryException) else ""
+        raise TracedocError(f"analysis module {module} failed: {first_line(exc)}{advice}") from exc
     included.add(module)
