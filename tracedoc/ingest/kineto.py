@@ -25,6 +25,7 @@ from tracedoc.errors import InputError, first_line
 from tracedoc.ingest import compressed
 from tracedoc.store import Store
 from tracedoc.store.memory import out_of_memory_advice
+from tracedoc.store.store import sql_literal
 
 FORMAT = "torch"
 
@@ -338,7 +339,7 @@ def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, path: Path) -
 
 def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Path], path: Path) -> int:
     """Parse the part files into the temp table ``_raw``; return its row count."""
-    files = "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in parts) + "]"
+    files = "[" + ", ".join(sql_literal(str(p)) for p in parts) + "]"
     con.execute("CREATE TEMP TABLE IF NOT EXISTS _flow_end (pid BIGINT, tid BIGINT, ts_ns BIGINT, "
                 "correlation_id BIGINT)")
     sql = (f"CREATE OR REPLACE TEMP TABLE _raw AS SELECT * FROM read_json({files}, format = 'array', "

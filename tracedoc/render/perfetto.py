@@ -29,6 +29,7 @@ from tracedoc.errors import InputError
 from tracedoc.render.base import Renderer, finding_span, scope_text
 from tracedoc.report import Report
 from tracedoc.store import Store
+from tracedoc.store.store import sql_literal
 
 # pid = PID_STRIDE * (source_id + 1) + role (+ device for GPUs); the whole job's findings have ALL_RANKS_PID.
 PID_STRIDE = 1000
@@ -161,8 +162,7 @@ def write_trace(store: Store, report: Report, path: Path) -> None:
     rows = finding_events(store, report)
     if rows:
         store.con.executemany("INSERT INTO perfetto_findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    target = str(path).replace("'", "''")
-    store.con.execute(f"COPY (SELECT * FROM perfetto_events) TO '{target}' (FORMAT json, ARRAY true)")
+    store.con.execute(f"COPY (SELECT * FROM perfetto_events) TO {sql_literal(str(path))} (FORMAT json, ARRAY true)")
 
 
 def finding_events(store: Store, report: Report) -> list[tuple[Any, ...]]:

@@ -1,4 +1,5 @@
-"""The memory cap: how much DuckDB may hold for a store and its analyses before it spills to disk.
+"""The memory cap: how much DuckDB may hold for a store and its analyses before it spills to disk (store._connect
+sets both on every connection).
 
 `tracedoc analyze --memory-limit` sets $TRACEDOC_MEMORY_LIMIT, so that local worker processes inherit it. Beyond the
 cap, DuckDB spills to a directory of this process's own under the system's temporary directory (slower, but the
@@ -13,8 +14,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import duckdb
-
 from tracedoc.units import parse_size
 
 MEMORY_LIMIT_ENV_VAR = "TRACEDOC_MEMORY_LIMIT"
@@ -27,13 +26,6 @@ def memory_limit() -> int | None:
     return parse_size(text, MEMORY_LIMIT_ENV_VAR) if text else None
 
 
-def apply_memory_limit(con: duckdb.DuckDBPyConnection) -> None:
-    """Put a new connection under the cap, when one is set."""
-    if (limit := memory_limit()) is not None:
-        con.execute(f"SET memory_limit = '{max(1, limit >> 10)}KiB'")
-        con.execute("SET temp_directory = '" + str(_spill_directory()).replace("'", "''") + "'")
-
-
 def out_of_memory_advice() -> str:
     """What to say after DuckDB ran out of memory: raise the cap when one is set."""
     limit = memory_limit()
@@ -43,7 +35,7 @@ def out_of_memory_advice() -> str:
     return f"; the memory cap is {cap}: a larger --memory-limit ({MEMORY_LIMIT_ENV_VAR}) may help"
 
 
-def _spill_directory() -> Path:
+def spill_directory() -> Path:
     """This process's directory for what DuckDB spills beyond the cap (made once, removed when the process ends);
     its own, since processes spilling into one directory would take each other's files."""
     global _spill_dir

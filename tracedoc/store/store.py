@@ -14,7 +14,7 @@ from typing import Any
 import duckdb
 
 from tracedoc.store import modules
-from tracedoc.store.memory import apply_memory_limit
+from tracedoc.store.memory import memory_limit, spill_directory
 
 SCHEMA_VERSION = 1
 # Small work runs on one DuckDB thread: there, parallel operators cost more than they save. Measured on 2 cores:
@@ -51,7 +51,7 @@ class Store:
     def open(cls, path: Path) -> Store:
         """Open a finished store read-only; analyses then add TEMP objects on top of it."""
         con = _connect(":memory:")
-        con.execute(f"ATTACH '{_sql_string(str(path))}' AS store (READ_ONLY)")
+        con.execute(f"ATTACH {sql_literal(str(path))} AS store (READ_ONLY)")
         con.execute("USE store")
         return cls(con, path)
 
@@ -142,10 +142,13 @@ def _connect(database: str) -> duckdb.DuckDBPyConnection:
     would land inside a JSON or Markdown report), under the memory cap when one is set."""
     con = duckdb.connect(database)
     con.execute("SET enable_progress_bar = false")
-    apply_memory_limit(con)
+    if (limit := memory_limit()) is not None:
+        con.execute(f"SET memory_limit = '{max(1, limit >> 10)}KiB'")
+        con.execute(f"SET temp_directory = {sql_literal(str(spill_directory()))}")
     return con
 
 
-def _sql_string(text: str) -> str:
-    """Escape a value for use inside a single-quoted SQL literal."""
-    return text.replace("'", "''")
+def sql_literal(text: str) -> str:
+    """``text`` as a single-quoted SQL string literal (a path or name given to a statement that takes no
+    parameters: ATTACH, COPY, SET, read_json)."""
+    return "'" + text.replace("'", "''") + "'"
