@@ -39,27 +39,34 @@ def body(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
     """The page's content once loading is over: the page, or the message saying why there is none."""
     if loading.error is not None or loading.report is None:
         return html_pane(message_html(f"Could not load the input: {loading.error}", "error"))
+    if page is overview:
+        return overview_view(loading.report, loading.timeline)
+    if page is timeline:
+        return timeline_view(loading.timeline, pn.state.session_args if pn.state.curdoc else None, loading.report)
+    return sections_view(page.sections(loading.report))
+
+
+def drawn(draw: Callable[[], pn.viewable.Viewable], failure: str) -> pn.viewable.Viewable:
+    """``draw()``, or the one line saying why it failed (``failure``: what could not be drawn), so that a page that
+    cannot draw itself leaves the others working; the traceback goes to the server's log in debug mode."""
     try:
-        if page is overview:
-            return overview_view(loading.report, loading.timeline)
-        if page is timeline:
-            return timeline_view(loading.timeline, pn.state.session_args if pn.state.curdoc else None,
-                                 loading.report)
-        return sections_view(page.sections(loading.report))
-    except Exception as exc:  # a page that cannot draw itself says so and leaves the others working
+        return draw()
+    except Exception as exc:
         if os.environ.get("TRACEDOC_DEBUG"):
             traceback.print_exc()
-        return html_pane(message_html(f"This page could not be drawn: {first_line(exc)}", "error"))
+        return html_pane(message_html(f"{failure}: {first_line(exc)}", "error"))
 
 
 def with_progress(loading: BackgroundLoad, draw: Callable[[], pn.viewable.Viewable],
-                  header: pn.viewable.Viewable | None = None) -> pn.viewable.Viewable:
-    """One browser session's view: ``draw()`` once ``loading`` is over, its progress until then."""
+                  header: pn.viewable.Viewable | None = None,
+                  failure: str = "This page could not be drawn") -> pn.viewable.Viewable:
+    """One browser session's view: ``draw()`` once ``loading`` is over (``failure`` in the one line shown if it
+    fails), its progress until then."""
     content = pn.Column(sizing_mode="stretch_width")
     layout = pn.Column(*([header] if header is not None else []), content, sizing_mode="stretch_width",
                        styles={"max-width": "1400px", "margin": "0 auto", "padding": "0 1rem"})
     if loading.done.is_set():
-        content.objects = [draw()]
+        content.objects = [drawn(draw, failure)]
         return layout
     status = html_pane(Html(f'<p class="note">{esc(loading.status)}…</p>'))
     content.objects = [pn.Row(pn.indicators.LoadingSpinner(value=True, size=24), status)]
@@ -67,7 +74,7 @@ def with_progress(loading: BackgroundLoad, draw: Callable[[], pn.viewable.Viewab
     def poll() -> None:
         if loading.done.is_set():
             callback.stop()
-            content.objects = [draw()]
+            content.objects = [drawn(draw, failure)]
         else:
             status.object = f'<p class="note">{esc(loading.status)}…</p>'
 

@@ -16,7 +16,6 @@ from tracedoc.dashboard.panes import html_pane, sections_view
 from tracedoc.dashboard.source import BackgroundLoad
 from tracedoc.diff.model import Diff, build_diff
 from tracedoc.diff.side import load_side
-from tracedoc.errors import first_line
 from tracedoc.judge import Rule
 from tracedoc.pages.diff import diff_sections
 from tracedoc.pages.fragments import message_html
@@ -45,13 +44,12 @@ def body(loading: DiffLoading) -> pn.viewable.Viewable:
     """The diff page once built, or the one line saying why there is none."""
     if loading.error is not None or loading.diff is None:
         return html_pane(message_html(f"Could not compare the two runs: {loading.error}", "error"))
-    try:
-        return sections_view(diff_sections(loading.diff))
-    except Exception as exc:  # the page says why it cannot be drawn
-        return html_pane(message_html(f"The diff could not be drawn: {first_line(exc)}", "error"))
+    return sections_view(diff_sections(loading.diff))
 
 
 def serve_diff(loading: DiffLoading, host: str, port: int, show: bool) -> None:
     """Start building the diff and serve its page until interrupted."""
-    serve_routes(loading, {"/": lambda: with_progress(loading, lambda: body(loading))}, {"/": "tracedoc · diff"},
-                 host, port, show)
+    def page() -> pn.viewable.Viewable:
+        return with_progress(loading, lambda: body(loading), failure="The diff could not be drawn")
+
+    serve_routes(loading, {"/": page}, {"/": "tracedoc · diff"}, host, port, show)
