@@ -91,8 +91,6 @@ def served(args: Sequence[str | Path], cache: Path, log: Path) -> Iterator[str]:
             try:
                 yield url
             except Exception as exc:  # a failed wait in the page says little without what the server said
-                proc.terminate()
-                proc.wait(timeout=10)
                 exc.add_note(f"server log ({log}), its end:\n{log.read_text(errors='replace')[-3000:]}")
                 raise
         finally:

@@ -46,7 +46,11 @@ def cluster_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         click.option("--dask-scheduler-file", type=click.Path(path_type=Path), default=None, metavar="FILE",
                      help="Like --dask-scheduler, with the scheduler named in FILE (dask scheduler --scheduler-file)."),
     ]
+    return stacked(options)
 
+
+def stacked(options: list[Callable[[Callable[..., Any]], Callable[..., Any]]]) -> Callable[..., Any]:
+    """One decorator applying click ``options`` in order (the first is listed first in --help)."""
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(options):
             func = option(func)
@@ -80,13 +84,7 @@ def report_options(out_help: str = _OUT_HELP) -> Callable[[Callable[..., Any]], 
         click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
                      help="Exit with code 1 when a finding of this severity or worse is reported (for CI)."),
     ]
-
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed(options):
-            func = option(func)
-        return func
-
-    return decorate
+    return stacked(options)
 
 
 class OutputConsole(Console):
