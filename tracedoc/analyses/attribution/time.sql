@@ -124,7 +124,7 @@ CREATE OR REPLACE TEMP TABLE attribution_ops AS SELECT * FROM intervals_merge('a
 -- Where single host ranges start or end inside a host gap: segments are cut there too, so that each piece of a
 -- gap can be named after the innermost range covering it.
 CREATE OR REPLACE TEMP TABLE attribution_host_range_cuts AS
-WITH t AS (SELECT k, s AS t FROM attribution_host_ranges UNION SELECT k, e FROM attribution_host_ranges)
+WITH t AS (SELECT k, s AS t FROM attribution_host_ranges UNION ALL SELECT k, e FROM attribution_host_ranges)
 SELECT t.k, t.t FROM t ASOF JOIN attribution_host_gaps g ON t.k = g.k AND t.t >= g.s WHERE t.t < g.e;
 
 -- Step starts per lane (a segment belongs to the last step started at or before it): for the first step that
@@ -153,6 +153,8 @@ FROM ends e JOIN attribution_lanes l USING (k) LEFT JOIN firsts f USING (k);
 -- running sum over a lane's boundaries is the mask of the sets in force until the next boundary (the sets are
 -- disjoint within themselves). Bits: 1 kernel, 2 copy, 4 busy, 8 long host gap, 16 queued gap, 32 sync,
 -- 64 collective call, 128 loader, 256 annotation, 512 operator. Waits and step starts only cut segments here.
+-- The sets above and the segments are dropped once used: the attribution keeps its lanes, causes, names and
+-- slices.
 CREATE OR REPLACE TEMP TABLE attribution_segments AS
 WITH events AS (
     SELECT k, s AS t, 1 AS d FROM attribution_kernels UNION ALL SELECT k, e, -1 FROM attribution_kernels
@@ -173,53 +175,56 @@ WITH events AS (
 ),
 points AS (SELECT k, t, sum(d) AS d FROM events GROUP BY k, t),
 masks AS (
-    SELECT k, t AS s, lead(t) OVER w AS e, sum(d) OVER (w ROWS UNBOUNDED PRECEDING) AS mask
+    SELECT k, t AS s, lead(t) OVER w AS e, sum(d) OVER (w ROWS UNBOUNDED PRECEDING)::INTEGER AS mask
     FROM points WINDOW w AS (PARTITION BY k ORDER BY t)
 )
-SELECT m.k, m.s, m.e, m.mask::INTEGER AS mask
+SELECT m.k, m.s, m.e, m.mask
 FROM masks m JOIN attribution_lanes l USING (k)
 WHERE m.e > m.s AND m.s >= l.win_s AND m.e <= l.win_e;
 
--- Each segment with the sets it lies in, the rank it waits for (an ASOF join finds the last wait starting at or
--- before it) and its step.
-CREATE OR REPLACE TEMP TABLE attribution_classified AS
-SELECT g.k, g.s, g.e,
-       (g.mask & 1) > 0 AS in_kernel, (g.mask & 2) > 0 AS in_copy, (g.mask & 4) > 0 AS in_busy,
-       CASE WHEN g.s < w.e THEN w.last_rank END AS waiting_for,
-       (g.mask & 8) > 0 AS in_host_gap, (g.mask & 16) > 0 AS in_queued_gap, (g.mask & 32) > 0 AS in_sync,
-       (g.mask & 64) > 0 AS in_collective_call, (g.mask & 128) > 0 AS in_loader,
-       (g.mask & 256) > 0 AS in_annotation, (g.mask & 512) > 0 AS in_op, st.step,
-       g.k IN (SELECT k FROM attribution_step_starts) AS has_steps
-FROM attribution_segments g
-ASOF LEFT JOIN attribution_waits w ON g.k = w.k AND g.s >= w.s
-ASOF LEFT JOIN attribution_step_starts st ON g.k = st.k AND g.s >= st.s;
+DROP TABLE attribution_kernels; DROP TABLE attribution_copies; DROP TABLE attribution_busy;
+DROP TABLE attribution_host_gaps; DROP TABLE attribution_queued_gaps; DROP TABLE attribution_syncs;
+DROP TABLE attribution_collective_calls; DROP TABLE attribution_loader; DROP TABLE attribution_annotations;
+DROP TABLE attribution_ops; DROP TABLE attribution_host_range_cuts;
 
--- Each segment's cause (the order of the header) and, where it does not need a name lookup, its detail.
+-- Each segment with its cause and, where it does not need a name lookup, its detail: an ASOF join finds the last
+-- wait starting at or before it (the rank it waits for) and its step. What the GPU did, whatever the cause, for
+-- the headline: in_work (a kernel or copy runs), in_busy (any work runs, communication included), waiting_for.
 CREATE OR REPLACE TEMP TABLE attribution_segment_causes AS
-SELECT k, s, e, e - s AS ns, step,
-       CASE WHEN step IS NULL AND has_steps THEN 'prologue'
-            WHEN in_kernel OR in_copy THEN 'gpu_compute'
+WITH classified AS (
+    SELECT g.k, g.s, g.e, g.mask, (g.mask & 3) > 0 AS in_work, (g.mask & 4) > 0 AS in_busy,
+           CASE WHEN g.s < w.e THEN w.last_rank END AS waiting_for, st.step,
+           st.step IS NULL AND g.k IN (SELECT k FROM attribution_step_starts) AS in_prologue
+    FROM attribution_segments g
+    ASOF LEFT JOIN attribution_waits w ON g.k = w.k AND g.s >= w.s
+    ASOF LEFT JOIN attribution_step_starts st ON g.k = st.k AND g.s >= st.s
+)
+SELECT k, s, e, step,
+       CASE WHEN in_prologue THEN 'prologue'
+            WHEN in_work THEN 'gpu_compute'
             WHEN in_busy AND waiting_for IS NOT NULL THEN 'wait_for_peer'
             WHEN in_busy THEN 'comm_transfer'
-            WHEN in_queued_gap THEN 'launch_overhead'
-            WHEN NOT in_host_gap THEN 'launch_overhead'
-            WHEN in_sync THEN 'host_sync'
-            WHEN in_collective_call THEN 'wait_for_peer'
-            WHEN in_loader THEN 'data_loading'
-            WHEN in_annotation THEN 'phase'
-            WHEN in_op THEN 'host_work'
+            WHEN (mask & 16) > 0 OR (mask & 8) = 0 THEN 'launch_overhead'
+            WHEN (mask & 32) > 0 THEN 'host_sync'
+            WHEN (mask & 64) > 0 THEN 'wait_for_peer'
+            WHEN (mask & 128) > 0 THEN 'data_loading'
+            WHEN (mask & 256) > 0 THEN 'phase'
+            WHEN (mask & 512) > 0 THEN 'host_work'
             ELSE 'uninstrumented_host' END AS cause,
-       CASE WHEN step IS NULL AND has_steps THEN 'before the first step''s work'
-            WHEN in_kernel THEN 'kernels'
-            WHEN in_copy THEN 'copies'
+       CASE WHEN in_prologue THEN 'before the first step''s work'
+            WHEN (mask & 1) > 0 THEN 'kernels'
+            WHEN in_work THEN 'copies'
             WHEN in_busy AND waiting_for IS NOT NULL THEN 'rank ' || waiting_for
             WHEN in_busy THEN 'collectives'
-            WHEN in_queued_gap THEN 'queued work'
-            WHEN NOT in_host_gap THEN 'short launch gaps'
-            WHEN in_sync THEN 'blocking syncs'
-            WHEN in_collective_call OR in_loader OR in_annotation OR in_op THEN NULL  -- named below
-            ELSE 'no profiled host range' END AS detail
-FROM attribution_classified c;
+            WHEN (mask & 16) > 0 THEN 'queued work'
+            WHEN (mask & 8) = 0 THEN 'short launch gaps'
+            WHEN (mask & 32) > 0 THEN 'blocking syncs'
+            WHEN (mask & (64 | 128 | 256 | 512)) > 0 THEN NULL  -- named below
+            ELSE 'no profiled host range' END AS detail,
+       in_work, in_busy, waiting_for
+FROM classified;
+
+DROP TABLE attribution_segments; DROP TABLE attribution_waits; DROP TABLE attribution_step_starts;
 
 -- Names for the host causes: each such segment is named after the innermost host range of its class covering
 -- it (the latest-starting one; ranges nest). The range join compares (lane, time) keys packed into one HUGEINT,
@@ -238,9 +243,11 @@ SELECT g.k, g.s, arg_max(r.name, r.s) AS name
 FROM segs g JOIN ranges r ON r.ks <= g.ks AND r.ke >= g.ke AND r.class = g.class
 GROUP BY g.k, g.s;
 
+DROP TABLE attribution_host_ranges;
+
 -- The attribution: one row per source, device, step, cause and detail with its time (ns).
 CREATE OR REPLACE TEMP TABLE attribution_slices AS
-SELECT l.source_id, l.rank, l.device, c.step, c.cause, coalesce(c.detail, n.name) AS detail, sum(c.ns) AS ns
+SELECT l.source_id, l.rank, l.device, c.step, c.cause, coalesce(c.detail, n.name) AS detail, sum(c.e - c.s) AS ns
 FROM attribution_segment_causes c JOIN attribution_lanes l USING (k)
 LEFT JOIN attribution_named n ON n.k = c.k AND n.s = c.s
 GROUP BY ALL;
@@ -265,13 +272,11 @@ FROM attribution_slices GROUP BY source_id, rank, device, cause;
 -- waited_for: the rank it waited for the longest.
 CREATE OR REPLACE TEMP VIEW attribution_gpu_states AS
 SELECT l.source_id, l.rank, l.device,
-       sum(c.e - c.s) FILTER (WHERE c.in_kernel OR c.in_copy) AS computing_ns,
-       sum(c.e - c.s) FILTER (WHERE NOT (c.in_kernel OR c.in_copy) AND c.in_busy AND c.waiting_for IS NULL)
-           AS communicating_ns,
-       sum(c.e - c.s) FILTER (WHERE NOT (c.in_kernel OR c.in_copy) AND c.in_busy AND c.waiting_for IS NOT NULL)
-           AS waiting_ns,
+       sum(c.e - c.s) FILTER (WHERE c.in_work) AS computing_ns,
+       sum(c.e - c.s) FILTER (WHERE NOT c.in_work AND c.in_busy AND c.waiting_for IS NULL) AS communicating_ns,
+       sum(c.e - c.s) FILTER (WHERE NOT c.in_work AND c.in_busy AND c.waiting_for IS NOT NULL) AS waiting_ns,
        sum(c.e - c.s) FILTER (WHERE NOT c.in_busy) AS idle_ns,
-       arg_max(c.waiting_for, c.e - c.s) FILTER (WHERE NOT (c.in_kernel OR c.in_copy) AND c.in_busy
-                                                  AND c.waiting_for IS NOT NULL) AS waited_for
-FROM attribution_classified c JOIN attribution_lanes l USING (k)
+       arg_max(c.waiting_for, c.e - c.s) FILTER (WHERE NOT c.in_work AND c.in_busy AND c.waiting_for IS NOT NULL)
+           AS waited_for
+FROM attribution_segment_causes c JOIN attribution_lanes l USING (k)
 GROUP BY l.source_id, l.rank, l.device;
