@@ -1,9 +1,9 @@
 """Rule message templates: ``{column}`` placeholders filled from the rule's row, sentences that adapt to what the
 trace knows.
 
-A template may hold optional parts in double brackets: ``[[Meanwhile the host was mostly in '{host_activity}'.]]``
-is left out whole when any field inside it is NULL (an Nsight Systems export without ops has no host activity to
-name). ``{x_ns:time}`` writes a duration given in ns readably ('1.2 ms'). A NULL field outside an optional part
+A template may hold optional parts in double brackets: ``[[ Of the host's time in them, {host_cause_pct:.0f}% is
+{host_cause_text}.]]`` is left out whole when any field inside it is NULL (a trace without long host gaps has no host
+cause to name). ``{x_ns:time}`` writes a duration given in ns readably ('1.2 ms'). A NULL field outside an optional part
 reads 'unknown'; rules put every field a trace may lack inside an optional part, so that never shows.
 """
 

@@ -64,7 +64,9 @@ LEFT JOIN gpu_idle_gaps g ON g.source_id = w.source_id AND g.device = d.device
 GROUP BY w.source_id, w.rank, d.device;
 
 -- What the host was doing during long host-wait gaps: for each device, the user annotations and operators on
--- the CPU that overlap those gaps, with the overlapped time (ns). Names the user's own code.
+-- the CPU that overlap those gaps, with the overlapped time (ns). Names the user's own code; for exploring a
+-- store (no built-in rule reads it: the host-bound finding names the host's time from attribution.host, which
+-- gives every moment of a gap to one range instead of counting nested ranges each).
 -- (The overlap join compares (source, time) keys packed into one HUGEINT so that DuckDB can run it as a range
 -- join; an equality on source_id beside the two inequalities would make it compare every pair.)
 CREATE OR REPLACE TEMP VIEW gpu_idle_host_activity AS
@@ -80,15 +82,3 @@ SELECT g.source_id, g.rank, g.device, c.name, c.kind,
        sum(least(g.end_ns, c.ts_ns + c.dur_ns) - greatest(g.ts_ns, c.ts_ns)) AS overlap_ns
 FROM g JOIN c ON c.k_start < g.k_end AND c.k_end > g.k_start
 GROUP BY g.source_id, g.rank, g.device, c.name, c.kind;
-
--- Long host-wait idle per device beside what the host was busy with meanwhile: every column of
--- gpu_idle_by_device, plus host_activity (the annotation or operator overlapping those gaps the most) and
--- host_activity_pct (its share of the long host-wait time, %).
-CREATE OR REPLACE TEMP VIEW gpu_idle_host_bound AS
-SELECT i.*, a.name AS host_activity,
-       100.0 * a.overlap_ns / nullif(i.host_wait_long_ns, 0) AS host_activity_pct
-FROM gpu_idle_by_device i
-LEFT JOIN (
-    SELECT source_id, device, arg_max(name, overlap_ns) AS name, max(overlap_ns) AS overlap_ns
-    FROM gpu_idle_host_activity GROUP BY source_id, device
-) a USING (source_id, device);

@@ -107,7 +107,7 @@ SELECT source_id, device, arg_max(range_name, idle_ns) AS nvtx_range, max(idle_n
               arg_max(range_name, idle_ns), arg_max(idle_pct, idle_ns), max(idle_ns) / 1e6) AS nvtx_note
 FROM nvtx_range_gpu_time WHERE idle_ns > 0 GROUP BY source_id, device;
 
--- gpu_idle_host_bound (gpu.idle) with the NVTX columns of nvtx_idle_by_device (NULL, and nvtx_note '', without).
+-- gpu_idle_by_device (gpu.idle) with the NVTX columns of nvtx_idle_by_device (NULL, and nvtx_note '', without).
 CREATE OR REPLACE TEMP VIEW nvtx_gpu_idle_host_bound AS
 SELECT h.*, n.nvtx_range, n.nvtx_range_idle_ns, n.nvtx_range_idle_pct, coalesce(n.nvtx_note, '') AS nvtx_note
-FROM gpu_idle_host_bound h LEFT JOIN nvtx_idle_by_device n USING (source_id, device);
+FROM gpu_idle_by_device h LEFT JOIN nvtx_idle_by_device n USING (source_id, device);

@@ -30,17 +30,16 @@ WITH launches AS (
       AND source_id IN (SELECT source_id FROM steps)
     GROUP BY source_id, correlation_id
 ),
-work AS (
-    SELECT g.source_id, g.rank, g.device, g.kind, g.category, g.name, g.ts_ns, g.dur_ns, g.ts_ns + g.dur_ns AS end_ns,
-           CASE WHEN g.kind = 'kernel' THEN list_product(TRY_CAST(string_split(g.grid, ',') AS BIGINT[])) END
-               AS blocks,
-           l.launch_ts_ns
-    FROM gpu_activity g JOIN launches l ON l.source_id = g.source_id AND l.correlation_id = g.correlation_id
-    WHERE g.kind IN ('kernel', 'memcpy', 'memset')
+stepped AS (  -- the step each launch fell in (the ASOF join sorts these narrow rows, not the work's)
+    SELECT l.source_id, l.correlation_id, s.step
+    FROM launches l ASOF JOIN steps s ON l.source_id = s.source_id AND l.launch_ts_ns >= s.ts_ns
+    WHERE l.launch_ts_ns < s.ts_ns + s.dur_ns
 )
-SELECT w.source_id, w.rank, w.device, w.kind, w.category, w.name, w.dur_ns, w.ts_ns, w.end_ns, w.blocks, s.step
-FROM work w ASOF JOIN steps s ON w.source_id = s.source_id AND w.launch_ts_ns >= s.ts_ns
-WHERE w.launch_ts_ns < s.ts_ns + s.dur_ns;
+SELECT g.source_id, g.rank, g.device, g.kind, g.category, g.name, g.dur_ns, g.ts_ns, g.ts_ns + g.dur_ns AS end_ns,
+       CASE WHEN g.kind = 'kernel' THEN list_product(TRY_CAST(string_split(g.grid, ',') AS BIGINT[])) END AS blocks,
+       l.step
+FROM gpu_activity g JOIN stepped l ON l.source_id = g.source_id AND l.correlation_id = g.correlation_id
+WHERE g.kind IN ('kernel', 'memcpy', 'memset');
 
 -- The rank's own side of each step, from its trace alone (what a distributed run hands back per rank instead of
 -- the work itself): source_id, step, first_ns and last_ns (first start and last end of the work launched in it),
