@@ -39,8 +39,17 @@ class Store:
 
     @classmethod
     def create(cls, path: Path | None) -> Store:
-        """Create an empty store with the normalized schema at ``path`` (None: in memory)."""
-        con = _connect(str(path) if path is not None else ":memory:")
+        """Create an empty store with the normalized schema at ``path`` (None: in memory).
+
+        A store in memory is compressed like a file's (``mark_complete`` checkpoints it): uncompressed, the 205 MB
+        trace's store takes 80 MB instead of 8 MB for the whole analysis, at no measurable cost in time.
+        """
+        if path is not None:
+            con = _connect(str(path))
+        else:
+            con = _connect(":memory:")
+            con.execute("ATTACH ':memory:' AS store (COMPRESS)")
+            con.execute("USE store")
         for schema in schema_files():
             con.execute(schema.read_text())
         con.execute("INSERT INTO store_meta VALUES ('schema_version', ?), ('complete', 'false')",
@@ -105,6 +114,8 @@ class Store:
     def mark_complete(self) -> None:
         """Record that every input was ingested; only complete stores are reused from the cache."""
         self.con.execute("UPDATE store_meta SET value = 'true' WHERE key = 'complete'")
+        if self.path is None:
+            self.con.execute("CHECKPOINT")  # compresses the store in memory
 
     def self_check(self) -> list[str]:
         """Invariants every ingest must keep; returns the violated ones (empty when the store is sound)."""
