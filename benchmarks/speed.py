@@ -8,7 +8,7 @@ with the target each case has (docs/speed.md). HTA (HolisticTraceAnalysis) runs 
     python benchmarks/speed.py --make bench-data                  # 200 MB trace, its .gz, 8 ranks of 25 MB
     python benchmarks/speed.py --small samples/decode-eager/trace.json.gz samples/input-slow \\
         --large bench-data/large.json bench-data/large.json.gz --ranks bench-data/ranks \\
-        --hta-python .venv-hta/bin/python
+        --hta-python .venv-hta/bin/python --memory-limit 80M
 
 On a machine with Nsight Systems, ``--nsys EXPORT.sqlite`` times `nsys stats` (3 reports) plus `nsys analyze` against
 `tracedoc analyze` on the same export, and ``--nsys-readers EXPORT.sqlite [--tile N]`` the export's ingestion alone
@@ -109,6 +109,10 @@ def torch_rows(case: str, paths: Sequence[Path], args: argparse.Namespace, tmp: 
         target = {"small": f"≤ {SMALL_TARGET_S} s", "large": f"≥ {LARGE_TARGET_MBPS:.0f} MB/s, RSS ≤ file",
                   "ranks": "≤ wall of one 200 MB rank"}[case]
         rows.append(repeat(case, "tracedoc --no-cache", path.name, mb, cold, args.repeat, target))
+        if case == "large" and args.memory_limit:
+            capped = [*cold, "--memory-limit", args.memory_limit]
+            rows.append(repeat(case, f"tracedoc --no-cache --memory-limit {args.memory_limit}", path.name, mb, capped,
+                               args.repeat, target))
         if case == "small":
             cache = tmp / f"cache-{path.name}"
             warm = [*TRACEDOC, str(path), "--cache-dir", str(cache), "--format", "json"]
@@ -265,6 +269,7 @@ def main() -> None:
     parser.add_argument("--tile", type=int, default=1, help="with --nsys-readers: repeat the event rows N times")
     parser.add_argument("--hta-python", type=Path, help="python of a virtual environment with HTA")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--memory-limit", metavar="SIZE", help="time each large trace also under this memory cap")
     parser.add_argument("--make", type=Path, metavar="DIR", help="write the large and multi-rank inputs into DIR")
     args = parser.parse_args()
     if args.make:

@@ -110,3 +110,73 @@ def test_second_analysis_reuses_the_store(tmp_path: Path) -> None:
     second.close()
     assert (cached_first, cached_second) == (False, True)
     assert len(list((tmp_path / "cache").glob("*.duckdb"))) == 1
+
+
+def _plain_ranks(sample: str, into: Path) -> list[Path]:
+    """The sample's gzipped rank traces unpacked into ``into`` (plain files are read together, in one batch)."""
+    into.mkdir(parents=True)
+    ranks = []
+    for trace in sorted((SAMPLES / sample).glob("rank*.trace.json.gz")):
+        ranks.append(into / trace.name.removesuffix(".gz"))
+        ranks[-1].write_bytes(gzip.decompress(trace.read_bytes()))
+    return ranks
+
+
+PER_SOURCE = {
+    "gpu_activity": "count(*) AS n, sum(dur_ns) AS d, sum(ts_ns % 1000003) AS t, count(correlation_id) AS c",
+    "cpu_activity": "count(*) AS n, sum(dur_ns) AS d, sum(ts_ns % 1000003) AS t, count(external_id) AS c",
+    "steps": "count(*) AS n, sum(dur_ns) AS d, sum(step) AS s",
+    "collective_calls": "count(*) AS n, sum(dur_ns) AS d, count(DISTINCT pg_name) AS g",
+}
+
+
+def _per_source(store: Store) -> dict[str, list[dict]]:
+    return {table: store.query(f"SELECT source_id, rank, {columns} FROM {table} GROUP BY source_id, rank "
+                               "ORDER BY source_id")
+            for table, columns in PER_SOURCE.items()}
+
+
+def test_plain_ranks_read_together_give_each_rank_its_own_rows(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain rank traces are parsed several files at a time, parts of two ranks in one pass (small parts here, so
+    that a pass holds the end of one rank and the start of the next): every row keeps its own rank's source and
+    rank, exactly as when each gzipped rank is read alone."""
+    import tracedoc.ingest.kineto as kineto
+
+    sample = SAMPLES / "moe-hot-expert-4rank"
+    with ingest(tmp_path / "alone", sample) as store:
+        alone = _per_source(store)
+    monkeypatch.setattr(kineto, "_PART_BYTES", 600 << 10)  # 3 parts a rank, parsed 2 at a time
+    passes = []
+    real_read = kineto._read_events
+    monkeypatch.setattr(kineto, "_read_events", lambda con, parts: passes.append(parts) or real_read(con, parts))
+    with ingest(tmp_path / "together", *_plain_ranks("moe-hot-expert-4rank", tmp_path / "plain")) as store:
+        assert store.self_check() == []
+        together = _per_source(store)
+    assert any(len({p.source_id for p in parts}) > 1 for parts in passes)
+    assert together == alone
+    assert [r["rank"] for r in together["gpu_activity"]] == [0, 1, 2, 3]
+
+
+def test_a_bad_rank_among_plain_ranks_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank read in one pass with others is named by its own path when its events are malformed or its times out
+    of range, and the error shows no temporary part file."""
+    import tracedoc.ingest.kineto as kineto
+    from tracedoc.errors import InputError
+
+    monkeypatch.setattr(kineto, "_PART_BYTES", 16 << 20)  # each rank one part, both in one pass
+    ranks = _plain_ranks("ddp-straggler", tmp_path / "mangled")
+    text = ranks[1].read_text()
+    ranks[1].write_text(text.replace('"ph": "X"', '"ph" "X"', 1))
+    with pytest.raises(InputError) as mangled:
+        ingest(tmp_path / "c1", *ranks)
+    assert str(mangled.value).startswith(f"{ranks[1]}: malformed trace JSON")
+    assert "tracedoc-ingest-" not in str(mangled.value)
+
+    ranks = _plain_ranks("ddp-straggler", tmp_path / "far")
+    doc = json.loads(ranks[1].read_text())
+    next(e for e in doc["traceEvents"] if e.get("ph") == "X")["ts"] = 1e300
+    ranks[1].write_text(json.dumps(doc))
+    with pytest.raises(InputError) as far:
+        ingest(tmp_path / "c2", *ranks)
+    assert str(far.value).startswith(f"{ranks[1]}: trace events with times or values out of range")

@@ -187,14 +187,25 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
     """Load every input into the store, one source each, and record the sources with their ranks."""
     rows = []
     store.fit_threads(input_bytes=sum(i.size_bytes for i in inputs))
+
+    def reading(source_id: int) -> None:
+        if progress:
+            item = inputs[source_id]
+            count = f"file {source_id + 1} of {len(inputs)}: " if len(inputs) > 1 else ""
+            progress(f"reading {count}{item.path} ({item.size_bytes / 1e6:.1f} MB)")
+
     with tempfile.TemporaryDirectory(prefix="tracedoc-ingest-", dir=store.path.parent if store.path else None) as tmp:
-        for source_id, item in enumerate(inputs):
-            if progress:
-                count = f"file {source_id + 1} of {len(inputs)}: " if len(inputs) > 1 else ""
-                progress(f"reading {count}{item.path} ({item.size_bytes / 1e6:.1f} MB)")
-            result = _load(store, source_id, item, Path(tmp))
-            rows.append([source_id, str(item.path), item.format, result.rank, result.world_size, item._digest,
-                         item.size_bytes, result.event_count, result.tool, result.rank])
+        for batch in _batches(inputs):
+            if len(batch) == 1:
+                reading(batch[0])
+                results = [_load(store, batch[0], inputs[batch[0]], Path(tmp))]
+            else:
+                results = _load_many(store, [(source_id, inputs[source_id]) for source_id in batch], Path(tmp),
+                                     lambda index, batch=batch: reading(batch[index]))
+            for source_id, result in zip(batch, results):
+                item = inputs[source_id]
+                rows.append([source_id, str(item.path), item.format, result.rank, result.world_size, item._digest,
+                             item.size_bytes, result.event_count, result.tool, result.rank])
     if rows and not any(r[7] for r in rows):
         raise InputError(f"{rows[0][1]}: nothing to analyse ({rows[0][8]})")
     _check_times(store, inputs)
@@ -227,6 +238,36 @@ def _load(store: Store, source_id: int, item: InputFile, workdir: Path) -> LoadR
     finally:
         if plain != item.file:
             plain.unlink(missing_ok=True)
+
+
+def _batches(inputs: Sequence[InputFile]) -> list[list[int]]:
+    """The inputs' indexes in reading order, consecutive plain files of a format that reads several at once
+    (``load_many``: PyTorch traces, so that many small ranks are parsed together) in one batch."""
+    batches: list[list[int]] = []
+    for index, item in enumerate(inputs):
+        if index and _together(inputs[index - 1], item):
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+    return batches
+
+
+def _together(first: InputFile, second: InputFile) -> bool:
+    """Whether two inputs can be read in one batch: plain files (not unpacked or spooled copies) of one format
+    whose reader reads several at once."""
+    return (first.format == second.format and first.compression is None and second.compression is None
+            and first.data is None and second.data is None and hasattr(format_module(first.format), "load_many"))
+
+
+def _load_many(store: Store, batch: list[tuple[int, InputFile]], workdir: Path,
+               started: Callable[[int], None]) -> list[LoadResult]:
+    """Load a batch of plain inputs of one format together (``load_many``)."""
+    module = format_module(batch[0][1].format)
+    try:
+        return module.load_many(store, [(source_id, item.file) for source_id, item in batch], workdir, started)
+    except duckdb.Error as exc:  # a value the store's columns cannot hold
+        names = ", ".join(str(item.path) for _, item in batch)
+        raise InputError(f"{names}: {batch[0][1].format} data tracedoc cannot store ({first_line(exc)})") from None
 
 
 def _unpacked(item: InputFile, module: ModuleType, workdir: Path) -> Path:

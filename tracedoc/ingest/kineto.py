@@ -13,7 +13,7 @@ import json
 import mmap
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -74,22 +74,47 @@ def sniff(path: Path, head: bytes) -> bool:
 
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     """Read one trace file (plain JSON) into the store's tables under ``source_id``."""
-    with path.open("rb") as f:
-        if path.stat().st_size == 0:
-            raise InputError(f"{path}: empty file")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            meta, body_start, body_end = _locate_events(mm, path)
-            rank, world_size = _distributed(meta)
-            _set_source(store.con, source_id, rank)
-            threads = _threads(store)
-            cuts = _event_cuts(mm, body_start, body_end, _part_bytes(body_end - body_start, threads))
-            event_count = 0
-            # Chunks of `threads` parts: DuckDB parses the parts of a chunk in parallel, and memory stays
-            # bounded by one chunk whatever the file size.
-            for i in range(0, len(cuts) - 1, threads):
-                group = cuts[i : i + threads + 1]
-                event_count += _ingest_parts(store.con, _write_parts(mm, f.fileno(), group, workdir, path), path)
-    return _finish(store, source_id, meta, event_count, path)
+    return load_many(store, [(source_id, path)], workdir)[0]
+
+
+def load_many(store: Store, sources: Sequence[tuple[int, Path]], workdir: Path,
+              started: Callable[[int], None] | None = None) -> list[LoadResult]:
+    """Read plain trace files into the store, each under its source id; ``started(i)`` is told as the i-th begins.
+
+    Each event array is cut into parts at event boundaries, and the parts of consecutive files are parsed together,
+    ``threads`` at a time: DuckDB parses a group in parallel, many small ranks keep every core busy, and memory
+    stays bounded by one group whatever the files' sizes.
+    """
+    threads = _threads(store)
+    part_bytes = _part_bytes(sum(path.stat().st_size for _, path in sources), threads)
+    metas: list[dict[str, Any]] = []
+    counts: dict[int, int] = {}
+    pending: list[_Part] = []
+    try:
+        for index, (source_id, path) in enumerate(sources):
+            if started:
+                started(index)
+            with path.open("rb") as f:
+                if os.fstat(f.fileno()).st_size == 0:
+                    raise InputError(f"{path}: empty file")
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                    meta, body_start, body_end = _locate_events(mm, path)
+                    metas.append(meta)
+                    rank = _distributed(meta)[0] or 0
+                    cuts = _event_cuts(mm, body_start, body_end, part_bytes)
+                    for a, b in zip(cuts, cuts[1:]):
+                        part = _write_part(mm, f.fileno(), a, b, workdir / f"part{source_id}-{a}.json", path)
+                        if part is not None:
+                            pending.append(_Part(part, source_id, rank, path))
+                        if len(pending) >= threads:
+                            _add_counts(counts, _ingest_parts(store.con, pending))
+                            pending = []
+        _add_counts(counts, _ingest_parts(store.con, pending))
+    finally:
+        for part in pending:
+            part.file.unlink(missing_ok=True)
+    return _finish(store, [(source_id, path, meta, counts.get(source_id, 0))
+                           for (source_id, path), meta in zip(sources, metas)])
 
 
 def load_compressed(store: Store, source_id: int, path: Path, kind: str, limit: int, workdir: Path,
@@ -99,8 +124,7 @@ def load_compressed(store: Store, source_id: int, path: Path, kind: str, limit: 
     the unpacked trace never lies whole on disk or in memory. Errors name the input as given (``name``)."""
     stream = compressed.chunks(path, kind, limit, name)
     head, pending = _stream_header(stream, name)
-    head_rank, _ = _distributed(_header_meta(head))
-    _set_source(store.con, source_id, head_rank)
+    head_rank = _distributed(_header_meta(head))[0] or 0
     threads = _threads(store)
     parts = _StreamParts(workdir, _part_bytes(compressed.size_hint(path, kind) or threads * _PART_BYTES, threads))
     event_count = 0
@@ -109,23 +133,31 @@ def load_compressed(store: Store, source_id: int, path: Path, kind: str, limit: 
             pending += chunk
             parts.feed(pending)
             if len(parts.done) >= threads:
-                event_count += _ingest_parts(store.con, parts.take(), name)
+                event_count += _ingest_parts(store.con, parts.take(source_id, head_rank, name))[source_id]
         meta, body_end = _find_tail(pending, head, max(0, len(pending) - _TAIL_BYTES), name)
         parts.finish(pending[:body_end])
-        event_count += _ingest_parts(store.con, parts.take(), name)
+        event_count += _ingest_parts(store.con, parts.take(source_id, head_rank, name)).get(source_id, 0)
     finally:
         parts.discard()
-    rank, _ = _distributed(meta)
+    rank = _distributed(meta)[0] or 0
     if rank != head_rank:  # distributedInfo after the events: the rows already normalized get the trace's rank
-        _set_source(store.con, source_id, rank)
-        store.con.execute("UPDATE collective_calls SET rank = getvariable('rank') "
-                          "WHERE source_id = getvariable('source_id')")
-    return _finish(store, source_id, meta, event_count, name)
+        store.con.execute("UPDATE collective_calls SET rank = ? WHERE source_id = ?", [rank, source_id])
+    return _finish(store, [(source_id, name, meta, event_count)])[0]
 
 
-def _set_source(con: duckdb.DuckDBPyConnection, source_id: int, rank: int | None) -> None:
-    """The source id and rank that normalization writes into every row."""
-    con.execute(f"SET VARIABLE source_id = {int(source_id)}; SET VARIABLE rank = {int(rank or 0)};")
+@dataclass
+class _Part:
+    """A part file of events cut from an input, with the source and rank its rows get."""
+
+    file: Path
+    source_id: int
+    rank: int
+    name: Path  # the input as the user named it, for errors
+
+
+def _add_counts(counts: dict[int, int], more: dict[int, int]) -> None:
+    for source_id, count in more.items():
+        counts[source_id] = counts.get(source_id, 0) + count
 
 
 def _threads(store: Store) -> int:
@@ -138,36 +170,50 @@ def _part_bytes(body_bytes: int, threads: int) -> int:
     return min(_PART_BYTES, max(_MIN_PART_BYTES, -(-body_bytes // threads)))
 
 
-def _ingest_parts(con: duckdb.DuckDBPyConnection, parts: list[Path], path: Path) -> int:
-    """Parse the part files (removed afterwards) and normalize their events into the store; return their count."""
+def _ingest_parts(con: duckdb.DuckDBPyConnection, parts: list[_Part]) -> dict[int, int]:
+    """Parse the part files (removed afterwards) and normalize their events into the store; return the count of
+    events per source."""
     if not parts:
-        return 0
+        return {}
     try:
-        count = _read_events(con, parts, path)
+        counts = _read_events(con, parts)
     finally:
         for part in parts:
-            part.unlink(missing_ok=True)
-    _normalize(con, _NORMALIZE_CHUNK_SQL, path)
-    return count
+            part.file.unlink(missing_ok=True)
+    _normalize(con, _NORMALIZE_CHUNK_SQL, parts)
+    return counts
 
 
-def _finish(store: Store, source_id: int, meta: dict[str, Any], event_count: int, path: Path) -> LoadResult:
-    """What is done once all events are in: flow-linked correlations, steps, devices."""
-    if event_count == 0:
-        raise InputError(f"{path}: the trace holds no events")
-    _normalize(store.con, _FINISH_SQL, path)
-    _insert_devices(store.con, source_id, meta)
-    rank, world_size = _distributed(meta)
-    return LoadResult(rank, world_size, event_count, _tool(meta))
+def _finish(store: Store, sources: list[tuple[int, Path, dict[str, Any], int]]) -> list[LoadResult]:
+    """What is done once all events of these sources (id, input, document around the events, event count) are in:
+    flow-linked correlations, steps, devices."""
+    for _, name, _, event_count in sources:
+        if event_count == 0:
+            raise InputError(f"{name}: the trace holds no events")
+    ids = ", ".join(str(int(source_id)) for source_id, *_ in sources)
+    try:
+        store.con.execute(_FINISH_SQL.replace("{source_ids}", ids))
+    except duckdb.Error as exc:
+        raise InputError(f"{sources[0][1]}: trace events with times or values out of range ({first_line(exc)})") \
+            from None
+    results = []
+    for source_id, _, meta, event_count in sources:
+        _insert_devices(store.con, source_id, meta)
+        rank, world_size = _distributed(meta)
+        results.append(LoadResult(rank, world_size, event_count, _tool(meta)))
+    return results
 
 
-def _normalize(con: duckdb.DuckDBPyConnection, sql: str, path: Path) -> None:
-    """Run normalization SQL; a value it cannot convert (a time of NaN, infinity or beyond 64-bit nanoseconds)
-    is bad input."""
+def _normalize(con: duckdb.DuckDBPyConnection, sql: str, parts: list[_Part]) -> None:
+    """Run normalization SQL on ``_raw``; a value it cannot convert (a time of NaN, infinity or beyond 64-bit
+    nanoseconds) is bad input, named by the first source whose times do not convert."""
     try:
         con.execute(sql)
     except duckdb.Error as exc:
-        raise InputError(f"{path}: trace events with times or values out of range ({first_line(exc)})") from None
+        bad = con.execute(f"SELECT min(source_id) FROM _raw WHERE (ts IS NOT NULL AND {_try(_TS_NS)} IS NULL) "
+                          f"OR {_try(_DUR_NS)} IS NULL").fetchone()[0]
+        name = next((p.name for p in parts if p.source_id == bad), parts[0].name)
+        raise InputError(f"{name}: trace events with times or values out of range ({first_line(exc)})") from None
 
 
 def _locate_events(mm: mmap.mmap, path: Path) -> tuple[dict[str, Any], int, int]:
@@ -257,9 +303,10 @@ class _StreamParts:
         self._write(rest, len(rest))
         self._close()
 
-    def take(self) -> list[Path]:
+    def take(self, source_id: int, rank: int, name: Path) -> list[_Part]:
+        """The finished parts, as parts of this source."""
         parts, self.done = self.done, []
-        return parts
+        return [_Part(part, source_id, rank, name) for part in parts]
 
     def discard(self) -> None:
         """Remove every part file left (after a failure)."""
@@ -309,22 +356,18 @@ def _event_cuts(mm: mmap.mmap, start: int, end: int, part_bytes: int) -> list[in
     return cuts
 
 
-def _write_parts(mm: mmap.mmap, source_fd: int, cuts: list[int], workdir: Path, path: Path) -> list[Path]:
-    """Copy the events between consecutive cuts into standalone JSON array files."""
-    parts = []
-    for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
-        a = mm.find(b"{", a, b)  # skip the separating comma and whitespace
-        if a < 0:
-            continue
-        part = workdir / f"part{i}.json"
-        with part.open("wb") as out:
-            out.write(b"[")
-            out.flush()
-            _copy_range(source_fd, out.fileno(), a, b - a, path)
-            out.seek(0, os.SEEK_END)
-            out.write(b"]")
-        parts.append(part)
-    return parts
+def _write_part(mm: mmap.mmap, source_fd: int, start: int, end: int, part: Path, path: Path) -> Path | None:
+    """Copy the events between two cuts into a standalone JSON array file (None: no event between them)."""
+    start = mm.find(b"{", start, end)  # skip the separating comma and whitespace
+    if start < 0:
+        return None
+    with part.open("wb") as out:
+        out.write(b"[")
+        out.flush()
+        _copy_range(source_fd, out.fileno(), start, end - start, path)
+        out.seek(0, os.SEEK_END)
+        out.write(b"]")
+    return part
 
 
 def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, path: Path) -> None:
@@ -337,30 +380,47 @@ def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, path: Path) -
         count -= n
 
 
-def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Path], path: Path) -> int:
-    """Parse the part files into the temp table ``_raw``; return its row count."""
-    files = "[" + ", ".join(sql_literal(str(p)) for p in parts) + "]"
-    con.execute("CREATE TEMP TABLE IF NOT EXISTS _flow_end (pid BIGINT, tid BIGINT, ts_ns BIGINT, "
-                "correlation_id BIGINT)")
-    sql = (f"CREATE OR REPLACE TEMP TABLE _raw AS SELECT * FROM read_json({files}, format = 'array', "
-           f"columns = {_COLUMNS}, maximum_object_size = 16777216)")
+def _read_events(con: duckdb.DuckDBPyConnection, parts: list[_Part]) -> dict[int, int]:
+    """Parse the part files into the temp table ``_raw``, each row with its part's source id and rank; return the
+    count of events per source."""
+    files = [sql_literal(str(p.file)) for p in parts]
+    # A CASE on the file name costs next to nothing; a join with a table of the parts took 40% longer.
+    source_id = " ".join(f"WHEN {f} THEN {int(p.source_id)}" for f, p in zip(files, parts))
+    rank = " ".join(f"WHEN {f} THEN {int(p.rank)}" for f, p in zip(files, parts))
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS _flow_end (source_id INTEGER, pid BIGINT, tid BIGINT, "
+                "ts_ns BIGINT, correlation_id BIGINT)")
+    sql = (f"CREATE OR REPLACE TEMP TABLE _raw AS SELECT * EXCLUDE (filename), "
+           f"CAST(CASE filename {source_id} END AS INTEGER) AS source_id, "
+           f"CAST(CASE filename {rank} END AS INTEGER) AS rank "
+           f"FROM read_json([{', '.join(files)}], format = 'array', columns = {_COLUMNS}, "
+           f"maximum_object_size = 16777216, filename = true)")
     try:
         con.execute(sql)
     except duckdb.OutOfMemoryException as exc:
-        raise InputError(f"{path}: out of memory while reading the trace ({first_line(exc)}){out_of_memory_advice()}") \
-            from None
+        names = ", ".join(dict.fromkeys(str(p.name) for p in parts))
+        raise InputError(f"{names}: out of memory while reading the trace ({first_line(exc)})"
+                         f"{out_of_memory_advice()}") from None
     except duckdb.Error as exc:
-        raise InputError(f"{path}: malformed trace JSON ({first_line(exc)})") from None
-    return con.execute("SELECT count(*) FROM _raw").fetchone()[0]
+        message = first_line(exc)
+        name = next((p.name for p in parts if str(p.file) in message), parts[0].name)
+        for part in parts:  # the part files' paths mean nothing to the user
+            message = message.replace(str(part.file), str(part.name))
+        raise InputError(f"{name}: malformed trace JSON ({message})") from None
+    return dict(con.execute("SELECT source_id, count(*) FROM _raw GROUP BY source_id").fetchall())
 
 
 _TS_NS = "CAST(round(ts * 1000) AS BIGINT)"  # Kineto times are microseconds with nanosecond decimals
 _DUR_NS = "CAST(round(greatest(coalesce(dur, 0), 0) * 1000) AS BIGINT)"
 
+
+def _try(cast: str) -> str:
+    """A conversion above that gives NULL instead of failing."""
+    return "TRY_" + cast
+
 _NORMALIZE_CHUNK_SQL = f"""
 INSERT INTO gpu_activity
 SELECT
-    getvariable('source_id'), getvariable('rank'),
+    source_id, rank,
     coalesce(TRY_CAST(args."device" AS INTEGER), TRY_CAST(pid AS INTEGER)),
     coalesce(TRY_CAST(args."stream" AS BIGINT), TRY_CAST(tid AS BIGINT)),
     kind,
@@ -395,7 +455,7 @@ WHERE kind IS NOT NULL;
 
 INSERT INTO cpu_activity
 SELECT
-    getvariable('source_id'), getvariable('rank'), TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT),
+    source_id, rank, TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT),
     CASE lower(cat)
         WHEN 'cpu_op' THEN 'op' WHEN 'operator' THEN 'op'
         WHEN 'cuda_runtime' THEN 'runtime' WHEN 'runtime' THEN 'runtime'
@@ -415,12 +475,12 @@ WHERE ph = 'X' AND ts IS NOT NULL
 -- Flow events ('ac2g') link a runtime call (phase s) to the GPU activity it issued (phase f) by id. Kept for
 -- GPU activity that carries no 'correlation' argument of its own (older traces).
 INSERT INTO _flow_end
-SELECT TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT), {_TS_NS}, TRY_CAST(id AS BIGINT)
+SELECT source_id, TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT), {_TS_NS}, TRY_CAST(id AS BIGINT)
 FROM _raw WHERE ph = 'f' AND cat = 'ac2g';
 
 -- Collective calls with their process group and sizes (schema_ranks.sql).
 INSERT INTO collective_calls
-SELECT getvariable('source_id'), getvariable('rank'), TRY_CAST(tid AS BIGINT), {_TS_NS}, {_DUR_NS},
+SELECT source_id, rank, TRY_CAST(tid AS BIGINT), {_TS_NS}, {_DUR_NS},
        TRY_CAST(args."External id" AS BIGINT), args."Collective name", args."Process Group Name",
        args."Process Group Description", TRY_CAST(args."Group size" AS INTEGER), args."dtype",
        TRY_CAST(args."In msg nelems" AS BIGINT), TRY_CAST(args."Out msg nelems" AS BIGINT),
@@ -430,24 +490,25 @@ FROM _raw WHERE ph = 'X' AND name = 'record_param_comms' AND ts IS NOT NULL;
 DROP TABLE _raw;
 """
 
+# {source_ids}: the sources just read.
 _FINISH_SQL = """
 UPDATE gpu_activity g SET correlation_id = f.correlation_id
 FROM _flow_end f
-WHERE g.source_id = getvariable('source_id') AND g.correlation_id IS NULL
+WHERE g.source_id = f.source_id AND g.correlation_id IS NULL
   AND f.pid = g.device AND f.tid = g.stream AND f.ts_ns = g.ts_ns;
 
-DROP TABLE _flow_end;
+DROP TABLE IF EXISTS _flow_end;
 
 -- ProfilerStep#N annotations mark the steps (a step may be recorded more than once: keep its whole extent).
 INSERT INTO steps
-SELECT getvariable('source_id'), getvariable('rank'), step, min(ts_ns), max(ts_ns + dur_ns) - min(ts_ns)
+SELECT source_id, rank, step, min(ts_ns), max(ts_ns + dur_ns) - min(ts_ns)
 FROM (
-    SELECT TRY_CAST(split_part(name, '#', 2) AS INTEGER) AS step, ts_ns, dur_ns
+    SELECT source_id, rank, TRY_CAST(split_part(name, '#', 2) AS INTEGER) AS step, ts_ns, dur_ns
     FROM cpu_activity
-    WHERE source_id = getvariable('source_id') AND name LIKE 'ProfilerStep#%'
+    WHERE source_id IN ({source_ids}) AND name LIKE 'ProfilerStep#%'
 )
 WHERE step IS NOT NULL
-GROUP BY step;
+GROUP BY source_id, rank, step;
 """
 
 

@@ -94,8 +94,10 @@ pairs AS (
     JOIN numbered b ON b.source_id = r.ref_source_id AND b.channel = a.channel
                    AND b.key_step = a.key_step AND b.j = a.j
 ),
-shifts AS (
-    SELECT source_id, channel, mode(shift) AS shift, count(*) AS keys FROM pairs GROUP BY source_id, channel
+votes AS (SELECT source_id, channel, shift, count(*) AS votes FROM pairs GROUP BY source_id, channel, shift),
+shifts AS (  -- the shift most keys give; on a tie the smallest, so that the same traces always line up alike
+    SELECT source_id, channel, arg_max(shift, (votes, -abs(shift), -shift)) AS shift, sum(votes) AS keys
+    FROM votes GROUP BY source_id, channel
 )
 SELECT m.source_id, m.rank, m.channel, r.ref_source_id, coalesce(s.shift, 0) AS shift,
        coalesce(s.keys, 0) AS keys,
