@@ -4,8 +4,9 @@ One module per format; each has ``FORMAT``, ``sniff(path, head) -> bool`` (``hea
 decompressed when gzipped or xz-compressed) and ``load(store, source_id, path, workdir) -> LoadResult``, which
 reads a plain file: a compressed input is unpacked into ``workdir`` first (bounded: ``compressed``), to at most
 the format's ``MAX_BYTES`` when it declares one, unless the format reads it as it unpacks
-(``load_compressed(store, source_id, path, kind, limit, workdir, name)``: PyTorch traces). ``-`` reads standard
-input (spooled to a temporary file).
+(``load_compressed(store, source_id, path, kind, limit, workdir, name)``: PyTorch traces). A format may also read
+several plain files at once (``load_many(store, [(source_id, path)], workdir, started)``: PyTorch ranks, parsed
+together). ``-`` reads standard input (spooled to a temporary file).
 Register a new format in FORMATS (its module is imported only when a file is sniffed or read with it, so
 reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses or rules.
 """
