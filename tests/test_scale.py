@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 pytest.importorskip("distributed")
@@ -265,3 +266,15 @@ def test_without_the_flags_dask_is_not_imported(tmp_path: Path) -> None:
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_created_objects_are_found_behind_their_comments() -> None:
+    """Newer DuckDB keeps the comments before a statement in its text: a provided object is still recognised (else
+    the client would rebuild it from events it does not have), and a comment alone creates nothing."""
+    from tracedoc.scale.summary_store import created_object
+    from tracedoc.store.modules import module_file
+
+    statements = duckdb.extract_statements(module_file("trace.window").read_text())
+    assert "trace_wall" in {created_object(s.query) for s in statements}
+    assert created_object("-- the wall\n/* of each\n source */\nCREATE OR REPLACE TEMP VIEW w AS SELECT 1") == "w"
+    assert created_object("-- CREATE TABLE z\nSELECT 1") is None

@@ -18,8 +18,10 @@ from tracedoc.store import Store
 from tracedoc.store.modules import module_file
 
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
-_CREATES = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:TABLE|VIEW|MACRO|FUNCTION)\s+"
-                      r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.]+)", re.IGNORECASE)
+# A statement's text may begin with the comments before it (DuckDB 2.0.1's extract_statements keeps them).
+_CREATES = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
+                      r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:TABLE|VIEW|MACRO|FUNCTION)\s+"
+                      r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.]+)", re.IGNORECASE | re.DOTALL)
 
 
 class SummaryStore(Store):
