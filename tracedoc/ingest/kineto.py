@@ -133,7 +133,7 @@ def load_compressed(store: Store, source_id: int, path: Path, kind: str, limit: 
             pending += chunk
             parts.feed(pending)
             if len(parts.done) >= threads:
-                event_count += _ingest_parts(store.con, parts.take(source_id, head_rank, name))[source_id]
+                event_count += _ingest_parts(store.con, parts.take(source_id, head_rank, name)).get(source_id, 0)
         meta, body_end = _find_tail(pending, head, max(0, len(pending) - _TAIL_BYTES), name)
         parts.finish(pending[:body_end])
         event_count += _ingest_parts(store.con, parts.take(source_id, head_rank, name)).get(source_id, 0)
@@ -194,8 +194,7 @@ def _finish(store: Store, sources: list[tuple[int, Path, dict[str, Any], int]]) 
     try:
         store.con.execute(_FINISH_SQL.replace("{source_ids}", ids))
     except duckdb.Error as exc:
-        raise InputError(f"{sources[0][1]}: trace events with times or values out of range ({first_line(exc)})") \
-            from None
+        raise _out_of_range(sources[0][1], exc) from None
     results = []
     for source_id, _, meta, event_count in sources:
         _insert_devices(store.con, source_id, meta)
@@ -212,8 +211,12 @@ def _normalize(con: duckdb.DuckDBPyConnection, sql: str, parts: list[_Part]) -> 
     except duckdb.Error as exc:
         bad = con.execute(f"SELECT min(source_id) FROM _raw WHERE (ts IS NOT NULL AND {_try(_TS_NS)} IS NULL) "
                           f"OR {_try(_DUR_NS)} IS NULL").fetchone()[0]
-        name = next((p.name for p in parts if p.source_id == bad), parts[0].name)
-        raise InputError(f"{name}: trace events with times or values out of range ({first_line(exc)})") from None
+        raise _out_of_range(next((p.name for p in parts if p.source_id == bad), parts[0].name), exc) from None
+
+
+def _out_of_range(name: Path, exc: duckdb.Error) -> InputError:
+    """The error for a value normalization cannot convert, naming the input it came from."""
+    return InputError(f"{name}: trace events with times or values out of range ({first_line(exc)})")
 
 
 def _locate_events(mm: mmap.mmap, path: Path) -> tuple[dict[str, Any], int, int]:

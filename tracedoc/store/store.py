@@ -42,7 +42,7 @@ class Store:
         """Create an empty store with the normalized schema at ``path`` (None: in memory).
 
         A store in memory is compressed like a file's (``mark_complete`` checkpoints it): uncompressed, the 205 MB
-        trace's store takes 80 MB instead of 8 MB for the whole analysis, at no measurable cost in time.
+        trace's store takes 80 MB instead of 8 MB for the whole analysis; the checkpoint costs 0.04–0.15 s there.
         """
         if path is not None:
             con = _connect(str(path))
