@@ -100,6 +100,22 @@ def test_sync_cost_is_bounded_by_blocked_time(tmp_path: Path) -> None:
     assert 0 < row["gpu_idle_ns"] <= row["blocked_ns"]
 
 
+def test_a_tie_for_the_top_sync_origin_goes_to_the_first_made(tmp_path: Path) -> None:
+    """input-slow's 9 syncs come from aten::copy_ (6) and aten::_local_scalar_dense (3). Edited: copy_'s last
+    three dropped, so the two tie; the name reported is the first made (copy_), however the rows are stored."""
+    with ingest(tmp_path, SAMPLES / "input-slow" / "trace.json.gz") as store:
+        store.include("host.sync")
+        store.con.execute("""
+            DELETE FROM host_sync_calls WHERE ts_ns IN (
+                SELECT ts_ns FROM host_sync_calls WHERE op = 'aten::copy_' ORDER BY ts_ns DESC LIMIT 3)""")
+        origins = set()
+        for order in ("ASC", "DESC"):
+            store.con.execute(f"CREATE OR REPLACE TEMP TABLE host_sync_calls AS "
+                              f"SELECT * FROM host_sync_calls ORDER BY ts_ns {order}")
+            origins.add(store.scalar("SELECT top_origin FROM host_sync_by_rank"))
+    assert origins == {"aten::copy_"}
+
+
 @pytest.mark.parametrize(("sample", "ranks"), [("decode-eager", 1), ("moe-hot-expert", 2)])
 def test_rank_comparisons_run_only_with_several_ranks(sample: str, ranks: int) -> None:
     """Straggler and all-to-all balance compare ranks: on one rank's trace neither they nor their rules run (nothing

@@ -33,7 +33,8 @@ FROM gpu_idle_gaps g JOIN host_sync_calls s
 GROUP BY g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns;
 
 -- Per rank: sync calls, calls per profiler step, time the host spent blocked (ns), GPU idle charged to them
--- (gpu_idle_ns, ns and % of the window), and the operator that made most of them.
+-- (gpu_idle_ns, ns and % of the window), and the operator that made most of them (on a tie, the one that made
+-- the first).
 CREATE OR REPLACE TEMP VIEW host_sync_by_rank AS
 SELECT s.source_id, s.rank, count(*) AS sync_count,
        count(*) / nullif(any_value(w.step_count), 0) AS syncs_per_step,
@@ -41,7 +42,7 @@ SELECT s.source_id, s.rank, count(*) AS sync_count,
        coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0) AS gpu_idle_ns,
        100.0 * coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0)
            / nullif(any_value(w.wall_ns), 0) AS gpu_idle_pct,
-       mode(coalesce(s.op, s.call)) AS top_origin,
+       mode(coalesce(s.op, s.call) ORDER BY s.ts_ns, s.call) AS top_origin,
        any_value(w.wall_ns) AS wall_ns
 FROM host_sync_calls s JOIN trace_wall w USING (source_id)
 GROUP BY s.source_id, s.rank;

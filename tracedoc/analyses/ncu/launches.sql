@@ -123,6 +123,6 @@ SELECT source_id, any_value(rank) AS rank, any_value(name) AS name, demangled_na
        sum(shared_wavefronts) AS shared_wavefronts, sum(bank_conflicts) AS bank_conflicts,
        sum(dram_bytes) AS dram_bytes, ncu_wavg(sm_clock_hz) AS sm_clock_hz,
        sum(fp32_flop) AS fp32_flop, sum(fp64_flop) AS fp64_flop, sum(fp16_flop) AS fp16_flop,
-       sum(tensor_flop) AS tensor_flop, mode(tensor_dtype) AS tensor_dtype
+       sum(tensor_flop) AS tensor_flop, mode(tensor_dtype ORDER BY launch_id) AS tensor_dtype
 FROM ncu_launch_metrics
 GROUP BY source_id, demangled_name, grid, block;

@@ -62,7 +62,7 @@ GROUP BY source_id, launch_id;
 CREATE OR REPLACE TEMP TABLE ncu_kernel_sol AS
 WITH pipes AS (
     SELECT l.source_id, l.demangled_name, l.grid, l.block,
-           mode(p.busiest_pipe) AS busiest_pipe,
+           mode(p.busiest_pipe ORDER BY l.launch_id) AS busiest_pipe,
            sum(p.busiest_pipe_pct * l.duration_ns) / nullif(sum(l.duration_ns), 0) AS busiest_pipe_pct
     FROM ncu_launch_metrics l JOIN ncu_launch_busiest_pipe p USING (source_id, launch_id)
     GROUP BY ALL
