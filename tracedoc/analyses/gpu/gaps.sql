@@ -29,17 +29,17 @@ FROM intervals_gaps('gpu_gaps_busy') g
 JOIN gpu_gaps_spans s ON s.source_id = g.k.source_id AND s.device IS NOT DISTINCT FROM g.k.device;
 
 -- Gaps of at least min_gap_ms per device: how many, their total and longest length (ns), where the longest
--- starts (ns after the window start), their share of the window (%), and the user annotation (NVTX range or
--- profiler annotation) that covers at least half of the longest gap and is shortest (the host's innermost work
--- then; NULL when none).
+-- starts (ns after the window start; of gaps as long, the first), their share of the window (%), and the user
+-- annotation (NVTX range or profiler annotation) that covers at least half of the longest gap and is shortest
+-- (the host's innermost work then; NULL when none).
 CREATE OR REPLACE TEMP MACRO gpu_gaps_long(min_gap_ms) AS TABLE
 WITH long AS (
     SELECT * FROM gpu_gaps_all WHERE dur_ns >= min_gap_ms * 1e6
 ),
 per_device AS (
     SELECT source_id, any_value(rank) AS rank, device, count(*) AS gap_count, sum(dur_ns) AS gap_ns,
-           max(dur_ns) AS longest_gap_ns, arg_max(ts_ns, dur_ns) AS longest_ts_ns,
-           arg_max(end_ns, dur_ns) AS longest_end_ns
+           max(dur_ns) AS longest_gap_ns, arg_max(ts_ns, (dur_ns, -ts_ns)) AS longest_ts_ns,
+           arg_max(end_ns, (dur_ns, -ts_ns)) AS longest_end_ns
     FROM long GROUP BY source_id, device
 )
 SELECT p.source_id, p.rank, p.device, p.gap_count, p.gap_ns, p.longest_gap_ns,
