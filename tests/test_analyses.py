@@ -116,6 +116,25 @@ def test_a_tie_for_the_top_sync_origin_goes_to_the_first_made(tmp_path: Path) ->
     assert origins == {"aten::copy_"}
 
 
+def test_of_gaps_as_long_the_first_is_the_longest(tmp_path: Path) -> None:
+    """host-stall-sleep's GPU stops for its sleeps. Edited: its two longest gaps made equally long; the longest gap
+    reported is then the earlier one, with its own start and end, however the rows are stored."""
+    with ingest(tmp_path, SAMPLES / "host-stall-sleep" / "trace.json.gz") as store:
+        store.include("gpu.gaps")
+        first, second = store.query("SELECT ts_ns, dur_ns FROM gpu_gaps_all ORDER BY dur_ns DESC LIMIT 2")
+        store.con.execute("UPDATE gpu_gaps_all SET dur_ns = ?, end_ns = ts_ns + ? WHERE ts_ns = ?",
+                          [first["dur_ns"], first["dur_ns"], second["ts_ns"]])
+        earlier = min(first["ts_ns"], second["ts_ns"])
+        found = set()
+        for order in ("ASC", "DESC"):
+            store.con.execute(f"CREATE OR REPLACE TEMP TABLE gpu_gaps_all AS "
+                              f"SELECT * FROM gpu_gaps_all ORDER BY ts_ns {order}")
+            row = store.query("SELECT g.longest_gap_at_ns + w.start_ns AS ts_ns, g.longest_gap_ns "
+                              "FROM gpu_gaps_long(0) g JOIN trace_windows w USING (source_id)")[0]
+            found.add((row["ts_ns"], row["longest_gap_ns"]))
+    assert found == {(earlier, first["dur_ns"])}
+
+
 @pytest.mark.parametrize(("sample", "ranks"), [("decode-eager", 1), ("moe-hot-expert", 2)])
 def test_rank_comparisons_run_only_with_several_ranks(sample: str, ranks: int) -> None:
     """Straggler and all-to-all balance compare ranks: on one rank's trace neither they nor their rules run (nothing
