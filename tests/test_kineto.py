@@ -8,6 +8,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from tests.conftest import SAMPLES
@@ -180,3 +181,35 @@ def test_a_bad_rank_among_plain_ranks_is_named(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(InputError) as far:
         ingest(tmp_path / "c2", *ranks)
     assert str(far.value).startswith(f"{ranks[1]}: trace events with times or values out of range")
+
+
+def test_a_trace_is_parsed_on_one_thread_per_bytes_per_thread(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """input-slow unpacked (1 MB), with _BYTES_PER_THREAD lowered to a third of it and small parts: read on 3 of the
+    8 threads set, three parts a statement, and the 8 given back afterwards; the same rows as read on all 8."""
+    import tracedoc.ingest.kineto as kineto
+
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress((SAMPLES / "input-slow" / "trace.json.gz").read_bytes()))
+    monkeypatch.setattr(kineto, "_BYTES_PER_THREAD", -(-plain.stat().st_size // 3))
+    monkeypatch.setattr(kineto, "_MIN_PART_BYTES", 64 << 10)
+    seen: list[tuple[int, int]] = []
+    read_events = kineto._read_events
+
+    def spy(con: duckdb.DuckDBPyConnection, parts: list[kineto._Part]) -> dict[int, int]:
+        seen.append((int(con.execute("SELECT current_setting('threads')").fetchone()[0]), len(parts)))
+        return read_events(con, parts)
+
+    counts = []
+    for spied in (True, False):
+        monkeypatch.setattr(kineto, "_read_events", spy if spied else read_events)
+        if not spied:
+            monkeypatch.setattr(kineto, "_BYTES_PER_THREAD", 1)  # every thread set
+        with Store.create(None) as store:
+            store.con.execute("SET threads = 8")
+            kineto.load(store, 0, plain, tmp_path)
+            assert store.threads() == 8
+            counts.append(store.query("SELECT kind, count(*) AS n, sum(dur_ns) AS d FROM gpu_activity "
+                                      "GROUP BY kind ORDER BY kind"))
+    assert seen and all(threads == 3 for threads, _ in seen) and max(n for _, n in seen) == 3
+    assert counts[0] == counts[1]

@@ -79,3 +79,21 @@ def test_small_stores_are_analysed_on_one_thread(monkeypatch: pytest.MonkeyPatch
         assert int(store.scalar("SELECT current_setting('threads')")) == 1
     finally:
         store.close()
+
+
+def test_larger_stores_are_analysed_on_one_thread_per_parallel_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """decode-eager's events, with PARALLEL_EVENTS lowered to a quarter of them (they stand for a store four times
+    that size): analysed on 4 threads when 8 are set, and on no more than were set."""
+    import tracedoc.store.store as store_module
+
+    monkeypatch.delenv(MEMORY_LIMIT_ENV_VAR, raising=False)
+    store, _ = open_store(input_files(SAMPLES / "decode-eager"), None)
+    try:
+        events = int(store.scalar("SELECT sum(event_count) FROM sources"))
+        monkeypatch.setattr(store_module, "PARALLEL_EVENTS", -(-events // 4))
+        for before, after in ((8, 4), (3, 3)):
+            store.con.execute(f"SET threads = {before}")
+            store.fit_threads()
+            assert store.threads() == after
+    finally:
+        store.close()

@@ -21,7 +21,10 @@ SCHEMA_VERSION = 1
 # analyses of a cached store of 35k events 0.43 → 0.39 s on one thread, 112k events 0.54 → 0.49 s, but 850k events
 # 1.85 s on two against 2.19 s on one; `tracedoc analyze` of the 0.6 MB decode-eager sample 4 % faster again when
 # its ingest runs on one thread too. Inputs under PARALLEL_INPUT_BYTES on disk hold fewer than about 250k events
-# even gzipped (17 bytes an event).
+# even gzipped (17 bytes an event). Larger stores are analysed on one thread per PARALLEL_EVENTS events at most:
+# on 16 cores, the 850k events of a 205 MB PyTorch trace were analysed as fast on 4 threads as on 16 (2.06-2.20 s
+# against 2.27-2.47 s), more threads only adding memory, while an Nsight Systems export of 6.1 M events needs
+# them (5.2-5.6 s on 16 threads, 9.1-9.4 s on 4).
 PARALLEL_EVENTS = 250_000
 PARALLEL_INPUT_BYTES = 4 << 20
 
@@ -81,14 +84,19 @@ class Store:
         modules.include(self.con, self._included, module)
 
     def fit_threads(self, input_bytes: int | None = None) -> None:
-        """One DuckDB thread for small work, else the threads already set: to ingest inputs of ``input_bytes`` (under
-        PARALLEL_INPUT_BYTES), or, without it, to analyse a store of fewer than PARALLEL_EVENTS events."""
+        """Fewer DuckDB threads for less work, never more than already set: one to ingest inputs of ``input_bytes``
+        under PARALLEL_INPUT_BYTES; without it, to analyse the store, one per PARALLEL_EVENTS events."""
         if input_bytes is not None:
-            small = input_bytes < PARALLEL_INPUT_BYTES
+            wanted = 1 if input_bytes < PARALLEL_INPUT_BYTES else None
         else:
-            small = int(self.scalar("SELECT coalesce(sum(event_count), 0) FROM sources") or 0) < PARALLEL_EVENTS
-        if small:
-            self.con.execute("SET threads = 1")
+            events = int(self.scalar("SELECT coalesce(sum(event_count), 0) FROM sources") or 0)
+            wanted = max(1, -(-events // PARALLEL_EVENTS))
+        if wanted is not None and wanted < self.threads():
+            self.con.execute(f"SET threads = {wanted}")
+
+    def threads(self) -> int:
+        """DuckDB's threads on this connection."""
+        return int(self.scalar("SELECT current_setting('threads')"))
 
     def formats(self) -> frozenset[str]:
         """The formats of the store's inputs (``sources.format``)."""
