@@ -11,7 +11,7 @@
 -- (host_cause, host_detail, host_cause_pct: its share of those causes, %) and the advice for it (host_fix).
 CREATE OR REPLACE TEMP VIEW attribution_host_causes AS
 WITH per_cause AS (
-    SELECT source_id, device, cause, sum(ns) AS ns, arg_max(detail, ns) AS detail
+    SELECT source_id, device, cause, sum(ns) AS ns, arg_max(detail, (ns, detail)) AS detail
     FROM attribution_slices
     WHERE cause IN ('data_loading', 'phase', 'host_work', 'uninstrumented_host')
     GROUP BY source_id, device, cause
@@ -21,19 +21,21 @@ SELECT source_id, device,
        sum(ns) FILTER (WHERE cause = 'phase') AS phase_ns,
        sum(ns) FILTER (WHERE cause = 'host_work') AS host_work_ns,
        sum(ns) FILTER (WHERE cause = 'uninstrumented_host') AS uninstrumented_ns,
-       arg_max(cause, ns) AS host_cause,
-       arg_max(CASE WHEN cause <> 'uninstrumented_host' THEN detail END, ns) AS host_detail,
+       arg_max(cause, (ns, cause)) AS host_cause,
+       arg_max(CASE WHEN cause <> 'uninstrumented_host' THEN detail END, (ns, cause)) AS host_detail,
        100.0 * max(ns) / nullif(sum(ns), 0) AS host_cause_pct,
-       CASE arg_max(cause, ns)
+       CASE arg_max(cause, (ns, cause))
            WHEN 'data_loading' THEN 'Feed the GPU from a faster input pipeline: load and preprocess data in '
                || 'DataLoader worker processes (num_workers > 0, persistent_workers=True, prefetch_factor ≥ 2) with '
                || 'pin_memory=True, and move preprocessing to the GPU.'
-           WHEN 'phase' THEN 'Take what the host does in ''' || arg_max(detail, ns) || ''' off the critical path. '
+           WHEN 'phase' THEN 'Take what the host does in ''' || arg_max(detail, (ns, cause))
+               || ''' off the critical path. '
                || 'Periodic work (checkpointing, evaluation, logging): run it in a background thread or process '
                || '(e.g. torch.distributed.checkpoint.async_save), overlap it with GPU work, or do it less often. '
                || 'Work in every step: move it to the GPU, or make its launches cheaper (CUDA graphs, '
                || 'torch.compile); torch.profiler''s with_stack=True shows where inside the range the time goes.'
-           WHEN 'host_work' THEN 'The host spends the gaps in ''' || arg_max(detail, ns) || ''' between launches: '
+           WHEN 'host_work' THEN 'The host spends the gaps in ''' || arg_max(detail, (ns, cause))
+               || ''' between launches: '
                || 'move that work to the GPU or out of the step, batch it, and avoid Python work between steps that '
                || 'waits on results.'
            ELSE 'No profiled operator or range covers this host time (Python loops, sleeps, I/O or work outside '

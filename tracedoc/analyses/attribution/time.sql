@@ -66,7 +66,8 @@ WHERE least(b.end_ns, l.win_e) > greatest(b.ts_ns, l.win_s);
 -- device follow each other on its communication streams).
 CREATE OR REPLACE TEMP TABLE attribution_waits AS
 WITH last AS (
-    SELECT channel, instance, arg_max(rank, is_last) AS last_rank FROM ranks_collectives GROUP BY channel, instance
+    SELECT channel, instance, arg_max(rank, (is_last, -rank)) AS last_rank
+    FROM ranks_collectives GROUP BY channel, instance
 )
 SELECT l.k, c.ts_ns AS s, c.ts_ns + c.wait_ns AS e, t.last_rank
 FROM ranks_collectives c JOIN last t USING (channel, instance) JOIN attribution_lanes l USING (source_id, device)
@@ -239,7 +240,7 @@ WITH segs AS (
 ranges AS (
     SELECT name, class, s, (k::HUGEINT << 64) + s AS ks, (k::HUGEINT << 64) + e AS ke FROM attribution_host_ranges
 )
-SELECT g.k, g.s, arg_max(r.name, r.s) AS name
+SELECT g.k, g.s, arg_max(r.name, (r.s, -r.ke, r.name)) AS name
 FROM segs g JOIN ranges r ON r.ks <= g.ks AND r.ke >= g.ke AND r.class = g.class
 GROUP BY g.k, g.s;
 
@@ -276,7 +277,8 @@ SELECT l.source_id, l.rank, l.device,
        sum(c.e - c.s) FILTER (WHERE NOT c.in_work AND c.in_busy AND c.waiting_for IS NULL) AS communicating_ns,
        sum(c.e - c.s) FILTER (WHERE NOT c.in_work AND c.in_busy AND c.waiting_for IS NOT NULL) AS waiting_ns,
        sum(c.e - c.s) FILTER (WHERE NOT c.in_busy) AS idle_ns,
-       arg_max(c.waiting_for, c.e - c.s) FILTER (WHERE NOT c.in_work AND c.in_busy AND c.waiting_for IS NOT NULL)
+       arg_max(c.waiting_for, (c.e - c.s, -c.waiting_for))
+           FILTER (WHERE NOT c.in_work AND c.in_busy AND c.waiting_for IS NOT NULL)
            AS waited_for
 FROM attribution_segment_causes c JOIN attribution_lanes l USING (k)
 GROUP BY l.source_id, l.rank, l.device;

@@ -109,8 +109,8 @@ WINDOW g AS (PARTITION BY backend, pg_name, seq);
 -- earliest to enqueue it).
 CREATE OR REPLACE TEMP VIEW hang_last_arrival AS
 SELECT backend, pg_name, seq,
-       'rank ' || arg_max(rank, created_ns) || ', ' || round(max(lag_ms), 1) || ' ms after rank '
-           || arg_min(rank, created_ns) AS last_arrival
+       'rank ' || arg_max(rank, (created_ns, rank)) || ', ' || round(max(lag_ms), 1) || ' ms after rank '
+           || arg_min(rank, (created_ns, rank)) AS last_arrival
 FROM hang_arrivals GROUP BY backend, pg_name, seq HAVING count(*) > 1;
 
 -- One row per group and collective that some rank is stuck in. waiting_ranks: the ranks stuck in it;
@@ -124,7 +124,7 @@ SELECT p.backend, p.pg_name, any_value(p.label) AS label, p.pending_seq AS seq,
        list(p.rank ORDER BY p.rank) AS waiting_ranks,
        max(p.waited_ms) AS waited_ms,
        max(p.waited_at_least_ms) AS waited_at_least_ms,
-       arg_max(p.rank, p.waited_at_least_ms) AS longest_waiting_rank,
+       arg_max(p.rank, (p.waited_at_least_ms, -p.rank)) AS longest_waiting_rank,
        bool_or(p.timed) AS timed,
        max(p.pending_timeout_ms) AS timeout_ms,
        arg_min(p.pending_described, p.rank) AS described,

@@ -12,7 +12,7 @@
 -- One row per blocking sync call: its operator (via the profiler's External id), start, duration (ns).
 CREATE OR REPLACE TEMP TABLE host_sync_calls AS
 SELECT r.source_id, r.rank, r.name AS call, r.ts_ns, r.dur_ns, r.ts_ns + r.dur_ns AS end_ns,
-       (SELECT arg_max(o.name, o.ts_ns) FROM cpu_activity o
+       (SELECT arg_max(o.name, (o.ts_ns, o.name)) FROM cpu_activity o
         WHERE o.source_id = r.source_id AND o.kind = 'op' AND o.external_id = r.external_id) AS op
 FROM cpu_activity r JOIN trace_windows w USING (source_id)
 WHERE r.kind IN ('runtime', 'driver')

@@ -74,7 +74,7 @@ WITH m AS (
             + max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed')
             + 2 * max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed') AS fp16_per_cycle,
         sum(value) FILTER (WHERE regexp_matches(metric, '^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$')) AS tensor_flop,
-        arg_max(regexp_extract(metric, '^sm__ops_path_tensor_src_([a-z0-9]+)', 1), value)
+        arg_max(regexp_extract(metric, '^sm__ops_path_tensor_src_([a-z0-9]+)', 1), (value, metric))
             FILTER (WHERE regexp_matches(metric, '^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$') AND value > 0)
             AS tensor_dtype
     FROM ncu_metrics

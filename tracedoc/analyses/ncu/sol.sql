@@ -24,7 +24,7 @@ CREATE OR REPLACE TEMP MACRO ncu_pct_text(x) AS printf('%.0f', x);
 -- Busiest pipe per launch: the highest pipe utilisation (% of peak over active cycles) among ncu's pipe metrics
 -- (ComputeWorkloadAnalysis section, detailed set). The 'shared' pipe is a logical sum of others and is skipped.
 CREATE OR REPLACE TEMP VIEW ncu_launch_busiest_pipe AS
-SELECT source_id, launch_id, arg_max(pipe, pct) AS busiest_pipe, max(pct) AS busiest_pipe_pct
+SELECT source_id, launch_id, arg_max(pipe, (pct, pipe)) AS busiest_pipe, max(pct) AS busiest_pipe_pct
 FROM (
     SELECT source_id, launch_id, value AS pct,
            CASE WHEN raw LIKE 'tensor%' THEN 'tensor'

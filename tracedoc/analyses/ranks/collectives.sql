@@ -38,7 +38,7 @@ WITH k AS (
 ),
 launches AS (
     SELECT k.source_id, k.correlation_id, min(c.ts_ns) AS launch_ts_ns,
-           arg_min(c.external_id, c.ts_ns) AS external_id
+           arg_min(c.external_id, (c.ts_ns, c.external_id)) AS external_id
     FROM (SELECT DISTINCT source_id, correlation_id FROM k) k
     JOIN cpu_activity c ON c.source_id = k.source_id AND c.correlation_id = k.correlation_id
     WHERE c.kind IN ('runtime', 'driver')
