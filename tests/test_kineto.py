@@ -186,7 +186,8 @@ def test_a_bad_rank_among_plain_ranks_is_named(tmp_path: Path, monkeypatch: pyte
 def test_a_trace_is_parsed_on_one_thread_per_bytes_per_thread(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """input-slow unpacked (1 MB), with _BYTES_PER_THREAD lowered to a third of it and small parts: read on 3 of the
-    8 threads set, three parts a statement, and the 8 given back afterwards; the same rows as read on all 8."""
+    8 threads set, three parts a statement, and the 8 given back afterwards; the same GPU activity (count and time
+    by kind) as read on all 8."""
     import tracedoc.ingest.kineto as kineto
 
     plain = tmp_path / "trace.json"

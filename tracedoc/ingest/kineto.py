@@ -133,6 +133,8 @@ def load_compressed(store: Store, source_id: int, path: Path, kind: str, limit: 
     cut into part files at event boundaries as it streams, and each ``threads`` parts are parsed once written, so
     the unpacked trace never lies whole on disk or in memory. Errors name the input as given (``name``)."""
     unpacked = compressed.size_hint(path, kind)
+    if unpacked is not None and unpacked < path.stat().st_size:  # the trailer is modulo 4 GiB, and untrusted
+        unpacked = None
     with _parsing_threads(store, unpacked) as threads:
         parts = _StreamParts(workdir, _part_bytes(unpacked or threads * _PART_BYTES, threads))
         return _load_stream(store, source_id, compressed.chunks(path, kind, limit, name), name, threads, parts)
@@ -178,8 +180,8 @@ def _add_counts(counts: dict[int, int], more: dict[int, int]) -> None:
 
 @contextmanager
 def _parsing_threads(store: Store, body_bytes: int | None) -> Iterator[int]:
-    """DuckDB's threads while events of ``body_bytes`` (None: unknown) are read: those set, but at most one per
-    _BYTES_PER_THREAD and two at least; the setting is restored afterwards."""
+    """DuckDB's threads while events of ``body_bytes`` (None: unknown) are read and stored: those set, but at most
+    one per _BYTES_PER_THREAD and two at least; the setting is restored afterwards, on failure too."""
     before = store.threads()
     threads = before if body_bytes is None else min(before, max(2, -(-body_bytes // _BYTES_PER_THREAD)))
     if threads < before:

@@ -228,8 +228,8 @@ FROM classified;
 DROP TABLE attribution_segments; DROP TABLE attribution_waits; DROP TABLE attribution_step_starts;
 
 -- Names for the host causes: each such segment is named after the innermost host range of its class covering
--- it (the latest-starting one; ranges nest). The range join compares (lane, time) keys packed into one HUGEINT,
--- so that DuckDB runs it as a range join.
+-- it (the latest-starting one, and of ranges starting together the shortest; ranges nest). The range join
+-- compares (lane, time) keys packed into one HUGEINT, so that DuckDB runs it as a range join.
 CREATE OR REPLACE TEMP TABLE attribution_named AS
 WITH segs AS (
     SELECT k, s, e, cause, (k::HUGEINT << 64) + s AS ks, (k::HUGEINT << 64) + e AS ke,

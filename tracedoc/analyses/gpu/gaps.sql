@@ -45,7 +45,7 @@ per_device AS (
 SELECT p.source_id, p.rank, p.device, p.gap_count, p.gap_ns, p.longest_gap_ns,
        p.longest_ts_ns - w.start_ns AS longest_gap_at_ns, 100.0 * p.gap_ns / nullif(w.wall_ns, 0) AS gap_pct,
        min_gap_ms AS min_gap_ms, w.wall_ns,
-       (SELECT arg_min(c.name, c.dur_ns) FROM cpu_activity c
+       (SELECT arg_min(c.name, (c.dur_ns, c.name)) FROM cpu_activity c
         WHERE c.source_id = p.source_id AND c.kind = 'annotation'
           AND least(c.ts_ns + c.dur_ns, p.longest_end_ns) - greatest(c.ts_ns, p.longest_ts_ns)
               >= 0.5 * p.longest_gap_ns) AS host_annotation

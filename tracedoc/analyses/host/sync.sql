@@ -42,7 +42,7 @@ SELECT s.source_id, s.rank, count(*) AS sync_count,
        coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0) AS gpu_idle_ns,
        100.0 * coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0)
            / nullif(any_value(w.wall_ns), 0) AS gpu_idle_pct,
-       mode(coalesce(s.op, s.call) ORDER BY s.ts_ns, s.call) AS top_origin,
+       mode(coalesce(s.op, s.call) ORDER BY s.ts_ns, coalesce(s.op, s.call)) AS top_origin,
        any_value(w.wall_ns) AS wall_ns
 FROM host_sync_calls s JOIN trace_wall w USING (source_id)
 GROUP BY s.source_id, s.rank;

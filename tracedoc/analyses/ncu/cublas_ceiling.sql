@@ -33,7 +33,7 @@ cublas AS (
     SELECT * FROM gemm_ladder_results WHERE rung = 'cublas' AND ms IS NOT NULL AND coalesce(gpu_bound, true)
 ),
 matched AS (
-    SELECT k.*, arg_max(c, c.flop_per_s) AS c
+    SELECT k.*, arg_max(c, (c.flop_per_s, c.flop, c.ms)) FILTER (WHERE c.flop_per_s IS NOT NULL) AS c
     FROM kernels k JOIN cublas c ON c.gpu = k.device_name AND abs(k.flop_per_launch - c.flop) <= 0.01 * c.flop
     GROUP BY ALL
 )

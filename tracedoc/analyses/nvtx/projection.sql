@@ -47,7 +47,8 @@ QUALIFY row_number() OVER (PARTITION BY source_id, pid, tid, t ORDER BY ord DESC
 
 -- The CUDA call behind each correlation id: launching thread and launch time (ns).
 CREATE OR REPLACE TEMP TABLE nvtx_launches AS
-SELECT source_id, correlation_id, arg_min(pid, ts_ns) AS pid, arg_min(tid, ts_ns) AS tid, min(ts_ns) AS launch_ns
+SELECT source_id, correlation_id, arg_min(pid, (ts_ns, pid, tid)) AS pid, arg_min(tid, (ts_ns, pid, tid)) AS tid,
+       min(ts_ns) AS launch_ns
 FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
 GROUP BY source_id, correlation_id;
 

@@ -56,7 +56,8 @@ joined AS (
     LEFT JOIN calls c ON c.source_id = k.source_id AND c.external_id = l.external_id
 ),
 channels AS (
-    SELECT source_id, device, stream, coalesce('pg ' || mode(pg_name ORDER BY ts_ns, pg_name), 'stream ' || stream) AS channel
+    SELECT source_id, device, stream,
+           coalesce('pg ' || mode(pg_name ORDER BY ts_ns, pg_name), 'stream ' || stream) AS channel
     FROM joined GROUP BY source_id, device, stream
 ),
 stepped AS (
