@@ -50,19 +50,23 @@ FROM lanes l LEFT JOIN comm c USING (k) LEFT JOIN compute p USING (k) LEFT JOIN 
 -- communication time (all_to_all, all_gather/reduce_scatter, all_reduce, send_recv, other), from the profiler's
 -- collective name, else the NCCL kernel's name; fix_text: the advice for that kind.
 CREATE OR REPLACE TEMP VIEW comm_overlap_summary AS
-WITH kinds AS (
+WITH kind_time AS (
     SELECT source_id, device,
-           arg_max(CASE WHEN lower(coalesce(collective, '')) LIKE '%all_to_all%' OR lower(name) LIKE '%alltoall%'
-                             THEN 'all_to_all'
-                        WHEN lower(coalesce(collective, '')) SIMILAR TO '.*(allgather|all_gather|reduce_scatter).*'
-                             OR name SIMILAR TO '.*(AllGather|ReduceScatter).*' THEN 'all_gather/reduce_scatter'
-                        WHEN lower(coalesce(collective, '')) LIKE '%allreduce%'
-                             OR lower(coalesce(collective, '')) LIKE '%all_reduce%' OR name LIKE '%AllReduce%'
-                             THEN 'all_reduce'
-                        WHEN name LIKE '%SendRecv%' OR lower(coalesce(collective, '')) LIKE '%send%' THEN 'send_recv'
-                        ELSE 'other' END, dur_ns) AS comm_kind
+           CASE WHEN lower(coalesce(collective, '')) LIKE '%all_to_all%' OR lower(name) LIKE '%alltoall%'
+                     THEN 'all_to_all'
+                WHEN lower(coalesce(collective, '')) SIMILAR TO '.*(allgather|all_gather|reduce_scatter).*'
+                     OR name SIMILAR TO '.*(AllGather|ReduceScatter).*' THEN 'all_gather/reduce_scatter'
+                WHEN lower(coalesce(collective, '')) LIKE '%allreduce%'
+                     OR lower(coalesce(collective, '')) LIKE '%all_reduce%' OR name LIKE '%AllReduce%'
+                     THEN 'all_reduce'
+                WHEN name LIKE '%SendRecv%' OR lower(coalesce(collective, '')) LIKE '%send%' THEN 'send_recv'
+                ELSE 'other' END AS comm_kind,
+           sum(dur_ns) AS ns
     FROM gpu_work WHERE kind = 'kernel' AND category = 'communication'
-    GROUP BY source_id, device
+    GROUP BY ALL
+),
+kinds AS (
+    SELECT source_id, device, arg_max(comm_kind, (ns, comm_kind)) AS comm_kind FROM kind_time GROUP BY source_id, device
 ),
 sm AS (
     SELECT a.source_id, a.device,
