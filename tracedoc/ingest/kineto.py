@@ -209,7 +209,7 @@ def _ingest_parts(con: duckdb.DuckDBPyConnection, parts: list[_Part]) -> dict[in
     finally:
         for part in parts:
             part.file.unlink(missing_ok=True)
-    _normalize(con, _NORMALIZE_CHUNK_SQL, parts)
+    _normalize(con, parts)
     return counts
 
 
@@ -232,11 +232,11 @@ def _finish(store: Store, sources: list[tuple[int, Path, dict[str, Any], int]]) 
     return results
 
 
-def _normalize(con: duckdb.DuckDBPyConnection, sql: str, parts: list[_Part]) -> None:
-    """Run normalization SQL on ``_raw``; a value it cannot convert (a time of NaN, infinity or beyond 64-bit
-    nanoseconds) is bad input, named by the first source whose times do not convert."""
+def _normalize(con: duckdb.DuckDBPyConnection, parts: list[_Part]) -> None:
+    """Normalize ``_raw`` (the events of ``parts``) into the store; a value it cannot convert (a time of NaN,
+    infinity or beyond 64-bit nanoseconds) is bad input, named by the first source whose times do not convert."""
     try:
-        con.execute(sql)
+        con.execute(_NORMALIZE_CHUNK_SQL)
     except duckdb.Error as exc:
         bad = con.execute(f"SELECT min(source_id) FROM _raw WHERE (ts IS NOT NULL AND {_try(_TS_NS)} IS NULL) "
                           f"OR {_try(_DUR_NS)} IS NULL").fetchone()[0]

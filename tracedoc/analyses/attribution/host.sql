@@ -15,34 +15,36 @@ WITH per_cause AS (
     FROM attribution_slices
     WHERE cause IN ('data_loading', 'phase', 'host_work', 'uninstrumented_host')
     GROUP BY source_id, device, cause
+),
+dominant AS (
+    SELECT source_id, device,
+           sum(ns) FILTER (WHERE cause = 'data_loading') AS data_loading_ns,
+           sum(ns) FILTER (WHERE cause = 'phase') AS phase_ns,
+           sum(ns) FILTER (WHERE cause = 'host_work') AS host_work_ns,
+           sum(ns) FILTER (WHERE cause = 'uninstrumented_host') AS uninstrumented_ns,
+           arg_max(cause, (ns, cause)) AS host_cause,
+           arg_max(CASE WHEN cause <> 'uninstrumented_host' THEN detail END, (ns, cause)) AS host_detail,
+           100.0 * max(ns) / nullif(sum(ns), 0) AS host_cause_pct
+    FROM per_cause GROUP BY source_id, device
 )
-SELECT source_id, device,
-       sum(ns) FILTER (WHERE cause = 'data_loading') AS data_loading_ns,
-       sum(ns) FILTER (WHERE cause = 'phase') AS phase_ns,
-       sum(ns) FILTER (WHERE cause = 'host_work') AS host_work_ns,
-       sum(ns) FILTER (WHERE cause = 'uninstrumented_host') AS uninstrumented_ns,
-       arg_max(cause, (ns, cause)) AS host_cause,
-       arg_max(CASE WHEN cause <> 'uninstrumented_host' THEN detail END, (ns, cause)) AS host_detail,
-       100.0 * max(ns) / nullif(sum(ns), 0) AS host_cause_pct,
-       CASE arg_max(cause, (ns, cause))
+SELECT *,
+       CASE host_cause
            WHEN 'data_loading' THEN 'Feed the GPU from a faster input pipeline: load and preprocess data in '
                || 'DataLoader worker processes (num_workers > 0, persistent_workers=True, prefetch_factor ≥ 2) with '
                || 'pin_memory=True, and move preprocessing to the GPU.'
-           WHEN 'phase' THEN 'Take what the host does in ''' || arg_max(detail, (ns, cause))
-               || ''' off the critical path. '
+           WHEN 'phase' THEN 'Take what the host does in ''' || host_detail || ''' off the critical path. '
                || 'Periodic work (checkpointing, evaluation, logging): run it in a background thread or process '
                || '(e.g. torch.distributed.checkpoint.async_save), overlap it with GPU work, or do it less often. '
                || 'Work in every step: move it to the GPU, or make its launches cheaper (CUDA graphs, '
                || 'torch.compile); torch.profiler''s with_stack=True shows where inside the range the time goes.'
-           WHEN 'host_work' THEN 'The host spends the gaps in ''' || arg_max(detail, (ns, cause))
-               || ''' between launches: '
+           WHEN 'host_work' THEN 'The host spends the gaps in ''' || host_detail || ''' between launches: '
                || 'move that work to the GPU or out of the step, batch it, and avoid Python work between steps that '
                || 'waits on results.'
            ELSE 'No profiled operator or range covers this host time (Python loops, sleeps, I/O or work outside '
                || 'the profiler''s view): wrap the suspect code in torch.profiler.record_function or NVTX ranges to '
                || 'name it, then move it off the critical path.'
        END AS host_fix
-FROM per_cause GROUP BY source_id, device;
+FROM dominant;
 
 -- nvtx_gpu_idle_host_bound (gpu.idle's long host-wait idle with its NVTX range) with the columns above, and the
 -- dominant cause as words for the finding's sentence (host_cause_text, host_detail_text: ' (mostly ''name'')' or

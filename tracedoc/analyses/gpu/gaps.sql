@@ -38,8 +38,7 @@ WITH long AS (
 ),
 per_device AS (
     SELECT source_id, any_value(rank) AS rank, device, count(*) AS gap_count, sum(dur_ns) AS gap_ns,
-           max(dur_ns) AS longest_gap_ns, arg_max(ts_ns, (dur_ns, -ts_ns)) AS longest_ts_ns,
-           arg_max(end_ns, (dur_ns, -ts_ns)) AS longest_end_ns
+           max(dur_ns) AS longest_gap_ns, arg_max(ts_ns, (dur_ns, -ts_ns)) AS longest_ts_ns
     FROM long GROUP BY source_id, device
 )
 SELECT p.source_id, p.rank, p.device, p.gap_count, p.gap_ns, p.longest_gap_ns,
@@ -47,6 +46,6 @@ SELECT p.source_id, p.rank, p.device, p.gap_count, p.gap_ns, p.longest_gap_ns,
        min_gap_ms AS min_gap_ms, w.wall_ns,
        (SELECT arg_min(c.name, (c.dur_ns, c.name)) FROM cpu_activity c
         WHERE c.source_id = p.source_id AND c.kind = 'annotation'
-          AND least(c.ts_ns + c.dur_ns, p.longest_end_ns) - greatest(c.ts_ns, p.longest_ts_ns)
+          AND least(c.ts_ns + c.dur_ns, p.longest_ts_ns + p.longest_gap_ns) - greatest(c.ts_ns, p.longest_ts_ns)
               >= 0.5 * p.longest_gap_ns) AS host_annotation
 FROM per_device p JOIN trace_wall w USING (source_id);

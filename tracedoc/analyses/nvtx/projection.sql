@@ -102,12 +102,15 @@ FROM work FULL JOIN idle USING (source_id, device, range_name);
 -- Per device: the user range with the most idle GPU time (nvtx_range), that idle (ns) and its idle_pct, and a
 -- sentence for findings (nvtx_note, '' without NVTX).
 CREATE OR REPLACE TEMP VIEW nvtx_idle_by_device AS
-SELECT source_id, device, arg_max(range_name, (idle_ns, range_name)) AS nvtx_range, max(idle_ns) AS nvtx_range_idle_ns,
-       arg_max(idle_pct, (idle_ns, range_name)) AS nvtx_range_idle_pct,
+SELECT source_id, device, top.range_name AS nvtx_range, top.idle_ns AS nvtx_range_idle_ns,
+       top.idle_pct AS nvtx_range_idle_pct,
        printf(' Most idle time falls in NVTX range ''%s'': %.0f%% of the GPU time there is idle (%.1f ms).',
-              arg_max(range_name, (idle_ns, range_name)), arg_max(idle_pct, (idle_ns, range_name)),
-              max(idle_ns) / 1e6) AS nvtx_note
-FROM nvtx_range_gpu_time WHERE idle_ns > 0 GROUP BY source_id, device;
+              top.range_name, top.idle_pct, top.idle_ns / 1e6) AS nvtx_note
+FROM (
+    SELECT source_id, device, arg_max({'range_name': range_name, 'idle_ns': idle_ns, 'idle_pct': idle_pct},
+                                      (idle_ns, range_name)) AS top
+    FROM nvtx_range_gpu_time WHERE idle_ns > 0 GROUP BY source_id, device
+);
 
 -- gpu_idle_by_device (gpu.idle) with the NVTX columns of nvtx_idle_by_device (NULL, and nvtx_note '', without).
 CREATE OR REPLACE TEMP VIEW nvtx_gpu_idle_host_bound AS

@@ -100,9 +100,12 @@ cmp AS (
     FROM full_ a JOIN full_ b ON b.name = a.name AND b.source_id <> a.source_id
     GROUP BY a.source_id, a.name, a.launches, a.ns
 )
-SELECT source_id, arg_max(name, (ns - peer_ns, name)) AS name, arg_max(launches, (ns - peer_ns, name)) AS launches,
-       arg_max(peer_launches, (ns - peer_ns, name)) AS peer_launches, max(ns - peer_ns) AS excess_ns
-FROM cmp GROUP BY source_id;
+SELECT source_id, top.name, top.launches, top.peer_launches, excess_ns
+FROM (
+    SELECT source_id, arg_max({'name': name, 'launches': launches, 'peer_launches': peer_launches},
+                              (ns - peer_ns, name)) AS top, max(ns - peer_ns) AS excess_ns
+    FROM cmp GROUP BY source_id
+);
 
 -- ranks_rank_summary plus cost_pct, cost_step_ms, job_step_ms, lateness_ms, cause, cause_text and
 -- kernel_diff_text.
