@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # Run every workload variant on this machine's GPU(s) and write one folder of traces per case.
 #
-#   bash workloads/make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|all]
+#   bash workloads/make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|nsys-ranks|hangs|all]
 #
 # single: decode_loop (eager, cudagraph, compile), input_bound (slow, fast) and host_stall (item, sleep, fixed) on
 # one GPU;
 # gemm: the GEMM ladder timed, then under Nsight Compute (ncu on PATH) with the report exported as CSV;
 # ddp: ddp_step (overlap, no_overlap, straggler), moe_alltoall (balanced, hot_expert) and fsdp_step (prefetch,
-# no_prefetch) on two GPUs; fsdp: fsdp_step alone.
+# no_prefetch) on two GPUs; fsdp: fsdp_step alone;
+# nsys-ranks (needs nsys on PATH; not part of all): the DDP run with a larger batch on the last rank and the two
+# FSDP variants, each recorded twice on two GPUs: with the PyTorch profiler, and under Nsight Systems the way
+# NVIDIA and PyTorch document it (torchrun --no-python nsys profile -t cuda,nvtx,osrt -o rank%q{RANK} ..., the
+# whole process, every step an NVTX range train_step), one report per rank exported to SQLite; the DDP run also
+# as one report of the whole job (nsys profile torchrun ...). The exports are redacted (redact_export.py);
+# hangs (not part of all): a two-rank hang whose culprit's GPU is still busy when it issues the collective, its
+# flight-recorder dumps written the default way (no TORCH_NCCL_ENABLE_TIMING) and with timing.
 # RUN_TIMEOUT (seconds, default 600) bounds each run.
 # Copy OUT_DIR/<case>/ into samples/<case>/ afterwards; the log holds the figures SOURCE.md quotes.
 set -uo pipefail
 
 out=${1:?usage: make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|all]}
 which=${2:-all}
+case $which in single|gemm|ddp|fsdp|nsys-ranks|hangs|all) ;; *) echo "unknown set: $which" >&2; exit 2 ;; esac
 limit=${RUN_TIMEOUT:-600}
 here=$(cd "$(dirname "$0")" && pwd)
 export PYTHONUNBUFFERED=1
@@ -70,5 +78,54 @@ if [[ $which == ddp || $which == all ]]; then
     for v in balanced hot_expert; do
         run "moe-${v//_/-}" torchrun --standalone --nproc_per_node=2 "$here/moe_alltoall/run.py" \
             --variant "$v" --out "$out/moe-${v//_/-}"
+    done
+fi
+
+if [[ $which == nsys-ranks ]]; then
+    command -v nsys >/dev/null || { echo "nsys-ranks needs nsys on PATH" >&2; exit 2; }
+    nsys --version
+    export_all() {  # every report of a folder to SQLite, in parallel, then redacted
+        local r
+        for r in "$1"/*.nsys-rep; do
+            nsys export --type sqlite --force-overwrite true --output "${r%.nsys-rep}.sqlite" "$r" >/dev/null &
+        done
+        wait
+        python3 "$here/redact_export.py" "$1"/*.sqlite
+    }
+    per_rank() {  # CASE WORKLOAD VARIANT: one whole-process report per rank
+        local dir="$out/$1"
+        mkdir -p "$dir"
+        (cd "$dir" && run "$1" torchrun --standalone --nproc_per_node=2 --no-python \
+            nsys profile -t cuda,nvtx,osrt -o 'rank%q{RANK}' --force-overwrite true \
+            python3 "$here/$2/run.py" --variant "$3" --profiler nvtx --out .)
+        export_all "$dir"
+    }
+    run ddp-larger-batch torchrun --standalone --nproc_per_node=2 "$here/ddp_step/run.py" \
+        --variant larger_batch --out "$out/ddp-larger-batch"
+    per_rank nsys-ddp-larger-batch-ranks ddp_step larger_batch
+    mkdir -p "$out/nsys-ddp-larger-batch-job"
+    (cd "$out/nsys-ddp-larger-batch-job" && run nsys-ddp-larger-batch-job \
+        nsys profile -t cuda,nvtx,osrt -o job --force-overwrite true \
+        torchrun --standalone --nproc_per_node=2 "$here/ddp_step/run.py" --variant larger_batch --profiler nvtx \
+        --out .)
+    export_all "$out/nsys-ddp-larger-batch-job"
+    for v in prefetch no_prefetch; do
+        run "fsdp-${v//_/-}" torchrun --standalone --nproc_per_node=2 "$here/fsdp_step/run.py" \
+            --variant "$v" --out "$out/fsdp-${v//_/-}"
+        per_rank "nsys-fsdp-${v//_/-}-ranks" fsdp_step "$v"
+    done
+fi
+
+if [[ $which == hangs ]]; then
+    for timing in unset 1; do
+        dir="$out/hang-2rank-gpu-busy$([[ $timing == unset ]] && echo -notiming)"
+        mkdir -p "$dir"
+        echo "== $dir: TORCH_NCCL_ENABLE_TIMING=$timing"
+        ( [[ $timing == unset ]] && unset TORCH_NCCL_ENABLE_TIMING || export TORCH_NCCL_ENABLE_TIMING=$timing
+          export TORCH_FR_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC=3000 \
+              TORCH_FR_DUMP_TEMP_FILE="$dir/trace_rank_"
+          timeout 120 torchrun --standalone --nproc_per_node=2 "$here/hang/run.py" --scenario gpu_busy --culprit 1 \
+              --timeout 10 --sleep 60 )
+        ls -la "$dir"
     done
 fi

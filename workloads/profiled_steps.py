@@ -4,6 +4,9 @@
   nsys   for a run under ``nsys profile --capture-range=cudaProfilerApi``: record_function ranges are emitted as
          NVTX ranges, and the N active steps are bracketed by cudaProfilerStart/Stop, so only they are captured
   ncu    the same bracket, for ``ncu --profile-from-start off``: only the active steps' kernels are profiled
+  nvtx   for a run under a profiler that records the whole process (``nsys profile -t cuda,nvtx,osrt``, as NVIDIA
+         and PyTorch document it, one report per rank or one for the job): no capture range; every training step,
+         the timed ones too, is an NVTX range ``train_step`` and its phases are NVTX ranges, as a user marks them
   none   nothing is recorded; the script's unprofiled figure is its result
 
 Every workload runs ``SKIPPED_STEPS + N`` steps and calls ``step()`` after each, whichever profiler it runs under.
@@ -19,10 +22,12 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-PROFILERS = ("torch", "nsys", "ncu", "none")
+PROFILERS = ("torch", "nsys", "ncu", "nvtx", "none")
 SKIPPED_STEPS = 3  # steps before the recorded ones: torch's schedule(wait=1, warmup=2)
+STEP_RANGE = "train_step"  # the NVTX range around each training step under --profiler nvtx
+_nvtx_marks = False  # set by use_profiler: steps and phases are also NVTX ranges
 
 
 def sync(device: torch.device) -> None:
@@ -41,10 +46,30 @@ def add_profiler_option(parser: argparse.ArgumentParser) -> None:
     """The ``--profiler`` option every workload takes."""
     parser.add_argument("--profiler", choices=PROFILERS, default="torch",
                         help="torch: write a Chrome trace; nsys/ncu: mark the recorded steps for Nsight Systems/"
-                             "Compute started around this script (tracedoc workload run does); none: only time")
+                             "Compute started around this script (tracedoc workload run does); nvtx: mark every "
+                             "step and phase as NVTX ranges for a whole-process nsys capture; none: only time")
     parser.add_argument("--torch-activities", choices=("cpu,cuda", "cpu"), default="cpu,cuda",
                         help="what --profiler torch records: host and GPU activity, or the host alone (a trace "
                              "recorded without ProfilerActivity.CUDA, as some users do)")
+
+
+def use_profiler(profiler: str) -> None:
+    """Remember the chosen profiler: under ``nvtx`` every step and phase is marked as an NVTX range too."""
+    global _nvtx_marks
+    _nvtx_marks = profiler == "nvtx" and torch.cuda.is_available()
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """A named phase of a step: a record_function annotation, and an NVTX range under ``--profiler nvtx``."""
+    with record_function(name), (torch.cuda.nvtx.range(name) if _nvtx_marks else contextlib.nullcontext()):
+        yield
+
+
+def training_step() -> contextlib.AbstractContextManager:
+    """Around one whole training step: the NVTX range ``train_step`` under ``--profiler nvtx``, else nothing (the
+    torch profiler marks its own steps)."""
+    return torch.cuda.nvtx.range(STEP_RANGE) if _nvtx_marks else contextlib.nullcontext()
 
 
 class _ProfilerRange:

@@ -7,11 +7,15 @@ Variants:
   straggler   plain DDP, but the last rank runs extra matrix products before each forward (about
               --straggler-ms of GPU work), as a rank with a heavier data pipeline or a slower GPU does:
               every other rank waits for it in the gradient all-reduces
+  larger_batch  plain DDP, but the last rank's batch is --straggler-batch-factor times the others' (uneven
+              data sharding): the same kernels, on larger inputs, run longer there and every other rank waits
 
 Each rank writes its own trace, rank<N>.trace.json.gz, into --out.
 
 Example:
   torchrun --nproc_per_node=2 workloads/ddp_step/run.py --variant overlap --out out/ddp-overlap
+  torchrun --nproc_per_node=2 --no-python nsys profile -t cuda,nvtx,osrt -o rank%q{RANK} \
+      python3 workloads/ddp_step/run.py --variant larger_batch --profiler nvtx --out .
 """
 
 from __future__ import annotations
@@ -26,13 +30,20 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.profiler import record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
 from distributed import init_distributed  # noqa: E402
-from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps, sync  # noqa: E402
+from profiled_steps import (  # noqa: E402
+    SKIPPED_STEPS,
+    add_profiler_option,
+    phase,
+    profiled_steps,
+    sync,
+    training_step,
+    use_profiler,
+)
 
-VARIANTS = ("overlap", "no_overlap", "straggler")
+VARIANTS = ("overlap", "no_overlap", "straggler", "larger_batch")
 D_IN = 256
 
 
@@ -76,7 +87,7 @@ class ExtraWork:
         self.matmuls = matmuls
 
     def __call__(self) -> None:
-        with record_function("extra_work"):
+        with phase("extra_work"):
             x = self.a
             for _ in range(self.matmuls):
                 x = x @ self.b
@@ -98,35 +109,41 @@ class Trainer:
         self.params = list(self.ddp.parameters())
         self.opt = torch.optim.AdamW(self.params, lr=1e-4, foreach=True)
         gen = torch.Generator(device=device).manual_seed(1000 + dist.get_rank())
-        shape = (args.batch, args.seq, D_IN)
+        last = dist.get_rank() == world - 1
+        batch = args.batch * (args.straggler_batch_factor if args.variant == "larger_batch" and last else 1)
+        shape = (batch, args.seq, D_IN)
         self.batches = [tuple(torch.randn(shape, device=device, generator=gen) for _ in range(2)) for _ in range(2)]
         self.n = 0
-        straggles = args.variant == "straggler" and dist.get_rank() == world - 1
+        straggles = args.variant == "straggler" and last
         self.extra = ExtraWork(device, args.straggler_matmuls) if straggles else None
 
     def loss(self) -> torch.Tensor:
         """Forward pass on the next synthetic batch."""
         x, target = self.batches[self.n % len(self.batches)]
         self.n += 1
-        with record_function("forward"), torch.autocast(self.device.type, dtype=torch.bfloat16):
+        with phase("forward"), torch.autocast(self.device.type, dtype=torch.bfloat16):
             return F.mse_loss(self.ddp(x).float(), target)
 
     def step(self) -> None:
         """Forward, backward (with or without overlapped all-reduce), optimizer."""
+        with training_step():
+            self._step()
+
+    def _step(self) -> None:
         if self.extra is not None:
             self.extra()
         if self.variant != "no_overlap":
             loss = self.loss()
-            with record_function("backward"):
+            with phase("backward"):
                 loss.backward()
         else:
             with self.ddp.no_sync():
                 loss = self.loss()
-                with record_function("backward"):
+                with phase("backward"):
                     loss.backward()
-            with record_function("allreduce_grads"):
+            with phase("allreduce_grads"):
                 allreduce_grads(self.params, self.world)
-        with record_function("optimizer"):
+        with phase("optimizer"):
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
 
@@ -171,9 +188,12 @@ def main() -> None:
     parser.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb")
     parser.add_argument("--straggler-matmuls", type=int, default=32,
                         help="extra 4096x4096 bf16 products per step on the last rank (straggler variant)")
+    parser.add_argument("--straggler-batch-factor", type=int, default=2,
+                        help="the last rank's batch over the others' (larger_batch variant)")
     parser.add_argument("--device", default="cuda", help="'cpu' runs a smoke test over gloo")
     add_profiler_option(parser)
     args = parser.parse_args()
+    use_profiler(args.profiler)
 
     device, rank, world = init_distributed(args.device)
     torch.manual_seed(0)

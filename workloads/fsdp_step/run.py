@@ -32,11 +32,18 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-from torch.profiler import record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
 from distributed import init_distributed  # noqa: E402
-from profiled_steps import SKIPPED_STEPS, add_profiler_option, profiled_steps, sync  # noqa: E402
+from profiled_steps import (  # noqa: E402
+    SKIPPED_STEPS,
+    add_profiler_option,
+    phase,
+    profiled_steps,
+    sync,
+    training_step,
+    use_profiler,
+)
 
 VARIANTS = ("prefetch", "no_prefetch")
 D_IN = 256
@@ -118,13 +125,14 @@ class Trainer:
         """Forward, backward (all-gathers and reduce-scatters issued by FSDP's hooks), optimizer."""
         x, target = self.batches[self.n % len(self.batches)]
         self.n += 1
-        with record_function("forward"):
-            loss = F.mse_loss(self.model(x).float(), target)
-        with record_function("backward"):
-            loss.backward()
-        with record_function("optimizer"):
-            self.opt.step()
-            self.opt.zero_grad(set_to_none=True)
+        with training_step():
+            with phase("forward"):
+                loss = F.mse_loss(self.model(x).float(), target)
+            with phase("backward"):
+                loss.backward()
+            with phase("optimizer"):
+                self.opt.step()
+                self.opt.zero_grad(set_to_none=True)
 
 
 def main() -> None:
@@ -144,6 +152,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", help="'cpu' runs a smoke test over gloo")
     add_profiler_option(parser)
     args = parser.parse_args()
+    use_profiler(args.profiler)
 
     device, rank, world = init_distributed(args.device)
     trainer = Trainer(args, device)

@@ -6,6 +6,10 @@ Every rank runs two good ``all_reduce``s on a 3×4 float tensor, then collective
                  returns) and never issues #3; the others wait in their all_reduce until the timeout
   type_mismatch  the culprit issues a broadcast where the others issue an all_reduce
   size_mismatch  the culprit all-reduces a 5×4 tensor where the others all-reduce a 3×4 one
+  gpu_busy       every rank issues #3, but the culprit's GPU is still busy with earlier work (a kernel that
+                 spins for --sleep seconds) when it does: its NCCL kernel never starts while the others' wait
+                 inside theirs. Without TORCH_NCCL_ENABLE_TIMING every entry of #3 stays 'scheduled'; with it
+                 the others' are 'started' and the culprit's is not
 
 The process-group timeout is --timeout seconds. Run it with the flight recorder on and a dump prefix, so that
 the rank that times out dumps and signals every other rank to dump too (see README.md):
@@ -27,7 +31,7 @@ import time
 import torch
 import torch.distributed as dist
 
-SCENARIOS = ("stuck", "type_mismatch", "size_mismatch")
+SCENARIOS = ("stuck", "type_mismatch", "size_mismatch", "gpu_busy")
 
 
 def collective_three(scenario: str, culprit: bool, a: torch.Tensor, sleep_s: float) -> None:
@@ -35,6 +39,10 @@ def collective_three(scenario: str, culprit: bool, a: torch.Tensor, sleep_s: flo
     if scenario == "stuck":
         if culprit:
             time.sleep(sleep_s)  # stuck in host code: #3 is never issued while the others wait in it
+        dist.all_reduce(a)
+    elif scenario == "gpu_busy":
+        if culprit:  # queued on the stream NCCL waits on: #3's kernel starts only after it
+            torch.cuda._sleep(int(sleep_s * 2e9))  # cycles: at most 2 GHz on the GPUs this runs on
         dist.all_reduce(a)
     elif scenario == "type_mismatch":
         if culprit:
