@@ -51,7 +51,7 @@ variant_text AS (
 ),
 waits AS (
     SELECT backend, pg_name, seq, waiting_ranks, waited_ms, waited_at_least_ms, timeout_ms,
-           hang_unmeasured_note(backend, timed, waited_ms, waited_at_least_ms, longest_waiting_rank)
+           hang_unmeasured_note(backend, timed, waited_ms, waited_at_least_ms, longest_waiting_rank, timeout_ms)
                AS unmeasured_note
     FROM hang_waits
 )

@@ -142,8 +142,10 @@ CREATE OR REPLACE TEMP MACRO hang_duration_text(ms) AS
     CASE WHEN ms >= 1000 THEN round(ms / 1e3, 1) || ' s' ELSE round(ms, 1) || ' ms' END;
 
 -- Why the wait in a stuck collective is not measured, and how to measure it: a sentence ('' when it is measured).
+-- The dump's own times give a lower bound of the wait; a watchdog writes its dump only once a collective has run
+-- for the group's timeout, so a dump written on a timeout (TORCH_NCCL_DUMP_ON_TIMEOUT) means the wait reached it.
 CREATE OR REPLACE TEMP MACRO hang_unmeasured_note(backend, timed, waited_ms, waited_at_least_ms,
-                                                   longest_waiting_rank) AS
+                                                   longest_waiting_rank, timeout_ms) AS
     CASE WHEN waited_ms IS NOT NULL THEN ''
          ELSE ' The wait is not measured: '
               || CASE WHEN backend = 'gloo'
@@ -153,7 +155,14 @@ CREATE OR REPLACE TEMP MACRO hang_unmeasured_note(backend, timed, waited_ms, wai
                       ELSE 'the dumps were written without TORCH_NCCL_ENABLE_TIMING=1, so a stuck collective stays '
                            || '''scheduled'' with no start time and the dumps hold only enqueue and completion times'
                  END
-              || CASE WHEN waited_at_least_ms >= 1
+              || CASE WHEN timeout_ms > 0
+                          THEN '; dumps written on the watchdog''s timeout mean it had waited the group''s timeout, '
+                               || hang_duration_text(timeout_ms)
+                               || CASE WHEN waited_at_least_ms > timeout_ms
+                                       THEN ', and rank ' || longest_waiting_rank || '''s dump shows at least '
+                                            || hang_duration_text(waited_at_least_ms)
+                                       ELSE '' END
+                      WHEN waited_at_least_ms >= 1
                           THEN '; rank ' || longest_waiting_rank || ' had waited at least '
                                || hang_duration_text(waited_at_least_ms) || ' since it enqueued it, by the time of '
                                || 'its dump (a lower bound)'
