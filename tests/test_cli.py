@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import ROOT, SAMPLES
+from tracedoc.causes import WINDOW_CAUSES
 from tracedoc.cli import cli
 
 EAGER = SAMPLES / "decode-eager" / "trace.json.gz"
@@ -26,7 +27,11 @@ def run(*args: str) -> tuple[int, str, str]:
 def test_text_report_ranks_the_top_finding_first() -> None:
     code, out, _ = run("analyze", str(EAGER))
     assert code == 0
-    assert "launch-bound" in out.splitlines()[2]  # the first row of the findings table
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("#  severity"))
+    above = " ".join(" ".join(lines[:header]).split())  # the headline and the window, wrapped to the terminal
+    assert "Judged: 4 steps (found by ProfilerStep#N annotations)." in above
+    assert "launch-bound" in lines[header + 1]  # the first row of the findings table
     assert "CUDA graph" in out
 
 
@@ -35,7 +40,13 @@ def test_json_report_follows_the_contract() -> None:
     report = json.loads(out)
     assert code == 0
     assert (report["tracedoc"], report["schema"]) == ("0.1.0", 1)
-    assert set(report) == {"tracedoc", "schema", "inputs", "summary", "findings", "attribution", "what_if", "metrics"}
+    assert set(report) == {"tracedoc", "schema", "inputs", "summary", "window", "findings", "attribution", "what_if",
+                           "metrics"}
+    window = report["window"]
+    assert (window["kind"], window["steps"], window["step_count"], window["warmup_steps"]) == (
+        "steps", "ProfilerStep#N annotations", 4, 0)
+    assert window["end_ns"] - window["start_ns"] == pytest.approx(report["summary"]["wall_ms"] * 1e6, abs=1e3)
+    assert [r["rank"] for r in window["ranks"]] == [0]
     assert report["inputs"][0]["format"] == "torch" and report["inputs"][0]["events"] > 10_000
     assert set(report["summary"]) == {"wall_ms", "gpu_busy_pct", "ranks", "basis", "computing_pct",
                                       "communication_pct", "waiting_pct", "waiting_for_rank"}
@@ -45,7 +56,9 @@ def test_json_report_follows_the_contract() -> None:
                         "fix", "references", "drawn_from"}
     assert top["drawn_from"] == ["launch_overhead"]
     assert all(set(a) == {"rank", "device", "step", "cause", "detail", "ms"} for a in report["attribution"])
-    assert sum(a["ms"] for a in report["attribution"]) == pytest.approx(report["summary"]["wall_ms"], abs=0.01)
+    judged = [a for a in report["attribution"] if a["cause"] in WINDOW_CAUSES]
+    assert sum(a["ms"] for a in judged) == pytest.approx(report["summary"]["wall_ms"], abs=0.01)
+    assert {a["cause"] for a in report["attribution"]} - set(WINDOW_CAUSES) <= {"teardown"}
     assert report["what_if"][0]["rule"] == "launch-bound"
     assert all(set(e) == {"name", "value", "unit"} for e in top["evidence"])
     impacts = [f["impact_ms"] for f in report["findings"]]

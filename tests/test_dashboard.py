@@ -115,9 +115,8 @@ def test_overview_shows_where_the_time_went(straggler: Report, hang_report: Repo
     titles = [s.title for s in overview.sections(straggler)]
     assert titles == ["Summary", "Where the time went", "Estimated saving per finding", "Findings", "Inputs"]
     [chart] = charts([overview.sections(straggler, [])[1]])
-    assert [item.label.value for item in chart.legend[0].items] == ["prologue", "launch overhead",
-                                                                    "waiting for a peer", "communication",
-                                                                    "GPU computing"]
+    assert [item.label.value for item in chart.legend[0].items] == ["launch overhead", "waiting for a peer",
+                                                                    "communication", "GPU computing"]
     assert "Where the time went" not in [s.title for s in overview.sections(hang_report)]
 
 
@@ -208,11 +207,12 @@ def marks(tl: timeline.Timeline) -> Any:
 
 
 def test_nested_ranges_have_their_own_rows(nsys_timeline: timeline.Timeline, tmp_path: Path) -> None:
-    """nsys NVTX: 'epoch' ⊃ 'step 3' ⊃ 'checkpoint', each once, a row each; record_function ranges of input-slow and
-    host-stall-sleep: 'optimizer' ⊃ 'Optimizer.step#…'."""
+    """nsys NVTX: 'epoch' ⊃ 'step 3' ⊃ 'checkpoint', each once, a row each ('step 3' is also the step tracedoc
+    found there, in the steps lane); record_function ranges of input-slow and host-stall-sleep: 'optimizer' ⊃
+    'Optimizer.step#…'."""
     frame = marks(nsys_timeline)
     where = {name: set(frame["label"][frame["name"] == name]) for name in ("epoch", "step 3", "checkpoint")}
-    assert where == {"epoch": {"rank 0 · ranges"}, "step 3": {"rank 0 · ranges, depth 1"},
+    assert where == {"epoch": {"rank 0 · ranges"}, "step 3": {"rank 0 · ranges, depth 1", "rank 0 · steps"},
                      "checkpoint": {"rank 0 · ranges, depth 2"}}
     assert (frame["name"] == "epoch").sum() == 1
     for sample, inner in (("input-slow", "Optimizer.step#SGD.step"), ("host-stall-sleep", "Optimizer.step#AdamW.step")):
@@ -532,8 +532,8 @@ def test_dashboard_pages_of_a_multi_rank_trace(browser: Any, tmp_path: Path) -> 
                     assert page.locator("tr.hl").count() == 3  # rank 1's three steps
                 if path == "/":
                     assert "of which" in page.get_by_text("GPU busy").first.inner_text()  # the busy breakdown
-                    assert ["prologue", "launch overhead", "waiting for a peer", "communication",
-                            "GPU computing"] in legends(page)  # the causes, top to bottom as stacked
+                    assert ["launch overhead", "waiting for a peer", "communication",
+                            "GPU computing"] in legends(page)  # the window's causes, top to bottom as stacked
                     tooltip = hover_time_went(page)
                     assert all(f"{field}:" in tooltip for field in ("cause", "where", "detail", "time", "share")) \
                         and "rank 0 · GPU 0, " in tooltip and "% of the step" in tooltip, tooltip
@@ -651,12 +651,14 @@ def test_timeline_in_the_browser(browser: Any, tmp_path: Path) -> None:
             figure = timeline_figure(page)
             (x0, x1), labels = figure["x"], figure["labels"]
             assert x0 < at < at + length < x1 and x1 - x0 < 1.5 * length  # the gap, a little either side
-            assert labels[:3] == ["rank 0 · ranges", "rank 0 · ranges, depth 1", "rank 0 · ranges, depth 2"]
+            assert labels[:4] == ["rank 0 · steps", "rank 0 · ranges", "rank 0 · ranges, depth 1",
+                                  "rank 0 · ranges, depth 2"]
             assert labels[-1] == "rank 0 · GPU 0 · stream 7"
-            assert "epoch" in hover_at(page, at + length / 2, 0)
+            assert "step 3" in hover_at(page, at + length / 2, 0)  # the step tracedoc found, from the NVTX ranges
+            assert "epoch" in hover_at(page, at + length / 2, 1)
             tip = hover_at(page, at - 0.2, len(labels) - 1)  # the GPU's last work before the gap
             assert re.search(r"duration:\s*[\d.,]+ (µs|ms)", tip), tip
-            tip = hover_at(page, at + length / 2, 2)  # the nested range, in the depth-2 row
+            tip = hover_at(page, at + length / 2, 3)  # the nested range, in the depth-2 row
             assert "checkpoint" in tip and "1.094 s" in tip, tip
             page.screenshot(path=str(tmp_path / "nsys-timeline-gap.png"), full_page=True)  # full page: a relayout
             page.wait_for_timeout(800)

@@ -19,10 +19,11 @@ from tests.browser import chromium, needs_chromium
 from tests.conftest import ROOT, SAMPLES
 from tests.hostile_trace import HOSTILE, hostile_ranks
 from tracedoc import Report, analyze
+from tracedoc.causes import label as cause_label
+from tracedoc.causes import window_rows
 from tracedoc.cli import cli
 from tracedoc.pages import DASHBOARD_MODULES, attribution, overview
 from tracedoc.pages.fragments import CAUSE_COLORS
-from tracedoc.render.attribution import CAUSE_LABELS
 from tracedoc.render.base import summary_text, what_if_text
 from tracedoc.render.html import HtmlRenderer
 
@@ -74,7 +75,7 @@ class Document(HTMLParser):
 # sample, the pages it has data for, and a sentence its report must show
 CASES = {
     "torch": ("ddp-straggler", ["overview", "kernels", "ranks", "overlap"], "One rank holds the others up"),
-    "nsys": ("nsys-torch-h100", ["overview", "kernels"], "GPU time by category"),
+    "nsys": ("nsys-torch-h100", ["overview", "kernels", "ranks"], "GPU time by category"),
     "ncu": ("ncu-h800-sglang-csv", ["overview", "ncu"], "Roofline"),
     "hang": ("hang-slow-rank", ["overview", "hang"], "culprit: never issued seq 3"),
     "health": ("health-2xh200", ["overview"], "gpu-power-capped"),
@@ -178,12 +179,13 @@ def time_went(report: Report) -> Any:
 
 
 def step_totals(report: Report) -> dict[tuple[str, str], dict[str, float]]:
-    """ms per (rank·GPU, step label) and cause, summed from the report's attribution rows."""
-    stepped = {(r["rank"], r["device"]) for r in report.attribution if r["step"] is not None}
+    """ms per (rank·GPU, step label) and cause, summed from the report's attribution rows of the window."""
+    rows = window_rows(report.attribution)
+    stepped = {(r["rank"], r["device"]) for r in rows if r["step"] is not None}
     out: dict[tuple[str, str], dict[str, float]] = {}
-    for r in report.attribution:
+    for r in rows:
         label = f"step {r['step']}" if r["step"] is not None else \
-            "prologue" if (r["rank"], r["device"]) in stepped else "whole window"
+            "before the first step" if (r["rank"], r["device"]) in stepped else "whole window"
         causes = out.setdefault((f"rank {r['rank']} · GPU {r['device']}", label), {})
         causes[r["cause"]] = causes.get(r["cause"], 0.0) + r["ms"]
     return out
@@ -208,10 +210,10 @@ def test_where_the_time_went_charts_every_step(sample: str, input_slow: Report, 
     chart, table = section.items
     expected = step_totals(report)
     data = chart.renderers[0].data_source.data
-    assert data["x"] == list(expected)  # the prologue first, then the steps in order, rank by rank
+    assert data["x"] == list(expected)  # the window's time before its steps first, then the steps, rank by rank
     causes = [c for c in CAUSE_COLORS if any(c in v for v in expected.values())]
     labels = [data[f"label{i}"][0] for i in range(len(causes))]
-    assert labels == [CAUSE_LABELS[c] for c in causes]
+    assert labels == [cause_label(c) for c in causes]
     for i, cause in enumerate(causes):
         assert data[f"s{i}"] == pytest.approx([v.get(cause, 0.0) for v in expected.values()])
     assert [r.glyph.fill_color for r in chart.renderers] == [CAUSE_COLORS[c] for c in causes]

@@ -13,6 +13,7 @@ import yaml
 
 from tests.conftest import SAMPLES, sample_dirs
 from tracedoc import analyze
+from tracedoc.causes import window_rows
 from tracedoc.judge.template import UNKNOWN
 from tracedoc.report import Report
 
@@ -41,11 +42,12 @@ def test_sample_diagnosis(sample: Path) -> None:
 
 
 def _assert_time_attributed_once(name: str, report: Report) -> None:
-    """Every GPU's window is attributed once, and the savings of one rank's findings never add up to more than
-    that rank's time (its GPU window; for kernel profiles, the profiled kernel time)."""
+    """Every GPU's window is attributed once (what lies outside it, start-up and warm-up, apart), and the savings
+    of one rank's findings never add up to more than that rank's time (its GPU window; for kernel profiles, the
+    profiled kernel time)."""
     windows = {(r["rank"], r["device"]): r["wall_ms"] for r in report.metrics.get("gpu_idle") or []}
     attributed: dict[tuple[int, int], float] = defaultdict(float)
-    for row in report.attribution:
+    for row in window_rows(report.attribution):
         attributed[(row["rank"], row["device"])] += row["ms"]
     assert set(attributed) == set(windows), name
     for key, ms in attributed.items():

@@ -8,8 +8,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracedoc.errors import InputError
 from tracedoc.health.metrics import HEALTH_METRICS
 from tracedoc.ingest import InputFile, discover, load_all
+from tracedoc.ingest.ncu_model import short_name
 from tracedoc.judge import Rule, judge, load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.report import InputInfo, Report
@@ -27,13 +29,16 @@ HEALTH_GROUP = "health."
 
 def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path] = (),
             cache_dir: Path | None = None, use_cache: bool = True,
-            thresholds: dict[str, dict[str, float]] | None = None, progress: Progress | None = None) -> Report:
+            thresholds: dict[str, dict[str, float]] | None = None, progress: Progress | None = None,
+            step_range: str | None = None) -> Report:
     """Ingest the traces at ``paths`` (files or directories of ranks; one path may be given as it is), measure,
     judge and return the report. ``thresholds`` ({rule: {name: value}}) must name rules and thresholds that exist.
-    Without the cache, the store lives in memory and the inputs are never hashed."""
+    ``step_range`` names the host range (NVTX or record_function) that marks a step, where tracedoc would choose
+    otherwise (trace.steps). Without the cache, the store lives in memory and the inputs are never hashed."""
     rules = load_rules(tuple(rules_dirs))
     check_thresholds(rules, thresholds or {})
-    store, report = load_report(input_files(paths), store_location(cache_dir, use_cache), rules, thresholds, progress)
+    store, report = load_report(input_files(paths), store_location(cache_dir, use_cache), rules, thresholds, progress,
+                                step_range)
     store.close()
     return report
 
@@ -45,13 +50,13 @@ def input_files(paths: Sequence[Path | str] | Path | str) -> list[InputFile]:
 
 def load_report(inputs: Sequence[InputFile], cache_dir: Path | None, rules: list[Rule],
                 thresholds: dict[str, dict[str, float]] | None = None,
-                progress: Progress | None = None) -> tuple[Store, Report]:
+                progress: Progress | None = None, step_range: str | None = None) -> tuple[Store, Report]:
     """The store of these inputs (left open for the caller to close) and its report; a cached store found damaged
     while reading it is rebuilt once. ``cache_dir`` None: a store in memory, for this report only."""
     paths = [str(i.path) for i in inputs]
     store, cached = open_store(inputs, cache_dir, progress)
     try:
-        return store, build_report(store, rules, thresholds, progress, paths=paths)
+        return store, build_report(store, rules, thresholds, progress, paths=paths, step_range=step_range)
     except BaseException as exc:
         store.close()
         if not cached or store.path is None or not isinstance(exc, Exception) or not is_damage(exc, store.path):
@@ -59,7 +64,7 @@ def load_report(inputs: Sequence[InputFile], cache_dir: Path | None, rules: list
         discard_damaged(store.path, exc)
     store, _ = open_store(inputs, cache_dir, progress)
     try:
-        return store, build_report(store, rules, thresholds, progress, paths=paths)
+        return store, build_report(store, rules, thresholds, progress, paths=paths, step_range=step_range)
     except BaseException:
         store.close()
         raise
@@ -80,32 +85,38 @@ def store_key(inputs: Sequence[InputFile]) -> str:
 
 
 def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, float]] | None = None,
-                 progress: Progress | None = None, paths: Sequence[str] | None = None) -> Report:
+                 progress: Progress | None = None, paths: Sequence[str] | None = None,
+                 step_range: str | None = None) -> Report:
     """Measure and judge an ingested store.
 
-    ``paths`` are the inputs as given this time, in source order: a cached store keeps the paths of the run that
-    ingested it, and the same bytes may since have been given under other names.
+    ``paths`` are the inputs as given this time, by input order: a cached store keeps the paths of the run that
+    ingested it, and the same bytes may since have been given under other names. ``step_range``: as ``analyze``.
     """
     if progress:
         progress("analysing")
     store.fit_threads()
+    store.set_step_range(step_range)
     store.include("trace.summary")
+    if step_range is not None:
+        check_step_range(store, step_range)
     summary = store.query("SELECT * FROM trace_summary")[0]
     wall_ms = float(summary["wall_ms"] or 0.0)  # 0 for inputs without a timeline (e.g. hang dumps)
     findings = judge(store, rules, wall_ms, thresholds)
-    rows = store.query("SELECT path, format, rank, event_count FROM sources ORDER BY source_id")
-    if paths is not None and len(paths) == len(rows):
-        for row, path in zip(rows, paths):
-            row["path"] = path
+    rows = store.query("SELECT path, format, rank, event_count, input_index FROM sources ORDER BY source_id")
+    if paths is not None and all(r["input_index"] is not None and r["input_index"] < len(paths) for r in rows):
+        for row in rows:
+            row["path"] = paths[row["input_index"]]
     inputs = [InputInfo(path=r["path"], format=r["format"], rank=r["rank"], events=r["event_count"]) for r in rows]
     head = {"wall_ms": round(wall_ms, 3), "gpu_busy_pct": report_number(summary["gpu_busy_pct"]),
             "ranks": summary["ranks"], "basis": summary["basis"]}
+    if summary["world_size"] and summary["world_size"] > summary["ranks"]:
+        head["world_size"] = summary["world_size"]
     attribution: list[dict[str, Any]] = []
     if summary["basis"] == "timeline":
         head.update(gpu_states(store))
         attribution = attribution_rows(store)
     report = Report(inputs=inputs, summary=head, findings=findings, metrics=collect_metrics(store),
-                    attribution=attribution)
+                    attribution=attribution, window=window_info(store) if summary["basis"] else {})
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
     report.store_path = store.path
     return report
@@ -127,6 +138,51 @@ def gpu_states(store: Store) -> dict[str, Any]:
                                 coalesce(waiting_ns, 0) AS waiting_ns, coalesce(idle_ns, 0) AS idle_ns)
               FROM attribution_gpu_states)""")[0]
     return {k: report_number(v) for k, v in row.items()}
+
+
+def check_step_range(store: Store, name: str) -> None:
+    """Refuse a --step-range that names no host range of any input, naming the repeated ranges there are."""
+    if store.scalar("SELECT count(*) FROM trace_step_method WHERE method = 'range'"):
+        return
+    there = [r["family"] for r in store.query("""
+        SELECT family FROM trace_step_ranges GROUP BY family HAVING count(*) >= 3
+        ORDER BY count(*) DESC, family LIMIT 8""")]
+    listed = ", ".join(repr(f[:-1] + "N" if f.endswith(" #") else f) for f in there)
+    raise InputError(f"--step-range {name!r}: no host range of that name in these traces"
+                     + (f"; repeated ranges there: {listed}" if listed else ""))
+
+
+def window_info(store: Store) -> dict[str, Any]:
+    """The window the findings judge, per rank and for the report (trace.window): its kind ('steps',
+    'capture_range', 'whole_trace'), how its steps were found (``steps``), its bounds (ns), its steady steps and
+    the warm-up steps before it. The report's own is the first rank's, over every rank's bounds."""
+    store.include("trace.window")
+    ranks = [{"rank": r["rank"], "kind": r["kind"], "steps": steps_found(r), "start_ns": r["start_ns"],
+              "end_ns": r["end_ns"], "step_count": r["step_count"], "warmup_steps": r["warmup_steps"]}
+             for r in store.query("""
+                 SELECT w.rank, w.kind, w.start_ns, w.end_ns, w.step_count, m.method, m.detail, m.warmup_steps
+                 FROM trace_windows w JOIN trace_step_method m USING (source_id)
+                 WHERE w.start_ns IS NOT NULL ORDER BY w.rank NULLS LAST, w.source_id""")]
+    if not ranks:
+        return {}
+    return {**ranks[0], "start_ns": min(r["start_ns"] for r in ranks), "end_ns": max(r["end_ns"] for r in ranks),
+            "ranks": ranks}
+
+
+def steps_found(row: dict[str, Any]) -> str:
+    """How a rank's window was found, in words: 'ProfilerStep#N annotations', "the host range 'train_step'", …"""
+    if row["kind"] == "capture_range":
+        return "the cudaProfilerStart/Stop range (no steps found)"
+    if row["kind"] == "graph_capture":
+        return "nothing: the trace is a CUDA graph capture, a one-off phase"
+    if row["kind"] != "steps":
+        return "no steps found: from the first to the last GPU work"
+    if row["method"] == "profiler":
+        return "ProfilerStep#N annotations"
+    if row["method"] == "kernel":
+        return f"the repeating kernel {short_name(str(row['detail']))}"
+    name = str(row["detail"])
+    return f"the host ranges '{name[:-1]}N'" if name.endswith(" #") else f"the host range '{name}'"
 
 
 def attribution_rows(store: Store) -> list[dict[str, Any]]:
@@ -167,7 +223,7 @@ METRICS: dict[str, tuple[str, str]] = {
         SELECT rank, device, comm_ns / 1e6 AS comm_ms, compute_ns / 1e6 AS compute_ms,
                overlap_ns / 1e6 AS overlap_ms, exposed_comm_ns / 1e6 AS exposed_comm_ms, overlap_pct
         FROM comm_overlap_by_device ORDER BY rank, device"""),
-    "step_times": ("trace.summary", "SELECT rank, step, step_ms FROM trace_step_times"),
+    "step_times": ("trace.summary", "SELECT rank, step, step_ms, warmup FROM trace_step_times"),
     # Rank × step (the ranks heatmap): GPU step time, compute, waits inside collectives, arrival lateness (ms).
     "rank_steps": ("ranks.steps", """
         SELECT rank, step, step_ns / 1e6 AS step_ms, compute_ns / 1e6 AS compute_ms,
@@ -257,7 +313,7 @@ def health_snapshot_report(snapshot: Snapshot, label: str, rules: Sequence[Rule]
     from tracedoc.ingest.nvml import FORMAT, insert_snapshot, snapshot_tool
 
     def build(store: Store) -> None:
-        store.con.execute("INSERT INTO sources VALUES (0, ?, ?, NULL, NULL, NULL, NULL, ?, ?, NULL)",
+        store.con.execute("INSERT INTO sources VALUES (0, ?, ?, NULL, NULL, NULL, NULL, ?, ?, NULL, 0, NULL)",
                           [label, FORMAT, len(snapshot.gpus), snapshot_tool(snapshot)])
         insert_snapshot(store, 0, snapshot)
 

@@ -99,6 +99,9 @@ class Report:
     attribution: list[dict[str, Any]] = field(default_factory=list)
     # For the largest findings: the projected step time once fixed and what limits it next (tracedoc.whatif).
     what_if: list[dict[str, Any]] = field(default_factory=list)
+    # The window the findings judge (trace.window): its kind, how its steps were found, its bounds, per rank too;
+    # empty without a timeline.
+    window: dict[str, Any] = field(default_factory=dict)
     # Where the store the report was made from lies (a cached store; None in memory or when loaded from JSON): what
     # renderers that draw the events read (--format perfetto). Not part of the JSON report.
     store_path: Path | None = field(default=None, repr=False, compare=False)
@@ -106,8 +109,13 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return {"tracedoc": __version__, "schema": REPORT_SCHEMA,
                 "inputs": [asdict(i) for i in self.inputs], "summary": self.summary,
-                "findings": [f.to_dict() for f in self.findings], "attribution": self.attribution,
-                "what_if": self.what_if, "metrics": self.metrics}
+                "window": self.window, "findings": [f.to_dict() for f in self.findings],
+                "attribution": self.attribution, "what_if": self.what_if, "metrics": self.metrics}
+
+    @property
+    def input_count(self) -> int:
+        """How many input files the report read (a file holding several ranks lists each of them)."""
+        return len({i.path for i in self.inputs})
 
     def what_if_for(self, number: int) -> dict[str, Any] | None:
         """The projection of finding ``number`` (1-based), when the report carries one."""
@@ -120,7 +128,7 @@ class Report:
     def from_dict(cls, d: dict[str, Any]) -> Report:
         return cls(inputs=[InputInfo(**i) for i in d["inputs"]], summary=d["summary"],
                    findings=[Finding.from_dict(f) for f in d["findings"]], metrics=d.get("metrics", {}),
-                   attribution=d.get("attribution", []), what_if=d.get("what_if", []))
+                   attribution=d.get("attribution", []), what_if=d.get("what_if", []), window=d.get("window") or {})
 
     @classmethod
     def from_json(cls, text: str) -> Report:

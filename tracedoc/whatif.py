@@ -14,7 +14,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tracedoc.render.attribution import cause_label
+from tracedoc.causes import label as cause_label
+from tracedoc.causes import window_rows
 from tracedoc.report import Finding, Report
 
 TOP_FINDINGS = 3  # the report carries the what-if of this many of its largest findings
@@ -38,11 +39,13 @@ class WhatIf:
 
 
 def what_if(report: Report, number: int) -> WhatIf | None:
-    """The projection for finding ``number`` (1-based); None when it has no rank or no attributed time."""
+    """The projection for finding ``number`` (1-based); None when it has no rank or no attributed time, and for a
+    finding that names no fix for a known cause (an informational one, or idle waiting on a dependency the trace
+    cannot name): removing that time is not a change anyone can make from it."""
     finding = report.findings[number - 1]
     rank = finding.scope.rank
-    spans = _step_spans(report.attribution, rank)
-    if rank is None or not spans or finding.impact_ms <= 0:
+    spans = _step_spans(window_rows(report.attribution), rank)
+    if rank is None or not spans or finding.impact_ms <= 0 or not _projects(finding):
         return None
     total = sum(spans.values())
     keep = max(total - finding.impact_ms, 0.0) / total
@@ -79,18 +82,30 @@ def _step_spans(rows: list[dict[str, Any]], rank: int | None) -> dict[Any, float
     return dict(per_step)
 
 
+def _projects(finding: Finding) -> bool:
+    """Whether fixing a finding is a projection tracedoc can make: a problem with a fix (not informational) whose
+    saving comes from time of a known cause."""
+    return finding.severity != "info" and set(finding.drawn_from) != {"dependency_wait"}
+
+
+def _share(ms: float, remaining_ms: float) -> float:
+    """``ms`` as % of the projected time, at most all of it (a finding on several GPUs of the rank adds up their
+    time, the projected step is the slowest GPU's)."""
+    return 100.0 * min(ms, remaining_ms) / remaining_ms if remaining_ms > 0 else 0.0
+
+
 def _next_bottleneck(report: Report, fixed: Finding, rank: int, remaining_ms: float) -> tuple[str, float]:
     """The largest other finding of the rank that owns its time, else the largest attributed cause left."""
     for number, f in enumerate(report.findings, 1):
         if f is not fixed and f.scope.rank == rank and f.part_of is None and f.impact_ms > 0:
-            return f"{f.rule} (#{number})", 100.0 * f.impact_ms / remaining_ms if remaining_ms else 0.0
+            return f"{f.rule} (#{number})", _share(f.impact_ms, remaining_ms)
     causes: dict[str, float] = defaultdict(float)
-    for row in report.attribution:
-        if row["rank"] == rank and row["step"] is not None and row["cause"] != "prologue":
+    for row in window_rows(report.attribution):
+        if row["rank"] == rank and row["step"] is not None:
             causes[row["cause"]] += float(row["ms"] or 0.0)
     for cause in fixed.drawn_from:  # what the fix removes is gone; spread over its causes, the rest stays
         causes[cause] = max(causes[cause] - fixed.impact_ms / len(fixed.drawn_from), 0.0)
     if not causes:
         return "nothing left to attribute", 0.0
     cause = max(causes, key=causes.__getitem__)
-    return cause_label(cause), 100.0 * causes[cause] / remaining_ms if remaining_ms else 0.0
+    return cause_label(cause), _share(causes[cause], remaining_ms)

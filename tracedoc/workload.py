@@ -66,8 +66,8 @@ WORKLOADS = {w.name: w for w in (
              times_itself=True),
     Workload("transpose", "a matrix transpose whose stores are uncoalesced, and the same kernel tiled in shared memory",
              ("naive", "tiled"), needs=("torch", "cupy"), ncu_launches=None),
-    Workload("ddp_step", "DDP gradients all-reduced after backward (low-comm-overlap); a straggling rank",
-             ("overlap", "no_overlap", "straggler"), gpus=2),
+    Workload("ddp_step", "DDP gradients all-reduced after backward (low-comm-overlap); a straggling rank (extra "
+             "work, or a larger batch)", ("overlap", "no_overlap", "straggler", "larger_batch"), gpus=2),
     Workload("fsdp_step", "FSDP2 transformer step whose collectives cannot run ahead (low-comm-overlap)",
              ("prefetch", "no_prefetch"), gpus=2),
     Workload("moe_alltoall", "expert-parallel MoE whose router favours one rank's expert (expert-imbalance)",

@@ -51,12 +51,17 @@ from tracedoc.whatif import what_if
                    "slower (default: DuckDB's, 80% of RAM; also $TRACEDOC_MEMORY_LIMIT).")
 @click.option("--what-if", "what_if_rule", metavar="RULE", default=None,
               help="Project the step time with RULE's largest finding fixed, and name the next bottleneck.")
+@click.option("--step-range", metavar="NAME", default=None,
+              help="The host range (NVTX or record_function) that marks one step, e.g. train_step ('step' also takes "
+                   "'step 1', 'step 2', …); by default tracedoc finds the steps itself (ProfilerStep#N, a repeated "
+                   "range, the repeating kernel) and says how.")
 @cluster_options()
 @one_line_errors
 def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ...],
                     settings: tuple[str, ...], fail_on: str | None, cache_dir: Path | None, no_cache: bool,
-                    max_inflate: str | None, memory_limit: str | None, what_if_rule: str | None, workers: int | None,
-                    dask_scheduler: str | None, dask_scheduler_file: Path | None) -> None:
+                    max_inflate: str | None, memory_limit: str | None, what_if_rule: str | None,
+                    step_range: str | None, workers: int | None, dask_scheduler: str | None,
+                    dask_scheduler_file: Path | None) -> None:
     """Diagnose GPU traces: a trace file, or a directory with one trace per rank.
 
     Example:
@@ -87,15 +92,16 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
             if cluster is not None:
                 raise BadInput("--format perfetto writes the events of one store: not with --workers or a Dask "
                                "scheduler")
-            report = _analyze_to_perfetto(paths, cache_dir, no_cache, rules, thresholds, progress, target)
+            report = _analyze_to_perfetto(paths, cache_dir, no_cache, rules, thresholds, progress, target, step_range)
         elif cluster is None:
             report = analyze(paths, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=not no_cache,
-                             thresholds=thresholds, progress=progress)
+                             thresholds=thresholds, progress=progress, step_range=step_range)
         else:
             from tracedoc.scale import analyze_distributed
 
             report = analyze_distributed(paths, cluster, rules_dirs=rules_dirs, cache_dir=cache_dir,
-                                         use_cache=not no_cache, thresholds=thresholds, progress=progress)
+                                         use_cache=not no_cache, thresholds=thresholds, progress=progress,
+                                         step_range=step_range)
     if fmt != "text" or target is not None:  # the text report on stdout says it under its headline
         for line in missing_ranks_lines(report.summary):
             err.print(Text(one_line(line)), highlight=False)
@@ -104,20 +110,19 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         emit_report(report, fmt, target)
     if what_if_rule and fmt == "text" and target is None:
         OutputConsole(highlight=False).print(Text(terminal_text(
-            what_if_text(projection) if projection else
-            f"What if {what_if_rule} were fixed: it found nothing with attributed time here, so nothing changes.")))
+            what_if_text(projection) if projection else _no_projection(report, what_if_rule))))
     sys.exit(exit_code(report, fail_on))
 
 
 def _analyze_to_perfetto(paths: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, rules: list[Rule],
                          thresholds: dict[str, dict[str, float]], progress: Callable[[str], None],
-                         target: Path | None) -> Report:
+                         target: Path | None, step_range: str | None) -> Report:
     """Analyse and write the Perfetto trace from the store just analysed (DuckDB writes the file; the events never
     pass through Python), to ``target`` or standard output."""
     from tracedoc.render.perfetto import write_trace
 
     store, report = load_report(input_files(paths), store_location(cache_dir, not no_cache), rules, thresholds,
-                                 progress)
+                                 progress, step_range)
     try:
         progress("writing the Perfetto trace")
         if target is not None:
@@ -135,6 +140,14 @@ def _analyze_to_perfetto(paths: tuple[Path, ...], cache_dir: Path | None, no_cac
     if target is not None:
         Console(stderr=True).print(f"Perfetto trace written to {target}", highlight=False)
     return report
+
+
+def _no_projection(report: Report, rule: str) -> str:
+    """Why there is no projection for ``rule``'s finding."""
+    if any(f.rule == rule and f.impact_ms > 0 for f in report.findings):
+        return (f"What if {rule} were fixed: tracedoc projects no step time for it: it is informational, or the "
+                "time it counts has a cause the trace does not name.")
+    return f"What if {rule} were fixed: it found nothing with attributed time here, so nothing changes."
 
 
 def _what_if(report: Report, rule: str) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracedoc.causes import window_rows
 from tracedoc.diff.stats import Change, Distribution, compare
 from tracedoc.report import Report
 
@@ -80,10 +81,10 @@ def attribution_steps(report: Report) -> StepTable:
 
 
 def range_steps(report: Report) -> StepTable:
-    """Step times from the profiler's step ranges (metrics.step_times)."""
+    """Step times from the step ranges on the host (metrics.step_times), warm-up steps left out."""
     by_rank: dict[int, dict[int, float]] = defaultdict(dict)
     for row in report.metrics.get("step_times", []):
-        if row.get("step") is not None and row.get("step_ms") is not None:
+        if row.get("step") is not None and row.get("step_ms") is not None and not row.get("warmup"):
             by_rank[row.get("rank") or 0][row["step"]] = float(row["step_ms"])
     return StepTable(STEP_RANGES if by_rank else NO_STEPS, dict(by_rank), {})
 
@@ -150,10 +151,10 @@ class CauseRow:
 
 
 def causes_per_step(report: Report, rank: int, device: Any) -> tuple[dict[str, float], float]:
-    """Per cause, its ms per step on this rank and GPU (over its steps, prologue left out), and the mean step."""
+    """Per cause, its ms per step on this rank and GPU (over its steps in the window), and the mean step."""
     totals: dict[str, float] = defaultdict(float)
     steps: set[int] = set()
-    for row in report.attribution:
+    for row in window_rows(report.attribution):
         if row.get("rank") == rank and row.get("device") == device and row.get("step") is not None:
             totals[row["cause"]] += float(row.get("ms") or 0.0)
             steps.add(row["step"])

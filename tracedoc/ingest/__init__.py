@@ -6,7 +6,8 @@ reads a plain file: a compressed input is unpacked into ``workdir`` first (bound
 the format's ``MAX_BYTES`` when it declares one, unless the format reads it as it unpacks
 (``load_compressed(store, source_id, path, kind, limit, workdir, name)``: PyTorch traces). A format may also read
 several plain files at once (``load_many(store, [(source_id, path)], workdir, started)``: PyTorch ranks, parsed
-together). ``-`` reads standard input (spooled to a temporary file).
+together), and prepare its plain files together before any is loaded (``prepare(paths, workdir)``: Nsight Systems
+reports exported in parallel). ``-`` reads standard input (spooled to a temporary file).
 Register a new format in FORMATS (its module is imported only when a file is sniffed or read with it, so
 reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses or rules.
 """
@@ -24,13 +25,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import duckdb
 
 from tracedoc.errors import InputError, TracedocError, first_line
 from tracedoc.ingest import compressed
+from tracedoc.ingest.base import LoadResult
 from tracedoc.ingest.compressed import set_limits
-from tracedoc.ingest.kineto import LoadResult
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest
 
@@ -185,38 +187,64 @@ def _start(path: Path, name: Path) -> bytes:
 
 
 def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str], None] | None = None) -> None:
-    """Load every input into the store, one source each, and record the sources with their ranks."""
-    rows = []
+    """Load every input into the store and record the sources with their ranks: one source per input, or one per
+    rank of an input that holds several (``LoadResult.parts``), numbered in input order."""
+    rows: list[list[Any]] = []
     store.fit_threads(input_bytes=sum(i.size_bytes for i in inputs))
 
-    def reading(source_id: int) -> None:
+    def reading(index: int) -> None:
         if progress:
-            item = inputs[source_id]
-            count = f"file {source_id + 1} of {len(inputs)}: " if len(inputs) > 1 else ""
+            item = inputs[index]
+            count = f"file {index + 1} of {len(inputs)}: " if len(inputs) > 1 else ""
             progress(f"reading {count}{item.path} ({item.size_bytes / 1e6:.1f} MB)")
 
     with tempfile.TemporaryDirectory(prefix="tracedoc-ingest-", dir=store.path.parent if store.path else None) as tmp:
+        _prepare(inputs, Path(tmp), progress)
         for batch in _batches(inputs):
+            first_id = len(rows)
             if len(batch) == 1:
                 reading(batch[0])
-                results = [_load(store, batch[0], inputs[batch[0]], Path(tmp))]
+                results = [_load(store, first_id, inputs[batch[0]], Path(tmp))]
             else:
-                results = _load_many(store, [(source_id, inputs[source_id]) for source_id in batch], Path(tmp),
-                                     lambda index, batch=batch: reading(batch[index]))
-            for source_id, result in zip(batch, results):
-                item = inputs[source_id]
-                rows.append([source_id, str(item.path), item.format, result.rank, result.world_size, item._digest,
-                             item.size_bytes, result.event_count, result.tool, result.rank])
+                results = _load_many(store, [(first_id + n, inputs[i]) for n, i in enumerate(batch)], Path(tmp),
+                                     lambda n, batch=batch: reading(batch[n]))
+            for index, result in zip(batch, results):
+                rows.extend(_source_rows(len(rows), index, inputs[index], result))
     if rows and not any(r[7] for r in rows):
         raise InputError(f"{rows[0][1]}: nothing to analyse ({rows[0][8]})")
-    _check_times(store, inputs)
-    ranks = assign_ranks(inputs, [r[3] for r in rows])
+    _check_times(store, [inputs[r[10]] for r in rows])
+    ranks = assign_ranks([inputs[r[10]] for r in rows], [r[3] for r in rows], [r[11] is not None for r in rows])
     for row, rank in zip(rows, ranks):
         row[3] = rank
-    store.con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    store.con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     for table in ("gpu_activity", "cpu_activity", "steps", "nvtx_ranges"):
         store.con.execute(
             f"UPDATE {table} t SET rank = s.rank FROM sources s WHERE t.source_id = s.source_id AND t.rank <> s.rank")
+
+
+def _prepare(inputs: Sequence[InputFile], workdir: Path, progress: Callable[[str], None] | None) -> None:
+    """Let each format that prepares its files together (``prepare``) do so for its plain inputs."""
+    by_format: dict[str, list[Path]] = {}
+    for item in inputs:
+        if item.compression is None:
+            by_format.setdefault(item.format, []).append(item.file)
+    for name, paths in by_format.items():
+        prepare = getattr(format_module(name), "prepare", None)
+        if prepare is not None and len(paths) > 1:
+            if progress:
+                progress(f"preparing {len(paths)} {name} inputs")
+            prepare(paths, workdir)
+
+
+def _source_rows(first_id: int, index: int, item: InputFile, result: LoadResult) -> list[list[Any]]:
+    """The sources table's rows of one loaded input: its own, or one per rank it holds (each rank reported as the
+    file names it, else None; the world size is the number of ranks in the file)."""
+    common = [str(item.path), item.format]
+    if not result.parts:
+        return [[first_id, *common, result.rank, result.world_size, item._digest, item.size_bytes,
+                 result.event_count, result.tool, result.rank, index, None]]
+    return [[first_id + n, *common, part.rank, result.world_size, item._digest, item.size_bytes, part.event_count,
+             result.tool, part.rank, index, part.pid] for n, part in enumerate(result.parts)]
 
 
 def _load(store: Store, source_id: int, item: InputFile, workdir: Path) -> LoadResult:
@@ -302,28 +330,37 @@ def _check_times(store: Store, inputs: Sequence[InputFile]) -> None:
                          "146 years): a corrupt or edited trace")
 
 
-def assign_ranks(inputs: Sequence[InputFile], reported: list[int | None]) -> list[int | None]:
+def assign_ranks(inputs: Sequence[InputFile], reported: Sequence[int | None],
+                 parts: Sequence[bool] | None = None) -> list[int | None]:
     """Rank from the trace itself, else from the file name (``rank3``), else the input's position among the ranked.
 
-    Two files of one format may not claim the same rank, unless the format keeps several files per rank and its
-    analyses choose among them (``SEVERAL_PER_RANK``: automatic and on-demand flight-recorder dumps). Inputs that
-    cover a whole host (``PER_HOST``: GPU health snapshots and telemetry) belong to no rank: None.
+    ``inputs`` has one entry per source: an input that holds several ranks (``parts``: True for each of them) is
+    named as often, and its ranks are never read from its name. Two sources of one format may not claim the same
+    rank, unless the format keeps several files per rank and its analyses choose among them (``SEVERAL_PER_RANK``:
+    automatic and on-demand flight-recorder dumps). Inputs that cover a whole host (``PER_HOST``: GPU health
+    snapshots and telemetry) belong to no rank: None.
     """
-    ranked = [item for item in inputs if not getattr(format_module(item.format), "PER_HOST", False)]
+    parts = parts or [False] * len(inputs)
+    per_host = [getattr(format_module(item.format), "PER_HOST", False) for item in inputs]
+    ranked_count = per_host.count(False)
     ranks: list[int | None] = []
-    for item, rank in zip(inputs, reported):
-        if item not in ranked:
+    position = 0
+    for item, rank, part, host in zip(inputs, reported, parts, per_host):
+        if host:
             ranks.append(None)
             continue
         if rank is None:
-            m = RANK_IN_NAME.search(item.path.name)
-            rank = int(m.group(1)) if m else (ranked.index(item) if len(ranked) > 1 else 0)
+            m = None if part else RANK_IN_NAME.search(item.path.name)
+            rank = int(m.group(1)) if m else (position if ranked_count > 1 else 0)
         ranks.append(rank)
+        position += 1
     seen: dict[tuple[str, int], Path] = {}
     for item, rank in zip(inputs, ranks):
         if rank is None or getattr(format_module(item.format), "SEVERAL_PER_RANK", False):
             continue
         if (item.format, rank) in seen:
-            raise InputError(f"two traces claim rank {rank}: {seen[item.format, rank]} and {item.path}")
+            where = f"{item.path} twice" if seen[item.format, rank] == item.path else \
+                f"{seen[item.format, rank]} and {item.path}"
+            raise InputError(f"two traces claim rank {rank}: {where}")
         seen[item.format, rank] = item.path
     return ranks

@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
-from tracedoc.ingest.kineto import LoadResult
+from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "flight_recorder"

@@ -13,7 +13,7 @@ from typing import Any
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError
-from tracedoc.ingest.kineto import LoadResult
+from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "gemm_ladder"

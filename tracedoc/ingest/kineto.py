@@ -24,6 +24,7 @@ import duckdb
 from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest import compressed
+from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 from tracedoc.store.memory import out_of_memory_advice
 from tracedoc.store.store import sql_literal
@@ -59,16 +60,6 @@ _COLUMNS = (
     "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', "
     f"ts: 'DOUBLE', dur: 'DOUBLE', id: 'VARCHAR', args: '{_ARGS_TYPE}'}}"
 )
-
-
-@dataclass
-class LoadResult:
-    """What one loaded file told about itself."""
-
-    rank: int | None
-    world_size: int | None
-    event_count: int
-    tool: str
 
 
 def sniff(path: Path, head: bytes) -> bool:

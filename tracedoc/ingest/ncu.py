@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from tracedoc.errors import InputError
 from tracedoc.ingest import ncu_csv, ncu_rep
-from tracedoc.ingest.kineto import LoadResult
+from tracedoc.ingest.base import LoadResult
 from tracedoc.ingest.ncu_model import Launch
 from tracedoc.store import Store
 

@@ -5,24 +5,35 @@ with every release (nsys 2021.x to 2026.x). So every table and column is probed 
 NULL, and only the columns tracedoc needs are read. Rows travel SQLite → Arrow → DuckDB (tracedoc.ingest.
 sqlite_arrow); names are resolved through the export's StringIds dictionary and normalized in SQL.
 
+Ranks and clocks: a report of one process is one rank (from MPI, else the launcher's ``RANK`` variable, else the
+file name); a report of several processes with GPU work is one rank per process (nsys_sql). Times are moved from
+the report's session clock onto UTC (its recorded session start), so that reports written by several processes or
+hosts share one clock; what clock offsets remain is measured on the collectives (ranks.collectives).
+
 Privacy: the export keeps the profiled process's whole environment (META_DATA_CAPTURE ``PROCESS_n:
-ENVIRONMENT_VARIABLE`` rows, TARGET_INFO_SYSTEM_ENV ``DeviceEnvironment``). Neither table is ever read; of the
-export's metadata only the product and schema versions are.
+ENVIRONMENT_VARIABLE`` rows, TARGET_INFO_SYSTEM_ENV ``DeviceEnvironment``). Of the environment only the value of
+``RANK`` is read, by a query that returns nothing else; of the rest of the export's metadata only the product and
+schema versions and the session's start time are.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
+import re
 import shutil
 import subprocess
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
-from tracedoc.ingest.kineto import LoadResult
-from tracedoc.ingest.nsys_sql import NORMALIZE_SQL, TABLES, TableSpec
+from tracedoc.ingest.base import LoadResult, Part
+from tracedoc.ingest.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpec
 from tracedoc.ingest.sqlite_arrow import SQLITE_MAGIC, SqliteSource
 from tracedoc.store import Store
 
@@ -33,6 +44,8 @@ _REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # the first bytes of an .nsys-r
 # Table names that only an Nsight Systems export has; found in the schema text near the start of the file.
 _MARKERS = (b"CUPTI_ACTIVITY_KIND_", b"TARGET_INFO_GPU", b"NVTX_EVENTS", b"META_DATA_EXPORT")
 _EXPORT_TIMEOUT_S = 3600
+_UTC_2100_NS = 4_102_444_800 * 10**9
+_RANK_VALUE = re.compile(r'^RANK="?([0-9]{1,9})"?$')
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -83,8 +96,10 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     try:
         if not _is_export(source):
             raise InputError(f"{path}: an SQLite database, but not an Nsight Systems export")
-        event_count = _load_tables(store.con, source, path, source_id)
-        rank = _mpi_rank(source)
+        event_count, parts = _load_tables(store.con, source, path, source_id)
+        rank = _mpi_rank(source) if not parts else None
+        if rank is None and not parts:
+            rank = _launch_rank(source)
         tool = _tool(source)
     finally:
         source.close()
@@ -92,7 +107,7 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
             sqlite_path.unlink(missing_ok=True)
     if event_count == 0:
         raise InputError(f"{path}: the export holds no CUDA, NVTX or OS runtime events")
-    return LoadResult(rank, None, event_count, tool)
+    return LoadResult(rank, len(parts) or None, event_count, tool, parts)
 
 
 def export_command(report: Path, output: Path, nsys: str = "nsys", overwrite: bool = False) -> list[str]:
@@ -101,14 +116,29 @@ def export_command(report: Path, output: Path, nsys: str = "nsys", overwrite: bo
     return [nsys, "export", "--type", "sqlite", *force, "--output", str(output), str(report)]
 
 
+def prepare(paths: Sequence[Path], workdir: Path) -> None:
+    """Export the reports among ``paths`` that have no export beside them, in parallel (one nsys process each, as
+    many at once as there are cores), into ``workdir``, where ``load`` then finds them: a job's reports, one per
+    rank, are exported side by side instead of one after the other."""
+    pending = [p for p in paths if not _read_head(p).startswith(SQLITE_MAGIC) and _export_beside(p) is None]
+    if len(pending) < 2 or shutil.which("nsys") is None:
+        return  # load exports a single report itself, and says how when there is no nsys
+    with ThreadPoolExecutor(max_workers=min(len(pending), os.cpu_count() or 1)) as pool:
+        for _ in pool.map(lambda report: export_report(report, workdir), pending):
+            pass
+
+
 def export_report(report: Path, workdir: Path) -> Path:
-    """Export ``report`` to SQLite under ``workdir`` with the nsys on PATH; without nsys, say how to do it."""
+    """Export ``report`` to SQLite under ``workdir`` with the nsys on PATH (unless ``prepare`` did already); without
+    nsys, say how to do it."""
+    target = _export_target(report, workdir)
+    if target.is_file():
+        return target
     nsys = shutil.which("nsys")
     if nsys is None:
         command = " ".join(export_command(report, report.with_suffix(".sqlite")))
         raise InputError(f"{report}: reading an .nsys-rep needs Nsight Systems' nsys on PATH; export it and "
                          f"analyse the .sqlite instead: {command}")
-    target = workdir / (report.stem + ".sqlite")
     cmd = export_command(report, target, nsys, overwrite=True)
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=_EXPORT_TIMEOUT_S, check=False)
@@ -118,6 +148,13 @@ def export_report(report: Path, workdir: Path) -> Path:
         lines = [ln.strip() for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
         raise InputError(f"{report}: nsys export failed ({lines[-1] if lines else f'exit {done.returncode}'})")
     return target
+
+
+def _export_target(report: Path, workdir: Path) -> Path:
+    """Where a report's export goes in ``workdir``: its name and a hash of its path (the rank0.nsys-rep of two
+    folders are two reports)."""
+    digest = hashlib.blake2b(str(report.resolve()).encode(), digest_size=6).hexdigest()
+    return workdir / f"{report.stem}-{digest}.sqlite"
 
 
 def _read_head(path: Path) -> bytes:
@@ -130,8 +167,10 @@ def _is_export(source: SqliteSource) -> bool:
         or source.has("TARGET_INFO_GPU") or source.has("META_DATA_EXPORT", "name", "value")
 
 
-def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Path, source_id: int) -> int:
-    """Stream every known table into a DuckDB temp table, then normalize them into the store; return events read."""
+def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Path,
+                 source_id: int) -> tuple[int, tuple[Part, ...]]:
+    """Stream every known table into a DuckDB temp table, put its times on UTC, then normalize them into the
+    store; return the events read and, when the export holds several ranks, its parts (else none)."""
     events = 0
     try:
         for spec in TABLES:
@@ -142,8 +181,10 @@ def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Pat
             con.unregister("_nsys_in")
             if spec.counts:
                 events += con.execute(f"SELECT count(*) FROM {spec.temp}").fetchall()[0][0]
+        _to_utc(con, _session_start(source))
         con.execute(f"SET VARIABLE source_id = {int(source_id)}")
         con.execute(NORMALIZE_SQL)
+        parts = _parts(con)
     except (duckdb.Error, pa.ArrowException) as exc:
         raise InputError(f"{path}: malformed Nsight Systems export ({first_line(exc)})") from None
     finally:
@@ -151,7 +192,41 @@ def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Pat
             con.unregister("_nsys_in")  # still registered when a read failed half-way
         for spec in TABLES:
             con.execute(f"DROP TABLE IF EXISTS {spec.temp}")
-    return events
+        for table in ("_ns_gpu_processes", "_ns_pid_source"):
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+    return events, parts
+
+
+def _session_start(source: SqliteSource) -> int:
+    """When the capture session started, UTC ns (TARGET_INFO_SESSION_START_TIME), else 0 (times stay on the
+    session's clock). A value beyond 2100 is not a clock reading and reads as 0."""
+    if not source.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
+        return 0
+    rows = source.rows("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
+    start = rows[0][0] if rows else None
+    return start if isinstance(start, int) and 0 < start < _UTC_2100_NS else 0
+
+
+def _to_utc(con: duckdb.DuckDBPyConnection, start_ns: int) -> None:
+    """Shift every time of the export's temp tables by the session's UTC start; times a clock cannot read
+    (within 2^62 ns of it) are left as they are, for ingest's check of the times to refuse them."""
+    latest = con.execute(" UNION ALL ".join(
+        f"SELECT max(greatest(ts, te)) FROM {table}" for table in TIMED)).fetchall()
+    if not start_ns or max((v for (v,) in latest if v is not None), default=0) >= (1 << 62) - start_ns:
+        return
+    for table in TIMED:
+        con.execute(f"UPDATE {table} SET ts = ts + {int(start_ns)}, te = te + {int(start_ns)}")
+
+
+def _parts(con: duckdb.DuckDBPyConnection) -> tuple[Part, ...]:
+    """The ranks of an export of several GPU processes, in source order, with their events (none for one)."""
+    rows = con.execute("""
+        SELECT m.pid, m.mpi_rank,
+               (SELECT count(*) FROM gpu_activity g WHERE g.source_id = m.source_id)
+               + (SELECT count(*) FROM cpu_activity c WHERE c.source_id = m.source_id) AS events
+        FROM _ns_pid_source m WHERE (SELECT count(DISTINCT source_id) FROM _ns_pid_source) > 1
+        ORDER BY m.source_id""").fetchall()
+    return tuple(Part(int(pid), _valid_rank(rank), int(events)) for pid, rank, events in rows)
 
 
 def _select(source: SqliteSource, spec: TableSpec, table: str) -> str:
@@ -184,8 +259,24 @@ def _mpi_rank(source: SqliteSource) -> int | None:
     if not source.has("MPI_RANKS", "rank"):
         return None
     ranks = source.rows('SELECT DISTINCT "rank" FROM MPI_RANKS')
-    rank = ranks[0][0] if len(ranks) == 1 else None
-    return rank if isinstance(rank, int) and 0 <= rank < 1 << 31 else None
+    return _valid_rank(ranks[0][0]) if len(ranks) == 1 else None
+
+
+def _launch_rank(source: SqliteSource) -> int | None:
+    """The ``RANK`` variable of the launched process (``torchrun ... nsys profile python train.py``), when the
+    export records exactly one value. The query returns that variable's rows alone: no other variable of the
+    environment leaves the export."""
+    if not source.has("META_DATA_CAPTURE", "name", "value"):
+        return None
+    values = {str(v) for (v,) in source.rows(
+        "SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE' "
+        "AND value LIKE 'RANK=%'")}
+    found = {m.group(1) for v in values if (m := _RANK_VALUE.match(v))}
+    return _valid_rank(int(found.pop())) if len(found) == 1 else None
+
+
+def _valid_rank(rank: object) -> int | None:
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 1 << 31 else None
 
 
 def _tool(source: SqliteSource) -> str:

@@ -5,6 +5,11 @@ Each TableSpec names an export table (the first of its candidate names that exis
 those temp tables into the shared tables of schema.sql and nvtx_ranges/nsys_threads/nsys_overhead of
 schema_nsys.sql. Enumeration values (copyKind, srcKind/dstKind/memKind, syncType, NVTX eventType) are stable
 across export versions and older exports lack the ENUM_* tables, so they are spelled out here.
+
+A rank is a process: when two or more processes of one export ran GPU work (one report of a whole job, ``nsys
+profile torchrun ...``), each becomes a source of its own, numbered from the first source id in rank order (MPI
+rank when the capture traced MPI, else the GPU it used, then its pid); processes without GPU work (the launcher)
+are left out. Otherwise the export is one source. ``_ns_pid_source`` maps every process to its source.
 """
 
 from __future__ import annotations
@@ -65,7 +70,13 @@ TABLES: tuple[TableSpec, ...] = (
         *_SPAN, ("gtid", "int", "globalTid"), ("name_id", "int", "nameId")), counts=False),
     TableSpec(("CUPTI_ACTIVITY_KIND_OVERHEAD",), "_ns_cupti_overhead", (
         *_SPAN, ("gtid", "int", "globalTid"), ("name_id", "int", "nameId")), counts=False),
+    TableSpec(("MPI_RANKS",), "_ns_mpi", (("gtid", "int", "globalTid"), ("rank", "int", "rank")), counts=False),
 )
+
+# The temp tables whose times are on the export's session clock: shifted onto UTC when the export records when
+# the session started, so that reports of several processes or hosts share one clock.
+TIMED = ("_ns_kernel", "_ns_memcpy", "_ns_memset", "_ns_sync", "_ns_api", "_ns_osrt", "_ns_nvtx", "_ns_overhead",
+         "_ns_cupti_overhead")
 
 NORMALIZE_SQL = r"""
 CREATE OR REPLACE TEMP MACRO _ns_pid(gtid) AS (gtid >> 24) & 16777215;
@@ -83,8 +94,42 @@ CREATE OR REPLACE TEMP MACRO _ns_copy_kind(k) AS CASE k
 CREATE OR REPLACE TEMP MACRO _ns_triple(x, y, z) AS
     CASE WHEN x IS NOT NULL THEN concat_ws(',', x, coalesce(y, 1), coalesce(z, 1)) END;
 
+-- The processes that ran GPU work, with the first GPU each used and its MPI rank when the capture traced MPI.
+CREATE OR REPLACE TEMP TABLE _ns_gpu_processes AS
+WITH work AS (
+    SELECT gpid, device FROM _ns_kernel UNION ALL SELECT gpid, device FROM _ns_memcpy
+    UNION ALL SELECT gpid, device FROM _ns_memset
+)
+SELECT w.pid, w.device, m.mpi_rank
+FROM (SELECT _ns_pid(gpid) AS pid, min(device) AS device FROM work WHERE gpid IS NOT NULL GROUP BY ALL) w
+LEFT JOIN (SELECT _ns_pid(gtid) AS pid, min(rank) AS mpi_rank FROM _ns_mpi GROUP BY ALL) m USING (pid);
+
+-- Every process's source: with two or more GPU processes, each of them in rank order from the first source id
+-- (the others are left out); else every process (and rows without one: -1) is the first source id.
+CREATE OR REPLACE TEMP TABLE _ns_pid_source AS
+WITH split AS (SELECT count(*) >= 2 AS yes FROM _ns_gpu_processes),
+seen AS (
+    SELECT DISTINCT coalesce(_ns_pid(gtid), -1) AS pid FROM _ns_api
+    UNION SELECT coalesce(_ns_pid(gtid), -1) FROM _ns_osrt UNION SELECT coalesce(_ns_pid(gtid), -1) FROM _ns_nvtx
+    UNION SELECT coalesce(_ns_pid(gpid), -1) FROM _ns_kernel UNION SELECT coalesce(_ns_pid(gpid), -1) FROM _ns_memcpy
+    UNION SELECT coalesce(_ns_pid(gpid), -1) FROM _ns_memset UNION SELECT coalesce(_ns_pid(gpid), -1) FROM _ns_sync
+    UNION SELECT coalesce(_ns_pid(gtid), -1) FROM _ns_thread UNION SELECT coalesce(_ns_pid(gpid), -1) FROM _ns_proc
+    UNION SELECT coalesce(_ns_pid(gtid), -1) FROM _ns_overhead
+    UNION SELECT coalesce(_ns_pid(gtid), -1) FROM _ns_cupti_overhead
+)
+SELECT pid, getvariable('source_id') + row_number() OVER (ORDER BY mpi_rank NULLS LAST, device, pid) - 1 AS source_id,
+       mpi_rank
+FROM _ns_gpu_processes WHERE (SELECT yes FROM split)
+UNION ALL
+SELECT pid, getvariable('source_id'), NULL FROM seen WHERE NOT (SELECT yes FROM split);
+
+-- The key a row's process has in _ns_pid_source (a row of a process left out finds none: inner joins drop it).
+CREATE OR REPLACE TEMP MACRO _ns_src(gid) AS coalesce(_ns_pid(gid), -1);
+-- Whether a store row is of this export's sources.
+CREATE OR REPLACE TEMP MACRO _ns_mine(src) AS src IN (SELECT source_id FROM _ns_pid_source);
+
 INSERT INTO gpu_activity
-SELECT getvariable('source_id'), 0, k.device, k.stream, 'kernel',
+SELECT m.source_id, 0, k.device, k.stream, 'kernel',
        CASE WHEN s.value ILIKE 'nccl%' OR d.value ILIKE '%ncclDevKernel%' OR d.value ILIKE '%ncclKernel%'
             THEN 'communication' ELSE 'compute' END,
        coalesce(d.value, s.value, 'unknown kernel'), k.ts, greatest(k.te - k.ts, 0), _ns_corr(k.gpid, k.correlation),
@@ -93,37 +138,37 @@ SELECT getvariable('source_id'), 0, k.device, k.stream, 'kernel',
        CASE WHEN k.static_smem IS NOT NULL OR k.dynamic_smem IS NOT NULL
             THEN coalesce(k.static_smem, 0) + coalesce(k.dynamic_smem, 0) END,
        nullif(regexp_extract(coalesce(s.value, d.value), 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), '')
-FROM _ns_kernel k
+FROM _ns_kernel k JOIN _ns_pid_source m ON m.pid = _ns_src(k.gpid)
 LEFT JOIN _ns_str d ON d.id = k.demangled
 LEFT JOIN _ns_str s ON s.id = k.short
 WHERE k.ts IS NOT NULL AND k.te IS NOT NULL;
 
 -- A copy touching pageable host memory (either side) is 'pageable', as in nsys's own rules.
 INSERT INTO gpu_activity
-SELECT getvariable('source_id'), 0, device, stream, 'memcpy', 'memcpy',
+SELECT m.source_id, 0, device, stream, 'memcpy', 'memcpy',
        'Memcpy ' || coalesce(_ns_copy_kind(copy_kind), 'unknown') || ' (' || _ns_mem_kind(src_kind) || ' -> '
            || _ns_mem_kind(dst_kind) || ')',
        ts, greatest(te - ts, 0), _ns_corr(gpid, correlation), bytes, _ns_copy_kind(copy_kind),
        CASE WHEN src_kind = 0 OR dst_kind = 0 THEN 'pageable' WHEN src_kind = 1 OR dst_kind = 1 THEN 'pinned' END,
        NULL, NULL, NULL, NULL, NULL
-FROM _ns_memcpy WHERE ts IS NOT NULL AND te IS NOT NULL;
+FROM _ns_memcpy JOIN _ns_pid_source m ON m.pid = _ns_src(gpid) WHERE ts IS NOT NULL AND te IS NOT NULL;
 
 -- A memset of host-accessible memory (pinned or managed) blocks the host; one of device memory does not.
 INSERT INTO gpu_activity
-SELECT getvariable('source_id'), 0, device, stream, 'memset', 'memset', 'Memset (' || _ns_mem_kind(mem_kind) || ')',
+SELECT m.source_id, 0, device, stream, 'memset', 'memset', 'Memset (' || _ns_mem_kind(mem_kind) || ')',
        ts, greatest(te - ts, 0), _ns_corr(gpid, correlation), bytes, NULL,
        CASE mem_kind WHEN 1 THEN 'pinned' WHEN 4 THEN 'managed' WHEN 6 THEN 'managed' END,
        NULL, NULL, NULL, NULL, NULL
-FROM _ns_memset WHERE ts IS NOT NULL AND te IS NOT NULL;
+FROM _ns_memset JOIN _ns_pid_source m ON m.pid = _ns_src(gpid) WHERE ts IS NOT NULL AND te IS NOT NULL;
 
 -- GPU-side synchronization, named after the CUDA call that waited (syncType's numbering changed between export
 -- versions: 2 is a stream synchronization in 2024.6 and 2025.3 exports, a stream wait on an event in 2026.2).
 INSERT INTO gpu_activity
-SELECT getvariable('source_id'), 0, y.device, y.stream, 'sync', 'sync',
+SELECT m.source_id, 0, y.device, y.stream, 'sync', 'sync',
        'Sync (' || coalesce(regexp_replace(n.value, '_v[0-9]{4}$', ''), 'unknown call') || ')',
        y.ts, greatest(y.te - y.ts, 0), _ns_corr(y.gpid, y.correlation), NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL
-FROM _ns_sync y
+FROM _ns_sync y JOIN _ns_pid_source m ON m.pid = _ns_src(y.gpid)
 LEFT JOIN (SELECT _ns_corr(gtid, correlation) AS correlation, any_value(name_id) AS name_id FROM _ns_api
            GROUP BY ALL) a
     ON a.correlation = _ns_corr(y.gpid, y.correlation)
@@ -131,28 +176,39 @@ LEFT JOIN _ns_str n ON n.id = a.name_id
 WHERE y.ts IS NOT NULL AND y.te IS NOT NULL;
 
 -- CUDA API names carry a version suffix ('cudaLaunchKernel_v7000'); nsys stats drops a '_vNNNN' ending and so
--- does tracedoc ('cuGetProcAddress_v2' keeps its name).
+-- does tracedoc ('cuGetProcAddress_v2' keeps its name). Some exports store a call twice, under both names
+-- ('cudaMemcpy' and 'cudaMemcpy_v3020', one correlation id): one row is kept per thread, correlation and name.
 INSERT INTO cpu_activity
-SELECT getvariable('source_id'), 0, _ns_pid(a.gtid), _ns_tid(a.gtid),
-       CASE WHEN n.value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END,
-       regexp_replace(coalesce(n.value, 'unknown CUDA call'), '_v[0-9]{4}$', ''),
-       a.ts, greatest(a.te - a.ts, 0), _ns_corr(a.gtid, a.correlation), NULL
-FROM _ns_api a LEFT JOIN _ns_str n ON n.id = a.name_id
-WHERE a.ts IS NOT NULL AND a.te IS NOT NULL;
+WITH named AS (
+    SELECT a.gtid, a.ts, a.te, a.correlation,
+           regexp_replace(coalesce(n.value, 'unknown CUDA call'), '_v[0-9]{4}$', '') AS name,
+           coalesce(n.value, '') LIKE 'cuda%' AS runtime
+    FROM _ns_api a LEFT JOIN _ns_str n ON n.id = a.name_id
+    WHERE a.ts IS NOT NULL AND a.te IS NOT NULL
+),
+once AS (
+    SELECT * FROM named WHERE correlation IS NULL OR correlation = 0
+    UNION ALL
+    SELECT * FROM named WHERE correlation <> 0
+    QUALIFY row_number() OVER (PARTITION BY gtid, correlation, name ORDER BY te - ts DESC, ts) = 1
+)
+SELECT m.source_id, 0, _ns_pid(o.gtid), _ns_tid(o.gtid), CASE WHEN o.runtime THEN 'runtime' ELSE 'driver' END,
+       o.name, o.ts, greatest(o.te - o.ts, 0), _ns_corr(o.gtid, o.correlation), NULL
+FROM once o JOIN _ns_pid_source m ON m.pid = _ns_src(o.gtid);
 
 -- OS runtime calls, clipped to the span of the CUDA and NVTX activity: a whole-process capture also records the
 -- interpreter's start-up and shutdown, which would otherwise stretch the analysed window far beyond the GPU work.
 INSERT INTO cpu_activity
 WITH span AS (
     SELECT least((SELECT min(ts) FROM _ns_api), (SELECT min(ts) FROM _ns_nvtx WHERE event_type IN (59, 60)),
-                 (SELECT min(ts_ns) FROM gpu_activity WHERE source_id = getvariable('source_id'))) AS start_ns,
+                 (SELECT min(ts_ns) FROM gpu_activity WHERE _ns_mine(source_id))) AS start_ns,
            greatest((SELECT max(te) FROM _ns_api), (SELECT max(coalesce(te, ts)) FROM _ns_nvtx),
-                    (SELECT max(ts_ns + dur_ns) FROM gpu_activity WHERE source_id = getvariable('source_id')))
-               AS end_ns
+                    (SELECT max(ts_ns + dur_ns) FROM gpu_activity WHERE _ns_mine(source_id))) AS end_ns
 )
-SELECT getvariable('source_id'), 0, _ns_pid(o.gtid), _ns_tid(o.gtid), 'os', coalesce(n.value, 'unknown OS call'),
+SELECT m.source_id, 0, _ns_pid(o.gtid), _ns_tid(o.gtid), 'os', coalesce(n.value, 'unknown OS call'),
        greatest(o.ts, s.start_ns), least(o.te, s.end_ns) - greatest(o.ts, s.start_ns), NULL, NULL
-FROM _ns_osrt o CROSS JOIN span s LEFT JOIN _ns_str n ON n.id = o.name_id
+FROM _ns_osrt o CROSS JOIN span s JOIN _ns_pid_source m ON m.pid = _ns_src(o.gtid)
+LEFT JOIN _ns_str n ON n.id = o.name_id
 WHERE o.ts IS NOT NULL AND o.te IS NOT NULL AND o.ts < s.end_ns AND o.te > s.start_ns;
 
 -- NVTX ranges. A range without an end was still open when capture stopped: it runs to the capture's last event.
@@ -161,8 +217,8 @@ WHERE o.ts IS NOT NULL AND o.te IS NOT NULL AND o.ts < s.end_ns AND o.te > s.sta
 INSERT INTO nvtx_ranges
 WITH capture AS (
     SELECT greatest(
-        (SELECT max(ts_ns + dur_ns) FROM gpu_activity WHERE source_id = getvariable('source_id')),
-        (SELECT max(ts_ns + dur_ns) FROM cpu_activity WHERE source_id = getvariable('source_id')),
+        (SELECT max(ts_ns + dur_ns) FROM gpu_activity WHERE _ns_mine(source_id)),
+        (SELECT max(ts_ns + dur_ns) FROM cpu_activity WHERE _ns_mine(source_id)),
         (SELECT max(greatest(ts, coalesce(te, ts))) FROM _ns_nvtx)) AS end_ns
 ),
 domains AS (
@@ -171,11 +227,12 @@ domains AS (
     WHERE n.event_type = 75 GROUP BY n.domain_id
 ),
 r AS MATERIALIZED (
-    SELECT row_number() OVER () AS rid, _ns_pid(n.gtid) AS pid, _ns_tid(n.gtid) AS tid, n.domain_id,
+    SELECT row_number() OVER () AS rid, m.source_id, _ns_pid(n.gtid) AS pid, _ns_tid(n.gtid) AS tid, n.domain_id,
            coalesce(nullif(n.text, ''), s.value) AS name,
            CASE n.event_type WHEN 59 THEN 'push_pop' ELSE 'start_end' END AS kind,
            n.ts, greatest(coalesce(n.te, c.end_ns), n.ts) AS te, n.te IS NULL AS open_end
-    FROM _ns_nvtx n CROSS JOIN capture c LEFT JOIN _ns_str s ON s.id = n.text_id
+    FROM _ns_nvtx n CROSS JOIN capture c JOIN _ns_pid_source m ON m.pid = _ns_src(n.gtid)
+    LEFT JOIN _ns_str s ON s.id = n.text_id
     WHERE n.event_type IN (59, 60) AND n.ts IS NOT NULL
 ),
 edges AS (
@@ -188,7 +245,7 @@ depths AS (
            sum(delta) OVER (PARTITION BY pid, tid ORDER BY t, ord, ord2, rid ROWS UNBOUNDED PRECEDING) - 1 AS depth
     FROM edges
 )
-SELECT getvariable('source_id'), 0, r.pid, r.tid, r.domain_id, d.domain, r.name, r.kind, r.ts, r.te - r.ts,
+SELECT r.source_id, 0, r.pid, r.tid, r.domain_id, d.domain, r.name, r.kind, r.ts, r.te - r.ts,
        r.open_end, CAST(x.depth AS INTEGER),
        r.name LIKE 'aten::%' OR r.name LIKE '%, seq = %' OR r.name LIKE '%, op_id = %'
 FROM r JOIN depths x ON x.rid = r.rid AND x.delta = 1
@@ -199,20 +256,24 @@ LEFT JOIN domains d ON d.domain_id = r.domain_id;
 INSERT INTO cpu_activity
 SELECT source_id, 0, pid, tid, CASE WHEN is_op THEN 'op' ELSE 'annotation' END,
        CASE WHEN is_op THEN split_part(name, ',', 1) ELSE name END, ts_ns, dur_ns, NULL, NULL
-FROM nvtx_ranges WHERE source_id = getvariable('source_id') AND name IS NOT NULL;
+FROM nvtx_ranges WHERE _ns_mine(source_id) AND name IS NOT NULL;
 
 -- PyTorch's profiler steps, when it emitted them as NVTX ranges.
 INSERT INTO steps
 SELECT source_id, 0, step, min(ts_ns), max(ts_ns + dur_ns) - min(ts_ns)
 FROM (SELECT source_id, ts_ns, dur_ns, TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)', 1) AS INTEGER) AS step
-      FROM nvtx_ranges WHERE source_id = getvariable('source_id') AND name LIKE 'ProfilerStep#%')
+      FROM nvtx_ranges WHERE _ns_mine(source_id) AND name LIKE 'ProfilerStep#%')
 WHERE step IS NOT NULL GROUP BY source_id, step;
 
+-- The GPUs of each source: those it ran work on (a synchronization record's device is not always the process's),
+-- and, for an export of one source, every GPU the export describes.
 INSERT INTO devices
-SELECT getvariable('source_id'), d.device, g.name,
+SELECT d.source_id, d.device, g.name,
        CASE WHEN g.major IS NOT NULL THEN g.major || '.' || coalesce(g.minor, 0) END, g.memory, coalesce(g.sm, c.sm)
-FROM (SELECT DISTINCT device FROM gpu_activity WHERE source_id = getvariable('source_id') AND device IS NOT NULL
-      UNION SELECT id FROM _ns_gpu WHERE id IS NOT NULL) d
+FROM (SELECT DISTINCT source_id, device FROM gpu_activity
+      WHERE _ns_mine(source_id) AND device IS NOT NULL AND kind <> 'sync'
+      UNION SELECT DISTINCT m.source_id, g.id FROM _ns_gpu g CROSS JOIN _ns_pid_source m
+      WHERE g.id IS NOT NULL AND (SELECT count(DISTINCT source_id) FROM _ns_pid_source) = 1) d
 LEFT JOIN (SELECT id, any_value(nullif(name, '')) AS name, any_value(major) AS major, any_value(minor) AS minor,
                   any_value(memory) AS memory, any_value(sm) AS sm FROM _ns_gpu GROUP BY id) g ON g.id = d.device
 LEFT JOIN (SELECT gpu_id, any_value(sm) AS sm FROM _ns_cudadev GROUP BY gpu_id) c ON c.gpu_id = d.device;
@@ -223,18 +284,19 @@ WITH named AS (
     FROM _ns_thread t LEFT JOIN _ns_str s ON s.id = t.name_id GROUP BY ALL
 ),
 seen AS (
-    SELECT DISTINCT pid, tid FROM cpu_activity WHERE source_id = getvariable('source_id')
+    SELECT DISTINCT pid, tid FROM cpu_activity WHERE _ns_mine(source_id)
     UNION SELECT pid, tid FROM named
 )
-SELECT getvariable('source_id'), seen.pid, seen.tid, named.thread_name, p.name
-FROM seen LEFT JOIN named USING (pid, tid)
+SELECT m.source_id, seen.pid, seen.tid, named.thread_name, p.name
+FROM seen JOIN _ns_pid_source m ON m.pid = coalesce(seen.pid, -1)
+LEFT JOIN named ON named.pid = seen.pid AND named.tid = seen.tid
 LEFT JOIN (SELECT _ns_pid(gpid) AS pid, any_value(nullif(name, '')) AS name FROM _ns_proc GROUP BY ALL) p
     ON p.pid = seen.pid;
 
 INSERT INTO nsys_overhead
-SELECT getvariable('source_id'), _ns_pid(o.gtid), coalesce(s.value, 'profiler overhead'), o.ts,
-       greatest(o.te - o.ts, 0)
+SELECT m.source_id, _ns_pid(o.gtid), coalesce(s.value, 'profiler overhead'), o.ts, greatest(o.te - o.ts, 0)
 FROM (SELECT * FROM _ns_overhead UNION ALL SELECT * FROM _ns_cupti_overhead) o
+JOIN _ns_pid_source m ON m.pid = _ns_src(o.gtid)
 LEFT JOIN _ns_str s ON s.id = o.name_id
 WHERE o.ts IS NOT NULL AND o.te IS NOT NULL;
 """

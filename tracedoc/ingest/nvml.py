@@ -13,7 +13,7 @@ from tracedoc.errors import InputError
 from tracedoc.health import replay
 from tracedoc.health.nvml import NoGpuError, Snapshot, read_snapshot
 from tracedoc.health.replay import Replay, is_recording
-from tracedoc.ingest.kineto import LoadResult
+from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "nvml"

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from tracedoc.errors import InputError, first_line
 from tracedoc.health.watch import SCHEMA, TELEMETRY_KEY
-from tracedoc.ingest.kineto import LoadResult
+from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "telemetry"

@@ -2,11 +2,12 @@
 
 The attribution (analyses/attribution/time.sql) cuts every device's window into exclusive causes: GPU computing,
 communication, waiting for a peer, launch overhead, a blocking sync, data loading, a named phase, host work,
-un-instrumented host time, prologue. A rule that saves GPU time names the causes its saving comes out of
-(``claims`` in its file). Each such finding estimates its saving as before (the rule's ``impact_ms``), then draws
-it from the unclaimed time of those causes in its scope (rank and device), largest estimate first: a finding can
-never save more than the time its causes hold, and time one finding took is not available to another. A finding
-left with less than it estimated because a bigger one took that time is marked ``part_of`` that finding.
+un-instrumented host time (tracedoc.causes). What lies outside the window (start-up, warm-up) is never claimed.
+A rule that saves GPU time names the causes its saving comes out of (``claims`` in its file). Each such finding
+estimates its saving as before (the rule's ``impact_ms``), then draws it from the unclaimed time of those causes
+in its scope (rank and device), largest estimate first: a finding can never save more than the time its causes
+hold, and time one finding took is not available to another. A finding left with less than it estimated because
+a bigger one took that time is marked ``part_of`` that finding.
 
 So the savings of one rank's findings add up to at most that rank's time. Rules that judge kernels from a
 profile (Nsight Compute), health or hangs claim nothing and keep their own estimates.
@@ -19,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracedoc.causes import WINDOW_CAUSES
 from tracedoc.report import Finding
 
-CAUSES = ("gpu_compute", "comm_transfer", "wait_for_peer", "launch_overhead", "host_sync", "host_work",
-          "data_loading", "uninstrumented_host", "phase", "prologue")
+CAUSES = WINDOW_CAUSES  # what a rule may claim: the causes of the judged window
 _EPS_MS = 1e-6
 
 PoolKey = tuple[Any, Any, str, str | None]  # rank, device, cause, detail

@@ -17,26 +17,28 @@ from typing import Any
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem
 from bokeh.plotting import figure
 
+from tracedoc.causes import window_rows
 from tracedoc.pages.charts import Section, open_on_click, style
 from tracedoc.pages.fragments import CAUSE_COLORS, attribution_table_html, cause_color
-from tracedoc.render.attribution import cause_label
+from tracedoc.render.attribution import cause_label, window_text
 from tracedoc.report import Report
 
 MAX_DEVICES = 8   # rank·GPU groups charted (the table lists all)
-MAX_STEPS = 40    # steps charted per rank·GPU (the prologue and the first steps)
+MAX_STEPS = 40    # steps charted per rank·GPU (the first ones)
 MAX_DETAILS = 3   # details named per bar segment in the tooltip
 ROTATE_AT = 16    # bars from which the step labels stand upright
-PROLOGUE, WHOLE_WINDOW = "prologue", "whole window"
+BEFORE_STEPS, WHOLE_WINDOW = "before the first step", "whole window"
 
 
 @dataclass
 class Bar:
-    """One step (or the prologue, or the whole window) of one rank's GPU: ms per cause and per cause's details."""
+    """One step (or the window's time before the first step, or the whole window) of one rank's GPU: ms per cause
+    and per cause's details."""
 
     group: str
     label: str
     rank: Any = None
-    step: Any = None  # None: the prologue (or the whole window)
+    step: Any = None  # None: before the first step (or the whole window)
     ms: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     details: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
 
@@ -48,22 +50,23 @@ class Bar:
 def section(report: Report, link: Callable[[Any, Any], str | None] | None = None) -> Section | None:
     """The overview's 'Where the time went', or None when the report attributes no time; with ``link`` (rank, step
     → URL), a click on a bar opens the timeline at that step."""
-    rows = report.attribution
+    rows = window_rows(report.attribution)
     if not rows:
         return None
     bars, devices = bars_of(rows)
     left = f" Charted: the first {MAX_DEVICES} of {devices} GPUs; the table lists all." if devices > MAX_DEVICES else ""
-    note = ("Each GPU's time attributed once to one cause, per step (the prologue: before the first step's work); "
-            "the findings' savings are drawn from it. Hover a segment for its details and share of the step"
+    window = window_text(report)
+    note = ("Each GPU's window attributed once to one cause, per step; the findings' savings are drawn from it. "
+            "Hover a segment for its details and share of the step"
             + ("; click it to see the step on the timeline." if link else ".")
-            + left)
+            + left + (f" {window}" if window else ""))
     return Section("Where the time went", note=note,
                    items=[attribution_chart(bars, link), attribution_table_html(rows)])
 
 
 def bars_of(rows: Sequence[dict[str, Any]]) -> tuple[list[Bar], int]:
-    """The bars to chart, per rank·GPU in rank order, the prologue first, then the steps in order; and how many
-    rank·GPU groups there are in all."""
+    """The bars to chart, per rank·GPU in rank order, the window's time before its first step first, then the
+    steps in order; and how many rank·GPU groups there are in all."""
     per_device: dict[tuple[Any, Any], dict[Any, Bar]] = defaultdict(dict)
     for row in rows:
         key = (row["rank"], row["device"])
@@ -81,7 +84,7 @@ def bars_of(rows: Sequence[dict[str, Any]]) -> tuple[list[Bar], int]:
         numbered = sorted((s for s in steps if s is not None), key=_sort_key)
         for step in ([None] if None in steps else []) + numbered[:MAX_STEPS]:
             bar = steps[step]
-            bar.label = (PROLOGUE if numbered else WHOLE_WINDOW) if step is None else f"step {step}"
+            bar.label = (BEFORE_STEPS if numbered else WHOLE_WINDOW) if step is None else f"step {step}"
             out.append(bar)
     return out, len(per_device)
 

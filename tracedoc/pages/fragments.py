@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from tracedoc.render.attribution import CauseShare, attribution_by_device, cause_label, part_of_text
+from tracedoc.causes import CAUSES, color
+from tracedoc.render.attribution import CauseShare, attribution_by_device, cause_label, part_of_text, window_text
 from tracedoc.render.base import fmt_value, missing_ranks_lines, saving_text, scope_text, summary_text, what_if_text
 from tracedoc.render.sanitize import one_line
 
@@ -52,12 +53,8 @@ span.detail { color: #4a5262; font-size: 0.8rem; }
 """
 
 SEVERITY_COLORS = {"critical": "#c0392b", "warning": "#e67e22", "info": "#2e86c1"}
-# One colour per attribution cause, in the order they are stacked (CAUSE_LABELS'), the same on every chart
-CAUSE_COLORS = {"gpu_compute": "#4c72b0", "comm_transfer": "#dd8452", "wait_for_peer": "#c44e52",
-                "launch_overhead": "#e6b422", "host_sync": "#937860", "data_loading": "#55a868",
-                "phase": "#da8bc3", "host_work": "#8172b3", "uninstrumented_host": "#64b5cd",
-                "prologue": "#b8bcc4"}
-OTHER_CAUSE_COLOR = "#7f7f7f"
+# One colour per attribution cause, in the order they are stacked, the same on every chart (tracedoc.causes)
+CAUSE_COLORS = {c.id: c.color for c in CAUSES}
 DETAIL_CHARS = 48
 
 
@@ -111,7 +108,7 @@ def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[Column],
 
 def cause_color(cause: str) -> str:
     """The fixed colour of an attribution cause (grey for 'other' and unknown causes)."""
-    return CAUSE_COLORS.get(cause, OTHER_CAUSE_COLOR)
+    return color(cause)
 
 
 def saving_html(finding: Finding, wall_ms: float) -> str:
@@ -178,7 +175,9 @@ def attribution_table_html(rows: Sequence[dict[str, Any]]) -> Html:
 
 def headline_html(report: Report) -> Html:
     """The report's one-line summary, and a line for each rank a distributed run could not read."""
-    return Html(f'<p class="headline">{esc(summary_text(report.summary, len(report.inputs)))}</p>'
+    window = window_text(report)
+    return Html(f'<p class="headline">{esc(summary_text(report.summary, report.input_count))}</p>'
+                + (f'<p class="note">{esc(one_line(window))}</p>' if window else "")
                 + "".join(message_html(one_line(line), "error").markup
                           for line in missing_ranks_lines(report.summary)))
 

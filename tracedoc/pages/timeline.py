@@ -128,14 +128,16 @@ class Timeline:
             first, last = store.con.execute(
                 "SELECT min(ts_ns), max(end_ns) FROM (SELECT ts_ns, end_ns FROM timeline_marks UNION ALL "
                 "SELECT ts_ns, end_ns FROM timeline_work)").fetchone()
-            self.windows = {r["rank"]: (self.ms(r["start_ns"]), self.ms(r["end_ns"])) for r in store.query(
-                "SELECT rank, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM trace_windows GROUP BY rank")
-                if r["start_ns"] is not None}
+            windows = [r for r in store.query(
+                "SELECT rank, min(start_ns) AS start_ns, max(end_ns) AS end_ns, min(capture_start_ns) AS first_ns "
+                "FROM trace_windows GROUP BY rank") if r["start_ns"] is not None]
+            self.windows = {r["rank"]: (self.ms(r["start_ns"]), self.ms(r["end_ns"])) for r in windows}
+            self.origins = {r["rank"]: self.ms(r["first_ns"]) for r in windows}
             self.levels = store.con.execute("SELECT level, lo_ns, bin_ns FROM timeline_levels "
                                             "ORDER BY level").fetchall()
             self.steps = {(r["rank"], r["step"]): (self.ms(r["ts_ns"]), self.ms(r["ts_ns"] + r["dur_ns"]))
                           for r in store.query("SELECT rank, step, min(ts_ns) AS ts_ns, max(ts_ns + dur_ns) - "
-                                               "min(ts_ns) AS dur_ns FROM steps GROUP BY rank, step")}
+                                               "min(ts_ns) AS dur_ns FROM trace_steps GROUP BY rank, step")}
         self.start_ms = self.ms(first) if first is not None else 0.0
         self.end_ms = self.ms(last) if last is not None else 0.0
 
@@ -254,7 +256,8 @@ class Timeline:
         if rank is None or rank not in self.windows:
             return Focus(self.start_ms, self.end_ms)
         window = self.windows[rank]
-        span = finding_span(finding, window, {step: v for (r, step), v in self.steps.items() if r == rank}, 1.0)
+        span = finding_span(finding, window, {step: v for (r, step), v in self.steps.items() if r == rank}, 1.0,
+                            self.origins[rank])
         if span is None or span == window:
             return Focus(*window, (rank,))
         return Focus(*span, (rank,)).padded()

@@ -45,7 +45,9 @@ def fmt_value(value: object, unit: str) -> str:
 
 def summary_text(summary: dict[str, object], inputs: int) -> str:
     """The report's one-line headline; inputs without a timeline (e.g. hang dumps) have no wall time."""
-    parts = [f"{inputs} input(s)"] + ([f"{summary['ranks']} rank(s)"] if summary.get("ranks") else [])
+    ranks = f"{summary['ranks']} of {summary['world_size']} ranks" if summary.get("world_size") else \
+        f"{summary.get('ranks')} rank(s)"
+    parts = [f"{inputs} input(s)"] + ([ranks] if summary.get("ranks") else [])
     if summary.get("wall_ms") and summary.get("gpu_busy_pct") is not None:
         parts += [f"wall {fmt_ms(float(summary['wall_ms']))}",
                   f"GPU busy {fmt_value(summary['gpu_busy_pct'], '%')}{_busy_breakdown(summary)}"]
@@ -57,9 +59,13 @@ def summary_text(summary: dict[str, object], inputs: int) -> str:
 
 
 def missing_ranks_lines(summary: dict[str, object]) -> list[str]:
-    """One line per input a distributed run could not analyse (``summary['missing_ranks']``), for under the
-    headline; the paths and reasons are untrusted text, for the caller to sanitize or escape."""
+    """Lines for under the headline: when the traces hold fewer ranks than their job has, and one per input a
+    distributed run could not analyse (``summary['missing_ranks']``); the paths and reasons are untrusted text, for
+    the caller to sanitize or escape."""
     lines = []
+    if summary.get("world_size"):
+        lines.append(f"The job has {summary['world_size']} ranks and these traces hold {summary['ranks']}: what they "
+                     "wait for and who straggles are judged among these alone.")
     for missing in summary.get("missing_ranks") or []:
         rank = "an input" if missing.get("rank") is None else f"rank {missing['rank']}"
         lines.append(f"Missing {rank} ({missing.get('path')}): {missing.get('reason')}; the report is of the others.")
@@ -98,16 +104,17 @@ def scope_text(scope: dict[str, object]) -> str:
 
 
 def finding_span(finding: Finding, window: tuple[float, float] | None, steps: Mapping[int, tuple[float, float]],
-                 per_ms: float) -> tuple[float, float] | None:
+                 per_ms: float, origin: float | None = None) -> tuple[float, float] | None:
     """The time a finding is about, in the unit of ``window`` and ``steps`` (its rank's window and its steps' spans;
-    ``per_ms`` units make a ms): its longest gap (gpu-gaps' evidence, ms after the window's start), else the step it
-    names, else the window; None without a window. The timeline and the Perfetto trace place findings by it."""
+    ``per_ms`` units make a ms): its longest gap (gpu-gaps' evidence, ms into the trace: after ``origin``, the
+    rank's first recorded activity, the window's start when not given), else the step it names, else the window;
+    None without a window. The timeline and the Perfetto trace place findings by it."""
     if window is None:
         return None
     evidence = {e.name: e.value for e in finding.evidence}
     at, length = evidence.get("longest gap starts after"), evidence.get("longest gap")
     if isinstance(at, int | float) and isinstance(length, int | float):
-        start = window[0] + float(at) * per_ms
+        start = (window[0] if origin is None else origin) + float(at) * per_ms
         return start, start + float(length) * per_ms
     if finding.scope.step is not None and finding.scope.step in steps:
         return steps[finding.scope.step]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tracedoc.render.attribution import attribution_by_device
+from tracedoc.render.attribution import attribution_by_device, window_text
 from tracedoc.render.base import (
     Renderer,
     fmt_value,
@@ -35,7 +35,9 @@ class MarkdownRenderer(Renderer):
 
     def render(self, report: Report) -> str:
         wall = report.summary.get("wall_ms") or 0.0
-        lines = ["# tracedoc report", "", summary_text(report.summary, len(report.inputs)) + ".", "",
+        window = window_text(report)
+        lines = ["# tracedoc report", "", summary_text(report.summary, report.input_count) + ".", "",
+                 *([escape(window), ""] if window else []),
                  *(f"{escape(line)}\n" for line in missing_ranks_lines(report.summary))] if self.headline else []
         lines += ["## Findings", ""]
         if not report.findings:

@@ -44,7 +44,7 @@ OVERLAP_TID, SYNC_TID = 500_000_000, 1_000_000_000
 _EVENTS = """
 CREATE OR REPLACE TEMP TABLE perfetto_zero AS
 SELECT least((SELECT min(ts_ns) FROM gpu_activity), (SELECT min(ts_ns) FROM cpu_activity),
-             (SELECT min(ts_ns) FROM steps)) AS zero_ns;
+             (SELECT min(ts_ns) FROM trace_steps)) AS zero_ns;
 
 CREATE OR REPLACE TEMP MACRO perfetto_us(ns) AS (ns - (SELECT zero_ns FROM perfetto_zero)) / 1000.0;
 
@@ -66,7 +66,9 @@ WHERE s.source_id IN (SELECT source_id FROM gpu_activity UNION SELECT source_id 
 -- The attribution's segments with their names, joined where one cause and detail runs on (intervals.merge).
 CREATE OR REPLACE TEMP VIEW perfetto_attribution_segments AS
 SELECT {'lane': c.k, 'step': c.step, 'cause': c.cause, 'detail': coalesce(c.detail, n.name)} AS k, c.s, c.e
-FROM attribution_segment_causes c LEFT JOIN attribution_named n ON n.k = c.k AND n.s = c.s;
+FROM attribution_segment_causes c LEFT JOIN attribution_named n ON n.k = c.k AND n.s = c.s
+UNION ALL
+SELECT {'lane': k, 'step': step, 'cause': cause, 'detail': detail}, s, e FROM attribution_outside;
 CREATE OR REPLACE TEMP VIEW perfetto_attribution AS
 SELECT l.source_id, l.device, m.k.step AS step, m.k.cause AS cause, m.k.detail AS detail, m.s, m.e
 FROM intervals_merge('perfetto_attribution_segments') m JOIN attribution_lanes l ON l.k = m.k.lane;
@@ -96,7 +98,7 @@ FROM perfetto_sources
 UNION ALL
 SELECT 'thread_name', '__metadata', 'M', 0.0, 0.0, $stride * (source_id + 1) + $tracedoc, $steps_tid,
        json_object('name', 'steps')
-FROM (SELECT DISTINCT source_id FROM steps)
+FROM (SELECT DISTINCT source_id FROM trace_steps)
 UNION ALL
 SELECT 'thread_name', '__metadata', 'M', 0.0, 0.0, $stride * (source_id + 1) + $tracedoc,
        $attribution_tid + device, json_object('name', 'time attribution · GPU ' || device)
@@ -111,9 +113,9 @@ SELECT name, kind, 'X', perfetto_us(ts_ns), dur_ns / 1000.0, $stride * (source_i
                    'grid', grid, 'block', block)
 FROM perfetto_gpu
 UNION ALL
-SELECT 'step ' || step, 'step', 'X', perfetto_us(ts_ns), dur_ns / 1000.0,
-       $stride * (source_id + 1) + $tracedoc, $steps_tid, json_object('step', step)
-FROM steps
+SELECT CASE WHEN warmup THEN 'warm-up step ' ELSE 'step ' END || step, 'step', 'X', perfetto_us(ts_ns),
+       dur_ns / 1000.0, $stride * (source_id + 1) + $tracedoc, $steps_tid, json_object('step', step, 'warmup', warmup)
+FROM trace_steps
 UNION ALL
 SELECT cause, 'attribution', 'X', perfetto_us(s), (e - s) / 1000.0,
        $stride * (source_id + 1) + $tracedoc, $attribution_tid + device,
@@ -171,15 +173,18 @@ def finding_events(store: Store, report: Report) -> list[tuple[Any, ...]]:
     if zero is None:
         return []
     sources = {r["rank"]: r["source_id"] for r in store.query("SELECT source_id, rank FROM perfetto_sources")}
-    windows = {r["source_id"]: (r["start_ns"], r["end_ns"]) for r in store.query("SELECT * FROM trace_windows")}
+    rows = store.query("SELECT * FROM trace_windows")
+    windows = {r["source_id"]: (r["start_ns"], r["end_ns"]) for r in rows}
+    origins = {r["source_id"]: r["capture_start_ns"] for r in rows}
     steps = {(r["source_id"], r["step"]): (r["ts_ns"], r["ts_ns"] + r["dur_ns"])
-             for r in store.query("SELECT source_id, step, ts_ns, dur_ns FROM steps")}
+             for r in store.query("SELECT source_id, step, ts_ns, dur_ns FROM trace_steps")}
     rows: list[tuple[Any, ...]] = []
     named: set[int] = set()
     for number, finding in enumerate(report.findings, 1):
         source = sources.get(finding.scope.rank)
         own_steps = {step: span for (s, step), span in steps.items() if s == source}
-        span = finding_span(finding, windows.get(source), own_steps, 1e6) if source is not None else None
+        span = finding_span(finding, windows.get(source), own_steps, 1e6, origins.get(source)) \
+            if source is not None else None
         if span is None:  # the whole job (or a rank without a timeline): every window
             if not windows:
                 continue

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tracedoc.render.attribution import attribution_by_device, part_of_text
+from tracedoc.render.attribution import attribution_by_device, part_of_text, window_text
 from tracedoc.render.base import (
     Renderer,
     fmt_ms,
@@ -24,11 +24,12 @@ from tracedoc.render.base import (
     summary_text,
     what_if_text,
 )
-from tracedoc.render.ranks import rank_steps_parts
+from tracedoc.render.ranks import rank_steps_parts, step_times_text
 from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Report
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+KERNEL_CHARS = 40  # kernel names in the top-kernels table, cut with an ellipsis (the JSON has them whole)
 
 
 class TextRenderer(Renderer):
@@ -50,11 +51,15 @@ class TextRenderer(Renderer):
     def parts(self, report: Report) -> list:
         """The renderables, so the CLI can print them to a live console with colour."""
         wall = report.summary.get("wall_ms") or 0.0
-        head = Text.assemble(("tracedoc ", "bold"), one_line(summary_text(report.summary, len(report.inputs))))
+        head = Text.assemble(("tracedoc ", "bold"), one_line(summary_text(report.summary, report.input_count)))
         out: list = [head, *(Text(one_line(line), style="yellow") for line in missing_ranks_lines(report.summary))]
+        if window := window_text(report):
+            out.append(Text(one_line(window), style="dim"))
+        if steps := step_times_text(report.metrics):
+            out.append(Text(steps, style="dim"))
         if not report.findings:
             out.append(Text("No problems found by the rules that ran.", style="green"))
-            return out + attribution_parts(report) + rank_steps_parts(report.metrics)
+            return out + top_kernel_parts(report) + attribution_parts(report) + rank_steps_parts(report.metrics)
         table = Table(show_header=True, header_style="bold", expand=False, box=None, pad_edge=False)
         for col, kw in (("#", {"justify": "right"}), ("severity", {}), ("rule", {}), ("where", {}),
                         ("est. saving", {"justify": "right"}), ("", {"justify": "right"})):
@@ -80,6 +85,22 @@ class TextRenderer(Renderer):
                              subtitle=Text(f"saves ~{saving_text(f.impact_ms, f.impact_pct, wall)}"),
                              subtitle_align="right"))
         return out + attribution_parts(report) + rank_steps_parts(report.metrics)
+
+
+def top_kernel_parts(report: Report, count: int = 5) -> list:
+    """The kernels that take the GPU's time, for a report without findings: where a busy GPU spends it."""
+    rows = sorted(report.metrics.get("top_kernels") or [], key=lambda r: -(r.get("total_ms") or 0))[:count]
+    if not rows:
+        return []
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for col, justify in (("rank", "right"), ("kernel", "left"), ("launches", "right"), ("time", "right"),
+                         ("share", "right")):
+        table.add_column(col, justify=justify, **({"no_wrap": True, "overflow": "ellipsis", "max_width": KERNEL_CHARS}
+                                                  if col == "kernel" else {"no_wrap": True}))
+    for r in rows:
+        table.add_row(str(r["rank"]), Text(one_line(str(r["name"]))), f"{int(r['launch_count']):,}",
+                      fmt_ms(float(r["total_ms"] or 0)), f"{float(r['share_pct'] or 0):.1f}%")
+    return [Text("Top kernels", style="bold"), Text("share: of the kernels' time", style="dim"), table]
 
 
 def attribution_parts(report: Report) -> list:

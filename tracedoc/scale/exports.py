@@ -54,6 +54,8 @@ class Export:
 # overlap a collective's kernel (the waits it is compared with lie inside those kernels): a range join on
 # (source, device, time) packed into HUGEINT keys (an equality beside two inequalities would compare every pair).
 SUMMARY_EXPORTS = (
+    Export("trace_steps", "trace.steps", "SELECT * FROM trace_steps"),
+    Export("trace_step_method", "trace.steps", "SELECT * FROM trace_step_method"),
     Export("trace_windows", "trace.window", "SELECT * FROM trace_windows"),
     Export("trace_wall", "trace.window", "SELECT * FROM trace_wall"),
     Export("gpu_busy_by_device", "gpu.busy", "SELECT * FROM gpu_busy_by_device"),

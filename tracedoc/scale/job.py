@@ -48,7 +48,7 @@ class MissingRank:
 def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: ClusterSpec,
                         rules_dirs: Sequence[Path] = (), cache_dir: Path | None = None, use_cache: bool = True,
                         thresholds: dict[str, dict[str, float]] | None = None,
-                        progress: Progress | None = None) -> Report:
+                        progress: Progress | None = None, step_range: str | None = None) -> Report:
     """``tracedoc.api.analyze`` with the per-rank work on a Dask cluster: the same report. A rank that cannot be
     read (bad input, a worker that died) is left out and named in ``summary['missing_ranks']``; only when no rank
     can be read is that an error."""
@@ -70,7 +70,8 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         batches = plan_batches(tasks, slots)
         # A local cluster's processes share this machine's cores: DuckDB in each gets its share, not all of them.
         threads = max(1, (os.cpu_count() or 1) // cluster.workers) if cluster.workers else None
-        first, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: (threads,), _batch_label,
+        first, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: (threads, step_range),
+                                              _batch_label,
                                               "reading", progress)
         missing = [MissingRank(str(item.path), _rank_in_name(item), r.reason) for t, r in failed for item in t.items]
         if not first:
@@ -79,12 +80,13 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         again = False
         while True:
             job = _Job(first)
+            job.store.set_step_range(step_range)
             if progress:
                 progress("lining up the ranks' collectives" + (" again, without the failed ranks" if again else ""))
             job.align()
             second, failed = dask_side.map_batches(
                 client, analyse_ranks, [batch for batch, _ in first],
-                job.analysis_args(exports, threads), _batch_label, "analysing", progress)
+                job.analysis_args(exports, threads, step_range), _batch_label, "analysing", progress)
             missing += [MissingRank(str(item.path), job.ranks[i], f"per-rank analyses: {r.reason}")
                         for t, r in failed for i, item in zip(t.indices, t.items)]
             if not failed:
@@ -99,7 +101,8 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         job.add_analyses(exports, sorted(second, key=lambda result: result[0][0].indices))
     read = [t for batch, _ in first for t in batch]
     paths_read = sorted((i, str(item.path)) for t in read for i, item in zip(t.indices, t.items))
-    report = build_report(job.store, rules, thresholds, progress, paths=[p for _, p in paths_read])
+    report = build_report(job.store, rules, thresholds, progress, paths=[p for _, p in paths_read],
+                          step_range=step_range)
     job.store.close()
     report.summary["missing_ranks"] = [m.to_dict() for m in missing]
     return report
@@ -221,10 +224,10 @@ class _Job:
                   (SELECT (channel, instance) FROM ranks_collectives WHERE list_contains($s, source_id)))
             ORDER BY c.channel, c.instance, c.source_id""", {"s": [i for t in batch for i in t.indices]})
 
-    def analysis_args(self, exports: Sequence[Export],
-                      threads: int | None) -> Callable[[tuple[RankInput, ...]], tuple[Any, ...]]:
+    def analysis_args(self, exports: Sequence[Export], threads: int | None,
+                      step_range: str | None) -> Callable[[tuple[RankInput, ...]], tuple[Any, ...]]:
         """The second pass's arguments for a batch (after the batch): the job's ranks and the batch's collectives."""
-        return lambda batch: (self.ranks, self.collectives(batch), exports, threads)
+        return lambda batch: (self.ranks, self.collectives(batch), exports, threads, step_range)
 
     def add_analyses(self, exports: Sequence[Export],
                      analysed: Sequence[tuple[tuple[RankInput, ...], dict[str, Table]]]) -> None:

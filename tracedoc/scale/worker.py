@@ -55,23 +55,27 @@ class BatchSummary:
     tables: dict[str, Table]
 
 
-def summarize_ranks(batch: Sequence[RankInput], threads: int | None = None) -> BatchSummary:
+def summarize_ranks(batch: Sequence[RankInput], threads: int | None = None,
+                    step_range: str | None = None) -> BatchSummary:
     """First pass: ingest (or reuse) each rank's store and return the store tables the client keeps whole and the
     summaries the cross-rank analyses read. The job's ranks are not known yet: each input's rank is its job-wide
     source id here, unique as on one machine, and the client puts the job's rank in its place. ``threads``: DuckDB's
-    threads for the batch (None: as many as the machine has cores)."""
+    threads for the batch (None: as many as the machine has cores); ``step_range``: the range that marks steps."""
     reported: dict[int, int | None] = {}
     with _batch_store(batch, None, reported, threads) as store:
+        store.set_step_range(step_range)
         tables = {name: fetch(store.con, f"SELECT * FROM {name}") for name in BASE_TABLES}
         return BatchSummary(reported, {**tables, **_exports(store, SUMMARY_EXPORTS)})
 
 
 def analyse_ranks(batch: Sequence[RankInput], ranks: Mapping[int, int | None], collectives: Table,
-                  exports: Sequence[Export], threads: int | None = None) -> dict[str, Table]:
+                  exports: Sequence[Export], threads: int | None = None,
+                  step_range: str | None = None) -> dict[str, Table]:
     """Second pass: the batch's per-rank analyses, its inputs numbered as in the job (``ranks``: the job's rank of
     each job-wide source id), with its collectives as lined up across ranks (its own rows, and the last rank's row
     of each of its collectives)."""
     with _batch_store(batch, ranks, {}, threads) as store:
+        store.set_step_range(step_range)
         create_table(store.con, "ranks_collectives", [collectives])
         return _exports(store, exports)
 
@@ -146,6 +150,10 @@ def _attach_rank(con: duckdb.DuckDBPyConnection, alias: str, task: RankInput,
         if complete == "true" and len(local) == len(task.indices):
             reported.update(zip(task.indices, local))
             return
+        if complete == "true" and len(local) > len(task.indices):
+            con.execute(f"DETACH {alias}")
+            raise InputError(f"{task.label}: holds {len(local)} ranks (a report of several processes); a distributed "
+                             "run takes one trace per rank: analyse it without --workers")
         con.execute(f"DETACH {alias}")
         path.unlink(missing_ok=True)
     raise InputError(f"{task.label}: its cached store could not be rebuilt")
@@ -154,10 +162,10 @@ def _attach_rank(con: duckdb.DuckDBPyConnection, alias: str, task: RankInput,
 def _copy_tables(con: duckdb.DuckDBPyConnection, batch: Sequence[RankInput],
                  ranks: Mapping[int, int | None] | None) -> None:
     """Insert the attached stores' rows into the batch's tables, one statement per table, their source ids
-    (0, 1, … in each) made the job's, in one transaction."""
+    (0, 1, … in each) made the job's (and, a rank being one input, the input's index too), in one transaction."""
     tables = con.execute("""
         SELECT t.table_name, list(DISTINCT t.database_name),
-               list(DISTINCT c.column_name) FILTER (WHERE c.column_name IN ('source_id', 'rank'))
+               list(DISTINCT c.column_name) FILTER (WHERE c.column_name IN ('source_id', 'rank', 'input_index'))
         FROM duckdb_tables() t JOIN duckdb_columns() c USING (database_name, schema_name, table_name)
         WHERE t.database_name LIKE 'rank_store_%' AND t.estimated_size > 0 AND t.table_name <> 'store_meta'
         GROUP BY t.table_name""").fetchall()
@@ -172,6 +180,7 @@ def _copy_tables(con: duckdb.DuckDBPyConnection, batch: Sequence[RankInput],
                 rank = " ".join(f"WHEN {j} THEN {_sql_int(g if ranks is None else ranks[g])}"
                                 for j, g in enumerate(task.indices))
                 replaced = [f"CASE source_id {source} END AS source_id"] if "source_id" in columns else []
+                replaced += [f"CASE source_id {source} END AS input_index"] if "input_index" in columns else []
                 replaced += [f"CASE source_id {rank} END AS rank"] if "rank" in columns else []
                 select = f"* REPLACE ({', '.join(replaced)})" if replaced else "*"
                 parts.append(f"SELECT {select} FROM rank_store_{n}.{quote(table)}")

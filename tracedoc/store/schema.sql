@@ -5,7 +5,7 @@
 -- A row belongs to one input file through source_id; rank is copied onto activity rows so analyses can group
 -- by rank without a join.
 
--- One row per ingested input file.
+-- One row per ingested input file, or per rank of an input that holds several (a source is one rank's trace).
 CREATE TABLE sources (
     source_id   INTEGER PRIMARY KEY,  -- 0-based, in the order the inputs were given
     path        VARCHAR,              -- the path as the user gave it
@@ -16,8 +16,11 @@ CREATE TABLE sources (
     size_bytes  BIGINT,               -- file size on disk, in bytes
     event_count BIGINT,               -- number of trace events read from the file
     tool        VARCHAR,              -- what wrote the file and its version, e.g. 'torch.profiler schema 1.1.0'
-    reported_rank INTEGER             -- the rank the input itself names (distributedInfo.rank), else NULL: what
+    reported_rank INTEGER,            -- the rank the input itself names (distributedInfo.rank), else NULL: what
                                       -- rank was assigned from, so that ranks read apart are numbered alike
+    input_index INTEGER,              -- which input (0-based, in the order given) the source was read from
+    pid         BIGINT                -- the process, when the input holds several ranks (one Nsight Systems report
+                                      -- of a whole job: a source per process); else NULL
 );
 
 -- One row per GPU seen in a source.

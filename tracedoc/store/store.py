@@ -39,6 +39,17 @@ class Store:
         self._included: set[str] = set()
         self._formats: frozenset[str] | None = None
         self._ranks: int | None = None
+        self._step_range: str | None = None
+
+    def set_step_range(self, name: str | None) -> None:
+        """Name the host range that marks steps (``--step-range``: trace.steps reads it), before the steps are
+        found; setting it again to the same name changes nothing."""
+        if name == self._step_range:
+            return
+        if "trace.steps" in self._included:
+            raise RuntimeError("the step range is set before the analyses run")
+        self.con.execute("SET VARIABLE step_range = ?", [name])
+        self._step_range = name
 
     @classmethod
     def create(cls, path: Path | None) -> Store:

@@ -8,8 +8,11 @@
 --   comm_transfer        only communication runs, all ranks have arrived: the transfer itself
 -- The GPU is idle otherwise (gpu.idle says why the work that ended the gap came late):
 --   launch_overhead      the gap ended with work the host launched after the GPU went idle and lasted under
---                        100 µs (detail 'short launch gaps'), or the next work was already queued (detail
---                        'queued work': dependency and launch latency, event waits)
+--                        100 µs (detail 'short launch gaps'), or the next work was already queued and started
+--                        within 30 µs (detail 'queued work': launch and dependency latency between kernels)
+--   dependency_wait      the next work was already queued and waited longer: on another stream, an event or a
+--                        peer (detail 'another stream, an event or a peer'); not launch overhead, and a cause the
+--                        trace cannot name further
 -- and a long host-wait gap (≥ 100 µs, or the idle tail after the device's last work) is charged to what the host
 -- did meanwhile:
 --   host_sync            the start of a gap after a blocking sync drained the queue, as long as the host sat
@@ -19,26 +22,43 @@
 --                        sizes it must read (detail: the call)
 --   data_loading         a DataLoader iteration, or a range named like one ('data', 'load_batch'), covers it
 --   phase                a user annotation (record_function / NVTX range) covers it, e.g. 'checkpoint'
---   host_work            a profiled operator covers it (detail: the operator)
+--   host_work            a profiled operator covers it (detail: the operator), or a Python frame of the user's
+--                        code (with_stack=True: torch's, the standard library's and installed packages' frames
+--                        aside; detail: the innermost such frame, 'file.py(129): preprocess')
 --   uninstrumented_host  nothing profiled covers it: time.sleep, a Python loop, work outside the profiler's view
+-- What the trace recorded outside the window (trace.window) is attributed apart, never to the causes above:
+--   startup              before the first step (before the first GPU work, without steps), named after what the
+--                        host did: 'CUDA graph capture', 'NCCL initialisation', 'MPI initialisation', 'module
+--                        loading', 'CUDA context creation' (the first CUDA call when it took 1 ms or more), else
+--                        'before the first step' ('before the first GPU work')
+--   warmup               the warm-up steps (trace.steps), with their step
+--   prologue             after the first step began on the host, work launched before it still running (detail
+--                        'work queued before the window')
+--   teardown             after the window: 'after the last step' ('after the last GPU work')
 -- Steps are cut on the GPU side, where their time is spent: GPU work belongs to the step during which the host
 -- launched it (ranks.steps), and step N runs from the end of step N−1's last work to the end of its own, so the
 -- idle before its first kernel, waiting for the host to launch it, is step N's; the first step starts with its
--- first work. Time after the last step's work belongs to the last step; time before the first step's work
--- (work still queued from before the profiler's window) is step NULL, cause 'prologue'. Without steps the whole
--- window is step NULL with the causes above. So per device the causes sum to the window, and per step to its
--- span. Times in ns.
+-- first work. Time after the last step's work belongs to the last step; on a device whose first step starts after
+-- the window does, the time before it is step NULL. Without steps the whole window is step NULL with the causes
+-- above. So per device the window's causes sum to the window, and per step to its span. Times in ns.
 -- include: gpu.idle
 -- include: host.sync
 -- include: ranks.collectives
 -- include: ranks.steps
 -- include: intervals.merge
 
--- The lanes: one per device of a source with GPU work; k packs (source_id, device). win_s/win_e: the window.
+-- The lanes: one per device of a source with GPU work in its window (or anywhere, for a trace that is a one-off
+-- phase: its window is empty, its whole time outside it); k packs (source_id, device). win_s/win_e: the window; cap_s/cap_e: what the trace
+-- recorded; first_step: the first step's host start (NULL without steps).
 CREATE OR REPLACE TEMP TABLE attribution_lanes AS
 SELECT DISTINCT b.source_id, b.rank, b.device, b.source_id::BIGINT * 65536 + b.device AS k,
-       w.start_ns AS win_s, w.end_ns AS win_e
-FROM gpu_busy_intervals b JOIN trace_windows w USING (source_id);
+       w.start_ns AS win_s, w.end_ns AS win_e, w.capture_start_ns AS cap_s, w.capture_end_ns AS cap_e,
+       w.first_step_ns AS first_step, w.kind
+FROM (SELECT source_id, rank, device FROM gpu_busy_intervals
+      UNION SELECT source_id, rank, device FROM gpu_activity
+      WHERE kind IN ('kernel', 'memcpy', 'memset')
+        AND source_id IN (SELECT source_id FROM trace_windows WHERE kind = 'graph_capture')) b
+JOIN trace_windows w USING (source_id);
 
 -- GPU-side interval sets per lane, clipped to the window.
 CREATE OR REPLACE TEMP VIEW attribution_kernels_raw AS
@@ -79,9 +99,10 @@ SELECT l.k, g.ts_ns AS s, g.end_ns AS e
 FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
 WHERE (g.cause = 'host_wait' AND g.long_gap) OR (g.launch_ts_ns IS NULL AND g.end_ns = l.win_e AND g.long_gap);
 
--- Queued-work gaps (the next work was already launched), not explained by the host.
+-- Queued-work gaps (the next work was already launched), not explained by the host: short ones (gpu.idle's
+-- 'kernel_wait') and longer waits on a dependency ('other'), each a set of its own.
 CREATE OR REPLACE TEMP TABLE attribution_queued_gaps AS
-SELECT l.k, g.ts_ns AS s, g.end_ns AS e
+SELECT l.k, g.ts_ns AS s, g.end_ns AS e, g.cause = 'kernel_wait' AS short
 FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
 WHERE g.cause IN ('kernel_wait', 'other') AND NOT (g.launch_ts_ns IS NULL AND g.end_ns = l.win_e AND g.long_gap);
 
@@ -100,10 +121,14 @@ SELECT l.k, c.ts_ns AS s, c.ts_ns + c.dur_ns AS e, c.name,
                  '^(data|batch|data[ _]?load(ing|er)?|load[ _]?(data|batch)|next[ _]?batch|input[ _]?pipeline)$',
                  'i') THEN 'loader'
             WHEN c.kind = 'annotation' THEN 'annotation'
+            WHEN c.kind = 'python' THEN 'python'
             ELSE 'op' END AS class
 FROM cpu_activity c JOIN attribution_lanes l USING (source_id)
-WHERE c.kind IN ('op', 'annotation') AND c.name NOT LIKE 'ProfilerStep#%' AND c.dur_ns > 0
-  AND c.ts_ns < l.win_e AND c.ts_ns + c.dur_ns > l.win_s;
+WHERE c.kind IN ('op', 'annotation', 'python') AND c.name NOT LIKE 'ProfilerStep#%' AND c.dur_ns > 0
+  AND c.ts_ns < l.win_e AND c.ts_ns + c.dur_ns > l.win_s
+  AND NOT (c.kind = 'python' AND (c.name LIKE '<%' OR c.name LIKE '%site-packages/%' OR c.name LIKE '%dist-packages/%'
+           OR regexp_matches(c.name, '^(torch|threading|multiprocessing|concurrent|asyncio|importlib|runpy|'
+                                     || 'contextlib|functools|selectors|socket|queue)[/.]')));
 
 -- The rows merged into attribution_collective_calls.
 CREATE OR REPLACE TEMP VIEW attribution_collective_calls_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'collective';
@@ -121,6 +146,10 @@ CREATE OR REPLACE TEMP TABLE attribution_annotations AS SELECT * FROM intervals_
 CREATE OR REPLACE TEMP VIEW attribution_ops_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'op';
 -- Ops: the union of the rows above.
 CREATE OR REPLACE TEMP TABLE attribution_ops AS SELECT * FROM intervals_merge('attribution_ops_raw');
+-- The rows merged into attribution_python.
+CREATE OR REPLACE TEMP VIEW attribution_python_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'python';
+-- Python frames of the user's code: the union of the rows above.
+CREATE OR REPLACE TEMP TABLE attribution_python AS SELECT * FROM intervals_merge('attribution_python_raw');
 
 -- Where single host ranges start or end inside a host gap: segments are cut there too, so that each piece of a
 -- gap can be named after the innermost range covering it.
@@ -140,7 +169,8 @@ WITH ends AS (
 firsts AS (  -- the first step: from its host start, or from the end of earlier-launched work still running then
     SELECT e.k, e.step, e.start_ns, h.ts_ns AS host_start_ns,
            (SELECT max(b.e) FROM attribution_busy b WHERE b.k = e.k AND b.s < e.start_ns) AS earlier_end_ns
-    FROM ends e JOIN attribution_lanes l USING (k) JOIN steps h ON h.source_id = l.source_id AND h.step = e.step
+    FROM ends e JOIN attribution_lanes l USING (k)
+    JOIN trace_steady_steps h ON h.source_id = l.source_id AND h.step = e.step
     QUALIFY row_number() OVER (PARTITION BY e.k ORDER BY e.step) = 1
 )
 SELECT e.k, e.step,
@@ -152,8 +182,9 @@ FROM ends e JOIN attribution_lanes l USING (k) LEFT JOIN firsts f USING (k);
 -- Elementary segments: between consecutive boundaries of every set above, inside the window, each with the sets
 -- it lies in. One sweep: every merged set adds its bit at an interval's start and takes it back at its end, so the
 -- running sum over a lane's boundaries is the mask of the sets in force until the next boundary (the sets are
--- disjoint within themselves). Bits: 1 kernel, 2 copy, 4 busy, 8 long host gap, 16 queued gap, 32 sync,
--- 64 collective call, 128 loader, 256 annotation, 512 operator. Waits and step starts only cut segments here.
+-- disjoint within themselves). Bits: 1 kernel, 2 copy, 4 busy, 8 long host gap, 16 short queued gap, 32 sync,
+-- 64 collective call, 128 loader, 256 annotation, 512 operator, 1024 longer queued gap, 2048 user Python frame.
+-- Waits and step starts only cut segments here.
 -- The sets above and the segments are dropped once used: the attribution keeps its lanes, causes, names and
 -- slices.
 CREATE OR REPLACE TEMP TABLE attribution_segments AS
@@ -162,13 +193,15 @@ WITH events AS (
     UNION ALL SELECT k, s, 2 FROM attribution_copies UNION ALL SELECT k, e, -2 FROM attribution_copies
     UNION ALL SELECT k, s, 4 FROM attribution_busy UNION ALL SELECT k, e, -4 FROM attribution_busy
     UNION ALL SELECT k, s, 8 FROM attribution_host_gaps UNION ALL SELECT k, e, -8 FROM attribution_host_gaps
-    UNION ALL SELECT k, s, 16 FROM attribution_queued_gaps UNION ALL SELECT k, e, -16 FROM attribution_queued_gaps
+    UNION ALL SELECT k, s, CASE WHEN short THEN 16 ELSE 1024 END FROM attribution_queued_gaps
+    UNION ALL SELECT k, e, CASE WHEN short THEN -16 ELSE -1024 END FROM attribution_queued_gaps
     UNION ALL SELECT k, s, 32 FROM attribution_syncs UNION ALL SELECT k, e, -32 FROM attribution_syncs
     UNION ALL SELECT k, s, 64 FROM attribution_collective_calls
     UNION ALL SELECT k, e, -64 FROM attribution_collective_calls
     UNION ALL SELECT k, s, 128 FROM attribution_loader UNION ALL SELECT k, e, -128 FROM attribution_loader
     UNION ALL SELECT k, s, 256 FROM attribution_annotations UNION ALL SELECT k, e, -256 FROM attribution_annotations
     UNION ALL SELECT k, s, 512 FROM attribution_ops UNION ALL SELECT k, e, -512 FROM attribution_ops
+    UNION ALL SELECT k, s, 2048 FROM attribution_python UNION ALL SELECT k, e, -2048 FROM attribution_python
     UNION ALL SELECT k, win_s, 0 FROM attribution_lanes UNION ALL SELECT k, win_e, 0 FROM attribution_lanes
     UNION ALL SELECT k, s, 0 FROM attribution_waits UNION ALL SELECT k, e, 0 FROM attribution_waits
     UNION ALL SELECT k, s, 0 FROM attribution_step_starts
@@ -186,7 +219,7 @@ WHERE m.e > m.s AND m.s >= l.win_s AND m.e <= l.win_e;
 DROP TABLE attribution_kernels; DROP TABLE attribution_copies; DROP TABLE attribution_busy;
 DROP TABLE attribution_host_gaps; DROP TABLE attribution_queued_gaps; DROP TABLE attribution_syncs;
 DROP TABLE attribution_collective_calls; DROP TABLE attribution_loader; DROP TABLE attribution_annotations;
-DROP TABLE attribution_ops; DROP TABLE attribution_host_range_cuts;
+DROP TABLE attribution_ops; DROP TABLE attribution_python; DROP TABLE attribution_host_range_cuts;
 
 -- Each segment with its cause and, where it does not need a name lookup, its detail: an ASOF join finds the last
 -- wait starting at or before it (the rank it waits for) and its step. What the GPU did, whatever the cause, for
@@ -194,34 +227,35 @@ DROP TABLE attribution_ops; DROP TABLE attribution_host_range_cuts;
 CREATE OR REPLACE TEMP TABLE attribution_segment_causes AS
 WITH classified AS (
     SELECT g.k, g.s, g.e, g.mask, (g.mask & 3) > 0 AS in_work, (g.mask & 4) > 0 AS in_busy,
-           CASE WHEN g.s < w.e THEN w.last_rank END AS waiting_for, st.step,
-           st.step IS NULL AND g.k IN (SELECT k FROM attribution_step_starts) AS in_prologue
+           CASE WHEN g.s < w.e THEN w.last_rank END AS waiting_for, st.step
     FROM attribution_segments g
     ASOF LEFT JOIN attribution_waits w ON g.k = w.k AND g.s >= w.s
     ASOF LEFT JOIN attribution_step_starts st ON g.k = st.k AND g.s >= st.s
 )
 SELECT k, s, e, step,
-       CASE WHEN in_prologue THEN 'prologue'
-            WHEN in_work THEN 'gpu_compute'
+       CASE WHEN in_work THEN 'gpu_compute'
             WHEN in_busy AND waiting_for IS NOT NULL THEN 'wait_for_peer'
             WHEN in_busy THEN 'comm_transfer'
+            WHEN (mask & 1024) > 0 THEN 'dependency_wait'
             WHEN (mask & 16) > 0 OR (mask & 8) = 0 THEN 'launch_overhead'
             WHEN (mask & 32) > 0 THEN 'host_sync'
             WHEN (mask & 64) > 0 THEN 'wait_for_peer'
             WHEN (mask & 128) > 0 THEN 'data_loading'
             WHEN (mask & 256) > 0 THEN 'phase'
-            WHEN (mask & 512) > 0 THEN 'host_work'
+            WHEN (mask & (512 | 2048)) > 0 THEN 'host_work'
             ELSE 'uninstrumented_host' END AS cause,
-       CASE WHEN in_prologue THEN 'before the first step''s work'
-            WHEN (mask & 1) > 0 THEN 'kernels'
+       CASE WHEN (mask & 1) > 0 THEN 'kernels'
             WHEN in_work THEN 'copies'
             WHEN in_busy AND waiting_for IS NOT NULL THEN 'rank ' || waiting_for
             WHEN in_busy THEN 'collectives'
+            WHEN (mask & 1024) > 0 THEN 'another stream, an event or a peer'
             WHEN (mask & 16) > 0 THEN 'queued work'
             WHEN (mask & 8) = 0 THEN 'short launch gaps'
             WHEN (mask & 32) > 0 THEN 'blocking syncs'
-            WHEN (mask & (64 | 128 | 256 | 512)) > 0 THEN NULL  -- named below
+            WHEN (mask & (64 | 128 | 256 | 512 | 2048)) > 0 THEN NULL  -- named below
             ELSE 'no profiled host range' END AS detail,
+       CASE WHEN (mask & 64) > 0 THEN 'collective' WHEN (mask & 128) > 0 THEN 'loader'
+            WHEN (mask & 256) > 0 THEN 'annotation' WHEN (mask & 512) > 0 THEN 'op' ELSE 'python' END AS name_class,
        in_work, in_busy, waiting_for
 FROM classified;
 
@@ -232,9 +266,7 @@ DROP TABLE attribution_segments; DROP TABLE attribution_waits; DROP TABLE attrib
 -- compares (lane, time) keys packed into one HUGEINT, so that DuckDB runs it as a range join.
 CREATE OR REPLACE TEMP TABLE attribution_named AS
 WITH segs AS (
-    SELECT k, s, e, cause, (k::HUGEINT << 64) + s AS ks, (k::HUGEINT << 64) + e AS ke,
-           CASE cause WHEN 'wait_for_peer' THEN 'collective' WHEN 'data_loading' THEN 'loader'
-                      WHEN 'phase' THEN 'annotation' ELSE 'op' END AS class
+    SELECT k, s, e, cause, (k::HUGEINT << 64) + s AS ks, (k::HUGEINT << 64) + e AS ke, name_class AS class
     FROM attribution_segment_causes WHERE detail IS NULL
 ),
 ranges AS (
@@ -246,28 +278,114 @@ GROUP BY g.k, g.s;
 
 DROP TABLE attribution_host_ranges;
 
--- The attribution: one row per source, device, step, cause and detail with its time (ns).
+-- One-off host phases before the window that name start-up time, by priority (1 first): CUDA graph capture
+-- (from each cudaStreamBeginCapture to the next cudaStreamEndCapture of its thread, and cudaGraphInstantiate; the
+-- HIP calls alike),
+-- NCCL and MPI initialisation, module loading, CUDA context creation (the source's first CUDA call, when it took
+-- 1 ms or more). Columns: k, s, e, detail, prio.
+CREATE OR REPLACE TEMP TABLE attribution_oneoff AS
+WITH host AS (
+    SELECT c.*, l.k, l.win_s FROM cpu_activity c JOIN attribution_lanes l USING (source_id)
+    WHERE c.ts_ns < l.win_s
+),
+begins AS (SELECT * FROM host WHERE kind IN ('runtime', 'driver') AND name LIKE '%StreamBeginCapture%'),
+ends AS (SELECT * FROM host WHERE kind IN ('runtime', 'driver') AND name LIKE '%StreamEndCapture%'),
+captures AS (
+    SELECT b.k, b.ts_ns AS s, e.ts_ns + e.dur_ns AS e
+    FROM begins b ASOF JOIN ends e ON e.k = b.k AND e.tid = b.tid AND e.ts_ns >= b.ts_ns
+),
+firsts AS (
+    SELECT k, arg_min(ts_ns, (ts_ns, -dur_ns)) AS s, arg_min(ts_ns + dur_ns, (ts_ns, -dur_ns)) AS e
+    FROM host WHERE kind IN ('runtime', 'driver') GROUP BY k
+)
+SELECT k, s, e, 'CUDA graph capture' AS detail, 1 AS prio FROM captures
+UNION ALL
+SELECT k, ts_ns, ts_ns + dur_ns, 'CUDA graph capture', 1 FROM host
+WHERE kind IN ('runtime', 'driver') AND (name LIKE 'cudaGraphInstantiate%' OR name LIKE 'hipGraphInstantiate%')
+UNION ALL
+SELECT k, ts_ns, ts_ns + dur_ns, 'NCCL initialisation', 2 FROM host
+WHERE name LIKE 'ncclCommInit%' OR name LIKE 'ncclCommSplit%' OR name LIKE 'nccl:init%'
+UNION ALL
+SELECT k, ts_ns, ts_ns + dur_ns, 'MPI initialisation', 3 FROM host WHERE name LIKE 'MPI\_Init%' ESCAPE '\'
+UNION ALL
+SELECT k, ts_ns, ts_ns + dur_ns, 'module loading', 4 FROM host
+WHERE kind IN ('runtime', 'driver')
+  AND (name LIKE 'cuModuleLoad%' OR name LIKE 'cuLibraryLoad%' OR name LIKE 'hipModuleLoad%')
+UNION ALL
+SELECT k, s, e, 'CUDA context creation', 5 FROM firsts WHERE e - s >= 1000000;
+
+-- The time each lane recorded outside its window, cut where a step or one-off phase starts or ends, each piece
+-- with its cause (startup, warmup, prologue, teardown) and detail (see the header).
+CREATE OR REPLACE TEMP TABLE attribution_outside AS
+WITH spans AS (
+    SELECT k, cap_s AS s, win_s AS e, true AS before FROM attribution_lanes WHERE cap_s < win_s
+    UNION ALL
+    SELECT k, win_e, cap_e, false FROM attribution_lanes WHERE win_e < cap_e
+),
+cuts AS (
+    SELECT k, s AS t FROM spans UNION SELECT k, e FROM spans
+    UNION SELECT k, first_step FROM attribution_lanes WHERE first_step IS NOT NULL
+    UNION SELECT l.k, t.ts_ns FROM trace_steps t JOIN attribution_lanes l USING (source_id) WHERE t.warmup
+    UNION SELECT k, s FROM attribution_oneoff UNION SELECT k, e FROM attribution_oneoff
+),
+pieces AS (
+    SELECT sp.k, c.t AS s, lead(c.t) OVER (PARTITION BY sp.k, sp.s ORDER BY c.t) AS e, sp.before
+    FROM spans sp JOIN cuts c ON c.k = sp.k AND c.t >= sp.s AND c.t <= sp.e
+),
+named AS (
+    SELECT p.k, p.s, arg_min(o.detail, o.prio) AS detail
+    FROM pieces p JOIN attribution_oneoff o ON o.k = p.k AND o.s <= p.s AND o.e >= p.e
+    WHERE p.e > p.s GROUP BY p.k, p.s
+),
+warm AS (SELECT l.k, t.step, t.ts_ns FROM trace_steps t JOIN attribution_lanes l USING (source_id) WHERE t.warmup)
+SELECT p.k, p.s, p.e, w.step,
+       CASE WHEN NOT p.before THEN 'teardown'
+            WHEN l.first_step IS NOT NULL AND p.s >= l.first_step
+                 THEN CASE WHEN w.step IS NOT NULL THEN 'warmup' ELSE 'prologue' END
+            ELSE 'startup' END AS cause,
+       CASE WHEN NOT p.before THEN CASE l.kind WHEN 'steps' THEN 'after the last step'
+                                               WHEN 'capture_range' THEN 'after the profiler range'
+                                               ELSE 'after the last GPU work' END
+            WHEN l.first_step IS NOT NULL AND p.s >= l.first_step
+                 THEN CASE WHEN w.step IS NOT NULL THEN 'warm-up step ' || w.step ELSE 'work queued before the window' END
+            ELSE coalesce(n.detail, CASE l.kind WHEN 'steps' THEN 'before the first step'
+                                                WHEN 'capture_range' THEN 'before the profiler range'
+                                                ELSE 'before the first GPU work' END) END AS detail
+FROM pieces p JOIN attribution_lanes l USING (k)
+LEFT JOIN named n ON n.k = p.k AND n.s = p.s
+ASOF LEFT JOIN warm w ON w.k = p.k AND p.s >= w.ts_ns
+WHERE p.e > p.s;
+
+-- The attribution: one row per source, device, step, cause and detail with its time (ns); the window's causes
+-- sum to the window, the causes outside it (attribution_outside_causes) to what was recorded around it.
 CREATE OR REPLACE TEMP TABLE attribution_slices AS
 SELECT l.source_id, l.rank, l.device, c.step, c.cause, coalesce(c.detail, n.name) AS detail, sum(c.e - c.s) AS ns
 FROM attribution_segment_causes c JOIN attribution_lanes l USING (k)
 LEFT JOIN attribution_named n ON n.k = c.k AND n.s = c.s
+GROUP BY ALL
+UNION ALL
+SELECT l.source_id, l.rank, l.device, o.step, o.cause, o.detail, sum(o.e - o.s)
+FROM attribution_outside o JOIN attribution_lanes l USING (k)
 GROUP BY ALL;
 
--- Per source, device and step: its span (ns) and the causes' shares; the causes sum to span_ns.
+-- The causes of time outside the window.
+CREATE OR REPLACE TEMP MACRO attribution_outside_cause(cause) AS cause IN ('startup', 'warmup', 'prologue', 'teardown');
+
+-- Per source, device and step of the window: its span (ns) and the causes' shares; the causes sum to span_ns.
 CREATE OR REPLACE TEMP VIEW attribution_steps AS
 SELECT source_id, rank, device, step, sum(ns) AS span_ns,
        sum(ns) FILTER (WHERE cause = 'gpu_compute') AS compute_ns,
        sum(ns) FILTER (WHERE cause = 'comm_transfer') AS comm_transfer_ns,
        sum(ns) FILTER (WHERE cause = 'wait_for_peer') AS wait_for_peer_ns
-FROM attribution_slices GROUP BY source_id, rank, device, step;
+FROM attribution_slices WHERE NOT attribution_outside_cause(cause) GROUP BY source_id, rank, device, step;
 
--- Per source and device over the whole window: time per cause (ns) and % of the window.
+-- Per source and device over the window: time per cause (ns) and % of the window.
 CREATE OR REPLACE TEMP VIEW attribution_by_cause AS
 SELECT source_id, rank, device, cause, sum(ns) AS ns,
        100.0 * sum(ns) / sum(sum(ns)) OVER (PARTITION BY source_id, device) AS pct
-FROM attribution_slices GROUP BY source_id, rank, device, cause;
+FROM attribution_slices WHERE NOT attribution_outside_cause(cause) GROUP BY source_id, rank, device, cause;
 
--- What each GPU did over its whole window (prologue included), for the report's headline: computing_ns (a
+-- What each GPU did over its window, for the report's headline: computing_ns (a
 -- compute kernel or a copy runs), communicating_ns (only communication runs, all ranks arrived), waiting_ns (only
 -- communication runs and this rank waits in it for a later rank), idle_ns; they sum to the window (ns).
 -- waited_for: the rank it waited for the longest.

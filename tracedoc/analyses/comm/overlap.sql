@@ -41,8 +41,10 @@ SELECT l.source_id, l.rank, l.device, coalesce(c.ns, 0) AS comm_ns, coalesce(p.n
 FROM lanes l LEFT JOIN comm c USING (k) LEFT JOIN compute p USING (k) LEFT JOIN overlap o USING (k);
 
 -- Per device with the window: adds wall_ns, exposed communication as % of the window, peer_wait_ns (the exposed
--- time spent waiting in collectives for later ranks) and hideable_comm_ns = exposed_comm_ns − peer_wait_ns, the
--- exposed communication that overlapping with compute could hide (also as % of the window).
+-- time spent waiting in collectives for later ranks; NULL when no peer's trace is there to line the collectives
+-- up with, as for one rank of a larger job: unknown, not 0; peers_unknown says so in a clause) and
+-- hideable_comm_ns = exposed_comm_ns − peer_wait_ns, the exposed communication that overlapping with compute could
+-- hide (also as % of the window).
 -- Hiding it is not free: while a communication kernel runs it holds SMs (NCCL runs one thread block per channel,
 -- each on an SM of its own), so compute overlapped with it runs on the rest. comm_sm_share is the share of the
 -- device's SMs the communication kernels hold (their thread blocks over the SM count, weighted by their time; 0
@@ -78,7 +80,10 @@ sm AS (
 )
 SELECT o.*, w.wall_ns, 100.0 * o.exposed_comm_ns / nullif(w.wall_ns, 0) AS exposed_comm_pct,
        100.0 * o.comm_ns / nullif(w.wall_ns, 0) AS comm_pct,
-       coalesce(p.peer_wait_ns, 0) AS peer_wait_ns,
+       p.peer_wait_ns,
+       CASE WHEN p.peer_wait_ns IS NULL
+            THEN ' (how much of it waits for other ranks is unknown: no peer''s trace is here to line the '
+                 || 'collectives up with)' END AS peers_unknown,
        greatest(o.exposed_comm_ns - coalesce(p.peer_wait_ns, 0), 0) AS hideable_comm_ns,
        100.0 * greatest(o.exposed_comm_ns - coalesce(p.peer_wait_ns, 0), 0) / nullif(w.wall_ns, 0)
            AS hideable_comm_pct,

@@ -29,7 +29,8 @@ FROM intervals_gaps('gpu_gaps_busy') g
 JOIN gpu_gaps_spans s ON s.source_id = g.k.source_id AND s.device IS NOT DISTINCT FROM g.k.device;
 
 -- Gaps of at least min_gap_ms per device: how many, their total and longest length (ns), where the longest
--- starts (ns after the window start; of gaps as long, the first), their share of the window (%), and the user
+-- starts (ns into the trace: after its first recorded activity; of gaps as long, the first), their share of the
+-- window (%), and the user
 -- annotation (NVTX range or profiler annotation) that covers at least half of the longest gap and is shortest
 -- (the host's innermost work then; NULL when none).
 CREATE OR REPLACE TEMP MACRO gpu_gaps_long(min_gap_ms) AS TABLE
@@ -42,10 +43,11 @@ per_device AS (
     FROM long GROUP BY source_id, device
 )
 SELECT p.source_id, p.rank, p.device, p.gap_count, p.gap_ns, p.longest_gap_ns,
-       p.longest_ts_ns - w.start_ns AS longest_gap_at_ns, 100.0 * p.gap_ns / nullif(w.wall_ns, 0) AS gap_pct,
+       p.longest_ts_ns - t.capture_start_ns AS longest_gap_at_ns,
+       100.0 * p.gap_ns / nullif(w.wall_ns, 0) AS gap_pct,
        min_gap_ms AS min_gap_ms, w.wall_ns,
        (SELECT arg_min(c.name, (c.dur_ns, c.name)) FROM cpu_activity c
         WHERE c.source_id = p.source_id AND c.kind = 'annotation'
           AND least(c.ts_ns + c.dur_ns, p.longest_ts_ns + p.longest_gap_ns) - greatest(c.ts_ns, p.longest_ts_ns)
               >= 0.5 * p.longest_gap_ns) AS host_annotation
-FROM per_device p JOIN trace_wall w USING (source_id);
+FROM per_device p JOIN trace_wall w USING (source_id) JOIN trace_windows t USING (source_id);

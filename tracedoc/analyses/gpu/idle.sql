@@ -21,11 +21,6 @@ WITH bounds AS (
            b.ts_ns AS end_ns, b.first_correlation_id
     FROM gpu_busy_intervals b JOIN trace_windows w USING (source_id)
 ),
-launches AS (
-    SELECT source_id, correlation_id, min(ts_ns) AS launch_ts_ns
-    FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
-    GROUP BY source_id, correlation_id
-),
 tail_gaps AS (
     -- after the device's last work until the window ends: nothing more was queued
     SELECT b.source_id, any_value(b.rank) AS rank, b.device, max(b.end_ns) AS ts_ns,
@@ -33,13 +28,13 @@ tail_gaps AS (
     FROM gpu_busy_intervals b JOIN trace_windows w USING (source_id)
     GROUP BY b.source_id, b.device
 )
-SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.end_ns - g.ts_ns AS dur_ns, l.launch_ts_ns,
-       CASE WHEN l.launch_ts_ns >= g.ts_ns THEN 'host_wait'
+SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.end_ns - g.ts_ns AS dur_ns, l.launch_ns AS launch_ts_ns,
+       CASE WHEN l.launch_ns >= g.ts_ns THEN 'host_wait'
             WHEN g.end_ns - g.ts_ns <= 30000 THEN 'kernel_wait'
             ELSE 'other' END AS cause,
        g.end_ns - g.ts_ns >= 100000 AS long_gap
 FROM (SELECT * FROM bounds UNION ALL SELECT * FROM tail_gaps) g
-LEFT JOIN launches l ON l.source_id = g.source_id AND l.correlation_id = g.first_correlation_id
+LEFT JOIN trace_launches l ON l.source_id = g.source_id AND l.correlation_id = g.first_correlation_id
 WHERE g.end_ns > g.ts_ns;
 
 -- Idle time per device by cause, ns and % of the window; busy_pct = 100 − idle_pct.

@@ -3,7 +3,8 @@
 --
 -- Matching. The communication kernels (gpu_activity.category = 'communication') of one channel run in issue
 -- order; a channel is a process group (named by the collective call, collective_calls, that launched the
--- channel's kernels) or, without host records, a CUDA stream. So the k-th kernel of a channel on one rank is the
+-- channel's kernels) or, without host records (Nsight Systems), a CUDA stream, numbered in the order the rank
+-- first communicates on it. So the k-th kernel of a channel on one rank is the
 -- k-th collective of that group on every other rank, once the ranks' windows are lined up: each rank's profiler
 -- opens at the same host step but catches a different number of kernels still queued from earlier steps. The
 -- shift comes from the kernels launched inside the window: the j-th collective a rank launched during
@@ -25,6 +26,7 @@
 --                       nothing)
 --   blocked_exposed_ns  on the last rank's row: the mean over the other ranks of the exposed part of their wait
 --                       after the second-last arrival (what the last rank cost the others); else 0
+-- include: trace.steps
 -- include: intervals.merge
 
 -- One row per communication kernel. Columns: source_id, rank, device, stream, name, ts_ns/end_ns/dur_ns,
@@ -55,14 +57,17 @@ joined AS (
     LEFT JOIN launches l ON l.source_id = k.source_id AND l.correlation_id = k.correlation_id
     LEFT JOIN calls c ON c.source_id = k.source_id AND c.external_id = l.external_id
 ),
-channels AS (
+channels AS (  -- a rank's streams are numbered in the order it first communicates on them: stream ids differ
+               -- between processes, the order in which a job first uses its process groups does not
     SELECT source_id, device, stream,
-           coalesce('pg ' || mode(pg_name ORDER BY ts_ns, pg_name), 'stream ' || stream) AS channel
+           coalesce('pg ' || mode(pg_name ORDER BY ts_ns, pg_name),
+                    'communication stream ' || row_number() OVER (PARTITION BY source_id ORDER BY min(ts_ns), stream))
+               AS channel
     FROM joined GROUP BY source_id, device, stream
 ),
 stepped AS (
     SELECT j.*, CASE WHEN j.launch_ts_ns < s.ts_ns + s.dur_ns THEN s.step END AS step
-    FROM joined j ASOF LEFT JOIN steps s ON j.source_id = s.source_id AND j.launch_ts_ns >= s.ts_ns
+    FROM joined j ASOF LEFT JOIN trace_steady_steps s ON j.source_id = s.source_id AND j.launch_ts_ns >= s.ts_ns
 )
 SELECT s.*, ch.channel,
        row_number() OVER (PARTITION BY s.source_id, ch.channel ORDER BY s.ts_ns, s.stream) AS k
@@ -75,7 +80,7 @@ FROM stepped s JOIN channels ch USING (source_id, device, stream);
 -- matched (kernels that have a partner on every rank of the channel), name_mismatches (matched collectives whose
 -- kernel names differ between ranks).
 CREATE OR REPLACE TEMP TABLE ranks_alignment AS
-WITH has_steps AS (SELECT DISTINCT source_id FROM steps),
+WITH has_steps AS (SELECT DISTINCT source_id FROM trace_steady_steps),
 keyed AS (
     SELECT source_id, channel, k,
            CASE WHEN source_id IN (SELECT source_id FROM has_steps) THEN step ELSE -1 END AS key_step

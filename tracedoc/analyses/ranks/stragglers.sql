@@ -78,31 +78,36 @@ LEFT JOIN clocks c ON c.rank = m.rank
 LEFT JOIN peer_clocks pc ON pc.rank = m.rank
 LEFT JOIN ranks_alltoall_load l ON l.source_id = m.source_id;
 
--- Per rank and compute kernel (by name): launches and time per step over the steps with collectives, against
--- the median over the other ranks (0 where a rank never runs it); the kernel with the largest excess time.
+-- Per rank and compute kernel (by name): launches, time and thread blocks per step over the steps with
+-- collectives, against the median over the other ranks (0 where a rank never runs it); the kernel with the
+-- largest excess time.
 CREATE OR REPLACE TEMP TABLE ranks_kernel_excess AS
 WITH steps_with AS (SELECT source_id, step FROM ranks_steps WHERE collectives > 0),
 per AS (
     SELECT w.source_id, w.name,
            sum(w.launches) / (SELECT count(*) FROM steps_with x WHERE x.source_id = w.source_id) AS launches,
-           sum(w.ns) / (SELECT count(*) FROM steps_with x WHERE x.source_id = w.source_id) AS ns
+           sum(w.ns) / (SELECT count(*) FROM steps_with x WHERE x.source_id = w.source_id) AS ns,
+           sum(w.blocks) / (SELECT count(*) FROM steps_with x WHERE x.source_id = w.source_id) AS blocks
     FROM ranks_step_kernels w JOIN steps_with USING (source_id, step)
     GROUP BY w.source_id, w.name
 ),
 ranks AS (SELECT DISTINCT source_id FROM steps_with),
 grid AS (SELECT r.source_id, n.name FROM ranks r, (SELECT DISTINCT name FROM per) n),
 full_ AS (
-    SELECT g.source_id, g.name, coalesce(p.launches, 0) AS launches, coalesce(p.ns, 0) AS ns
+    SELECT g.source_id, g.name, coalesce(p.launches, 0) AS launches, coalesce(p.ns, 0) AS ns,
+           coalesce(p.blocks, 0) AS blocks
     FROM grid g LEFT JOIN per p USING (source_id, name)
 ),
 cmp AS (
-    SELECT a.source_id, a.name, a.launches, a.ns, median(b.launches) AS peer_launches, median(b.ns) AS peer_ns
+    SELECT a.source_id, a.name, a.launches, a.ns, a.blocks, median(b.launches) AS peer_launches,
+           median(b.ns) AS peer_ns, median(b.blocks) AS peer_blocks
     FROM full_ a JOIN full_ b ON b.name = a.name AND b.source_id <> a.source_id
-    GROUP BY a.source_id, a.name, a.launches, a.ns
+    GROUP BY a.source_id, a.name, a.launches, a.ns, a.blocks
 )
-SELECT source_id, top.name, top.launches, top.peer_launches, excess_ns
+SELECT source_id, top.name, top.launches, top.peer_launches, top.blocks, top.peer_blocks, excess_ns
 FROM (
-    SELECT source_id, arg_max({'name': name, 'launches': launches, 'peer_launches': peer_launches},
+    SELECT source_id, arg_max({'name': name, 'launches': launches, 'peer_launches': peer_launches,
+                               'blocks': blocks, 'peer_blocks': peer_blocks},
                               (ns - peer_ns, name)) AS top, max(ns - peer_ns) AS excess_ns
     FROM cmp GROUP BY source_id
 );
@@ -145,7 +150,15 @@ SELECT *,
                || 'account for the wait; look at its communication path (network, NIC, PCIe) and at work outside '
                || 'the profiled process', coalesce(compute_excess_ns, 0) / 1e6, coalesce(host_gap_excess_ns, 0) / 1e6)
        END AS cause_text,
-       CASE WHEN k.excess_ns >= 1e5 AND r.cause NOT IN ('host_gaps', 'unexplained')
-            THEN printf('it runs %s %.0f times a step where its peers run it %.0f times: %.2f ms more per step',
-                        k.name, k.launches, k.peer_launches, k.excess_ns / 1e6) END AS kernel_diff_text
+       CASE WHEN k.excess_ns < 1e5 OR r.cause IN ('host_gaps', 'unexplained') THEN NULL
+            WHEN abs(k.launches - k.peer_launches) >= 0.5
+                THEN printf('it runs %s %.0f times a step where its peers run it %.0f times: %.2f ms more per step',
+                            k.name, k.launches, k.peer_launches, k.excess_ns / 1e6)
+            WHEN k.peer_blocks > 0 AND k.blocks >= 1.05 * k.peer_blocks
+                THEN printf('it runs %s as often as its peers (%.0f times a step), over %.1fx their thread blocks: '
+                            || 'the same kernel on larger inputs, %.2f ms more per step', k.name, k.launches,
+                            k.blocks / k.peer_blocks, k.excess_ns / 1e6)
+            ELSE printf('it runs %s as often as its peers (%.0f times a step), on as many thread blocks, and each '
+                        || 'run takes longer: %.2f ms more per step', k.name, k.launches, k.excess_ns / 1e6)
+       END AS kernel_diff_text
 FROM r LEFT JOIN ranks_kernel_excess k USING (source_id);

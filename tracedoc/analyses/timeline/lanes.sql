@@ -3,15 +3,16 @@
 -- Per rank, top to bottom: a lane of profiler steps; the host's ranges (NVTX ranges and PyTorch record_function
 -- annotations), one lane per nesting depth; per host thread, its outermost operators, CUDA runtime and driver
 -- calls and OS calls (nsys), a lane each; then one lane per GPU device and stream.
--- Times in ns on each trace's own clock (ranks recorded on one host share it); time zero is the report's: the
--- start of the analysed window (trace.window), of the earliest rank. The macros read only the view's time range,
+-- Times in ns on each trace's own clock (ranks recorded on one host share it, Nsight Systems reports are put on UTC);
+-- time zero is the report's: the first activity recorded (trace.window), of the earliest rank. The macros read only the view's time range,
 -- so a view costs a scan of the intervals in view (the tables are sorted by time) and returns either the
 -- intervals themselves (a zoomed-in view) or one row per lane, category and pixel column span, never the trace.
 -- include: trace.window
 
--- Time zero of the timeline, ns: the report's window start (the earliest over the ranks).
+-- Time zero of the timeline, ns: the first activity recorded (the earliest over the ranks), so that start-up and
+-- warm-up steps before the analysed window are drawn at positive times too.
 CREATE OR REPLACE TEMP TABLE timeline_zero AS
-SELECT coalesce(min(start_ns), 0) AS zero_ns FROM trace_windows;
+SELECT coalesce(min(capture_start_ns), 0) AS zero_ns FROM trace_windows;
 
 -- What the timeline draws of the host: ranges (lane group 1), operators (2), CUDA runtime and driver calls (3) and
 -- OS calls (4), profiler steps excepted (they have their own lane).
@@ -59,8 +60,8 @@ WHERE covered_until IS NULL OR covered_until <= ts_ns;
 -- drawn for the threads that also run ranges, operators or API calls (not for helper threads that only wait).
 CREATE OR REPLACE TEMP VIEW timeline_intervals AS
 SELECT rank, 0 AS lane_group, -1 AS tid, 0 AS depth, -1 AS device, -1 AS stream, 'step' AS category,
-       'ProfilerStep#' || step AS name, ts_ns, dur_ns
-FROM steps
+       CASE WHEN warmup THEN 'warm-up: ' ELSE '' END || name AS name, ts_ns, dur_ns
+FROM trace_steps
 UNION ALL
 SELECT rank, 1, tid, depth, -1, -1, category, name, ts_ns, dur_ns FROM timeline_ranges
 UNION ALL

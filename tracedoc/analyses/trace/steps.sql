@@ -1,0 +1,226 @@
+-- trace.steps: the steps of each source, which of them are warm-up, and how they were found.
+--
+-- A step is a span of the host's time; GPU work belongs to the step during which the host launched it. Each
+-- source takes its steps from the first of these that it has:
+--   1. the range the user named (--step-range NAME: SET VARIABLE step_range): host ranges (NVTX ranges,
+--      record_function annotations) of that name, or that name and a number ('step 3' for 'step');
+--   2. the profiler's steps: ProfilerStep#N (the store's steps table: a PyTorch trace, or nsys with
+--      torch's NVTX ranges);
+--   3. a repeated user range: host ranges of one name (a number at its end aside: 'step 3' and 'step 4' are one
+--      name, 'step #') opened at least 3 times on one thread, one after the other (never inside each other), at
+--      the top level of the repeated ranges (not inside ranges of another such name: a train_step's forward and
+--      its micro-batches are not steps), during which the host launched GPU work. Of such names, the one whose
+--      ranges cover the most launches wins (within 10 % of the most: the one repeated most often). Their
+--      durations on the host need not be alike: a host running ahead of the GPU returns from some steps early
+--      and waits in others. NCCL's own ranges (ncclAllReduce…) are not steps;
+--   4. the repeating kernel, as nsys's cuda_gpu_kern_pace looks at one kernel over time: among kernels launched
+--      at least 4 times, those that run evenly spaced on the GPU (after the first quarter of them, which may be
+--      warm-up, every interval between two starts within a factor 2 of their median), whose runs span most of
+--      the GPU's work (at least half its time on the GPU lies between their first and last run: a kernel that
+--      repeats in one phase of a trace does not make its steps, and start-up's little work does not count) and,
+--      of those, the one run most often (then the first); step k runs from the host's launch of its k-th run to
+--      that of the next.
+-- Steps found by 1 or 3 keep the number their ranges carry ('step 3'), else they are numbered 1, 2, … in time
+-- order, as are those found by 4. Warm-up steps are the first ones, for as long as
+-- each lasts more than twice the median step (at most half the steps): the first iterations pay for cuBLAS and
+-- NCCL set-up, allocator growth and autotuning, and are not the steady state. Times in ns.
+
+-- Host ranges that can be steps (ranges numbered alike share a name). Columns: source_id, tid, name (as recorded),
+-- family (the name with a trailing number as '#'), ts_ns, end_ns.
+CREATE OR REPLACE TEMP TABLE trace_step_ranges AS
+WITH r AS (
+    SELECT source_id, tid, name, ts_ns, ts_ns + dur_ns AS end_ns,
+           regexp_replace(name, '\s*#?\s*[0-9]+$', ' #') AS family
+    FROM cpu_activity
+    WHERE kind = 'annotation' AND dur_ns > 0 AND name NOT LIKE 'nccl%' AND name NOT LIKE 'ProfilerStep#%'
+)
+SELECT source_id, tid, name, CASE WHEN family = ' #' THEN name ELSE family END AS family, ts_ns, end_ns FROM r;
+
+-- When the host launched each correlation id (its first runtime or driver call): source_id, correlation_id,
+-- launch_ns. GPU work whose correlation is not here was launched before the trace began.
+CREATE OR REPLACE TEMP TABLE trace_launches AS
+SELECT source_id, correlation_id, min(ts_ns) AS launch_ns
+FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
+GROUP BY source_id, correlation_id;
+
+-- The launches of GPU work (a kernel, copy or memset) of sources without profiler steps: source_id, ts_ns (the
+-- launch), name, gpu_ns (the work's start on the GPU) and dur_ns (its time there).
+CREATE OR REPLACE TEMP TABLE trace_step_launches AS
+SELECT l.source_id, l.launch_ns AS ts_ns, arg_min(g.name, g.ts_ns) AS name, min(g.ts_ns) AS gpu_ns,
+       sum(g.dur_ns) AS dur_ns
+FROM trace_launches l
+JOIN gpu_activity g ON g.source_id = l.source_id AND g.correlation_id = l.correlation_id
+WHERE g.kind IN ('kernel', 'memcpy', 'memset') AND l.source_id NOT IN (SELECT source_id FROM steps)
+GROUP BY l.source_id, l.correlation_id, l.launch_ns;
+
+-- Candidate step ranges of each source: the named range (1) or repeated top-level ranges (3). Columns: source_id,
+-- tid, family, instances, launches (GPU launches inside its ranges), named (the user's choice).
+CREATE OR REPLACE TEMP TABLE trace_step_candidates AS
+WITH named AS (
+    SELECT * FROM trace_step_ranges
+    WHERE getvariable('step_range') IS NOT NULL
+      AND (name = getvariable('step_range') OR family = getvariable('step_range') || ' #')
+),
+sequential AS (  -- families repeated at least 3 times on a thread whose ranges never overlap each other
+    SELECT source_id, tid, family FROM (
+        SELECT *, lag(end_ns) OVER (PARTITION BY source_id, tid, family ORDER BY ts_ns, end_ns) AS prev_end_ns
+        FROM trace_step_ranges
+        WHERE getvariable('step_range') IS NULL AND source_id NOT IN (SELECT source_id FROM steps))
+    GROUP BY source_id, tid, family
+    HAVING count(*) >= 3 AND bool_and(prev_end_ns IS NULL OR prev_end_ns <= ts_ns)
+),
+candidates AS (  -- their ranges, each with whether a range of another of these families contains it (its own
+                 -- family's end before it starts, so the latest end before it is another family's)
+    SELECT r.*, coalesce(max(r.end_ns) OVER (PARTITION BY r.source_id, r.tid ORDER BY r.ts_ns, r.end_ns DESC
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) >= r.end_ns
+                    AS inside
+    FROM trace_step_ranges r JOIN sequential USING (source_id, tid, family)
+),
+ranges AS (
+    SELECT source_id, tid, family, ts_ns, end_ns, true AS named FROM named
+    UNION ALL
+    SELECT source_id, tid, family, ts_ns, end_ns, false FROM candidates
+    WHERE (source_id, tid, family) NOT IN (SELECT (source_id, tid, family) FROM candidates WHERE inside)
+),
+covered AS (
+    SELECT r.source_id, r.tid, r.family, count(l.ts_ns) AS launches
+    FROM ranges r LEFT JOIN trace_step_launches l
+      ON l.source_id = r.source_id AND l.ts_ns >= r.ts_ns AND l.ts_ns < r.end_ns
+    GROUP BY r.source_id, r.tid, r.family
+)
+SELECT r.source_id, r.tid, r.family, count(*) AS instances, any_value(c.launches) AS launches,
+       bool_or(r.named) AS named
+FROM ranges r JOIN covered c USING (source_id, tid, family)
+GROUP BY r.source_id, r.tid, r.family;
+
+-- The chosen range of each source and the thread it is on (named first; else the most launches, within 10 % the
+-- most instances).
+CREATE OR REPLACE TEMP TABLE trace_step_choice AS
+SELECT source_id, arg_max(family, (named, launches >= 0.9 * most, instances, launches, family, -tid)) AS family,
+       arg_max(tid, (named, launches >= 0.9 * most, instances, launches, family, -tid)) AS tid
+FROM (SELECT *, max(launches) OVER (PARTITION BY source_id) AS most FROM trace_step_candidates
+      WHERE named OR launches > 0)
+GROUP BY source_id;
+
+-- The repeating kernel of each source without steps of any other kind: name, runs, median_gap_ns (on the GPU).
+CREATE OR REPLACE TEMP TABLE trace_step_pace AS
+WITH spaced AS (
+    SELECT source_id, name, gpu_ns,
+           gpu_ns - lag(gpu_ns) OVER (PARTITION BY source_id, name ORDER BY gpu_ns) AS gap_ns,
+           row_number() OVER (PARTITION BY source_id, name ORDER BY gpu_ns) AS n,
+           count(*) OVER (PARTITION BY source_id, name) AS runs,
+           min(gpu_ns) OVER (PARTITION BY source_id, name) AS first_run_ns,
+           max(gpu_ns) OVER (PARTITION BY source_id, name) AS last_run_ns
+    FROM trace_step_launches
+    WHERE source_id NOT IN (SELECT source_id FROM trace_step_choice)
+),
+steady AS (SELECT * FROM spaced WHERE gap_ns IS NOT NULL AND runs >= 4 AND n > runs / 4),
+regular AS (
+    SELECT source_id, name, any_value(runs) AS runs, median(gap_ns) AS median_gap_ns,
+           any_value(first_run_ns) AS first_ns, any_value(last_run_ns) AS last_ns
+    FROM steady GROUP BY source_id, name
+    HAVING median(gap_ns) > 0 AND max(gap_ns) <= 2 * median(gap_ns) AND min(gap_ns) >= 0.5 * median(gap_ns)
+),
+busy AS (  -- the GPU time of the work started up to each point (a running sum), to read spans' shares from
+    SELECT source_id, gpu_ns,
+           sum(dur_ns) OVER (PARTITION BY source_id ORDER BY gpu_ns ROWS UNBOUNDED PRECEDING) AS before_ns,
+           sum(dur_ns) OVER (PARTITION BY source_id) AS all_ns
+    FROM trace_step_launches
+),
+covering AS (
+    SELECT r.* FROM regular r
+    ASOF JOIN busy a ON a.source_id = r.source_id AND r.first_ns >= a.gpu_ns
+    ASOF JOIN busy b ON b.source_id = r.source_id AND r.last_ns >= b.gpu_ns
+    WHERE b.before_ns - a.before_ns >= 0.5 * a.all_ns
+)
+SELECT source_id, arg_max(name, (runs, -first_ns)) AS name, max(runs) AS runs,
+       arg_max(median_gap_ns, (runs, -first_ns)) AS median_gap_ns
+FROM covering GROUP BY source_id;
+
+-- Every source's steps before warm-up is told: source_id, rank, step, name, ts_ns, dur_ns. A step's number is the
+-- profiler's N, the number the ranges carry ('step 3': 3) when each has its own, else its position (1, 2, …); its
+-- name is the range's ('ProfilerStep#3', 'train_step', 'step 3'), or 'step N' for the repeating kernel's.
+CREATE OR REPLACE TEMP TABLE trace_steps_found AS
+WITH ranges AS (
+    SELECT r.source_id, src.rank, r.name, r.ts_ns, r.end_ns - r.ts_ns AS dur_ns,
+           row_number() OVER (PARTITION BY r.source_id ORDER BY r.ts_ns, r.end_ns) AS position,
+           TRY_CAST(regexp_extract(r.name, '([0-9]+)$', 1) AS INTEGER) AS numbered
+    FROM trace_step_ranges r JOIN trace_step_choice c USING (source_id, tid, family) JOIN sources src USING (source_id)
+),
+own_numbers AS (  -- sources whose ranges each carry a number of their own
+    SELECT source_id FROM ranges GROUP BY source_id HAVING count(DISTINCT numbered) = count(*)
+)
+SELECT s.source_id, s.rank, s.step, 'ProfilerStep#' || s.step AS name, s.ts_ns, s.dur_ns FROM steps s
+WHERE s.source_id NOT IN (SELECT source_id FROM trace_step_choice WHERE getvariable('step_range') IS NOT NULL)
+UNION ALL
+SELECT source_id, rank,
+       CASE WHEN source_id IN (SELECT source_id FROM own_numbers) THEN numbered ELSE position END::INTEGER,
+       name, ts_ns, dur_ns
+FROM ranges
+UNION ALL
+SELECT source_id, rank, step::INTEGER, 'step ' || step, ts_ns, next_ns - ts_ns
+FROM (SELECT l.source_id, src.rank, l.ts_ns, lead(l.ts_ns) OVER (PARTITION BY l.source_id ORDER BY l.ts_ns) AS next_ns,
+             row_number() OVER (PARTITION BY l.source_id ORDER BY l.ts_ns) AS step
+      FROM trace_step_launches l JOIN trace_step_pace p USING (source_id, name) JOIN sources src USING (source_id))
+WHERE next_ns IS NOT NULL;
+
+-- The GPU work (kernels, copies, memsets) of sources with steps, with when the host launched it (launch_ns; NULL:
+-- before the trace began) and the step it was launched in (NULL: outside every step). Columns: source_id, rank,
+-- device, kind, category, name, dur_ns, ts_ns, end_ns, blocks (a kernel's thread blocks), launch_ns, step.
+CREATE OR REPLACE TEMP TABLE trace_step_work AS
+WITH stepped AS (  -- the step each launch fell in (the ASOF join sorts these narrow rows, not the work's)
+    SELECT l.source_id, l.correlation_id, l.launch_ns,
+           CASE WHEN l.launch_ns < s.ts_ns + s.dur_ns THEN s.step END AS step
+    FROM trace_launches l ASOF LEFT JOIN trace_steps_found s
+      ON l.source_id = s.source_id AND l.launch_ns >= s.ts_ns
+    WHERE l.source_id IN (SELECT source_id FROM trace_steps_found)
+)
+SELECT g.source_id, g.rank, g.device, g.kind, g.category, g.name, g.dur_ns, g.ts_ns, g.ts_ns + g.dur_ns AS end_ns,
+       CASE WHEN g.kind = 'kernel' THEN list_product(TRY_CAST(string_split(g.grid, ',') AS BIGINT[])) END AS blocks,
+       st.launch_ns, st.step
+FROM gpu_activity g LEFT JOIN stepped st USING (source_id, correlation_id)
+WHERE g.kind IN ('kernel', 'memcpy', 'memset') AND g.source_id IN (SELECT source_id FROM trace_steps_found);
+
+-- The steps of each source: source_id, rank, step, name, ts_ns, dur_ns (the host's span), warmup (a warm-up step:
+-- not the steady state). A step is slow when its span on the host or the span of its work on the GPU (first start to
+-- last end) lasts more than twice the median; the GPU's span shows a step that waited on earlier warm-up work.
+-- Ranks step together (a rank still warming up holds the others up at the collectives), so every rank leaves out
+-- as many warm-up steps as the rank that has the most.
+CREATE OR REPLACE TEMP TABLE trace_steps AS
+WITH spans AS (
+    SELECT f.*, greatest(f.dur_ns, coalesce(w.span_ns, 0)) AS span_ns
+    FROM trace_steps_found f
+    LEFT JOIN (SELECT source_id, step, max(end_ns) - min(ts_ns) AS span_ns FROM trace_step_work
+               WHERE step IS NOT NULL GROUP BY source_id, step) w USING (source_id, step)
+),
+ordered AS (
+    SELECT *, row_number() OVER (PARTITION BY source_id ORDER BY ts_ns, step) AS n,
+           count(*) OVER (PARTITION BY source_id) AS steps,
+           median(span_ns) OVER (PARTITION BY source_id) AS median_ns
+    FROM spans
+),
+slow AS (  -- how many leading steps in a row last more than twice the median (at most half the steps)
+    SELECT source_id, least(coalesce(min(n) FILTER (WHERE span_ns <= 2 * median_ns), any_value(steps) + 1) - 1,
+                            any_value(steps) // 2) AS slow_steps
+    FROM ordered GROUP BY source_id
+)
+SELECT o.source_id, o.rank, o.step, o.name, o.ts_ns, o.dur_ns,
+       o.n <= least((SELECT max(slow_steps) FROM slow), o.steps // 2) AS warmup
+FROM ordered o;
+
+-- How each source's steps were found, for the report: source_id, method ('range', 'profiler', 'kernel' or NULL
+-- without steps), detail (the range's or kernel's name), steps (steady steps), warmup_steps.
+CREATE OR REPLACE TEMP VIEW trace_step_method AS
+SELECT src.source_id, src.rank,
+       CASE WHEN c.family IS NOT NULL THEN 'range' WHEN p.name IS NOT NULL THEN 'kernel'
+            WHEN EXISTS (SELECT 1 FROM steps s WHERE s.source_id = src.source_id) THEN 'profiler' END AS method,
+       coalesce(c.family, p.name) AS detail,
+       (SELECT count(*) FROM trace_steps t WHERE t.source_id = src.source_id AND NOT t.warmup) AS steps,
+       (SELECT count(*) FROM trace_steps t WHERE t.source_id = src.source_id AND t.warmup) AS warmup_steps
+FROM sources src
+LEFT JOIN trace_step_choice c USING (source_id)
+LEFT JOIN trace_step_pace p USING (source_id);
+
+-- The steady steps (warm-up steps left out): what per-step analyses measure. Columns as trace_steps.
+CREATE OR REPLACE TEMP VIEW trace_steady_steps AS
+SELECT source_id, rank, step, ts_ns, dur_ns FROM trace_steps WHERE NOT warmup;
