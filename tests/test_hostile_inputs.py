@@ -330,16 +330,20 @@ def test_the_cap_has_a_command_line_option(tmp_path: Path) -> None:
 
 
 def test_inflate_cap_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default cap is the larger of 100x the compressed size and 4 GiB; the environment and set_limits
-    replace it; a cap that is not a byte count is refused."""
+    """The default cap is the larger of 100x the compressed size and 64 MiB (standard input: 4 GiB); the
+    environment and set_limits replace both; a cap that is not a byte count is refused."""
     monkeypatch.delenv(compressed.ENV_VAR, raising=False)
-    assert compressed.max_inflate_bytes(1 << 20) == 4 << 30
+    assert compressed.max_inflate_bytes(470_000) == 64 << 20
+    assert compressed.max_inflate_bytes(1 << 20) == 100 << 20
     assert compressed.max_inflate_bytes(1 << 30) == 100 << 30
+    assert compressed.max_stdin_bytes() == 4 << 30
     monkeypatch.setenv(compressed.ENV_VAR, "8GiB")
     assert compressed.max_inflate_bytes(1 << 30) == 8 << 30
+    assert compressed.max_stdin_bytes() == 8 << 30
     compressed.set_limits(max_inflate_bytes=1000)
     try:
         assert compressed.max_inflate_bytes(1 << 30) == 1000
+        assert compressed.max_stdin_bytes() == 1000
     finally:
         compressed.set_limits(None)
     monkeypatch.setenv(compressed.ENV_VAR, "lots")
@@ -348,15 +352,64 @@ def test_inflate_cap_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_every_compressed_sample_is_far_below_the_default_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Real traces inflate to less than a quarter of the default cap (they compress 2 to 40 times)."""
+    """Real traces inflate to less than a third of the default cap (they compress 2 to 40 times)."""
     monkeypatch.delenv(compressed.ENV_VAR, raising=False)
     samples = sorted(p for p in SAMPLES.rglob("*") if p.suffix in (".gz", ".xz"))
     assert len(samples) > 20
     for path in samples:
         raw = path.read_bytes()
         inflated = len(gzip.decompress(raw) if path.suffix == ".gz" else lzma.decompress(raw))
-        assert inflated * 4 < compressed.max_inflate_bytes(len(raw)), path
+        assert inflated * 3 < compressed.max_inflate_bytes(len(raw)), path
         assert inflated < len(raw) * compressed.DEFAULT_RATIO / 2, path
+
+
+def xz_bomb(path: Path, inflated_mib: int) -> Path:
+    """A real trace turned into an xz bomb: samples/decode-compile's header and events, then 16 MiB blocks of its
+    first 300 events repeated (each block compressed once, the file a series of xz streams), then the array's end.
+    It unpacks to about ``inflated_mib`` MiB of valid events at some 1,000 times its size."""
+    doc = json.loads(kineto_text())
+    events = [json.dumps(e) for e in doc["traceEvents"]]
+    head = json.dumps({k: v for k, v in doc.items() if k != "traceEvents"})[:-1] + ', "traceEvents": [\n'
+    repeat = ("," + ",".join(events[:300])).encode()
+    block = lzma.compress(repeat * ((16 << 20) // len(repeat)), preset=1)
+    with path.open("wb") as f:
+        f.write(lzma.compress((head + ",".join(events)).encode()))
+        for _ in range(inflated_mib // 16):
+            f.write(block)
+        f.write(lzma.compress(b"\n]}\n"))
+    return path
+
+
+def test_xz_bomb_stops_at_the_default_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An xz bomb of about 1 MB made from samples/decode-compile that unpacks to 2 GiB of real events (under the
+    old default cap of 4 GiB it was read whole: minutes and gigabytes): with no cap set, reading stops at the
+    default, the larger of 64 MiB and 100 times the file, one line and exit 2. The work is bounded by the bytes
+    unpacked, counted at the decompressor."""
+    monkeypatch.delenv(compressed.ENV_VAR, raising=False)
+    bomb = xz_bomb(tmp_path / "bomb.json.xz", 2048)
+    size = bomb.stat().st_size
+    assert size < 2 << 20
+    cap = compressed.max_inflate_bytes(size)
+    assert cap == max(100 * size, 64 << 20)
+    unpacked = []
+    real_open = compressed._open
+
+    def counting_open(path: Path, kind: str) -> Any:
+        stream = real_open(path, kind)
+        read = stream.read
+
+        def counted(size: int = -1) -> bytes:
+            data = read(size)
+            unpacked.append(len(data))
+            return data
+
+        stream.read = counted  # type: ignore[method-assign]
+        return stream
+
+    monkeypatch.setattr(compressed, "_open", counting_open)
+    code, _, err = run(str(bomb))
+    assert_one_line_error(code, err, str(bomb), f"more than {cap:,} bytes", "--max-inflate", compressed.ENV_VAR)
+    assert sum(unpacked) <= cap + compressed._CHUNK + (1 << 20)  # the cap, one chunk past it, the sniffed MiB
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")

@@ -126,7 +126,7 @@ def _from_stdin() -> InputFile:
     os.close(fd)
     spooled = Path(name)
     try:
-        compressed.spool(stream, spooled, compressed.max_inflate_bytes(0))
+        compressed.spool(stream, spooled, compressed.max_stdin_bytes())
         item = _identify(spooled, strict=True, name=STDIN)
     except BaseException:
         spooled.unlink(missing_ok=True)
