@@ -7,6 +7,7 @@ read real samples the same as before.
 
 from __future__ import annotations
 
+import csv
 import gc
 import gzip
 import io
@@ -19,6 +20,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import tracemalloc
 import zlib
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from click.testing import CliRunner
 from tests.conftest import ROOT, SAMPLES
 from tracedoc.cli import cli
 from tracedoc.errors import InputError, TracedocError, first_line
-from tracedoc.ingest import compressed
+from tracedoc.ingest import compressed, ncu_csv
 
 KINETO = SAMPLES / "decode-compile" / "trace.json.gz"  # one rank, 60 KB
 EAGER = SAMPLES / "decode-eager" / "trace.json.gz"  # 632 KB, 9.5 MB unpacked: more than the sniffed first MiB
@@ -497,6 +499,36 @@ def test_ncu_kernel_name_of_50000_characters(tmp_path: Path) -> None:
     code, out, err = run(str(path), "--format", "json")
     assert code == 0, err
     assert json.loads(out)["findings"]  # a report, and no progress bar in front of it
+
+
+def test_ncu_csv_of_millions_of_values_is_read_columnar(tmp_path: Path) -> None:
+    """An edited copy of samples/ncu-a40-julia-csv's export with its 5 launches repeated to 2,500 (1.9 million
+    launch × metric values). One Python object per value took 358 MiB of Python heap for 2.2 million values (a
+    2.4 MB gzipped export took 1.25 GB in all, and the fuzzer saw 3 GB); read columnar, the Python heap holds a few
+    chunks of the file (under 40 MiB) however many values there are, and every repeat's values are the original's."""
+    with JULIA_CSV.open(newline="") as f:
+        rows = list(csv.reader(f))
+    header, units, body = rows[0], rows[1], rows[2:]
+    id_at = header.index("ID")
+    path = tmp_path / "kernels.raw.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
+        writer.writerows([header, units])
+        writer.writerows([str(n) if i == id_at else v for i, v in enumerate(body[n % len(body)])]
+                         for n in range(2500))
+    original = [b.to_pylist() for b in ncu_csv.read(JULIA_CSV, tmp_path).metrics]
+    tracemalloc.start()
+    try:
+        tables = ncu_csv.read(path, tmp_path)
+        batches = [(b.num_rows, b.slice(0, 10).to_pylist()) for b in tables.metrics]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    per_copy = sum(len(b) for b in original)
+    assert tables.count == 2500 and per_copy > 3000
+    assert sum(n for n, _ in batches) == per_copy * 2500 // len(body)
+    assert batches[0][1] == original[0][:10]
+    assert peak < 40 << 20, f"{peak / 2**20:.0f} MiB of Python objects"
 
 
 def test_first_line_drops_a_quoted_traceback_and_cuts_runaway_lines() -> None:
