@@ -18,6 +18,7 @@ from click.testing import CliRunner
 import tracedoc
 from tests.conftest import ROOT, SAMPLES
 from tests.test_cache import tiled_trace, wait_for
+from tracedoc import strict_json
 from tracedoc.cli import cli
 from tracedoc.errors import InputError
 
@@ -288,3 +289,31 @@ def test_usage_errors_are_one_line_and_exit_2(args: list[str], needle: str) -> N
 def test_no_command_still_shows_the_help() -> None:
     result = CliRunner().invoke(cli, [])
     assert "Usage: " in result.output and "Commands:" in result.output
+
+
+# --- Non-finite numbers: refused at the option, never written as JSON --------------------------------------------
+
+@pytest.mark.parametrize("option", [["--per-step-items", "inf"], ["--per-step-items", "nan"],
+                                    ["--per-step-items", "1e300"], ["--fail-on-regression", "nan"],
+                                    ["--set", "launch-bound.min_idle_pct=inf"]])
+def test_non_finite_numbers_are_refused_at_the_option(option: list[str]) -> None:
+    """`diff --per-step-items inf` wrote "Infinity" into the JSON diff; every such option is one line, exit 2."""
+    code, out, err = run("diff", str(EAGER), str(SAMPLES / "decode-cudagraph"), "--format", "json", *option)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert option[0] in err
+
+
+def test_the_json_writers_refuse_nan_and_infinity_anywhere() -> None:
+    """The saved report of samples/decode-eager (reports/decode-eager.json) with a finding's saving made NaN and an
+    attribution row's time infinite: writing it as JSON names where, instead of writing NaN or Infinity."""
+    from tracedoc.report import Report
+
+    report = Report.from_dict(json.loads((ROOT / "reports" / "decode-eager.json").read_text()))
+    report.findings[1].impact_ms = float("nan")
+    with pytest.raises(strict_json.BadJson, match=r"findings\[1\]\.impact_ms is not a finite number"):
+        report.to_json()
+    report.findings[1].impact_ms = 1.0
+    report.attribution[2]["ms"] = float("-inf")
+    with pytest.raises(strict_json.BadJson, match=r"attribution\[2\]\.ms"):
+        report.to_json()
+    assert strict_json.dumps({"a": [1, 2.5, None]}) == '{"a": [1, 2.5, null]}'
