@@ -549,3 +549,88 @@ def test_flight_recorder_json_with_an_integer_of_5001_digits(tmp_path: Path) -> 
     path.write_text(edited)
     code, _, err = run(str(path))
     assert_one_line_error(code, err, str(path), "flight-recorder JSON")
+
+
+# 9. Saved reports given to `tracedoc diff`, and files of the kernel's.
+
+REPORTS = ROOT / "reports"
+
+
+def _set(doc: dict[str, Any], where: str, value: Any) -> None:
+    """Set (or, for the value DELETE, remove) the field at a dotted path such as 'attribution.2.ms'; '*' is every
+    element of a list."""
+    *path, last = where.split(".")
+    parents = [doc]
+    for key in path:
+        parents = [child for p in parents for child in (p if key == "*" else [p[int(key) if isinstance(p, list)
+                                                                                  else key]])]
+    for parent in parents:
+        if value is DELETE:
+            del parent[last]
+        else:
+            parent[int(last) if isinstance(parent, list) else last] = value
+
+
+DELETE = object()
+MALFORMED_REPORTS = {  # each ended in an internal error (exit 3) somewhere in the diff
+    "row-not-an-object": ("ddp-straggler", "attribution.2", "x", "attribution[2] should be an object"),
+    "device-a-list": ("decode-eager", "attribution.2.device", [[]], "attribution[2].device should be an integer"),
+    "ms-an-object": ("decode-eager", "attribution.0.ms", {"a": 1}, "attribution[0].ms should be a number"),
+    "no-cause": ("input-slow", "attribution.1.cause", DELETE, "attribution[1].cause should be present"),
+    "kernel-an-object": ("ncu-h100-gemm-naive", "metrics.ncu_warp_stalls.*.kernel", {},
+                         "metrics.ncu_warp_stalls[0].kernel should be text"),
+    "metric-not-a-list": ("input-slow", "metrics.ncu_warp_stalls", 1.5, "metrics.ncu_warp_stalls should be a list"),
+    "total-a-list": ("moe-hot-expert", "metrics.top_kernels.1.total_ms", [[]],
+                     "metrics.top_kernels[1].total_ms should be a number"),
+    "count-not-a-number": ("decode-eager", "metrics.top_kernels.0.launch_count", "<x>",
+                           "metrics.top_kernels[0].launch_count should be a number"),
+    "summary-not-an-object": ("ncu-h100-gemm-naive", "summary", True, "summary should be an object"),
+    "saving-an-object": ("input-slow", "findings.0.impact_ms", {"a": 1}, "findings[0].impact_ms should be a number"),
+    "total-out-of-range": ("decode-eager", "metrics.top_kernels.*.total_ms", 1e308,
+                           "metrics.top_kernels[0].total_ms should be a number of at most 1e+15"),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED_REPORTS, ids=list(MALFORMED_REPORTS))
+def test_malformed_saved_report_given_to_diff(tmp_path: Path, case: str) -> None:
+    """An edited copy of a gallery report (reports/<sample>.json, what `tracedoc analyze --format json` wrote for
+    a bundled sample) diffed against the original, on either side: one line naming the field, exit 2."""
+    base, where, value, says = MALFORMED_REPORTS[case]
+    original = REPORTS / f"{base}.json"
+    doc = json.loads(original.read_text())
+    _set(doc, where, value)
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps({"findings": doc.pop("findings"), **doc}))
+    for sides in ((edited, original), (original, edited)):
+        result = CliRunner().invoke(cli, ["diff", *map(str, sides), "--format", "json"])
+        assert_one_line_error(result.exit_code, result.stderr, str(edited), "not a tracedoc JSON report", says)
+
+
+def test_saved_report_with_nan_is_refused(tmp_path: Path) -> None:
+    """reports/decode-eager.json with an attribution time written as NaN (Python's json reads it)."""
+    edited = tmp_path / "edited.json"
+    text, count = re.subn(r'"ms": [0-9.]+', '"ms": NaN', (REPORTS / "decode-eager.json").read_text(), count=1)
+    assert count == 1
+    edited.write_text(text)
+    result = CliRunner().invoke(cli, ["diff", str(edited), str(REPORTS / "decode-cudagraph.json")])
+    assert_one_line_error(result.exit_code, result.stderr, str(edited), "non-finite number NaN")
+
+
+def test_every_gallery_report_is_a_valid_saved_report() -> None:
+    """The check of saved reports accepts what tracedoc writes: every report of the gallery."""
+    from tracedoc.saved import check_report
+
+    paths = sorted(REPORTS.glob("*.json"))
+    assert len(paths) > 40
+    for path in paths:
+        check_report(json.loads(path.read_text()))
+
+
+@pytest.mark.skipif(not Path("/proc/kmsg").exists(), reason="needs /proc/kmsg")
+@pytest.mark.parametrize("args", [["analyze", "/proc/kmsg"], ["diff", "/proc/kmsg", str(KINETO)]],
+                         ids=["analyze", "diff"])
+def test_a_file_of_the_kernel_is_bad_input(args: list[str]) -> None:
+    """/proc/kmsg (size 0; reading it waits for the kernel's messages, or takes them) ended in exit 3 as a diff
+    side. It is not read: one line, exit 2."""
+    result = CliRunner().invoke(cli, [args[0], "--no-cache", *args[1:]] if args[0] == "analyze" else args)
+    assert_one_line_error(result.exit_code, result.stderr, "/proc/kmsg")

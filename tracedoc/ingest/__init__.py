@@ -169,19 +169,28 @@ def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path |
 
 
 def _start(path: Path, name: Path) -> bytes:
-    """The first bytes of a regular file; opened without blocking, so a FIFO is refused instead of waited on."""
+    """The first bytes of a regular file; opened without blocking, so a FIFO is refused instead of waited on.
+
+    A file of size 0 is not read: it is empty, or one of the kernel's (``/proc/kmsg``), whose reads wait for data
+    or consume it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{name}: not a regular file (a pipe, socket or device); save it to a file, or "
                              "pipe it into '-' (tracedoc analyze - < trace)")
+        if info.st_size == 0:
+            return b""
         try:
-            return f.read(_SNIFF_BYTES)
+            start = f.read(_SNIFF_BYTES)
         except OSError as exc:
             raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
+        if start is None:  # nothing to read without waiting: not a file's content
+            raise InputError(f"{name}: cannot read without waiting (not a saved file)")
+        return start
 
 
 def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str], None] | None = None) -> None:
