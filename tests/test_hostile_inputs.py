@@ -634,3 +634,21 @@ def test_a_file_of_the_kernel_is_bad_input(args: list[str]) -> None:
     side. It is not read: one line, exit 2."""
     result = CliRunner().invoke(cli, [args[0], "--no-cache", *args[1:]] if args[0] == "analyze" else args)
     assert_one_line_error(result.exit_code, result.stderr, "/proc/kmsg")
+
+
+# 10. One file under several names.
+
+def test_a_link_to_a_trace_is_not_another_rank(tmp_path: Path) -> None:
+    """samples/ddp-straggler's two ranks copied into a folder with a symbolic link to rank 1 (sorted first) and a
+    hard link to rank 0 beside them: the links counted as more ranks (here two traces claimed rank 1). Each file is
+    read once, under its own name; a file named and also inside the folder named is one input too."""
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for name in ("rank0.trace.json.gz", "rank1.trace.json.gz"):
+        shutil.copyfile(STRAGGLER_RANK1.with_name(name), ranks / name)
+    (ranks / "a-latest.trace.json.gz").symlink_to(ranks / "rank1.trace.json.gz")
+    os.link(ranks / "rank0.trace.json.gz", ranks / "z-hardlink.trace.json.gz")
+    doc = report(str(ranks), str(ranks / "rank1.trace.json.gz"))
+    assert [(i["path"], i["rank"]) for i in doc["inputs"]] == [
+        (str(ranks / "rank0.trace.json.gz"), 0), (str(ranks / "rank1.trace.json.gz"), 1)]
+    assert doc["summary"]["ranks"] == 2

@@ -90,7 +90,8 @@ def discover(paths: Sequence[Path]) -> list[InputFile]:
 
     A path must be a regular file or a directory: a FIFO or device would block or never end (``-`` reads standard
     input instead). In a directory, anything else is skipped, and so is an xz file whose format a plain or gzipped
-    file there has too: an archived copy of a report kept beside its export.
+    file there has too: an archived copy of a report kept beside its export. A file reached under several names (a
+    symbolic or hard link beside it, or a file named and also inside a directory named) is one input.
     """
     found: list[InputFile] = []
     for path in paths:
@@ -108,7 +109,28 @@ def discover(paths: Sequence[Path]) -> list[InputFile]:
             raise InputError(f"{path}: no such file or directory")
         else:
             found.append(_identify(path, strict=True))
-    return found
+    return _distinct(found)
+
+
+def _distinct(found: list[InputFile]) -> list[InputFile]:
+    """Each file once: a file reached under several names (links resolved to the file they name) would otherwise
+    count as one more rank. The name kept is the first that is not a symbolic link, in its own place."""
+    where: dict[tuple[int, int], int] = {}
+    kept: list[InputFile | None] = []
+    for item in found:
+        if item.data is not None:  # standard input's copy: its own file
+            kept.append(item)
+            continue
+        info = item.path.stat()
+        key = (info.st_dev, info.st_ino)
+        known = kept[where[key]] if key in where else None
+        if known is not None and not (known.path.is_symlink() and not item.path.is_symlink()):
+            continue
+        if known is not None:
+            kept[where[key]] = None
+        where[key] = len(kept)
+        kept.append(item)
+    return [item for item in kept if item is not None]
 
 
 def _without_archives(files: list[InputFile]) -> list[InputFile]:
