@@ -14,14 +14,14 @@ SOURCE = SAMPLES / "ddp-straggler"
 RENAMED = "nvjet_sm90_tst_192x192_64x3_1x2_h_bz_coopB_NTN"  # 32 launches, 23 ms on rank 0
 
 
-def hostile_ranks(directory: Path) -> Path:
-    """samples/ddp-straggler with RENAMED called HOSTILE in rank 0's trace; returns the directory."""
+def hostile_ranks(directory: Path, name: str = HOSTILE) -> Path:
+    """samples/ddp-straggler with RENAMED called ``name`` (HOSTILE) in rank 0's trace; returns the directory."""
     directory.mkdir(parents=True, exist_ok=True)
     doc = json.loads(gzip.decompress((SOURCE / "rank0.trace.json.gz").read_bytes()))
     renamed = 0
     for event in doc["traceEvents"]:
         if event.get("cat") == "kernel" and event.get("name") == RENAMED:
-            event["name"] = HOSTILE
+            event["name"] = name
             renamed += 1
     assert renamed == 32, renamed
     (directory / "rank0.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))

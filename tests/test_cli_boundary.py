@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import duckdb
@@ -15,8 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 import tracedoc
-from tests.conftest import SAMPLES
+from tests.conftest import ROOT, SAMPLES
 from tests.test_cache import tiled_trace, wait_for
+from tracedoc import strict_json
 from tracedoc.cli import cli
 from tracedoc.errors import InputError
 
@@ -228,3 +230,90 @@ def test_output_closed_early_is_141_and_quiet(args: list[str]) -> None:
     proc.stdout.close()
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 141 and not err.strip(), err.decode()
+
+
+# --- Ctrl-C from the first instruction on ------------------------------------------------------------------------
+
+_INTERRUPTED_WHILE_IMPORTING = """
+import builtins, os, signal, sys
+real_import = builtins.__import__
+
+def hooked(name, *args, **kwargs):
+    if name == "duckdb":
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_import(name, *args, **kwargs)
+
+builtins.__import__ = hooked
+sys.argv = ["tracedoc", "rules"]
+from tracedoc.console import main
+main()
+"""
+
+
+def test_ctrl_c_while_the_command_line_imports_is_one_line_and_130() -> None:
+    """SIGINT while the command line imports DuckDB (the process sends it to itself from an import hook, so the
+    moment is exact): 'interrupted' and exit 130, as later on; it was a KeyboardInterrupt traceback."""
+    done = subprocess.run([sys.executable, "-c", _INTERRUPTED_WHILE_IMPORTING], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "interrupted\n")
+
+
+def test_the_console_script_and_python_m_start_through_the_guarded_entry() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["scripts"]["tracedoc"] == "tracedoc.console:main"
+    assert "from tracedoc.console import main" in (ROOT / "tracedoc" / "__main__.py").read_text()
+
+
+def test_ctrl_c_while_parsing_the_command_line_is_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before a command runs (click's parsing), Ctrl-C is the same one line, not click's 'Aborted!' and exit 1."""
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("click.Group.parse_args", interrupted)
+    assert run("rules") == (130, "", "interrupted\n")
+
+
+# --- Usage errors: one line ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["analyze", "--nope"], "--nope"), (["nope"], "'nope'"), (["analyze"], "PATHS"), (["diff", "before"], "AFTER"),
+    (["analyze", "x.json", "--format", "pdf"], "'pdf'"), (["cache", "nope"], "'nope'"), (["--nope"], "--nope"),
+], ids=["option", "command", "argument", "second-argument", "choice", "subcommand", "group-option"])
+def test_usage_errors_are_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    """click prints a usage error in three lines (the usage, a hint, the error): here it is one, with the hint."""
+    code, out, err = run(*args)
+    assert code == 2 and out == ""
+    assert err.startswith("Error: ") and err.count("\n") == 1 and needle in err and "--help)" in err, err
+
+
+def test_no_command_still_shows_the_help() -> None:
+    result = CliRunner().invoke(cli, [])
+    assert "Usage: " in result.output and "Commands:" in result.output
+
+
+# --- Non-finite numbers: refused at the option, never written as JSON --------------------------------------------
+
+@pytest.mark.parametrize("option", [["--per-step-items", "inf"], ["--per-step-items", "nan"],
+                                    ["--per-step-items", "1e300"], ["--fail-on-regression", "nan"],
+                                    ["--set", "launch-bound.min_idle_pct=inf"]])
+def test_non_finite_numbers_are_refused_at_the_option(option: list[str]) -> None:
+    """`diff --per-step-items inf` wrote "Infinity" into the JSON diff; every such option is one line, exit 2."""
+    code, out, err = run("diff", str(EAGER), str(SAMPLES / "decode-cudagraph"), "--format", "json", *option)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert option[0] in err
+
+
+def test_the_json_writers_refuse_nan_and_infinity_anywhere() -> None:
+    """The saved report of samples/decode-eager (reports/decode-eager.json) with a finding's saving made NaN and an
+    attribution row's time infinite: writing it as JSON names where, instead of writing NaN or Infinity."""
+    from tracedoc.report import Report
+
+    report = Report.from_dict(json.loads((ROOT / "reports" / "decode-eager.json").read_text()))
+    report.findings[1].impact_ms = float("nan")
+    with pytest.raises(strict_json.BadJson, match=r"findings\[1\]\.impact_ms is not a finite number"):
+        report.to_json()
+    report.findings[1].impact_ms = 1.0
+    report.attribution[2]["ms"] = float("-inf")
+    with pytest.raises(strict_json.BadJson, match=r"attribution\[2\]\.ms"):
+        report.to_json()
+    assert strict_json.dumps({"a": [1, 2.5, None]}) == '{"a": [1, 2.5, null]}'

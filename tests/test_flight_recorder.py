@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import resource
 import shutil
 import time
 from pathlib import Path
@@ -508,6 +509,57 @@ def test_limits_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("TRACEDOC_MAX_FR_VALUES", "lots")
     result = _run_cli(str(SLOW))
     assert result.exit_code == 2 and result.output.count("\n") == 1 and "TRACEDOC_MAX_FR_VALUES" in result.output
+
+
+def _edited_json_dump(tmp_path: Path, groups: dict[str, Any]) -> Path:
+    """An edited copy of hang-ondemand-healthy's JSON dump of rank 0 with ``groups`` added to its pg_config."""
+    source = HEALTHY / "ondemand_dump_nccl_trace_json.json.rank0"
+    dump = json.loads(source.read_text())
+    dump["pg_config"].update(groups)
+    path = tmp_path / "dumps" / source.name
+    path.parent.mkdir()
+    path.write_text(json.dumps(dump))
+    return path
+
+
+def _cpu_seconds() -> float:
+    """CPU time this process has used (all its threads, DuckDB's included)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def test_a_dump_declaring_two_million_ranks_is_refused_after_reading_it(tmp_path: Path) -> None:
+    """The real JSON dump with a group of 2,000,000 ranks (14 MB): the hang analyses and the report hold a row
+    per member, which took 30 s and 2.9 GB. Past TRACEDOC_MAX_FR_RANKS it is one line and exit 2, at the cost of
+    reading the dump alone."""
+    ranks = "[" + ",".join(map(str, range(2_000_000))) + "]"
+    path = _edited_json_dump(tmp_path, {"1": {"desc": "huge", "name": "1", "ranks": ranks}})
+    started = _cpu_seconds()
+    result = _run_cli(str(path))
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "process groups declare over 262,144 member ranks (set TRACEDOC_MAX_FR_RANKS" in result.output
+    assert _cpu_seconds() - started < 10
+
+
+def test_process_groups_are_inserted_in_bulk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real JSON dump with 200,000 more process groups of ranks [0, 1] (14 MB): inserted row by row they took
+    80 s; as Arrow tables, one statement a table, reading the dump is most of the work. Their 400,000 members are
+    over the default TRACEDOC_MAX_FR_RANKS (one line, exit 2) and read once it is raised."""
+    from tracedoc.ingest import flight_recorder
+    from tracedoc.store import Store
+
+    groups = {str(i): {"desc": "undefined", "name": str(i), "ranks": "[0, 1]"} for i in range(1, 200_001)}
+    path = _edited_json_dump(tmp_path, groups)
+    result = _run_cli(str(path))
+    assert result.exit_code == 2 and result.output.count("\n") == 1 and "TRACEDOC_MAX_FR_RANKS" in result.output
+    monkeypatch.setenv("TRACEDOC_MAX_FR_RANKS", "1000000")
+    with Store.create(None) as store:
+        started = _cpu_seconds()
+        flight_recorder.load(store, 0, path, tmp_path)
+        assert _cpu_seconds() - started < 10
+        assert store.scalar("SELECT count(*) FROM fr_process_groups") == 200_001
+        assert store.scalar("SELECT count(*) FROM fr_pg_status") == 1
+        assert store.scalar("SELECT ranks FROM fr_process_groups WHERE pg_name = '200000'") == [0, 1]
 
 
 def test_deeply_nested_json_is_one_line(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ read real samples the same as before.
 
 from __future__ import annotations
 
+import csv
 import gc
 import gzip
 import io
@@ -19,6 +20,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import tracemalloc
 import zlib
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from click.testing import CliRunner
 from tests.conftest import ROOT, SAMPLES
 from tracedoc.cli import cli
 from tracedoc.errors import InputError, TracedocError, first_line
-from tracedoc.ingest import compressed
+from tracedoc.ingest import compressed, ncu_csv
 
 KINETO = SAMPLES / "decode-compile" / "trace.json.gz"  # one rank, 60 KB
 EAGER = SAMPLES / "decode-eager" / "trace.json.gz"  # 632 KB, 9.5 MB unpacked: more than the sniffed first MiB
@@ -330,16 +332,20 @@ def test_the_cap_has_a_command_line_option(tmp_path: Path) -> None:
 
 
 def test_inflate_cap_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default cap is the larger of 100x the compressed size and 4 GiB; the environment and set_limits
-    replace it; a cap that is not a byte count is refused."""
+    """The default cap is the larger of 100x the compressed size and 64 MiB (standard input: 4 GiB); the
+    environment and set_limits replace both; a cap that is not a byte count is refused."""
     monkeypatch.delenv(compressed.ENV_VAR, raising=False)
-    assert compressed.max_inflate_bytes(1 << 20) == 4 << 30
+    assert compressed.max_inflate_bytes(470_000) == 64 << 20
+    assert compressed.max_inflate_bytes(1 << 20) == 100 << 20
     assert compressed.max_inflate_bytes(1 << 30) == 100 << 30
+    assert compressed.max_stdin_bytes() == 4 << 30
     monkeypatch.setenv(compressed.ENV_VAR, "8GiB")
     assert compressed.max_inflate_bytes(1 << 30) == 8 << 30
+    assert compressed.max_stdin_bytes() == 8 << 30
     compressed.set_limits(max_inflate_bytes=1000)
     try:
         assert compressed.max_inflate_bytes(1 << 30) == 1000
+        assert compressed.max_stdin_bytes() == 1000
     finally:
         compressed.set_limits(None)
     monkeypatch.setenv(compressed.ENV_VAR, "lots")
@@ -348,15 +354,64 @@ def test_inflate_cap_settings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_every_compressed_sample_is_far_below_the_default_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Real traces inflate to less than a quarter of the default cap (they compress 2 to 40 times)."""
+    """Real traces inflate to less than a third of the default cap (they compress 2 to 40 times)."""
     monkeypatch.delenv(compressed.ENV_VAR, raising=False)
     samples = sorted(p for p in SAMPLES.rglob("*") if p.suffix in (".gz", ".xz"))
     assert len(samples) > 20
     for path in samples:
         raw = path.read_bytes()
         inflated = len(gzip.decompress(raw) if path.suffix == ".gz" else lzma.decompress(raw))
-        assert inflated * 4 < compressed.max_inflate_bytes(len(raw)), path
+        assert inflated * 3 < compressed.max_inflate_bytes(len(raw)), path
         assert inflated < len(raw) * compressed.DEFAULT_RATIO / 2, path
+
+
+def xz_bomb(path: Path, inflated_mib: int) -> Path:
+    """A real trace turned into an xz bomb: samples/decode-compile's header and events, then 16 MiB blocks of its
+    first 300 events repeated (each block compressed once, the file a series of xz streams), then the array's end.
+    It unpacks to about ``inflated_mib`` MiB of valid events at some 1,000 times its size."""
+    doc = json.loads(kineto_text())
+    events = [json.dumps(e) for e in doc["traceEvents"]]
+    head = json.dumps({k: v for k, v in doc.items() if k != "traceEvents"})[:-1] + ', "traceEvents": [\n'
+    repeat = ("," + ",".join(events[:300])).encode()
+    block = lzma.compress(repeat * ((16 << 20) // len(repeat)), preset=1)
+    with path.open("wb") as f:
+        f.write(lzma.compress((head + ",".join(events)).encode()))
+        for _ in range(inflated_mib // 16):
+            f.write(block)
+        f.write(lzma.compress(b"\n]}\n"))
+    return path
+
+
+def test_xz_bomb_stops_at_the_default_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An xz bomb of about 1 MB made from samples/decode-compile that unpacks to 2 GiB of real events (under the
+    old default cap of 4 GiB it was read whole: minutes and gigabytes): with no cap set, reading stops at the
+    default, the larger of 64 MiB and 100 times the file, one line and exit 2. The work is bounded by the bytes
+    unpacked, counted at the decompressor."""
+    monkeypatch.delenv(compressed.ENV_VAR, raising=False)
+    bomb = xz_bomb(tmp_path / "bomb.json.xz", 2048)
+    size = bomb.stat().st_size
+    assert size < 2 << 20
+    cap = compressed.max_inflate_bytes(size)
+    assert cap == max(100 * size, 64 << 20)
+    unpacked = []
+    real_open = compressed._open
+
+    def counting_open(path: Path, kind: str) -> Any:
+        stream = real_open(path, kind)
+        read = stream.read
+
+        def counted(size: int = -1) -> bytes:
+            data = read(size)
+            unpacked.append(len(data))
+            return data
+
+        stream.read = counted  # type: ignore[method-assign]
+        return stream
+
+    monkeypatch.setattr(compressed, "_open", counting_open)
+    code, _, err = run(str(bomb))
+    assert_one_line_error(code, err, str(bomb), f"more than {cap:,} bytes", "--max-inflate", compressed.ENV_VAR)
+    assert sum(unpacked) <= cap + compressed._CHUNK + (1 << 20)  # the cap, one chunk past it, the sniffed MiB
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
@@ -446,6 +501,36 @@ def test_ncu_kernel_name_of_50000_characters(tmp_path: Path) -> None:
     assert json.loads(out)["findings"]  # a report, and no progress bar in front of it
 
 
+def test_ncu_csv_of_millions_of_values_is_read_columnar(tmp_path: Path) -> None:
+    """An edited copy of samples/ncu-a40-julia-csv's export with its 5 launches repeated to 2,500 (1.9 million
+    launch × metric values). One Python object per value took 358 MiB of Python heap for 2.2 million values (a
+    2.4 MB gzipped export took 1.25 GB in all, and the fuzzer saw 3 GB); read columnar, the Python heap holds a few
+    chunks of the file (under 40 MiB) however many values there are, and every repeat's values are the original's."""
+    with JULIA_CSV.open(newline="") as f:
+        rows = list(csv.reader(f))
+    header, units, body = rows[0], rows[1], rows[2:]
+    id_at = header.index("ID")
+    path = tmp_path / "kernels.raw.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f, quoting=csv.QUOTE_ALL)
+        writer.writerows([header, units])
+        writer.writerows([str(n) if i == id_at else v for i, v in enumerate(body[n % len(body)])]
+                         for n in range(2500))
+    original = [b.to_pylist() for b in ncu_csv.read(JULIA_CSV, tmp_path).metrics]
+    tracemalloc.start()
+    try:
+        tables = ncu_csv.read(path, tmp_path)
+        batches = [(b.num_rows, b.slice(0, 10).to_pylist()) for b in tables.metrics]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    per_copy = sum(len(b) for b in original)
+    assert tables.count == 2500 and per_copy > 3000
+    assert sum(n for n, _ in batches) == per_copy * 2500 // len(body)
+    assert batches[0][1] == original[0][:10]
+    assert peak < 40 << 20, f"{peak / 2**20:.0f} MiB of Python objects"
+
+
 def test_first_line_drops_a_quoted_traceback_and_cuts_runaway_lines() -> None:
     text = ("Invalid Input Error: reading the stream failed: Invalid: Failed to parse string: '' as a scalar of "
             "type int64. Detail: Python exception: Traceback (most recent call last):")
@@ -464,3 +549,106 @@ def test_flight_recorder_json_with_an_integer_of_5001_digits(tmp_path: Path) -> 
     path.write_text(edited)
     code, _, err = run(str(path))
     assert_one_line_error(code, err, str(path), "flight-recorder JSON")
+
+
+# 9. Saved reports given to `tracedoc diff`, and files of the kernel's.
+
+REPORTS = ROOT / "reports"
+
+
+def _set(doc: dict[str, Any], where: str, value: Any) -> None:
+    """Set (or, for the value DELETE, remove) the field at a dotted path such as 'attribution.2.ms'; '*' is every
+    element of a list."""
+    *path, last = where.split(".")
+    parents = [doc]
+    for key in path:
+        parents = [child for p in parents for child in (p if key == "*" else [p[int(key) if isinstance(p, list)
+                                                                                  else key]])]
+    for parent in parents:
+        if value is DELETE:
+            del parent[last]
+        else:
+            parent[int(last) if isinstance(parent, list) else last] = value
+
+
+DELETE = object()
+MALFORMED_REPORTS = {  # each ended in an internal error (exit 3) somewhere in the diff
+    "row-not-an-object": ("ddp-straggler", "attribution.2", "x", "attribution[2] should be an object"),
+    "device-a-list": ("decode-eager", "attribution.2.device", [[]], "attribution[2].device should be an integer"),
+    "ms-an-object": ("decode-eager", "attribution.0.ms", {"a": 1}, "attribution[0].ms should be a number"),
+    "no-cause": ("input-slow", "attribution.1.cause", DELETE, "attribution[1].cause should be present"),
+    "kernel-an-object": ("ncu-h100-gemm-naive", "metrics.ncu_warp_stalls.*.kernel", {},
+                         "metrics.ncu_warp_stalls[0].kernel should be text"),
+    "metric-not-a-list": ("input-slow", "metrics.ncu_warp_stalls", 1.5, "metrics.ncu_warp_stalls should be a list"),
+    "total-a-list": ("moe-hot-expert", "metrics.top_kernels.1.total_ms", [[]],
+                     "metrics.top_kernels[1].total_ms should be a number"),
+    "count-not-a-number": ("decode-eager", "metrics.top_kernels.0.launch_count", "<x>",
+                           "metrics.top_kernels[0].launch_count should be a number"),
+    "summary-not-an-object": ("ncu-h100-gemm-naive", "summary", True, "summary should be an object"),
+    "saving-an-object": ("input-slow", "findings.0.impact_ms", {"a": 1}, "findings[0].impact_ms should be a number"),
+    "total-out-of-range": ("decode-eager", "metrics.top_kernels.*.total_ms", 1e308,
+                           "metrics.top_kernels[0].total_ms should be a number of at most 1e+15"),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED_REPORTS, ids=list(MALFORMED_REPORTS))
+def test_malformed_saved_report_given_to_diff(tmp_path: Path, case: str) -> None:
+    """An edited copy of a gallery report (reports/<sample>.json, what `tracedoc analyze --format json` wrote for
+    a bundled sample) diffed against the original, on either side: one line naming the field, exit 2."""
+    base, where, value, says = MALFORMED_REPORTS[case]
+    original = REPORTS / f"{base}.json"
+    doc = json.loads(original.read_text())
+    _set(doc, where, value)
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps({"findings": doc.pop("findings"), **doc}))
+    for sides in ((edited, original), (original, edited)):
+        result = CliRunner().invoke(cli, ["diff", *map(str, sides), "--format", "json"])
+        assert_one_line_error(result.exit_code, result.stderr, str(edited), "not a tracedoc JSON report", says)
+
+
+def test_saved_report_with_nan_is_refused(tmp_path: Path) -> None:
+    """reports/decode-eager.json with an attribution time written as NaN (Python's json reads it)."""
+    edited = tmp_path / "edited.json"
+    text, count = re.subn(r'"ms": [0-9.]+', '"ms": NaN', (REPORTS / "decode-eager.json").read_text(), count=1)
+    assert count == 1
+    edited.write_text(text)
+    result = CliRunner().invoke(cli, ["diff", str(edited), str(REPORTS / "decode-cudagraph.json")])
+    assert_one_line_error(result.exit_code, result.stderr, str(edited), "non-finite number NaN")
+
+
+def test_every_gallery_report_is_a_valid_saved_report() -> None:
+    """The check of saved reports accepts what tracedoc writes: every report of the gallery."""
+    from tracedoc.saved import check_report
+
+    paths = sorted(REPORTS.glob("*.json"))
+    assert len(paths) > 40
+    for path in paths:
+        check_report(json.loads(path.read_text()))
+
+
+@pytest.mark.skipif(not Path("/proc/kmsg").exists(), reason="needs /proc/kmsg")
+@pytest.mark.parametrize("args", [["analyze", "/proc/kmsg"], ["diff", "/proc/kmsg", str(KINETO)]],
+                         ids=["analyze", "diff"])
+def test_a_file_of_the_kernel_is_bad_input(args: list[str]) -> None:
+    """/proc/kmsg (size 0; reading it waits for the kernel's messages, or takes them) ended in exit 3 as a diff
+    side. It is not read: one line, exit 2."""
+    result = CliRunner().invoke(cli, [args[0], "--no-cache", *args[1:]] if args[0] == "analyze" else args)
+    assert_one_line_error(result.exit_code, result.stderr, "/proc/kmsg")
+
+
+# 10. One file under several names.
+
+def test_a_link_to_a_trace_is_not_another_rank(tmp_path: Path) -> None:
+    """samples/ddp-straggler's two ranks copied into a folder with a symbolic link to rank 1 (sorted first) and a
+    hard link to rank 0 beside them: the links counted as more ranks (here two traces claimed rank 1). Each file is
+    read once, under its own name; a file named and also inside the folder named is one input too."""
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for name in ("rank0.trace.json.gz", "rank1.trace.json.gz"):
+        shutil.copyfile(STRAGGLER_RANK1.with_name(name), ranks / name)
+    (ranks / "a-latest.trace.json.gz").symlink_to(ranks / "rank1.trace.json.gz")
+    os.link(ranks / "rank0.trace.json.gz", ranks / "z-hardlink.trace.json.gz")
+    doc = report(str(ranks), str(ranks / "rank1.trace.json.gz"))
+    assert [(i["path"], i["rank"]) for i in doc["inputs"]] == [
+        (str(ranks / "rank0.trace.json.gz"), 0), (str(ranks / "rank1.trace.json.gz"), 1)]
+    assert doc["summary"]["ranks"] == 2

@@ -305,3 +305,23 @@ def test_hostile_annotation_name_is_escaped_in_the_time_table(tmp_path: Path) ->
     assert f"({HOSTILE})" in Document(section.items[1].markup).plain  # the phases' top detail, as text
     data = section.items[0].renderers[0].data_source.data
     assert any(HOSTILE in d for d in data[f"detail{cause_column(data, 'named phases')}"])  # the tooltip's data
+
+
+# Control and bidirectional characters of every kind: an escape sequence, NUL, a right-to-left override, a C1 CSI,
+# a bidi isolate and a bell.
+INVISIBLE = "k\x1b[2J\x00\u202eevil\x9b\u2066x\x07"
+_RAW = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def test_control_and_bidi_characters_in_names_are_visible_escapes(tmp_path: Path) -> None:
+    """samples/ddp-straggler with rank 0's second-busiest kernel named INVISIBLE: its characters reached the HTML
+    report raw (an override reorders what a reader sees, NUL and ESC are invisible). Each is now written visibly,
+    in the text and in the charts' data, and no raw one is anywhere in the file."""
+    report = analyze([hostile_ranks(tmp_path / "ranks", INVISIBLE)])
+    assert any(k["name"] == INVISIBLE for k in report.metrics["top_kernels"])
+    html = HtmlRenderer().render(report)
+    assert not _RAW.search(html), repr(_RAW.search(html))
+    shown = "k\\x1b[2J\\x00\\u202eevil\\x9b\\u2066x\\x07"
+    assert shown in Document(html).plain  # the kernels table
+    assert json.dumps(json.dumps(shown)[1:-1])[1:-1] in html  # the charts' data: JSON in a JSON string in the page
+    assert any(k["name"] == INVISIBLE for k in report.metrics["top_kernels"])  # the report itself is unchanged

@@ -1,3 +1,3 @@
-from tracedoc.cli import cli
+from tracedoc.console import main
 
-cli()
+main()

@@ -9,9 +9,9 @@ up as a reviewed diff (tests/test_gallery.py compares the committed reports with
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from tracedoc import strict_json
 from tracedoc.api import analyze
 from tracedoc.render import RENDERERS
 from tracedoc.report import Report
@@ -52,7 +52,7 @@ def main() -> None:
         (args.reports / f"{sample.name}.md").write_text(RENDERERS["md"]().render(report))
         data = report.to_dict()
         data.pop("tracedoc")  # the version would make every release a diff
-        (args.reports / f"{sample.name}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        (args.reports / f"{sample.name}.json").write_text(strict_json.dumps(data, indent=1, sort_keys=True) + "\n")
         rules = ", ".join(sorted({f"`{f.rule}`" for f in report.findings})) or "none"
         index.append(f"| {sample.name} | {rules} | [md]({sample.name}.md) · [json]({sample.name}.json) |")
         print(f"{sample.name}: {len(report.findings)} finding(s)")

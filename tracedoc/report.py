@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracedoc import strict_json
 from tracedoc.version import __version__
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class Report:
         return next((w for w in self.what_if if w.get("finding") == number), None)
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, default=_json_default)
+        return strict_json.dumps(self.to_dict(), indent=indent, default=_json_default)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:

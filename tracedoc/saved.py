@@ -1,15 +1,23 @@
 """What tracedoc wrote earlier, given back to it in place of traces (by `serve` and `diff`): a saved JSON report or
-a cached store. Each is checked here, and what is not one is a one-line InputError."""
+a cached store. Each is checked here, and what is not one is a one-line InputError.
+
+A saved report is a file like any other input: it may have been edited, cut or written by something else. Before
+anything reads it, its JSON is parsed strictly (no NaN or Infinity) and its shape is checked against the report's
+contract (schema 1): the types of every field the renderers and the diff read, and, in the metrics' rows, of the
+columns whose names say what they hold (a unit suffix such as ``_ms`` or ``_pct``: a number; ``rank``, ``step``:
+an integer; ``name``, ``kernel``: text). Every other value must be a plain JSON scalar.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
+from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
-from tracedoc.report import Report
+from tracedoc.report import REPORT_SCHEMA, SEVERITIES, Report, Scope
 from tracedoc.store import Store
 
 _HEAD_BYTES = 1 << 20
@@ -23,14 +31,130 @@ def looks_like_report(path: Path) -> bool:
 
 
 def read_report(path: Path) -> Report:
-    """The report saved at ``path`` (`tracedoc analyze --format json`)."""
+    """The report saved at ``path`` (`tracedoc analyze --format json`), once its shape is checked."""
     try:
-        data = json.loads(path.read_text())
+        data = strict_json.loads(path.read_bytes())
         if isinstance(data, dict) and data.get("kind") == "diff":
             raise InputError(f"{path}: a tracedoc diff, not a report; give a report or the traces instead")
+        check_report(data)
         return Report.from_dict(data)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise InputError(f"{path}: not a tracedoc JSON report ({first_line(exc)})") from None
+
+
+# Value kinds: what a field may hold (None is allowed wherever the kind's name ends in '?').
+_INT, _NUM, _STR = "an integer", "a number", "text"
+_SCALARS = (str, int, float, bool, type(None))
+# Larger than any time, share or count a report holds (1e15 ms is 31,000 years): arithmetic on it stays finite.
+_MAX_NUMBER = 1e15
+# Metric columns (and summary keys) by name: a unit suffix means a number; these names an integer or text.
+_NUMBER_SUFFIXES = ("_ms", "_us", "_ns", "_pct", "_count", "_mhz", "_w", "_bytes", "_per_s", "_gbps")
+_INT_NAMES = {"rank", "step", "device", "stream", "seq", "finding", "part_of", "launches", "kernels", "ranks",
+              "waiting_for_rank", "events"}
+_STR_NAMES = {"name", "kernel", "category", "grid", "block", "reason", "cause", "detail", "rule", "pg", "backend",
+              "path", "format", "next", "basis", "severity", "title", "message", "fix", "unit"}
+_FINDING_FIELDS = {"rule": _STR, "severity": _STR, "title": _STR, "message": _STR, "impact_ms": _NUM,
+                   "impact_pct": _NUM, "fix": _STR}
+_SCOPE_FIELDS = {name: _STR if name in ("kernel", "pg") else _INT for name in Scope.__dataclass_fields__}
+
+
+def check_report(data: Any) -> None:
+    """Raise ValueError naming the first field of ``data`` (a parsed report) that the report's contract does not
+    allow: so that a malformed saved report is bad input, never a failure deep in a renderer or the diff."""
+    _expect(isinstance(data, dict), "the report", "an object")
+    if "schema" in data:
+        _expect(data["schema"] == REPORT_SCHEMA, "schema", f"{REPORT_SCHEMA} (this tracedoc's report schema)")
+    for key in ("inputs", "findings"):
+        _expect(isinstance(data.get(key), list), key, "a list")
+    for key in ("summary", "metrics"):
+        _expect(isinstance(data.get(key, {}), dict), key, "an object")
+    for key in ("attribution", "what_if"):
+        _expect(isinstance(data.get(key, []), list), key, "a list")
+    for i, item in enumerate(data["inputs"]):
+        _check_row(item, f"inputs[{i}]", required=("path", "format"))
+    _check_summary(data["summary"])
+    for i, finding in enumerate(data["findings"]):
+        _check_finding(finding, f"findings[{i}]")
+    for i, row in enumerate(data.get("attribution", [])):
+        _check_row(row, f"attribution[{i}]", required=("cause", "ms"))
+    for i, row in enumerate(data.get("what_if", [])):
+        _check_row(row, f"what_if[{i}]")
+    for name, rows in data.get("metrics", {}).items():
+        _expect(isinstance(rows, list), f"metrics.{name}", "a list")
+        for i, row in enumerate(rows):
+            _check_row(row, f"metrics.{name}[{i}]")
+
+
+def _check_summary(summary: dict[str, Any]) -> None:
+    for key, value in summary.items():
+        if key == "missing_ranks" and value is not None:
+            _expect(isinstance(value, list), "summary.missing_ranks", "a list")
+            for i, row in enumerate(value):
+                _check_row(row, f"summary.missing_ranks[{i}]")
+        else:
+            _check_value(value, f"summary.{key}", _kind_of(key))
+
+
+def _check_finding(finding: Any, where: str) -> None:
+    _expect(isinstance(finding, dict), where, "an object")
+    for key, kind in _FINDING_FIELDS.items():
+        _check_value(finding.get(key), f"{where}.{key}", kind, optional=False)
+    _expect(finding["severity"] in SEVERITIES, f"{where}.severity", " or ".join(SEVERITIES))
+    scope = finding.get("scope", {})
+    _expect(isinstance(scope, dict), f"{where}.scope", "an object")
+    for key, value in scope.items():
+        _expect(key in _SCOPE_FIELDS, f"{where}.scope.{key}", f"one of {', '.join(_SCOPE_FIELDS)}")
+        _check_value(value, f"{where}.scope.{key}", _SCOPE_FIELDS[key])
+    _check_value(finding.get("part_of"), f"{where}.part_of", _INT)
+    for key in ("references", "drawn_from"):
+        items = finding.get(key, [])
+        _expect(isinstance(items, list) and all(isinstance(v, str) for v in items), f"{where}.{key}",
+                "a list of text")
+    evidence = finding.get("evidence", [])
+    _expect(isinstance(evidence, list), f"{where}.evidence", "a list")
+    for i, item in enumerate(evidence):
+        _check_row(item, f"{where}.evidence[{i}]", required=("name",))
+        _expect(not isinstance(item.get("value"), bool), f"{where}.evidence[{i}].value", "a number or text")
+
+
+def _check_row(row: Any, where: str, required: tuple[str, ...] = ()) -> None:
+    """A row of a table in the report: an object of JSON scalars, each of the kind its name says."""
+    _expect(isinstance(row, dict), where, "an object")
+    for key in required:
+        _expect(row.get(key) is not None, f"{where}.{key}", "present")
+    for key, value in row.items():
+        _check_value(value, f"{where}.{key}", _kind_of(key))
+
+
+def _kind_of(name: str) -> str | None:
+    """The kind of value a column or key of this name holds (None: any JSON scalar)."""
+    if name in _INT_NAMES:
+        return _INT
+    if name in _STR_NAMES:
+        return _STR
+    if name == "ms" or name.endswith(_NUMBER_SUFFIXES):
+        return _NUM
+    return None
+
+
+def _check_value(value: Any, where: str, kind: str | None, optional: bool = True) -> None:
+    if value is None:
+        _expect(optional, where, "present")
+        return
+    if kind in (_INT, _NUM):
+        ok = (isinstance(value, int if kind == _INT else int | float) and not isinstance(value, bool)
+              and abs(value) <= _MAX_NUMBER)
+        kind = f"{kind} of at most {_MAX_NUMBER:.0e} in size"
+    elif kind == _STR:
+        ok = isinstance(value, str)
+    else:
+        ok = isinstance(value, _SCALARS)
+    _expect(ok, where, kind or "a plain value (text, number, true, false or null)")
+
+
+def _expect(ok: bool, where: str, what: str) -> None:
+    if not ok:
+        raise ValueError(f"{where} should be {what}")
 
 
 def open_complete_store(path: Path) -> Store:

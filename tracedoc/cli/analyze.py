@@ -45,7 +45,8 @@ from tracedoc.whatif import what_if
 @click.option("--no-cache", is_flag=True, help="Ingest into a temporary store and discard it afterwards.")
 @click.option("--max-inflate", metavar="SIZE", default=None,
               help="Largest size a compressed input (or standard input) may unpack to, e.g. 20G (default: the larger "
-                   "of 100 times its compressed size and 4 GiB; also $TRACEDOC_MAX_INFLATE_BYTES).")
+                   "of 100 times its compressed size and 64 MiB, 4 GiB for standard input; also "
+                   "$TRACEDOC_MAX_INFLATE_BYTES).")
 @click.option("--memory-limit", metavar="SIZE", default=None,
               help="Memory for the store and the analyses, e.g. 2G; beyond it they spill to a temporary directory, "
                    "slower (default: DuckDB's, 80% of RAM; also $TRACEDOC_MEMORY_LIMIT).")

@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from tracedoc.cli.errors import one_line_errors
-from tracedoc.cli.options import cache_dir_option, table_console
+from tracedoc.cli.options import FiniteFloatRange, cache_dir_option, table_console
 from tracedoc.store.cache import cached_stores, clear_cache, default_cache_dir, leftovers
 
 
@@ -76,7 +76,7 @@ def size_command(cache_dir: Path | None) -> None:
 
 @cache_command.command("clear")
 @cache_dir_option
-@click.option("--older-than", type=click.FloatRange(min=0), default=None, metavar="DAYS",
+@click.option("--older-than", type=FiniteFloatRange(min=0), default=None, metavar="DAYS",
               help="Only remove stores not used for this many days.")
 @one_line_errors
 def clear_command(cache_dir: Path | None, older_than: float | None) -> None:

@@ -11,7 +11,14 @@ import click
 from rich.console import Console
 
 from tracedoc.cli.errors import BadInput, one_line_errors
-from tracedoc.cli.options import cache_dir_option, parse_settings, rules_option, set_option, table_console
+from tracedoc.cli.options import (
+    FiniteFloatRange,
+    cache_dir_option,
+    parse_settings,
+    rules_option,
+    set_option,
+    table_console,
+)
 from tracedoc.diff import build_diff, load_side
 from tracedoc.diff.gates import new_finding_failures, regression_failures
 from tracedoc.diff.render import EXTENSIONS, FORMATS, render
@@ -21,6 +28,7 @@ from tracedoc.render.sanitize import one_line
 from tracedoc.report import SEVERITIES
 
 _STEM = "tracedoc-diff"
+_MAX_ITEMS = 1e12  # items a step processes: beyond any batch, and throughputs stay far from overflowing
 
 
 @click.command("diff")
@@ -31,12 +39,13 @@ _STEM = "tracedoc-diff"
 @click.option("--out", type=str, default=None,
               help="Write the diff to this file (.txt .json .md .html), or into this directory as "
                    f"{_STEM}.<ext>.")
-@click.option("--fail-on-regression", type=click.FloatRange(min=0), metavar="PCT", default=None,
+@click.option("--fail-on-regression", type=FiniteFloatRange(min=0), metavar="PCT", default=None,
               help="Exit with code 1 when the job's median step time got worse by more than PCT % and the change "
                    "is significant (for CI).")
 @click.option("--fail-on-new", type=click.Choice(SEVERITIES), default=None,
               help="Exit with code 1 when a finding of this severity or worse appears that BEFORE did not have.")
-@click.option("--per-step-items", type=click.FloatRange(min=0, min_open=True), metavar="N", default=None,
+@click.option("--per-step-items", type=FiniteFloatRange(min=0, min_open=True, max=_MAX_ITEMS), metavar="N",
+              default=None,
               help="Items (samples, tokens, images) one step processes: adds throughput in items/s.")
 @click.option("--rank", type=int, default=None,
               help="The rank whose causes are compared (default: the slowest rank before).")

@@ -74,12 +74,45 @@ def one_line_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+class UsageLine(click.ClickException):
+    """A usage error (unknown option or command, missing argument, bad value) as one line on stderr, exit code 2:
+    click's own form takes three (the usage, a hint, the error)."""
+
+    exit_code = 2
+
+    def __init__(self, error: click.UsageError) -> None:
+        where = f" (see {error.ctx.command_path} --help)" if error.ctx is not None else ""
+        super().__init__(one_line(error.format_message()) + where)
+
+
+# click (8.2 and later) asks for help this way when a group is given no command: that stays the help it shows.
+_SHOWS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _one_line_usage(error: click.UsageError) -> click.ClickException:
+    return error if isinstance(error, _SHOWS_HELP) else UsageLine(error)
+
+
 class TracedocGroup(click.Group):
-    """The `tracedoc` group: every command's unexpected failure and Ctrl-C end here, whatever the command."""
+    """The `tracedoc` group: every command's usage errors, unexpected failures and Ctrl-C end here, whatever the
+    command."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """Parse the group's own options: a usage error is one line, Ctrl-C one line and exit 130."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as error:
+            raise _one_line_usage(error) from None
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            raise click.exceptions.Exit(INTERRUPTED) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as error:
+            raise _one_line_usage(error) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except BaseException as exc:

@@ -14,7 +14,14 @@ from rich.text import Text
 
 from tracedoc.api import health_files_report, health_snapshot_report
 from tracedoc.cli.errors import BadInput, one_line_errors
-from tracedoc.cli.options import emit_report, exit_code, output_target, parse_settings, report_options
+from tracedoc.cli.options import (
+    FiniteFloatRange,
+    emit_report,
+    exit_code,
+    output_target,
+    parse_settings,
+    report_options,
+)
 from tracedoc.health.nvml import Backend, LiveNvml, read_snapshot
 from tracedoc.health.replay import ENV_VAR, Recorder, Replay
 from tracedoc.health.watch import watch
@@ -31,9 +38,9 @@ from tracedoc.report import Report
 @click.option("--watch", "watching", is_flag=True,
               help="Sample clocks, utilization, memory, power, temperature and throttle reasons into --out "
                    "until Ctrl-C (or --duration).")
-@click.option("--interval", type=click.FloatRange(min=0.01), default=None,
+@click.option("--interval", type=FiniteFloatRange(min=0.01), default=None,
               help="Seconds between telemetry samples (default 0.5).")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--duration", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="Stop watching after this many seconds.")
 @click.option("--replay", type=click.Path(path_type=Path), default=None, envvar=ENV_VAR, hidden=True,
               help="Answer from an NVML recording instead of the driver (tests, demos).")

@@ -4,6 +4,7 @@ thresholds, the cache, tables on the terminal."""
 from __future__ import annotations
 
 import io
+import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,6 +33,17 @@ set_option = click.option("--set", "settings", multiple=True, metavar="RULE.THRE
 cache_dir_option = click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
                                 help="Where ingested stores are cached (default: $TRACEDOC_CACHE_DIR or "
                                      "~/.cache/tracedoc).")
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A FloatRange that also refuses NaN and ±infinity, which float() reads ('inf', 'nan') and FloatRange's bounds
+    let through: nothing downstream can use them, and they would end up in the JSON."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def cluster_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -155,8 +167,8 @@ def parse_settings(settings: Sequence[str], rules: Sequence[Rule]) -> dict[str, 
             number = float(value)
         except ValueError:
             number = None
-        if not sep or not dot or not rule or not name or number is None:
-            raise BadInput(f"--set {item}: expected RULE.THRESHOLD=NUMBER")
+        if not sep or not dot or not rule or not name or number is None or not math.isfinite(number):
+            raise BadInput(f"--set {item}: expected RULE.THRESHOLD=NUMBER (a finite number)")
         try:
             check_thresholds(rules, {rule: {name: number}})
         except RuleError as exc:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from tracedoc import workload as workloads
 from tracedoc.cli.errors import BadInput, one_line_errors
-from tracedoc.cli.options import table_console
+from tracedoc.cli.options import FiniteFloatRange, table_console
 from tracedoc.health.nvml import Backend, LiveNvml
 from tracedoc.health.replay import ENV_VAR, Replay
 
@@ -62,7 +62,7 @@ def list_command() -> None:
               help="Folder for the traces, reports and run.telemetry.parquet (default out/<name>-<variant>).")
 @click.option("--gpus", type=click.IntRange(min=1), default=None,
               help="Processes (one per GPU) for the multi-GPU workloads, started by torchrun (default 2).")
-@click.option("--interval", type=click.FloatRange(min=0.01), default=0.1, show_default=True,
+@click.option("--interval", type=FiniteFloatRange(min=0.01), default=0.1, show_default=True,
               help="Seconds between GPU telemetry samples.")
 @click.option("--replay", type=click.Path(path_type=Path), default=None, envvar=ENV_VAR, hidden=True,
               help="Answer NVML from a recording instead of the driver (tests, demos).")

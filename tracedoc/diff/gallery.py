@@ -4,9 +4,9 @@ in ``reports/diffs/``), so a reader sees what a diff says on real pairs; written
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from tracedoc import strict_json
 from tracedoc.diff.markdown import render_markdown
 from tracedoc.diff.model import build_diff
 from tracedoc.diff.sections import signed_pct
@@ -60,7 +60,7 @@ def write_diff_gallery(samples: Path, out: Path) -> list[str]:
         (out / f"{name}.md").write_text(render_markdown(diff))
         data = diff.to_dict()
         data.pop("tracedoc")  # the version would make every release a diff
-        (out / f"{name}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        (out / f"{name}.json").write_text(strict_json.dumps(data, indent=1, sort_keys=True) + "\n")
         job, kernel_time = diff.job, diff.kernel_time()
         if job.before and job.after and job.change:
             step = f"{job.before.median_ms:.1f} → {job.after.median_ms:.1f} ms ({signed_pct(job.change.pct)})"

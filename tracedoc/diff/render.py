@@ -3,9 +3,9 @@ and HTML."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from tracedoc import strict_json
 from tracedoc.diff.model import Diff
 
 FORMATS = {"text": ".txt", "json": ".json", "md": ".md", "html": ".html"}
@@ -15,7 +15,7 @@ EXTENSIONS = {".txt": "text", ".json": "json", ".md": "md", ".markdown": "md", "
 def render(diff: Diff, fmt: str) -> str:
     """The diff as one document in ``fmt`` (one of FORMATS)."""
     if fmt == "json":
-        return json.dumps(diff.to_dict(), indent=2, default=_json_default) + "\n"
+        return strict_json.dumps(diff.to_dict(), indent=2, default=_json_default) + "\n"
     if fmt == "md":
         from tracedoc.diff.markdown import render_markdown
 

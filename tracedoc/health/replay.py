@@ -8,7 +8,6 @@ without a driver replays as one. A recording is input like any other: size-limit
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -29,7 +28,7 @@ _TAG = re.compile(rb'^\s*\{\s*"format"\s*:\s*"' + FORMAT_TAG.encode() + rb'"')
 
 def query_key(fn: str, args: tuple[Any, ...]) -> str:
     """How a query is named in a recording, e.g. ``nvmlDeviceGetClockInfo[0,1]``."""
-    return fn + json.dumps(list(args), separators=(",", ":"))
+    return fn + strict_json.dumps(list(args), separators=(",", ":"))
 
 
 def is_recording(head: bytes) -> bool:
@@ -64,10 +63,10 @@ class Recorder:
                 "recorded_at": datetime.fromtimestamp(now / 1e9, UTC).isoformat(timespec="seconds"),
                 "pynvml": pynvml_version()}
         # One query per line: small, and readable in a diff.
-        body = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in self.answers.items())
+        body = ",\n".join(f"  {strict_json.dumps(k)}: {strict_json.dumps(v)}" for k, v in self.answers.items())
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-        tmp.write_text(json.dumps(head)[:-1] + ', "answers": {\n' + body + "\n}}\n")
+        tmp.write_text(strict_json.dumps(head)[:-1] + ', "answers": {\n' + body + "\n}}\n")
         os.replace(tmp, path)
 
 

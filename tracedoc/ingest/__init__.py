@@ -92,7 +92,8 @@ def discover(paths: Sequence[Path]) -> list[InputFile]:
 
     A path must be a regular file or a directory: a FIFO or device would block or never end (``-`` reads standard
     input instead). In a directory, anything else is skipped, and so is an xz file whose format a plain or gzipped
-    file there has too: an archived copy of a report kept beside its export.
+    file there has too: an archived copy of a report kept beside its export. A file reached under several names (a
+    symbolic or hard link beside it, or a file named and also inside a directory named) is one input.
     """
     found: list[InputFile] = []
     for path in paths:
@@ -110,7 +111,28 @@ def discover(paths: Sequence[Path]) -> list[InputFile]:
             raise InputError(f"{path}: no such file or directory")
         else:
             found.append(_identify(path, strict=True))
-    return found
+    return _distinct(found)
+
+
+def _distinct(found: list[InputFile]) -> list[InputFile]:
+    """Each file once: a file reached under several names (links resolved to the file they name) would otherwise
+    count as one more rank. The name kept is the first that is not a symbolic link, in its own place."""
+    where: dict[tuple[int, int], int] = {}
+    kept: list[InputFile | None] = []
+    for item in found:
+        if item.data is not None:  # standard input's copy: its own file
+            kept.append(item)
+            continue
+        info = item.path.stat()
+        key = (info.st_dev, info.st_ino)
+        known = kept[where[key]] if key in where else None
+        if known is not None and not (known.path.is_symlink() and not item.path.is_symlink()):
+            continue
+        if known is not None:
+            kept[where[key]] = None
+        where[key] = len(kept)
+        kept.append(item)
+    return [item for item in kept if item is not None]
 
 
 def _without_archives(files: list[InputFile]) -> list[InputFile]:
@@ -128,7 +150,7 @@ def _from_stdin() -> InputFile:
     os.close(fd)
     spooled = Path(name)
     try:
-        compressed.spool(stream, spooled, compressed.max_inflate_bytes(0))
+        compressed.spool(stream, spooled, compressed.max_stdin_bytes())
         item = _identify(spooled, strict=True, name=STDIN)
     except BaseException:
         spooled.unlink(missing_ok=True)
@@ -171,19 +193,28 @@ def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path |
 
 
 def _start(path: Path, name: Path) -> bytes:
-    """The first bytes of a regular file; opened without blocking, so a FIFO is refused instead of waited on."""
+    """The first bytes of a regular file; opened without blocking, so a FIFO is refused instead of waited on.
+
+    A file of size 0 is not read: it is empty, or one of the kernel's (``/proc/kmsg``), whose reads wait for data
+    or consume it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise InputError(f"{name}: not a regular file (a pipe, socket or device); save it to a file, or "
                              "pipe it into '-' (tracedoc analyze - < trace)")
+        if info.st_size == 0:
+            return b""
         try:
-            return f.read(_SNIFF_BYTES)
+            start = f.read(_SNIFF_BYTES)
         except OSError as exc:
             raise InputError(f"{name}: cannot read ({exc.strerror or exc})") from None
+        if start is None:  # nothing to read without waiting: not a file's content
+            raise InputError(f"{name}: cannot read without waiting (not a saved file)")
+        return start
 
 
 def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str], None] | None = None) -> None:

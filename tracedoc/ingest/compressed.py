@@ -4,8 +4,10 @@ A compressed file is untrusted like any input: it is streamed in chunks (never w
 readers that parse as it unpacks, ``inflate`` into a file for the others), and unpacking stops with a one-line
 error once its output passes a cap, so a few megabytes that would inflate to terabytes (a
 decompression bomb) cost at most the cap in disk and seconds. The cap is ``TRACEDOC_MAX_INFLATE_BYTES`` (or
-``set_limits``) when given, else the larger of 100 times the compressed size and 4 GiB: real traces compress 2 to
-40 times. Standard input is spooled to a file under the same cap. Every decompressor failure (isal's own error
+``set_limits``) when given, else the larger of 100 times the compressed size and 64 MiB: real traces compress 2 to
+40 times with gzip and up to about 70 with xz, and the floor lets a small trace compressed better still be read,
+while a few hundred KB that unpack to gigabytes stop after 64 MiB. Standard input is not a multiple of anything:
+it is spooled to a file under the given cap, else at most 4 GiB. Every decompressor failure (isal's own error
 class, lzma's, a truncated stream) is bad input; a full disk while writing is said as such.
 """
 
@@ -25,7 +27,8 @@ from tracedoc.units import parse_size
 
 ENV_VAR = "TRACEDOC_MAX_INFLATE_BYTES"
 DEFAULT_RATIO = 100
-DEFAULT_FLOOR = 4 << 30
+DEFAULT_FLOOR = 64 << 20
+DEFAULT_STDIN_BYTES = 4 << 30
 _MAGIC = {"gzip": b"\x1f\x8b", "xz": b"\xfd7zXZ\x00"}
 _CHUNK = 4 << 20
 _DECODE_ERRORS = (OSError, EOFError, ValueError, igzip_lib.IsalError, lzma.LZMAError)
@@ -46,12 +49,24 @@ def set_limits(max_inflate_bytes: int | None = None) -> None:
 
 
 def max_inflate_bytes(compressed_size: int) -> int:
-    """How many bytes a compressed input of ``compressed_size`` bytes (or standard input) may unpack to."""
+    """How many bytes a compressed input of ``compressed_size`` bytes may unpack to: the cap given, else a multiple
+    of its size (with a floor), so that the work a compressed file causes stays bounded by the file."""
+    return _given_limit() or max(DEFAULT_RATIO * compressed_size, DEFAULT_FLOOR)
+
+
+def max_stdin_bytes() -> int:
+    """How many bytes standard input may hold: the cap given, else DEFAULT_STDIN_BYTES (its bytes are not
+    amplified, so no multiple applies; the cap keeps the spooled copy from filling the disk)."""
+    return _given_limit() or DEFAULT_STDIN_BYTES
+
+
+def _given_limit() -> int | None:
+    """The cap set by ``set_limits`` (the command-line option), else by TRACEDOC_MAX_INFLATE_BYTES, else None."""
     if _limit is not None:
         return _limit
     if (text := os.environ.get(ENV_VAR, "").strip()):
         return parse_size(text, ENV_VAR)
-    return max(DEFAULT_RATIO * compressed_size, DEFAULT_FLOOR)
+    return None
 
 
 def compression_of(start: bytes) -> str | None:

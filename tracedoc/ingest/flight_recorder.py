@@ -16,9 +16,12 @@ most ``TRACEDOC_MAX_FR_ENTRIES`` records (default 50,000; torch keeps 2,000 by d
 amount of work (at most 64 stack frames kept, 64 dimensions per tensor shape), and at most
 ``TRACEDOC_MAX_FR_VALUES`` values (default 10,000,000): the elements of every list and dict of the dump, each
 counted once, plus what the reader builds from lists of any length — tensor shapes and their dimensions, dtypes,
-groups and their ranks — counted once per record that refers to them. A dump nests at most 64 levels deep (torch's
-nest 5). Strings are stored as valid Unicode: lone surrogates (which pickles and JSON escapes can carry) become
-U+FFFD and C0/C1 control characters are dropped.
+groups and their ranks — counted once per record that refers to them. The member ranks its process groups declare
+(each group's distinct ranks, summed over its groups) are at most ``TRACEDOC_MAX_FR_RANKS`` (default 262,144: a
+rank belongs to the default group of every rank and a few smaller ones), because the hang analyses and the report
+hold a row per group member. A dump nests at most 64 levels deep (torch's nest 5). Strings are stored as valid
+Unicode: lone surrogates (which pickles and JSON escapes can carry) become U+FFFD and C0/C1 control characters are
+dropped. The rows go into the store as Arrow tables, one statement per table, whatever their number.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ _MAX_DIMS = 64  # dimensions of one tensor shape
 _MAX_DEPTH = 64  # nesting levels of a dump (torch's nest 5: dump, entries, entry, frames, frame)
 _ENTRIES_VAR, _DEFAULT_MAX_ENTRIES = "TRACEDOC_MAX_FR_ENTRIES", 50_000
 _VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_FR_VALUES", 10_000_000
+_RANKS_VAR, _DEFAULT_MAX_RANKS = "TRACEDOC_MAX_FR_RANKS", 262_144
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 
@@ -70,6 +74,10 @@ _ENTRY_SCHEMA = pa.schema([
     ("duration_ms", pa.float64()), ("timeout_ms", pa.int64()), ("thread_name", pa.string()),
     ("frames", pa.list_(_FRAME)),
 ])
+_GROUP_SCHEMA = pa.schema([("source_id", pa.int32()), ("pg_name", pa.string()), ("pg_desc", pa.string()),
+                           ("ranks", pa.list_(pa.int32()))])
+_STATUS_SCHEMA = pa.schema([("source_id", pa.int32()), ("pg_id", pa.int64()), ("last_enqueued_seq", pa.int64()),
+                            ("last_started_seq", pa.int64()), ("last_completed_seq", pa.int64())])
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -104,16 +112,11 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     backend = backends.most_common(1)[0][0] if backends else None
 
     con = store.con
-    if groups:
-        con.executemany("INSERT INTO fr_process_groups VALUES (?, ?, ?, ?)", groups)
-    if status:
-        con.executemany("INSERT INTO fr_pg_status VALUES (?, ?, ?, ?, ?)", status)
-    if rows:
-        con.register("_fr_entries_in", pa.Table.from_pylist(rows, schema=_ENTRY_SCHEMA))
-        try:
-            con.execute("INSERT INTO fr_entries BY NAME SELECT * FROM _fr_entries_in")
-        finally:
-            con.unregister("_fr_entries_in")
+    _insert(con, "fr_process_groups", pa.Table.from_pylist(
+        [dict(zip(_GROUP_SCHEMA.names, g)) for g in groups], schema=_GROUP_SCHEMA))
+    _insert(con, "fr_pg_status", pa.Table.from_pylist(
+        [dict(zip(_STATUS_SCHEMA.names, r)) for r in status], schema=_STATUS_SCHEMA))
+    _insert(con, "fr_entries", pa.Table.from_pylist(rows, schema=_ENTRY_SCHEMA))
     times = [t for r in rows for t in (r["time_created_ns"], r["time_discovered_started_ns"],
                                        r["time_discovered_completed_ns"]) if t is not None]
     record_ids = [r["record_id"] for r in rows if r["record_id"] is not None]
@@ -127,6 +130,18 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     rank = dump.get("rank")
     return LoadResult(rank=rank if _is_int(rank) and rank >= 0 else None, world_size=max(sizes, default=None),
                       event_count=len(rows), tool=tool if rows else f"{tool}, empty: no recorded collectives")
+
+
+def _insert(con: Any, table: str, rows: pa.Table) -> None:
+    """Insert an Arrow table's rows into ``table`` (by column name) in one statement: a dump may hold hundreds of
+    thousands of groups, which row-by-row inserts took minutes over."""
+    if not rows.num_rows:
+        return
+    con.register("_fr_rows_in", rows)
+    try:
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _fr_rows_in")
+    finally:
+        con.unregister("_fr_rows_in")
 
 
 def _read(path: Path) -> tuple[dict[str, Any], str]:
@@ -251,14 +266,33 @@ def _process_groups(config: Any, source_id: int,
     if not isinstance(config, dict):
         return []
     rows = []
+    members = _Members(budget.path)
     for key, info in config.items():
         if isinstance(info, dict):
             name, desc, ranks = info.get("name", key), info.get("desc"), info.get("ranks")
         else:
             name, desc, ranks = key, None, info
         budget.spend(3)
-        rows.append((source_id, _text(name), _text(desc), _ranks(ranks, budget)))
+        ranks = _ranks(ranks, budget)
+        members.add(ranks)
+        rows.append((source_id, _text(name), _text(desc), ranks))
     return rows
+
+
+class _Members:
+    """Counts the member ranks a dump's groups declare (each group's distinct ranks); past TRACEDOC_MAX_FR_RANKS
+    the dump is refused: every member becomes rows of the hang analyses and of the report."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.limit = _limit(_RANKS_VAR, _DEFAULT_MAX_RANKS)
+        self.count = 0
+
+    def add(self, ranks: list[int] | None) -> None:
+        self.count += len(set(ranks)) if ranks else 0
+        if self.count > self.limit:
+            raise InputError(f"{self.path}: the flight-recorder dump's process groups declare over {self.limit:,} "
+                             f"member ranks (set {_RANKS_VAR} to read more)")
 
 
 def _pg_status(status: Any, source_id: int,

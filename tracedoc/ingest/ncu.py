@@ -1,7 +1,8 @@
 """Nsight Compute: ``.ncu-rep`` reports (via the optional ``ncu-report`` package) and ncu raw-page CSV exports.
 
-Both readers yield the same launches (ncu_model.Launch), written here to the ncu tables of schema_ncu.sql:
-one row per profiled launch, every metric in base units, and ncu's stored rule results when the report has them.
+Both readers yield the same launch tables (ncu_model.LaunchTables), written here to the ncu tables of
+schema_ncu.sql in a few SQL statements: one row per profiled launch, every metric in base units, and ncu's stored
+rule results when the report has them.
 The format is recognised by content: the report's magic bytes, or the CSV's fixed header columns.
 """
 
@@ -9,25 +10,63 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from tracedoc.errors import InputError
 from tracedoc.ingest import ncu_csv, ncu_rep
 from tracedoc.ingest.base import LoadResult
-from tracedoc.ingest.ncu_model import Launch
+from tracedoc.ingest.ncu_model import INT32_MAX, LaunchTables, check_fixed, launch_tables, out_of_range
 from tracedoc.store import Store
 
 FORMAT = "ncu"
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
-# Integer columns of ncu_kernels (schema_ncu.sql) and the largest value each holds.
-_INT_COLUMNS = {"launch_id": _INT32_MAX, "device": _INT32_MAX, "registers_per_thread": _INT32_MAX,
-                "context": _INT64_MAX, "stream": _INT64_MAX, "shared_memory_bytes": _INT64_MAX}
 # Launch-configuration metrics the analyses read as whole numbers (BIGINT).
 _COUNT_METRICS = ("launch__grid_size", "launch__block_size", "launch__sm_count",
                   "device__attribute_multiprocessor_count")
 # Averages of a unit's throughput are at most about 100 % of its sustained peak; far beyond it is no measurement.
 _MAX_PCT_OF_PEAK = 1000.0
+_KERNEL_COLUMNS = ("source_id", "launch_id", "name", "demangled_name", "device", "device_name", "compute_capability",
+                   "context", "stream", "grid", "block", "registers_per_thread", "shared_memory_bytes", "duration_ns")
+_SHARED_MEMORY = ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")
+_DRAWN = ("device__attribute_display_name", "launch__registers_per_thread", *_SHARED_MEMORY, "gpu__time_duration.sum")
+# Metric rows stored between checkpoints, which compress what is stored so far (the store's memory stays small).
+_CHECKPOINT_ROWS = 1_000_000
+
+# Each launch with the columns of ncu_kernels drawn from its stored metrics (the last of a name wins, as in a
+# dict); the integers still DOUBLE (truncated), so that _CHECK_SQL sees values past any integer type.
+_LAUNCHES_SQL = f"""
+    WITH drawn AS (
+        SELECT launch_id,
+               arg_max(text, rowid) FILTER (WHERE metric = 'device__attribute_display_name') AS device_name,
+               arg_max(value, rowid) FILTER (WHERE metric = 'launch__registers_per_thread') AS registers,
+               arg_max(value, rowid) FILTER (WHERE metric = '{_SHARED_MEMORY[0]}') AS smem_static,
+               arg_max(value, rowid) FILTER (WHERE metric = '{_SHARED_MEMORY[1]}') AS smem_dynamic,
+               arg_max(value, rowid) FILTER (WHERE metric = 'gpu__time_duration.sum') AS duration_ns
+        FROM ncu_metrics WHERE source_id = {{source_id}} AND metric IN {_DRAWN} GROUP BY launch_id
+    )
+    SELECT k.*, d.device_name, trunc(d.registers) AS registers_per_thread,
+           CASE WHEN d.smem_static IS NOT NULL OR d.smem_dynamic IS NOT NULL
+                THEN trunc(coalesce(d.smem_static, 0) + coalesce(d.smem_dynamic, 0)) END AS shared_memory_bytes,
+           d.duration_ns
+    FROM _ncu_kernels_in k LEFT JOIN drawn d USING (launch_id)"""
+
+# The first launch (by launch id) with a number no profiler writes: its launch id, what (a column or a metric),
+# the value, and whether it is a metric. A launch's columns are checked before its metrics, metrics in order.
+_CHECK_SQL = f"""
+    SELECT launch_id, what, value, is_metric FROM (
+        SELECT launch_id, 0 AS k, 'launch_id' AS what, CAST(launch_id AS DOUBLE) AS value, false AS is_metric
+        FROM _ncu_launches WHERE NOT launch_id BETWEEN {-INT32_MAX - 1} AND {INT32_MAX}
+        UNION ALL SELECT launch_id, 1, 'device', device, false FROM _ncu_launches
+        WHERE NOT device BETWEEN {-INT32_MAX - 1} AND {INT32_MAX}
+        UNION ALL SELECT launch_id, 2, 'registers_per_thread', registers_per_thread, false FROM _ncu_launches
+        WHERE NOT registers_per_thread BETWEEN {-INT32_MAX - 1} AND {INT32_MAX}
+        UNION ALL SELECT launch_id, 5, 'shared_memory_bytes', shared_memory_bytes, false FROM _ncu_launches
+        WHERE NOT (shared_memory_bytes >= -9223372036854775808.0 AND shared_memory_bytes < 9223372036854775808.0)
+        UNION ALL SELECT launch_id, 10 + rowid, metric, value, true FROM ncu_metrics
+        WHERE source_id = {{source_id}}
+          AND ((metric IN {_COUNT_METRICS} AND NOT (value >= 0 AND value < 9223372036854775808.0))
+               OR (contains(metric, '.avg.pct_of_peak_sustained_') AND abs(value) > {_MAX_PCT_OF_PEAK}))
+    ) ORDER BY launch_id, k LIMIT 1"""
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -39,83 +78,66 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     """Read one report or export into the ncu tables under ``source_id``."""
     with path.open("rb") as f:
         is_report = ncu_rep.is_report(f.read(4))
-    launches = ncu_rep.read(path) if is_report else ncu_csv.read(path)
-    _write(store, source_id, launches, path)
+    if is_report:
+        launches = ncu_rep.read(path)
+        for launch in launches:
+            check_fixed(path, launch.launch_id, {"device": launch.device, "context": launch.context,
+                                                 "stream": launch.stream})
+        tables = launch_tables(launches)
+    else:
+        tables = ncu_csv.read(path, workdir)
+    _write(store, source_id, tables, path)
     tool = "Nsight Compute report (ncu_report)" if is_report else "Nsight Compute CSV export"
-    return LoadResult(rank=None, world_size=None, event_count=len(launches), tool=tool)
+    return LoadResult(rank=None, world_size=None, event_count=tables.count, tool=tool)
 
 
-def _write(store: Store, source_id: int, launches: list[Launch], path: Path) -> None:
-    """Insert the launches, their metrics and rule results as Arrow tables (columnar, no per-row SQL)."""
-    kernels = {k: [] for k in ("launch_id", "name", "demangled_name", "device", "device_name", "compute_capability",
-                               "context", "stream", "grid", "block", "registers_per_thread", "shared_memory_bytes",
-                               "duration_ns")}
-    metrics = {k: [] for k in ("launch_id", "metric", "value", "unit", "text")}
-    rules = {k: [] for k in ("launch_id", "rule_id", "rule_name", "section", "type", "title", "message",
-                             "speedup_pct", "speedup_type")}
-    for launch in launches:
-        values = {m.name: m for m in launch.metrics}
-        smem = [values[n].value for n in ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")
-                if n in values and values[n].value is not None]
-        row = {
-            "launch_id": launch.launch_id, "name": launch.name, "demangled_name": launch.demangled_name,
-            "device": launch.device, "device_name": _text(values, "device__attribute_display_name"),
-            "compute_capability": launch.compute_capability, "context": launch.context, "stream": launch.stream,
-            "grid": launch.grid, "block": launch.block,
-            "registers_per_thread": _int(values, "launch__registers_per_thread"),
-            "shared_memory_bytes": int(sum(smem)) if smem else None,
-            "duration_ns": _value(values, "gpu__time_duration.sum"),
-        }
-        _check(path, launch, row)
-        for k, v in row.items():
-            kernels[k].append(v)
-        for m in launch.metrics:
-            for k, v in (("launch_id", launch.launch_id), ("metric", m.name), ("value", m.value), ("unit", m.unit),
-                         ("text", m.text)):
-                metrics[k].append(v)
-        for r in launch.rules:
-            rules["launch_id"].append(launch.launch_id)
-            for k in list(rules)[1:]:
-                rules[k].append(getattr(r, k))
+def _write(store: Store, source_id: int, tables: LaunchTables, path: Path) -> None:
+    """Store the launches: their metrics batch by batch as they are made (checkpointing now and then, so that what
+    is stored is compressed), then the kernels with the columns drawn from their metrics, checked, and ncu's rule
+    results; all in SQL over whole tables, no per-row work."""
     con = store.con
-    for table, columns in (("ncu_kernels", kernels), ("ncu_metrics", metrics), ("ncu_rule_results", rules)):
-        arrow = pa.table({"source_id": pa.array([source_id] * len(columns["launch_id"]), pa.int32()),
-                          **{k: pa.array(v) if v else pa.array(v, pa.null()) for k, v in columns.items()}})
-        con.register("_ncu_rows", arrow)
-        try:
-            names = ", ".join(arrow.column_names)
-            con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _ncu_rows")
-        finally:
-            con.unregister("_ncu_rows")
+    unchecked = 0
+    for batch in tables.metrics:
+        _insert(con, "ncu_metrics", source_id, batch)
+        unchecked += batch.num_rows
+        if unchecked >= _CHECKPOINT_ROWS:
+            con.execute("CHECKPOINT")
+            unchecked = 0
+    con.register("_ncu_kernels_in", tables.kernels)
+    try:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _ncu_launches AS {_LAUNCHES_SQL.format(source_id=source_id)}")
+        _check(con, source_id, path)
+        con.execute(f"INSERT INTO ncu_kernels ({', '.join(_KERNEL_COLUMNS)}) SELECT ?, "
+                    f"{', '.join(_KERNEL_COLUMNS[1:])} FROM _ncu_launches ORDER BY row", [source_id])
+    finally:
+        con.unregister("_ncu_kernels_in")
+        con.execute("DROP TABLE IF EXISTS _ncu_launches")
+    _insert(con, "ncu_rule_results", source_id, tables.rules)
 
 
-def _check(path: Path, launch: Launch, row: dict) -> None:
+def _insert(con: duckdb.DuckDBPyConnection, table: str, source_id: int, rows: pa.Table) -> None:
+    """Append an Arrow table's rows to ``table`` under ``source_id``, in their order, in one statement."""
+    if not rows.num_rows:
+        return
+    con.register("_ncu_rows_in", rows)
+    try:
+        names = ", ".join(rows.column_names)
+        con.execute(f"INSERT INTO {table} (source_id, {names}) SELECT ?, {names} FROM _ncu_rows_in", [source_id])
+    finally:
+        con.unregister("_ncu_rows_in")
+
+
+def _check(con: duckdb.DuckDBPyConnection, source_id: int, path: Path) -> None:
     """Reject numbers no profiler writes — ids past their column's range, counts past 2^63, throughputs far past
-    100 % of peak — with one line naming the launch, instead of an overflow deep in ingestion or analysis."""
-    where = f"{path}: launch {row['launch_id']}" if 0 <= row["launch_id"] <= _INT32_MAX else f"{path}"
-    for column, top in _INT_COLUMNS.items():
-        value = row[column]
-        if value is not None and not -top - 1 <= value <= top:
-            raise InputError(f"{where}: {column.replace('_', ' ')} {value:.6g} is out of range (corrupt export?)")
-    for m in launch.metrics:
-        if m.value is None:
-            continue
-        if m.name in _COUNT_METRICS and not 0 <= m.value <= _INT64_MAX:
-            raise InputError(f"{where}: {m.name} = {m.value:.6g} is out of range (corrupt export?)")
-        if ".avg.pct_of_peak_sustained_" in m.name and abs(m.value) > _MAX_PCT_OF_PEAK:
-            raise InputError(f"{where}: {m.name} = {m.value:.6g}% of peak is no measurement (corrupt export?)")
-
-
-def _value(values: dict, name: str) -> float | None:
-    m = values.get(name)
-    return m.value if m is not None else None
-
-
-def _int(values: dict, name: str) -> int | None:
-    v = _value(values, name)
-    return int(v) if v is not None else None
-
-
-def _text(values: dict, name: str) -> str | None:
-    m = values.get(name)
-    return m.text if m is not None else None
+    100 % of peak — with one line naming the first launch that has one, instead of an overflow deep in ingestion
+    or analysis."""
+    bad = con.execute(_CHECK_SQL.format(source_id=source_id)).fetchall()
+    if not bad:
+        return
+    launch_id, what, value, is_metric = bad[0]
+    if not is_metric:
+        raise InputError(out_of_range(path, launch_id, what, value))
+    where = f"{path}: launch {launch_id}" if 0 <= launch_id <= INT32_MAX else f"{path}"
+    if what in _COUNT_METRICS:
+        raise InputError(f"{where}: {what} = {value:.6g} is out of range (corrupt export?)")
+    raise InputError(f"{where}: {what} = {value:.6g}% of peak is no measurement (corrupt export?)")

@@ -1,22 +1,32 @@
-"""Nsight Compute CSV exports (``ncu --import R --csv --page raw``) into launches.
+"""Nsight Compute CSV exports (``ncu --import R --csv --page raw``) into launch tables.
 
 The raw page has a header row (fixed columns such as "ID" and "Kernel Name", then one column per metric), a row
 of units, and one row per profiled launch. Values are printed for the exporting machine's locale (thousands
 separators, a decimal comma on some systems) and, without ``--print-units base``, scaled per column (``Gbyte``,
 ``us``, ``sector/ns``): both are undone here so the store holds the same base units as a ``.ncu-rep`` gives.
 Columns are located by name, never by position (NVTX options and ncu versions add or rename fixed columns).
+
+An export can hold millions of launch × metric values in a few MB of gzip, so it is read columnar: a cleaned copy
+(valid UTF-8, without ncu's ``==PROF==`` log lines) is parsed by Arrow's CSV reader into string columns, and each
+metric column is converted with Arrow's compute functions into rows of (launch, metric, value, unit, text), handed
+to the writer in batches. No Python object is made per value; memory stays a few times the export's size.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
-import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from tracedoc.errors import InputError
-from tracedoc.ingest.ncu_model import Launch, Metric, short_name
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+
+from tracedoc.errors import InputError, first_line
+from tracedoc.ingest.ncu_model import KERNEL_SCHEMA, LaunchTables, check_fixed, short_name
 
 _HEADER_START = '"ID","Process ID","Process Name","Host Name"'
 _RAW_HINT = "export the raw page: ncu --import REPORT.ncu-rep --csv --page raw --print-units base > REPORT.csv"
@@ -28,6 +38,14 @@ _METRIC_NAME = re.compile(r"^[A-Za-z_][\w.:]*$")  # NVTX columns have spaces and
 _DIM = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _DECIMAL_COMMA = re.compile(r"^-?[\d.]*\d,\d{1,2}$")
 _DECIMAL_POINT = re.compile(r"^-?[\d,]*\d\.\d{1,2}$")
+_NUMBER = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"  # what float() reads, but nan and inf
+_INTEGER = r"^[+-]?[0-9]+$"
+_INT64_DIGITS = 18  # up to this many digits an integer surely fits 64 bits
+_NON_FINITE = ["nan", "inf", "infinity"]
+_LOG_LINES = re.compile(r"^==[^\n]*(?:\n|$)", re.MULTILINE)
+_CHUNK = 4 << 20
+_BLOCK = 8 << 20  # bytes Arrow's CSV reader parses at a time (a row must fit in one)
+_BATCH_ROWS = 1 << 20  # metric rows handed to the writer at a time
 
 # Unit scaling ncu applies without --print-units base, to the base units a .ncu-rep stores.
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -46,70 +64,276 @@ def is_export(head: bytes) -> bool:
     return False
 
 
-def read(path: Path) -> list[Launch]:
-    """Every launch of a raw-page export with its metrics in base units."""
+def read(path: Path, workdir: Path) -> LaunchTables:
+    """Every launch of a raw-page export with its metrics in base units, as tables (the metrics produced in
+    batches as the writer takes them)."""
+    clean = _cleaned(path, workdir)
     try:
-        with path.open(encoding="utf-8", errors="replace", newline="") as f:
-            rows = csv.reader(_without_log_lines(f))
+        header, second = _first_rows(clean, path)
+        _check_header(header, path)
+        id_at = header.index("ID")
+        if second is not None and len(second) != len(header) and second[id_at:id_at + 1] == [""]:
+            raise InputError(f"{path}: truncated or malformed ncu CSV (its units row has {len(second)} of "
+                             f"{len(header)} columns)")
+        table = _parse(clean, path, len(header))
+    finally:
+        clean.unlink(missing_ok=True)
+    cells = table.columns
+    units = [""] * len(header)
+    if table.num_rows and cells[id_at][0].as_py() == "":
+        units = [c[0].as_py() for c in cells]
+        cells = [c.slice(1) for c in cells]
+    del table  # the columns go one by one once converted
+    count = len(cells[0]) if cells else 0
+    if not count:
+        raise InputError(f"{path}: the ncu export holds no profiled kernel")
+    metric_cols = [(i, name, *_base_unit(units[i])) for i, name in enumerate(header)
+                   if name not in _FIXED and _METRIC_NAME.match(name)]
+    decimal_comma = _uses_decimal_comma([cells[i] for i, _, unit, _ in metric_cols if unit == "%"])
+    kernels = _kernels(path, cells, {name: i for i, name in enumerate(header)}, count)
+    return LaunchTables(count, kernels, _metric_batches(kernels.column("launch_id").combine_chunks(), cells,
+                                                        metric_cols, decimal_comma))
+
+
+def _cleaned(path: Path, workdir: Path) -> Path:
+    """A copy of the export in valid UTF-8 (bytes that are not become U+FFFD), without a byte-order mark and the
+    ``==PROF==``/``==WARNING==`` lines ncu mixes in when profiling live; NUL bytes are refused. Read in chunks."""
+    out = workdir / f"ncu-export-{path.name[-60:]}.csv"
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = bytearray()
+    first = True
+    with path.open("rb") as src, out.open("wb") as dst:
+        while True:
+            chunk = src.read(_CHUNK)
+            pending += chunk
+            cut = pending.rfind(b"\n") + 1 if chunk else len(pending)
+            lines = bytes(pending[:cut])
+            del pending[:cut]
+            if b"\x00" in lines:
+                out.unlink(missing_ok=True)
+                raise InputError(f"{path}: malformed ncu CSV (line contains NUL)")
+            text = decoder.decode(lines, final=not chunk)
+            if first and text:
+                text, first = text.lstrip("\ufeff"), False
+            if text.startswith("==") or "\n==" in text:
+                text = _LOG_LINES.sub("", text)
+            dst.write(text.encode("utf-8"))
+            if not chunk:
+                return out
+
+
+def _first_rows(clean: Path, path: Path) -> tuple[list[str], list[str] | None]:
+    """The header row and the row after it (None when there is none), as the csv module reads them."""
+    try:
+        with clean.open(encoding="utf-8", newline="") as f:
+            rows = (row for row in csv.reader(f) if row)
             header = next(rows, None)
             if header is None:
                 raise InputError(f"{path}: empty ncu CSV export")
-            header[0] = header[0].lstrip("\ufeff")
-            if "Metric Name" in header and "Section Name" in header:
-                raise InputError(f"{path}: this is ncu's details page, which tracedoc does not read; {_RAW_HINT}")
-            body = [r for r in rows if r]
+            return header, next(rows, None)
     except csv.Error as exc:
         raise InputError(f"{path}: malformed ncu CSV ({exc})") from None
+
+
+def _check_header(header: list[str], path: Path) -> None:
+    """Refuse the details page and CSV that is not a raw page."""
+    if "Metric Name" in header and "Section Name" in header:
+        raise InputError(f"{path}: this is ncu's details page, which tracedoc does not read; {_RAW_HINT}")
     if "ID" not in header or "Kernel Name" not in header:
         raise InputError(f"{path}: not an ncu raw-page CSV (no ID and Kernel Name columns); {_RAW_HINT}")
-    units = body.pop(0) if body and body[0] and body[0][header.index("ID")] == "" else [""] * len(header)
-    if not body:
-        raise InputError(f"{path}: the ncu export holds no profiled kernel")
-    if len(units) != len(header):
-        raise InputError(f"{path}: truncated or malformed ncu CSV (its units row has {len(units)} of "
-                         f"{len(header)} columns)")
-    for i, row in enumerate(body, start=3):
-        if len(row) != len(header):
-            raise InputError(f"{path}: truncated or malformed ncu CSV (row {i} has {len(row)} of "
-                             f"{len(header)} columns)")
-    columns = {name: i for i, name in enumerate(header)}
-    metric_cols = [(i, name, *_base_unit(units[i])) for i, name in enumerate(header)
-                   if name not in _FIXED and _METRIC_NAME.match(name)]
-    decimal_comma = _uses_decimal_comma(body, [i for i, _, unit, _ in metric_cols if unit == "%"])
-    return [_launch(path, row, columns, metric_cols, decimal_comma) for row in body]
 
 
-def _without_log_lines(lines: Iterator[str]) -> Iterator[str]:
-    """The CSV lines, without the ``==PROF==``/``==WARNING==`` lines ncu mixes in when profiling live."""
-    for line in lines:
-        if not line.startswith("=="):
-            yield line
+def _parse(clean: Path, path: Path, width: int) -> pa.Table:
+    """Every row after the header as string columns; a row of another width is refused."""
+    names = [f"c{i}" for i in range(width)]
+    ragged: list[pa_csv.InvalidRow] = []
+
+    def invalid(row: pa_csv.InvalidRow) -> str:
+        ragged.append(row)
+        return "skip"
+
+    try:
+        table = pa_csv.read_csv(
+            clean, read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=_BLOCK),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=invalid),
+            convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
+                                                  strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowException) as exc:
+        raise InputError(f"{path}: malformed ncu CSV ({first_line(exc)})") from None
+    if ragged:
+        row = ragged[0]
+        raise InputError(f"{path}: truncated or malformed ncu CSV (a row has {row.actual_columns} of "
+                         f"{row.expected_columns} columns)")
+    return table
 
 
-def _launch(path: Path, row: list[str], columns: dict[str, int], metric_cols: list[tuple[int, str, str, float]],
-            decimal_comma: bool) -> Launch:
-    def field(name: str) -> str | None:
+def _kernels(path: Path, cells: list[pa.ChunkedArray], columns: dict[str, int], count: int) -> pa.Table:
+    """One row per launch: its id (refused when not a number), names, device, context, stream, grid and block."""
+    def column(name: str) -> pa.Array | None:
         i = columns.get(name)
-        return row[i].strip() if i is not None else None
+        return None if i is None else pc.utf8_trim_whitespace(cells[i]).combine_chunks()
 
-    launch_id = _int(field("ID"))
-    if launch_id is None:
-        raise InputError(f"{path}: ncu CSV row with a non-numeric ID ({field('ID')!r})")
-    metrics = []
-    for i, name, unit, factor in metric_cols:
-        raw = row[i].strip()
-        if raw in _MISSING:
-            continue
-        value = _number(raw, decimal_comma)
-        if value is None and raw.lower().lstrip("+-") not in ("nan", "inf", "infinity"):
-            metrics.append(Metric(name, None, "", raw[:1000]))
+    raw_ids = column("ID")
+    ids = _integers(path, raw_ids, "launch_id", None)
+    if (bad := pc.index(pc.is_null(ids), True).as_py()) >= 0:
+        raise InputError(f"{path}: ncu CSV row with a non-numeric ID ({raw_ids[bad].as_py()!r})")
+    demangled = column("Kernel Name")
+    distinct = pc.unique(demangled)
+    names = pc.take(pa.array([short_name(n) for n in distinct.to_pylist()], pa.string()),
+                    pc.index_in(demangled, value_set=distinct))
+    return pa.table({
+        "row": _arange(count).cast(pa.int32()), "launch_id": ids, "name": names, "demangled_name": demangled,
+        "device": _integers(path, column("Device"), "device", ids, count),
+        "compute_capability": _or_nulls(column("CC"), count),
+        "context": _integers(path, column("Context"), "context", ids, count),
+        "stream": _integers(path, column("Stream"), "stream", ids, count),
+        "grid": _dims(column("Grid Size"), count), "block": _dims(column("Block Size"), count),
+    }, schema=KERNEL_SCHEMA)
+
+
+def _arange(n: int) -> pa.Array:
+    """0, 1, … n − 1 as int64, made by Arrow (no Python int per element)."""
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+
+
+def _or_nulls(values: pa.Array | None, count: int) -> pa.Array:
+    """The column, or nulls where the export has none."""
+    return pa.nulls(count, pa.string()) if values is None else values
+
+
+def _integers(path: Path, raw: pa.Array | None, what: str, ids: pa.Array | None, count: int = 0) -> pa.Array:
+    """Integers written with or without thousands separators as int64 (null for other text, or where the export
+    has no such column); one past 64 bits is refused in one line naming its launch (``ids``; None: these are the
+    ids)."""
+    if raw is None:
+        return pa.nulls(count, pa.int64())
+    text = pc.replace_substring(raw, ",", "")
+    whole = pc.match_substring_regex(text, _INTEGER)
+    long = pc.and_(whole, pc.greater(pc.utf8_length(pc.utf8_ltrim(text, "+-0")), _INT64_DIGITS))
+    for i in pc.indices_nonzero(long).to_pylist():  # rare: 19 digits or more
+        value = int(text[i].as_py())
+        if ids is None:
+            check_fixed(path, value, {})
         else:
-            metrics.append(Metric(name, None if value is None else value * factor, unit, None))
-    demangled = field("Kernel Name") or ""
-    return Launch(launch_id=launch_id, name=short_name(demangled), demangled_name=demangled,
-                  device=_int(field("Device")), compute_capability=field("CC"),
-                  context=_int(field("Context")), stream=_int(field("Stream")),
-                  grid=_dim(field("Grid Size")), block=_dim(field("Block Size")), metrics=metrics, rules=[])
+            check_fixed(path, ids[i].as_py(), {what: value})
+    whole = pc.and_(whole, pc.invert(long))
+    return pc.cast(pc.if_else(whole, text, pa.scalar(None, pa.string())), pa.int64())
+
+
+def _dims(raw: pa.Array | None, count: int) -> pa.Array:
+    """'(x, y, z)' as 'x,y,z'; null when absent or all zero (ncu's placeholder for a launch it could not read)."""
+    if raw is None:
+        return pa.nulls(count, pa.string())
+    parts = pc.extract_regex(raw, r"^\(\s*(?P<x>\d+)\s*,\s*(?P<y>\d+)\s*,\s*(?P<z>\d+)\s*\)$")
+    joined = pc.binary_join_element_wise(*(pc.struct_field(parts, [i]) for i in range(3)), ",")
+    return pc.if_else(pc.equal(joined, "0,0,0"), pa.scalar(None, pa.string()), joined)
+
+
+@dataclass
+class _Column:
+    """Metric columns converted: per launch (and column) its kind (_ABSENT, _NUMBER_KIND or _TEXT), its value in
+    base units (null for text, NaN and infinity) and, where any of them holds text metrics, the text."""
+
+    kinds: pa.Array
+    values: pa.Array
+    texts: pa.Array | None
+
+    def slice(self, start: int, length: int) -> _Column:
+        return _Column(self.kinds.slice(start, length), self.values.slice(start, length),
+                       None if self.texts is None else self.texts.slice(start, length))
+
+
+_ABSENT, _NUMBER_KIND, _TEXT = 0, 1, 2
+_GROUP_BYTES = 256 << 20  # strings converted at once (well under the 2 GiB a string array holds)
+
+
+def _metric_batches(ids: pa.Array, cells: list[pa.ChunkedArray | None],
+                    metric_cols: list[tuple[int, str, str, float]], decimal_comma: bool) -> Iterator[pa.Table]:
+    """The metrics as rows (launch_id, metric, value, unit, text), launch by launch, a batch of about _BATCH_ROWS
+    at a time. The columns are converted once, a group at a time (their strings let go), then the rows of a block
+    of launches are interleaved from the columns with one ``take``."""
+    converted = _converted(cells, metric_cols, decimal_comma, len(ids))
+    if not converted:
+        return
+    names = pa.array([name for _, name, _, _ in metric_cols], pa.string())
+    units = pa.array([unit for _, _, unit, _ in metric_cols] + [""], pa.string())  # the last: text metrics'
+    per_block = max(1, _BATCH_ROWS // len(converted))
+    for start in range(0, len(ids), per_block):
+        yield _block(ids, converted, names, units, start, min(per_block, len(ids) - start))
+
+
+def _converted(cells: list[pa.ChunkedArray | None], metric_cols: list[tuple[int, str, str, float]],
+               decimal_comma: bool, count: int) -> list[_Column]:
+    """Every metric column converted, columns laid end to end in groups of about _BATCH_ROWS values (and at most
+    _GROUP_BYTES of text) so that each compute function runs once a group, not once a column."""
+    out: list[_Column] = []
+    group: list[tuple[pa.ChunkedArray, float]] = []
+    size = 0
+    for i, _, _, factor in metric_cols:
+        raw, cells[i] = cells[i], None
+        group.append((raw, factor))
+        size += raw.nbytes
+        if len(group) * count >= _BATCH_ROWS or size >= _GROUP_BYTES:
+            out += _convert_group(group, decimal_comma, count)
+            group, size = [], 0
+    if group:
+        out += _convert_group(group, decimal_comma, count)
+    return out
+
+
+def _convert_group(group: list[tuple[pa.ChunkedArray, float]], decimal_comma: bool, count: int) -> list[_Column]:
+    """Columns converted together, handed back one by one (slices of the group's arrays)."""
+    raw = pc.utf8_trim_whitespace(pa.concat_arrays([chunk for column, _ in group for chunk in column.chunks]))
+    factors = pa.concat_arrays([pa.repeat(pa.scalar(factor, pa.float64()), count) for _, factor in group])
+    converted = _convert(raw, factors, decimal_comma)
+    return [converted.slice(k * count, count) for k in range(len(group))]
+
+
+def _convert(raw: pa.Array, factors: pa.Array, decimal_comma: bool) -> _Column:
+    """Metric strings as kinds, values in base units (times ``factors``) and texts (their first 1,000 characters):
+    a number has its value and unit; NaN and infinity no value but the unit; other text is a text metric."""
+    present = pc.invert(pc.is_in(raw, value_set=pa.array(sorted(_MISSING))))
+    text = (pc.replace_substring(pc.replace_substring(raw, ".", ""), ",", ".") if decimal_comma
+            else pc.replace_substring(raw, ",", ""))
+    number = pc.cast(pc.if_else(pc.match_substring_regex(text, _NUMBER), text, pa.scalar(None, pa.string())),
+                     pa.float64())
+    finite = pc.fill_null(pc.is_finite(number), False)
+    non_finite = pc.is_in(pc.utf8_lower(pc.utf8_ltrim(raw, "+-")), value_set=pa.array(_NON_FINITE))
+    is_text = pc.and_(present, pc.invert(pc.or_(finite, non_finite)))
+    kinds = pc.if_else(present, pc.if_else(is_text, _TEXT, _NUMBER_KIND), _ABSENT).cast(pa.int8())
+    values = pc.if_else(finite, pc.multiply(number, factors), pa.scalar(None, pa.float64()))
+    texts = None
+    if pc.any(is_text).as_py():
+        texts = pc.if_else(is_text, pc.utf8_slice_codeunits(raw, 0, 1000), pa.scalar(None, pa.string()))
+    return _Column(kinds, values, texts)
+
+
+def _block(ids: pa.Array, columns: list[_Column], names: pa.Array, units: pa.Array, start: int,
+           n: int) -> pa.Table:
+    """The metric rows of launches start … start + n - 1, launch by launch, each launch's metrics in column order:
+    the columns' slices laid end to end, taken in row order (row r's metric j is at j·n + r)."""
+    width = len(columns)
+    k = _arange(n * width)
+    row = pc.divide(k, width)
+    col = pc.subtract(k, pc.multiply(row, width))
+    order = pc.add(pc.multiply(col, n), row)
+    kinds = pc.take(pa.concat_arrays([c.kinds.slice(start, n) for c in columns]), order)
+    keep = pc.not_equal(kinds, _ABSENT)
+    kept_col = pc.filter(col, keep).cast(pa.int32())
+    is_text = pc.equal(pc.filter(kinds, keep), _TEXT)
+    if any(c.texts is not None for c in columns):
+        texts = pc.filter(pc.take(pa.concat_arrays(
+            [c.texts.slice(start, n) if c.texts is not None else pa.nulls(n, pa.string()) for c in columns]),
+            order), keep)
+    else:
+        texts = pa.nulls(len(kept_col), pa.string())
+    return pa.table({
+        "launch_id": pc.filter(pc.take(ids, pc.add(row, start)), keep),
+        "metric": pa.DictionaryArray.from_arrays(kept_col, names),
+        "value": pc.filter(pc.take(pa.concat_arrays([c.values.slice(start, n) for c in columns]), order), keep),
+        "unit": pa.DictionaryArray.from_arrays(pc.if_else(is_text, len(names), kept_col).cast(pa.int32()), units),
+        "text": texts,
+    })
 
 
 def _base_unit(unit: str) -> tuple[str, float]:
@@ -128,37 +352,8 @@ def _base_unit(unit: str) -> tuple[str, float]:
     return (f"{num}/{den}" if sep else num), factor
 
 
-def _uses_decimal_comma(body: list[list[str]], percent_cols: list[int]) -> bool:
+def _uses_decimal_comma(percent_cols: list[pa.Array]) -> bool:
     """Whether numbers use a decimal comma (European locales), judged from the percentage columns."""
-    comma = point = False
-    for row in body:
-        for i in percent_cols:
-            v = row[i].strip()
-            comma = comma or bool(_DECIMAL_COMMA.match(v))
-            point = point or bool(_DECIMAL_POINT.match(v))
+    comma = any(pc.any(pc.match_substring_regex(c, _DECIMAL_COMMA.pattern)).as_py() for c in percent_cols)
+    point = any(pc.any(pc.match_substring_regex(c, _DECIMAL_POINT.pattern)).as_py() for c in percent_cols)
     return comma and not point
-
-
-def _number(raw: str, decimal_comma: bool) -> float | None:
-    """A printed number as float; None for text, NaN and infinity."""
-    text = raw.replace(".", "").replace(",", ".") if decimal_comma else raw.replace(",", "")
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _dim(raw: str | None) -> str | None:
-    """'(x, y, z)' as 'x,y,z'; None when absent or all zero (ncu's placeholder for a launch it could not read)."""
-    m = _DIM.match(raw or "")
-    if not m or all(g == "0" for g in m.groups()):
-        return None
-    return ",".join(m.groups())
-
-
-def _int(raw: str | None) -> int | None:
-    try:
-        return int((raw or "").replace(",", ""))
-    except ValueError:
-        return None

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tracedoc.causes import CAUSES, color
 from tracedoc.render.attribution import CauseShare, attribution_by_device, cause_label, part_of_text, window_text
 from tracedoc.render.base import fmt_value, missing_ranks_lines, saving_text, scope_text, summary_text, what_if_text
-from tracedoc.render.sanitize import one_line
+from tracedoc.render.sanitize import one_line, visible_text
 
 if TYPE_CHECKING:
     from tracedoc.report import Finding, Report
@@ -59,8 +59,9 @@ DETAIL_CHARS = 48
 
 
 def esc(value: object) -> str:
-    """Text from anywhere (traces included) as literal HTML text."""
-    return escape(str(value), quote=True)
+    """Text from anywhere (traces included) as literal HTML text, its control and bidirectional characters written
+    visibly (render.sanitize.visible_text) rather than passed on raw."""
+    return escape(visible_text(value), quote=True)
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,17 @@
 """A self-contained HTML report for sharing: the report's pages (tracedoc.pages) in one file that opens offline.
 
 The charts are the pages' Bokeh figures, embedded with Bokeh's JavaScript inline, so the file needs no network;
-the text is the pages' escaped fragments (tracedoc/pages/fragments.py). Bokeh is optional (``dashboard`` extra):
-the pages are imported only when a report is rendered.
+the text is the pages' escaped fragments (tracedoc/pages/fragments.py). The pages draw a copy of the report whose
+strings show their control and bidirectional characters as visible escapes (render.sanitize.visible_strings), so
+no raw escape, NUL or override from a trace reaches the file, in the text or in the charts' data. Bokeh is optional
+(``dashboard`` extra): the pages are imported only when a report is rendered.
 """
 
 from __future__ import annotations
 
 from tracedoc.pages import require
 from tracedoc.render.base import Renderer
+from tracedoc.render.sanitize import visible_strings
 from tracedoc.report import Report
 
 
@@ -26,7 +29,7 @@ class HtmlRenderer(Renderer):
         from tracedoc.pages.fragments import STYLE, Html, esc, section_head_html
         from tracedoc.pages.report import report_sections
 
-        pages = report_sections(report)
+        pages = report_sections(visible_report(report))
         models = [item for _, sections in pages for s in sections for item in s.items if not isinstance(item, Html)]
         script, divs = components(models) if models else ("", ())
         div_of = {id(m): d for m, d in zip(models, divs)}
@@ -44,3 +47,8 @@ class HtmlRenderer(Renderer):
                 '<meta name="viewport" content="width=device-width, initial-scale=1">'
                 f"<title>tracedoc report</title><style>{STYLE}</style>{bokeh_js}</head><body>"
                 f"<h1>tracedoc report</h1><nav>{nav}</nav>{''.join(body)}{script}</body></html>\n")
+
+
+def visible_report(report: Report) -> Report:
+    """A copy of ``report`` whose strings show their control and bidirectional characters visibly."""
+    return Report.from_dict(visible_strings(report.to_dict()))

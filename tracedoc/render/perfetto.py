@@ -20,11 +20,11 @@ the earliest event (ns kept as three decimals).
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from tracedoc import strict_json
 from tracedoc.errors import InputError
 from tracedoc.render.base import Renderer, finding_span, scope_text
 from tracedoc.report import Report
@@ -194,13 +194,13 @@ def finding_events(store: Store, report: Report) -> list[tuple[Any, ...]]:
         if pid == ALL_RANKS_PID and pid not in named:
             named.add(pid)
             rows.append(("process_name", "__metadata", "M", 0.0, 0.0, pid, 0,
-                         json.dumps({"name": "tracedoc · all ranks"})))
+                         strict_json.dumps({"name": "tracedoc · all ranks"})))
         tid = FINDING_TID + number
         rows.append(("thread_name", "__metadata", "M", 0.0, 0.0, pid, tid,
-                     json.dumps({"name": f"finding #{number} · {finding.rule}"})))
+                     strict_json.dumps({"name": f"finding #{number} · {finding.rule}"})))
         args = {"rule": finding.rule, "severity": finding.severity, "where": scope_text(finding.scope.to_dict()),
                 "impact_ms": finding.impact_ms, "impact_pct": finding.impact_pct, "message": finding.message,
                 "fix": finding.fix, "part_of": finding.part_of}
         rows.append((f"#{number} {finding.title}", f"finding,{finding.severity}", "X", (round(span[0]) - zero) / 1000.0,
-                     (span[1] - span[0]) / 1000.0, pid, tid, json.dumps(args)))
+                     (span[1] - span[0]) / 1000.0, pid, tid, strict_json.dumps(args)))
     return rows

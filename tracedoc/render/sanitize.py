@@ -5,12 +5,15 @@ overrides that reorder what a reader sees, carriage returns that overwrite a lin
 and lone surrogates that cannot be encoded at all. ``terminal_text`` removes escape sequences whole and writes
 every other control character visibly (``\\x07``), so nothing from a trace can act on the terminal; Rich markup
 is not an issue once the text is passed as a ``rich.text.Text`` (never as a markup string). ``one_line`` also
-folds line breaks, for table cells and headings.
+folds line breaks, for table cells and headings. ``visible_text`` is for HTML, where nothing acts on a terminal
+but a reader should see every character a name holds: it removes nothing and writes every such character visibly,
+escape sequences' ESC included (``\\x1b[2J``); ``visible_strings`` does it to every string of a report's data.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # ANSI/ECMA-48 sequences: CSI (ESC [ … final byte), OSC (ESC ] … BEL or ST), and the other two-byte ESC forms;
 # their 8-bit C1 spellings (CSI U+009B, OSC U+009D) too.
@@ -43,3 +46,21 @@ def terminal_text(text: object) -> str:
 def one_line(text: object) -> str:
     """``terminal_text`` on a single line: runs of line breaks and tabs become one space."""
     return terminal_text(_LINE_BREAKS.sub(" ", str(text)))
+
+
+def visible_text(text: object) -> str:
+    """``text`` with every control character (ESC, NUL, C1), bidirectional embedding, override or isolate and line
+    or paragraph separator written visibly (``\\x1b``, ``\\u202e``) and lone surrogates as U+FFFD; newlines and
+    tabs kept. Nothing is removed, so what a name holds stays readable."""
+    return _UNSAFE.sub(_visible, str(text))
+
+
+def visible_strings(value: Any) -> Any:
+    """``value`` (parsed JSON: dicts, lists, scalars) with every string, keys included, through visible_text."""
+    if isinstance(value, str):
+        return visible_text(value) if _UNSAFE.search(value) else value
+    if isinstance(value, dict):
+        return {visible_strings(k): visible_strings(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [visible_strings(v) for v in value]
+    return value

@@ -1,0 +1,39 @@
+"""The `tracedoc` command's entry point: Ctrl-C is one line and exit code 130 from the start, imports included.
+
+The command line imports click, DuckDB, Arrow and Rich before it can catch anything (about half a second), and a
+SIGINT in that time would end in a KeyboardInterrupt traceback. So this module, which imports nothing heavy,
+answers SIGINT itself until the command line is imported (one line, exit 130, nothing to clean up yet); from then
+on the command line's own handling applies (``tracedoc.cli.errors``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from types import FrameType
+
+INTERRUPTED = 130
+
+
+def _interrupted_while_starting(signum: int, frame: FrameType | None) -> None:
+    """SIGINT before the command line is ready: say so and leave at once (nothing is open or written yet)."""
+    os.write(2, b"interrupted\n")
+    os._exit(INTERRUPTED)
+
+
+def main() -> None:
+    """Import and run the command line, Ctrl-C being 'interrupted' and exit 130 at any point."""
+    guarded = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # not when SIGINT is ignored
+    if guarded:
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
+    try:
+        from tracedoc.cli import cli
+    finally:
+        if guarded:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        cli()
+    except KeyboardInterrupt:  # between the handlers: before the command line's own try
+        sys.stderr.write("interrupted\n")
+        sys.exit(INTERRUPTED)
