@@ -610,6 +610,8 @@ def _tool(meta: dict[str, Any]) -> str:
         parts.append(f"schema {_str(meta['schemaVersion'])}")
     if "cuda_runtime_version" in meta:
         parts.append(f"CUDA runtime {_str(meta['cuda_runtime_version'])}")
+    if "hip_runtime_version" in meta:
+        parts.append(f"HIP runtime {_str(meta['hip_runtime_version'])}")
     return ", ".join(parts)
 
 
