@@ -233,6 +233,7 @@ def _finish(store: Store, sources: list[tuple[int, Path, dict[str, Any], int]]) 
     results = []
     for source_id, _, meta, event_count in sources:
         _insert_devices(store.con, source_id, meta)
+        _insert_header(store.con, source_id, meta)
         rank, world_size = _distributed(meta)
         results.append(LoadResult(rank, world_size, event_count, _tool(meta)))
     return results
@@ -534,6 +535,17 @@ INSERT INTO _flow_end
 SELECT source_id, TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT), {_TS_NS}, TRY_CAST(id AS BIGINT)
 FROM _raw WHERE ph = 'f' AND cat = 'ac2g';
 
+-- Timed events of categories tracedoc does not analyse, counted per category and process (schema_torch.sql).
+INSERT INTO torch_other_events
+SELECT source_id, cat, pid, count(*), sum({_DUR_NS})
+FROM _raw
+WHERE ph = 'X' AND ts IS NOT NULL AND cat IS NOT NULL
+  AND lower(cat) NOT IN ('kernel', 'gpu_memcpy', 'memcpy', 'gpu_memset', 'memset', 'cuda_sync', 'cpu_op', 'operator',
+                         'cuda_runtime', 'runtime', 'cuda_driver', 'user_annotation', 'python_function', 'trace',
+                         'ac2g', 'overhead')
+  AND lower(cat) NOT LIKE 'gpu\\_%' ESCAPE '\\'
+GROUP BY ALL;
+
 -- Collective calls with their process group and sizes (schema_ranks.sql).
 INSERT INTO collective_calls
 SELECT source_id, rank, TRY_CAST(tid AS BIGINT), {_TS_NS}, {_DUR_NS},
@@ -601,6 +613,16 @@ def _insert_devices(con: duckdb.DuckDBPyConnection, source_id: int, meta: dict[s
                      _int(p.get("totalGlobalMem")), _int(p.get("numSms"))))
     if rows:
         con.executemany("INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+
+def _insert_header(con: duckdb.DuckDBPyConnection, source_id: int, meta: dict[str, Any]) -> None:
+    """The header's facts about the job's devices: how many GPUs deviceProperties lists (an empty list: the
+    profiler saw none), and the process groups' backend."""
+    props = meta.get("deviceProperties")
+    info = meta.get("distributedInfo")
+    backend = info.get("backend") if isinstance(info, dict) else None
+    con.execute("INSERT INTO torch_headers VALUES (?, ?, ?)",
+                [source_id, len(props) if isinstance(props, list) else None, _str(backend)])
 
 
 def _tool(meta: dict[str, Any]) -> str:
