@@ -1,5 +1,5 @@
-"""low-gpu-utilization's numbers come from one window. Checked on real traces from other projects (tests/data, each
-with its SOURCE.md) and on bundled samples."""
+"""low-gpu-utilization's numbers come from one window, and launch-bound needs a stream of launches. Checked on real
+traces from other projects (tests/data, each with its SOURCE.md) and on bundled samples."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tracedoc.ingest import discover
 
 DATA = ROOT / "tests" / "data"
 ONE_BURST = DATA / "kineto-backward-thread" / "backward_thread.json"
+ONE_KERNEL = DATA / "kineto-one-kernel" / "before_fix_trace.json"
 SIXTY_KERNELS = DATA / "kineto-device-properties-after-events" / "gaunernst_bert-small-uncased__1016001.json.gz"
 
 
@@ -39,3 +40,11 @@ def test_low_utilization_says_one_window(tmp_path: Path) -> None:
     assert finding.message.startswith("GPU 0 of rank 0 is busy only 0.0% of the analysed window (413 ms: its "
                                       "profiler steps and the GPU work they queued); 30 of its 30 equal time chunks "
                                       "are under 50% busy (the least 0.0%).")
+
+
+def test_launch_bound_needs_a_stream_of_launches(tmp_path: Path) -> None:
+    """Kineto's one-kernel documentation trace is not launch-bound; BERT-small's 60 tiny kernels with the GPU idle
+    between them are."""
+    assert "launch-bound" not in {f.rule for f in analyze(ONE_KERNEL, cache_dir=tmp_path / "one").findings}
+    sixty = next(f for f in analyze(SIXTY_KERNELS, cache_dir=tmp_path / "sixty").findings if f.rule == "launch-bound")
+    assert "60 kernels" in sixty.message
