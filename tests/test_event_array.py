@@ -72,7 +72,8 @@ def _reordered(doc: dict[str, Any], order: str) -> dict[str, Any]:
     """The document with traceEvents first, last or where it was, and a Kineto-style INFO log list after it."""
     events = doc["traceEvents"]
     rest = {k: v for k, v in doc.items() if k != "traceEvents"}
-    log = {"INFO": ["INFO:... CuptiActivityProfiler.cpp:1232] Traces Recorded: ]", 'quote \\" and ] [ } {']}
+    log = {"INFO": ["INFO:... CuptiActivityProfiler.cpp:1232] Traces Recorded: ]", 'quote \\" and ] [ } {',
+                    "a path that ends C:\\"]}
     if order == "first":
         return {"traceEvents": events, **log, **rest}
     if order == "last":

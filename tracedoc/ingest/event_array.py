@@ -15,7 +15,8 @@ import re
 EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _ARRAY_START = re.compile(rb"\s*(\[)\s*")
 _WHITESPACE = b" \t\r\n"
-_BRACKETS = re.compile(rb'[\[\]{}"]')  # what matters when matching brackets backwards
+_SPECIAL = (b'"', b"[", b"]", b"{", b"}")  # what matters when matching brackets backwards
+_NEAR = 4096
 _SCALAR_CHARS = frozenset(b"0123456789+-.eEtrufalsn")
 _OPENER = {ord("]"): ord("["), ord("}"): ord("{")}
 
@@ -80,7 +81,6 @@ class _Backwards:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-        self._reversed = data[::-1]  # regular expressions search forwards only
 
     def skip_space(self, i: int) -> int:
         """The offset just past the last non-whitespace byte before ``i``."""
@@ -156,6 +156,10 @@ class _Backwards:
         return isinstance(last, dict) and "ph" in last
 
     def _previous_bracket(self, i: int) -> int | None:
-        """The offset of the last bracket or quote before ``i``."""
-        m = _BRACKETS.search(self._reversed, len(self.data) - i)
-        return None if m is None else len(self.data) - 1 - m.start()
+        """The offset of the last bracket or quote before ``i``: looked for in the 4 KiB before it (JSON text holds
+        one every few bytes), then in all the data before it."""
+        near = max(0, i - _NEAR)
+        found = max(self.data.rfind(char, near, i) for char in _SPECIAL)
+        if found < 0 and near > 0:
+            found = max(self.data.rfind(char, 0, near) for char in _SPECIAL)
+        return found if found >= 0 else None
