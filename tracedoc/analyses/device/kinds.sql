@@ -15,6 +15,7 @@ CREATE OR REPLACE TEMP VIEW device_other_categories AS
 WITH host_pids AS (
     SELECT DISTINCT source_id, pid FROM cpu_activity
     WHERE kind IN ('op', 'annotation', 'runtime', 'driver', 'python') AND pid IS NOT NULL
+      AND source_id IN (SELECT source_id FROM torch_other_events)
 )
 SELECT o.source_id, o.category, sum(o.events) AS events, sum(o.dur_ns) AS dur_ns,
        sum(o.events) FILTER (WHERE h.pid IS NULL) > sum(o.events) / 2 AS on_device
@@ -27,8 +28,9 @@ GROUP BY o.source_id, o.category;
 -- 'mtia_ccp_events: 1,313'), profiler_ranges (CUPTI range-profiler ranges among them, count), host_only_events
 -- (host_events without those device events), declared_gpus (deviceProperties entries; NULL without the member),
 -- backend (distributedInfo.backend), cpu_only (the profiler listed no GPU, and the trace holds no CUDA or HIP call,
--- no GPU activity and no device events), and device_fix (what would let the device be analysed).
-CREATE OR REPLACE TEMP VIEW device_kinds AS
+-- no GPU activity and no device events), and device_fix (what would let the device be analysed). A table: three
+-- rules read it.
+CREATE OR REPLACE TEMP TABLE device_kinds AS
 WITH dev AS (
     SELECT source_id, sum(events) AS device_events,
            string_agg(category || ': ' || format('{:,}', events), ', ' ORDER BY events DESC, category)
