@@ -132,7 +132,7 @@ def test_a_bare_array_of_events_reads_like_the_same_events_in_an_object(tmp_path
     assert wrapped["events"] == 1034 and wrapped["gpu"]["kernel"][0] == 200
     unclosed = text.rstrip().removesuffix(b"]")
     variants = {"gzip": (text, "gzip"), "plain": (text, "plain"), "no ]": (unclosed, "plain"),
-                "no ], gzip": (unclosed + b",\n", "gzip")}
+                "no ], gzip": (unclosed + b",\n", "gzip"), "comma before ]": (unclosed + b",\n]\n", "plain")}
     for i, (name, (variant, compression)) in enumerate(variants.items()):
         path = _compressed(variant, compression, tmp_path / f"array{i}.json.{compression}")
         assert stored(path, tmp_path / f"c{i + 1}") == wrapped, name

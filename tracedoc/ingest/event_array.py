@@ -35,11 +35,11 @@ def array_format_start(head: bytes) -> int | None:
 
 
 def array_format_end(tail: bytes) -> int:
-    """Where the events of a JSON Array Format trace end in ``tail`` (its last bytes): at the closing ']', or, as
-    the format allows it to be missing, after the last event (a trailing comma dropped)."""
+    """Where the events of a JSON Array Format trace end in ``tail`` (its last bytes): before the closing ']' and
+    any comma after the last event (the format allows both to be missing, and writers leave the comma)."""
     end = len(tail.rstrip(_WHITESPACE))
     if end and tail[end - 1] == ord("]"):
-        return end - 1
+        end = len(tail[:end - 1].rstrip(_WHITESPACE))
     if end and tail[end - 1] == ord(","):
         end = len(tail[:end - 1].rstrip(_WHITESPACE))
     return end
