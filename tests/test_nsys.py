@@ -166,15 +166,16 @@ def test_sync_calls_equal_nsys_cuda_api_sync(torch_store: Store) -> None:
 
 def test_low_utilization_covers_nsys_region(torch_store: Store) -> None:
     """nsys: one merged region of all 30 chunks of the capture's GPU span, 2.9 % in use (a sum of durations);
-    tracedoc: 30 chunks of the steady window (inside nsys's region), all under 50 % busy (a union)."""
+    tracedoc: 30 chunks of the analysed window (the steady steps, inside nsys's region; what the busy share is of),
+    all under 50 % busy (a union)."""
     (row,) = _csv("analyze_gpu_time_util.csv")
     region = (int(row["Start (ns)"]) + _session_start(TORCH / "sample.sqlite"), int(row["Duration (ns)"]))
     torch_store.include("gpu.utilization")
     chunks = torch_store.query("SELECT ts_ns, dur_ns, busy_pct FROM gpu_utilization_chunks(30) ORDER BY ts_ns")
+    window = torch_store.query("SELECT start_ns, end_ns FROM trace_windows")[0]
     assert len(chunks) == 30 and all(c["busy_pct"] < 50 for c in chunks)
-    window = torch_store.query("SELECT start_ns, end_ns FROM trace_wall")[0]
-    assert region[0] < window["start_ns"] <= chunks[0]["ts_ns"] < region[0] + region[1]
-    assert chunks[-1]["ts_ns"] + chunks[-1]["dur_ns"] <= window["end_ns"] + 30  # chunks round up by ≤ 1 ns each
+    assert region[0] < window["start_ns"] == chunks[0]["ts_ns"] < region[0] + region[1]
+    assert chunks[-1]["ts_ns"] + chunks[-1]["dur_ns"] >= window["end_ns"]
     span_busy = sum(c["busy_pct"] * c["dur_ns"] for c in chunks) / sum(c["dur_ns"] for c in chunks)
     assert 0 < span_busy < float(row["In-Use (%)"]) + 1
 

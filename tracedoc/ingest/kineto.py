@@ -1,14 +1,17 @@
 """PyTorch profiler traces (Kineto chrome-trace JSON) into the store; gzip and xz files are read as they unpack.
 
 The hot path never builds a Python object per event. The file is cut into its small header and tail (parsed
-with the json module) and the ``traceEvents`` array, which is split at event boundaries into a few part files
-that DuckDB's JSON reader parses in parallel straight into columns. Normalization into the store's tables is SQL.
+with the json module) and the ``traceEvents`` array (``event_array`` finds where it starts and ends, whatever
+members follow it; a bare top-level array of events is read too), which is split at event boundaries into a few
+part files that DuckDB's JSON reader parses in parallel straight into columns. Normalization into the store's
+tables is SQL.
 A compressed trace is cut into parts as it streams out of the decompressor (``load_compressed``), a few parts at
 a time, so it is never unpacked whole.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import mmap
 import os
@@ -23,7 +26,7 @@ import duckdb
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
-from tracedoc.ingest import compressed
+from tracedoc.ingest import compressed, event_array
 from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 from tracedoc.store.memory import out_of_memory_advice
@@ -31,14 +34,14 @@ from tracedoc.store.store import sql_literal
 
 FORMAT = "torch"
 
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_EVENTS_KEY = event_array.EVENTS_KEY
 # Kineto writes one event per line (or per block of lines): a raw newline never occurs inside a JSON string, so
 # '},' + newline + '{' can only be a boundary between two array elements.
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,[ \t]*\r?\n\s*\{")
 _HEADER_SEARCH_BYTES = 64 << 20
-_TAIL_CANDIDATES = 256
-_TAIL_BYTES = 1 << 20  # the array's closing ']' is looked for in the file's last MiB
+_TAIL_BYTES = 1 << 20  # the array's closing ']' and the members after it are looked for in the file's last MiB
 _PART_BYTES = 32 << 20
+_ARRAY_SNIFF_BYTES = 1 << 16  # a bare array's first event is looked for in the first 64 KiB
 _MIN_PART_BYTES = 1 << 20  # smaller arrays are one part: parsing them in parallel would not pay for the split
 # More threads than one per _BYTES_PER_THREAD of events do not read faster, and each adds its parts and buffers: on
 # 16 cores the 205 MB trace was ingested in 1.75-1.93 s on 4 threads against 1.78-1.86 s on 16, its peak memory
@@ -63,8 +66,11 @@ _COLUMNS = (
 
 
 def sniff(path: Path, head: bytes) -> bool:
-    """True when the first bytes (decompressed) look like a chrome trace with a ``traceEvents`` array."""
+    """True when the first bytes (decompressed) look like a chrome trace: an object with a ``traceEvents`` array, or
+    an array of events."""
     text = head.lstrip()
+    if text[:1] == b"[":
+        return event_array.array_format_start(head) is not None
     return text[:1] == b"{" and _EVENTS_KEY.search(head) is not None
 
 
@@ -134,7 +140,7 @@ def load_compressed(store: Store, source_id: int, path: Path, kind: str, limit: 
 def _load_stream(store: Store, source_id: int, stream: Iterator[bytes], name: Path, threads: int,
                  parts: _StreamParts) -> LoadResult:
     """load_compressed's work on the unpacked ``stream``, cut into ``parts`` and parsed ``threads`` at a time."""
-    head, pending = _stream_header(stream, name)
+    head, pending, array_format = _stream_header(stream, name)
     head_rank = _distributed(_header_meta(head))[0] or 0
     event_count = 0
     try:
@@ -143,7 +149,7 @@ def _load_stream(store: Store, source_id: int, stream: Iterator[bytes], name: Pa
             parts.feed(pending)
             if len(parts.done) >= threads:
                 event_count += _ingest_parts(store.con, parts.take(source_id, head_rank, name)).get(source_id, 0)
-        meta, body_end = _find_tail(pending, head, max(0, len(pending) - _TAIL_BYTES), name)
+        meta, body_end = _find_tail(pending, head, max(0, len(pending) - _TAIL_BYTES), name, array_format)
         parts.finish(pending[:body_end])
         event_count += _ingest_parts(store.con, parts.take(source_id, head_rank, name)).get(source_id, 0)
     finally:
@@ -218,6 +224,7 @@ def _finish(store: Store, sources: list[tuple[int, Path, dict[str, Any], int]]) 
     results = []
     for source_id, _, meta, event_count in sources:
         _insert_devices(store.con, source_id, meta)
+        _insert_header(store.con, source_id, meta)
         rank, world_size = _distributed(meta)
         results.append(LoadResult(rank, world_size, event_count, _tool(meta)))
     return results
@@ -240,46 +247,64 @@ def _out_of_range(name: Path, exc: duckdb.Error) -> InputError:
 
 
 def _locate_events(mm: mmap.mmap, path: Path) -> tuple[dict[str, Any], int, int]:
-    """Find the ``traceEvents`` array; return the rest of the document parsed, and the array's byte range.
+    """Find the event array; return the rest of the document parsed ({} for a bare array of events), and the
+    array's byte range.
 
-    The range is [start, end): start just after '[', end at the closing ']'.
+    The range is [start, end): start just after '[', end at the closing ']' (or the end of the last event, in an
+    array whose ']' is missing).
     """
+    array_start = event_array.array_format_start(mm[:_ARRAY_SNIFF_BYTES])
+    if array_start is not None:
+        meta, end = _find_tail(mm, b"", max(array_start, len(mm) - _TAIL_BYTES), path, True)
+        return meta, array_start, end
     match = _EVENTS_KEY.search(mm, 0, min(len(mm), _HEADER_SEARCH_BYTES))
     if match is None:
         raise InputError(f"{path}: not a PyTorch profiler trace (no traceEvents array)")
     head = mm[: match.start()]
     body_start = match.end()
-    meta, end = _find_tail(mm, head, max(body_start, len(mm) - _TAIL_BYTES), path)
+    meta, end = _find_tail(mm, head, max(body_start, len(mm) - _TAIL_BYTES), path, False)
     return meta, body_start, end
 
 
-def _find_tail(data: mmap.mmap | bytearray, head: bytes, tail_from: int, path: Path) -> tuple[dict[str, Any], int]:
-    """The document around the events parsed (``head``, and what follows the array's closing ']' in ``data``) and
-    the offset of that ']': the last one in ``data[tail_from:]`` after which the document parses."""
-    end = len(data)
-    for _ in range(_TAIL_CANDIDATES):
-        end = data.rfind(b"]", tail_from, end)
-        if end < 0:
-            break
-        try:
-            meta = strict_json.loads(head + b'"traceEvents": []' + data[end + 1 :])
-        except strict_json.BadJson as exc:
-            raise InputError(f"{path}: malformed trace header ({exc})") from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue
-        if isinstance(meta, dict):
-            return meta, end
-    raise InputError(f"{path}: truncated or malformed trace (the traceEvents array is not closed)")
+def _find_tail(data: mmap.mmap | bytearray, head: bytes, tail_from: int, path: Path,
+               array_format: bool) -> tuple[dict[str, Any], int]:
+    """The document around the events parsed (``head``, and what follows the array's closing ']' in ``data``; {}
+    for a bare array of events) and the offset where the events end, found in ``data[tail_from:]``."""
+    tail = bytes(data[tail_from:])
+    if array_format:
+        return {}, tail_from + event_array.array_format_end(tail)
+    end = event_array.events_end(tail)
+    if end is None:
+        raise InputError(f"{path}: truncated or malformed trace (the traceEvents array is not closed)")
+    try:
+        meta = strict_json.loads(head + b'"traceEvents": []' + tail[end + 1:])
+    except strict_json.BadJson as exc:
+        raise InputError(f"{path}: malformed trace header ({exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        raise InputError(f"{path}: truncated or malformed trace (the members around the traceEvents array do not "
+                         f"parse: {reason})") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: truncated or malformed trace (the traceEvents array is not closed)")
+    return meta, tail_from + end
 
 
-def _stream_header(stream: Iterator[bytes], path: Path) -> tuple[bytes, bytearray]:
-    """Read a stream up to its ``traceEvents`` array: the bytes before the key, and those after the '['."""
+def _stream_header(stream: Iterator[bytes], path: Path) -> tuple[bytes, bytearray, bool]:
+    """Read a stream up to its event array: the bytes before the ``traceEvents`` key (none for a bare array of
+    events), those after the array's '[', and whether the trace is a bare array."""
     data = bytearray()
     for chunk in stream:
         data += chunk
+        if len(data) >= _ARRAY_SNIFF_BYTES:
+            break
+    array_start = event_array.array_format_start(bytes(data[:_ARRAY_SNIFF_BYTES]))
+    if array_start is not None:
+        return b"", data[array_start:], True
+    for chunk in itertools.chain([b""], stream):
+        data += chunk
         match = _EVENTS_KEY.search(data, 0, _HEADER_SEARCH_BYTES)
         if match is not None:
-            return bytes(data[: match.start()]), data[match.end() :]
+            return bytes(data[: match.start()]), data[match.end() :], False
         if len(data) >= _HEADER_SEARCH_BYTES:
             break
     raise InputError(f"{path}: not a PyTorch profiler trace (no traceEvents array)")
@@ -501,6 +526,17 @@ INSERT INTO _flow_end
 SELECT source_id, TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT), {_TS_NS}, TRY_CAST(id AS BIGINT)
 FROM _raw WHERE ph = 'f' AND cat = 'ac2g';
 
+-- Timed events of categories tracedoc does not analyse, counted per category and process (schema_torch.sql).
+INSERT INTO torch_other_events
+SELECT source_id, cat, pid, count(*), sum({_DUR_NS})
+FROM _raw
+WHERE ph = 'X' AND ts IS NOT NULL AND cat IS NOT NULL
+  AND lower(cat) NOT IN ('kernel', 'gpu_memcpy', 'memcpy', 'gpu_memset', 'memset', 'cuda_sync', 'cpu_op', 'operator',
+                         'cuda_runtime', 'runtime', 'cuda_driver', 'user_annotation', 'python_function', 'trace',
+                         'ac2g', 'overhead')
+  AND lower(cat) NOT LIKE 'gpu\\_%' ESCAPE '\\'
+GROUP BY ALL;
+
 -- Collective calls with their process group and sizes (schema_ranks.sql).
 INSERT INTO collective_calls
 SELECT source_id, rank, TRY_CAST(tid AS BIGINT), {_TS_NS}, {_DUR_NS},
@@ -570,6 +606,16 @@ def _insert_devices(con: duckdb.DuckDBPyConnection, source_id: int, meta: dict[s
         con.executemany("INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?)", rows)
 
 
+def _insert_header(con: duckdb.DuckDBPyConnection, source_id: int, meta: dict[str, Any]) -> None:
+    """The header's facts about the job's devices: how many GPUs deviceProperties lists (an empty list: the
+    profiler saw none), and the process groups' backend."""
+    props = meta.get("deviceProperties")
+    info = meta.get("distributedInfo")
+    backend = info.get("backend") if isinstance(info, dict) else None
+    con.execute("INSERT INTO torch_headers VALUES (?, ?, ?)",
+                [source_id, len(props) if isinstance(props, list) else None, _str(backend)])
+
+
 def _tool(meta: dict[str, Any]) -> str:
     """A short description of what wrote the trace."""
     parts = ["torch.profiler"]
@@ -577,6 +623,8 @@ def _tool(meta: dict[str, Any]) -> str:
         parts.append(f"schema {_str(meta['schemaVersion'])}")
     if "cuda_runtime_version" in meta:
         parts.append(f"CUDA runtime {_str(meta['cuda_runtime_version'])}")
+    if "hip_runtime_version" in meta:
+        parts.append(f"HIP runtime {_str(meta['hip_runtime_version'])}")
     return ", ".join(parts)
 
 

@@ -1,12 +1,14 @@
 -- gpu.launch: kernel launch statistics per device.
 --
--- Launch latency is the time from the host's launch call (cudaLaunchKernel, cudaGraphLaunch, ...) to the
+-- Launch latency is the time from the host's launch call (cudaLaunchKernel, cudaGraphLaunch, hipLaunchKernel,
+-- hipExtModuleLaunchKernel, hipGraphLaunch, ...: the runtime call with the kernel's correlation id) to the
 -- kernel's start on the GPU. A tiny kernel runs under 10 µs: shorter than it takes the host to launch the next
 -- one, so a stream of them leaves the GPU waiting on the CPU. Times in ns.
 -- include: gpu.idle
 
 -- Launch statistics per device: kernels, kernels per profiler step, median kernel duration (ns), share of tiny
--- kernels (%), median and 90th-percentile launch latency (ns), and how many kernels came from CUDA graphs.
+-- kernels (%), median and 90th-percentile launch latency (ns), and how many kernels came from CUDA or HIP graphs
+-- (launched by cudaGraphLaunch or hipGraphLaunch).
 CREATE OR REPLACE TEMP TABLE gpu_launch_stats AS
 WITH k AS (
     SELECT w.source_id, w.rank, w.device, w.dur_ns, w.ts_ns - c.ts_ns AS launch_latency_ns,

@@ -1,10 +1,11 @@
--- host.blocking: CUDA copies and memsets that block the calling host thread (nsys analyze's cuda_memcpy_sync
--- and cuda_memset_sync rules).
+-- host.blocking: CUDA and HIP copies and memsets that block the calling host thread (nsys analyze's
+-- cuda_memcpy_sync and cuda_memset_sync rules).
 --
--- A synchronous cudaMemcpy* (no 'Async' in its name) returns only when the copy is done, and so after all work
--- queued before it; host-to-device copies of 64 KiB or less are left out, as nsys does (they are staged and
--- return at once). A synchronous cudaMemset* blocks the host when its target is host-accessible (pinned or
--- managed memory); on device memory it does not. Times in ns, sizes in bytes.
+-- A synchronous cudaMemcpy* or hipMemcpy* (no 'Async' in its name: hipMemcpyWithStream is synchronous) returns
+-- only when the copy is done, and so after all work queued before it; host-to-device copies of 64 KiB or less are
+-- left out, as nsys does (they are staged and return at once). A synchronous cudaMemset* or hipMemset* blocks the
+-- host when its target is host-accessible (pinned or managed memory); on device memory it does not. Times in ns,
+-- sizes in bytes.
 -- include: gpu.busy
 
 -- One row per blocking call with the GPU activity it issued (via the correlation id).
@@ -15,8 +16,10 @@ FROM cpu_activity c
 JOIN trace_windows w ON w.source_id = c.source_id AND c.ts_ns >= w.start_ns AND c.ts_ns < w.end_ns
 JOIN gpu_activity a ON a.source_id = c.source_id AND a.correlation_id = c.correlation_id
 WHERE c.kind = 'runtime' AND c.name NOT ILIKE '%async%'
-  AND ((c.name LIKE 'cudaMemcpy%' AND a.kind = 'memcpy' AND NOT (a.copy_kind = 'HtoD' AND a.bytes <= 65536))
-    OR (c.name LIKE 'cudaMemset%' AND a.kind = 'memset' AND a.host_memory IN ('pinned', 'managed')));
+  AND (((c.name LIKE 'cudaMemcpy%' OR c.name LIKE 'hipMemcpy%') AND a.kind = 'memcpy'
+         AND NOT (a.copy_kind = 'HtoD' AND a.bytes <= 65536))
+    OR ((c.name LIKE 'cudaMemset%' OR c.name LIKE 'hipMemset%') AND a.kind = 'memset'
+        AND a.host_memory IN ('pinned', 'managed')));
 
 -- Per rank and kind (memcpy | memset): calls, bytes, host time blocked in them (ns), the GPU time of the work
 -- they issued (ns), wait_ns = blocked beyond that work (the host waiting for the queue to drain), blocked_pct
