@@ -1,12 +1,16 @@
 -- host.sync: blocking host synchronizations and what they cost the GPU.
 --
 -- A sync call (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, synchronous cudaMemcpy/
--- cudaMemset) blocks the CPU until the GPU has drained its queue; the GPU then idles until the host launches new
--- work. Each call is named after the operator that made it (e.g. aten::item, aten::_local_scalar_dense).
+-- cudaMemset, and their HIP twins on ROCm: hipDeviceSynchronize, ..., hipMemcpyWithStream, the synchronous copy
+-- behind .item() and .cpu() there) blocks the CPU until the GPU has drained its queue; the GPU then idles until
+-- the host launches new work. Each call is named after the operator that made it (e.g. aten::item,
+-- aten::_local_scalar_dense).
 -- Cost of a sync: without it the host would have done its next work while the GPU was still busy, so the saving
--- is at most the time the host sat blocked, and at most the GPU idle that followed its return:
--- least(blocked time, idle gap after the return). A sync made while the GPU is busy anyway costs nothing, and
--- idle that the host spends on other work (e.g. loading data) stays charged to that work. Times in ns.
+-- is at most the time the host sat blocked, and at most the GPU idle after its return, or while it sat blocked in a
+-- gap that only host-launched work ended (the host, blocked, could not launch it; as when a copy waits on work that
+-- does not start): least(blocked time, such idle during the call + idle gap after the return). Gaps between work
+-- already queued (gpu.idle's kernel_wait, other) are not the sync's. A sync made while the GPU is busy anyway costs
+-- nothing, and idle that the host spends on other work (e.g. loading data) stays charged to that work. Times in ns.
 -- include: gpu.idle
 
 -- One row per blocking sync call: its operator (via the profiler's External id), start, duration (ns).
@@ -18,18 +22,54 @@ FROM cpu_activity r JOIN trace_windows w USING (source_id)
 WHERE r.kind IN ('runtime', 'driver')
   AND r.ts_ns >= w.start_ns AND r.ts_ns < w.end_ns
   AND (r.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize', 'cudaEventSynchronize', 'cudaMemcpy',
-                  'cudaMemset', 'cuCtxSynchronize', 'cuStreamSynchronize', 'cuEventSynchronize'));
+                  'cudaMemset', 'cuCtxSynchronize', 'cuStreamSynchronize', 'cuEventSynchronize',
+                  'hipDeviceSynchronize', 'hipStreamSynchronize', 'hipEventSynchronize', 'hipMemcpy',
+                  'hipMemcpyWithStream', 'hipMemset', 'hipCtxSynchronize'));
 
--- GPU idle charged to syncs, one row per idle gap in progress when a sync returned: cost_ns is the summed
--- least(blocked time, idle after the return) of the syncs returning in it, capped at the gap's length. The source
--- is folded into the times (source_id · 2^64 + ns) so that the join has range conditions only: with an equality
--- on source_id beside them DuckDB pairs every sync with every gap of the source.
+-- GPU idle charged to syncs, one row per idle gap that a sync blocked the host in or returned in: cost_ns is the
+-- summed least(blocked time, idle during the call in a host-wait gap + idle after the return) of those syncs,
+-- capped at the gap's length. Gaps and syncs meet through time buckets: each source's window is cut into as many
+-- buckets as it has gaps (1,024 to 2^20; the last one holds everything after the window), each gap and sync is
+-- listed in the buckets it touches, and a pair that overlaps is joined once, in the first bucket the two share.
+-- The work is bounded by the gaps, the syncs and the buckets, where a join on the overlap alone pairs millions of
+-- gaps with every sync.
 CREATE OR REPLACE TEMP TABLE host_sync_idle AS
+WITH grid AS (
+    SELECT w.source_id, w.start_ns AS origin, n.buckets,
+           greatest((w.end_ns - w.start_ns) // n.buckets, 1) AS bucket_ns
+    FROM trace_windows w
+    JOIN (SELECT source_id, least(greatest(count(*), 1024), 1048576) AS buckets FROM gpu_idle_gaps GROUP BY ALL) n
+        USING (source_id)
+    WHERE w.source_id IN (SELECT source_id FROM host_sync_calls)
+),
+gaps AS (
+    SELECT g.*, least((greatest(g.ts_ns, x.origin) - x.origin) // x.bucket_ns, x.buckets) AS first_bucket,
+           least((g.end_ns - x.origin) // x.bucket_ns, x.buckets) AS last_bucket
+    FROM gpu_idle_gaps g JOIN grid x USING (source_id)
+    WHERE g.end_ns >= x.origin
+),
+syncs AS (
+    SELECT s.*, least((greatest(s.ts_ns, x.origin) - x.origin) // x.bucket_ns, x.buckets) AS first_bucket,
+           least((s.end_ns - x.origin) // x.bucket_ns, x.buckets) AS last_bucket
+    FROM host_sync_calls s JOIN grid x USING (source_id)
+),
+gap_buckets AS (
+    SELECT *, unnest(range(first_bucket, last_bucket + 1)) AS bucket FROM gaps
+),
+sync_buckets AS (
+    SELECT *, unnest(range(first_bucket, last_bucket + 1)) AS bucket FROM syncs
+)
 SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns,
-       least(g.dur_ns, sum(least(s.dur_ns, g.end_ns - greatest(g.ts_ns, s.end_ns)))) AS cost_ns
-FROM gpu_idle_gaps g JOIN host_sync_calls s
-  ON (s.source_id::HUGEINT << 64) + s.end_ns
-     BETWEEN (g.source_id::HUGEINT << 64) + g.ts_ns AND (g.source_id::HUGEINT << 64) + g.end_ns
+       least(g.dur_ns, sum(least(s.dur_ns,
+                                 CASE WHEN g.cause = 'host_wait'
+                                      THEN greatest(least(g.end_ns, s.end_ns) - greatest(g.ts_ns, s.ts_ns), 0)
+                                      ELSE 0 END
+                                 + CASE WHEN s.end_ns BETWEEN g.ts_ns AND g.end_ns THEN g.end_ns - s.end_ns ELSE 0 END
+                                 ))) AS cost_ns
+FROM gap_buckets g JOIN sync_buckets s
+  ON s.source_id = g.source_id AND s.bucket = g.bucket
+ AND g.bucket = greatest(g.first_bucket, s.first_bucket)
+ AND s.ts_ns <= g.end_ns AND s.end_ns >= g.ts_ns
 GROUP BY g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns;
 
 -- Per rank: sync calls, calls per profiler step, time the host spent blocked (ns), GPU idle charged to them
