@@ -6,9 +6,11 @@
 -- training thread, CPU-side operators, or time the profile cannot see, which needs ranges first. Times in ns.
 -- include: attribution.time
 -- include: nvtx.projection
+-- include: trace.framework
 
 -- Per device: the host causes of its long idle (ns each), the dominant one with the range that holds most of it
--- (host_cause, host_detail, host_cause_pct: its share of those causes, %) and the advice for it (host_fix).
+-- (host_cause, host_detail, host_cause_pct: its share of those causes, %) and the advice for it (host_fix), in
+-- PyTorch's terms only where the trace is of a PyTorch program (trace.framework).
 CREATE OR REPLACE TEMP VIEW attribution_host_causes AS
 WITH per_cause AS (
     SELECT source_id, device, cause, sum(ns) AS ns, arg_max(detail, (ns, detail)) AS detail
@@ -27,24 +29,29 @@ dominant AS (
            100.0 * max(ns) / nullif(sum(ns), 0) AS host_cause_pct
     FROM per_cause GROUP BY source_id, device
 )
-SELECT *,
+SELECT d.*,
        CASE host_cause
            WHEN 'data_loading' THEN 'Feed the GPU from a faster input pipeline: load and preprocess data in '
                || 'DataLoader worker processes (num_workers > 0, persistent_workers=True, prefetch_factor ≥ 2) with '
                || 'pin_memory=True, and move preprocessing to the GPU.'
            WHEN 'phase' THEN 'Take what the host does in ''' || host_detail || ''' off the critical path. '
                || 'Periodic work (checkpointing, evaluation, logging): run it in a background thread or process '
-               || '(e.g. torch.distributed.checkpoint.async_save), overlap it with GPU work, or do it less often. '
-               || 'Work in every step: move it to the GPU, or make its launches cheaper (CUDA graphs, '
-               || 'torch.compile); torch.profiler''s with_stack=True shows where inside the range the time goes.'
+               || CASE WHEN f.pytorch THEN '(e.g. torch.distributed.checkpoint.async_save), ' ELSE '' END
+               || 'overlap it with GPU work, or do it less often. '
+               || 'Work in every step: move it to the GPU, or make its launches cheaper (CUDA graphs'
+               || CASE WHEN f.pytorch THEN ', torch.compile); torch.profiler''s with_stack=True shows where inside '
+                                           || 'the range the time goes.'
+                       ELSE '); a sampling profiler (nsys profile --sample=process-tree) shows where inside the '
+                            || 'range the time goes.' END
            WHEN 'host_work' THEN 'The host spends the gaps in ''' || host_detail || ''' between launches: '
                || 'move that work to the GPU or out of the step, batch it, and avoid Python work between steps that '
                || 'waits on results.'
-           ELSE 'No profiled operator or range covers this host time (Python loops, sleeps, I/O or work outside '
-               || 'the profiler''s view): wrap the suspect code in torch.profiler.record_function or NVTX ranges to '
-               || 'name it, then move it off the critical path.'
+           ELSE 'No profiled operator or range covers this host time (loops, sleeps, I/O or work outside '
+               || 'the profiler''s view): wrap the suspect code in '
+               || CASE WHEN f.pytorch THEN 'torch.profiler.record_function or NVTX ranges' ELSE 'NVTX ranges' END
+               || ' to name it, then move it off the critical path.'
        END AS host_fix
-FROM dominant;
+FROM dominant d LEFT JOIN trace_framework f USING (source_id);
 
 -- nvtx_gpu_idle_host_bound (gpu.idle's long host-wait idle with its NVTX range) with the columns above, and the
 -- dominant cause as words for the finding's sentence (host_cause_text, host_detail_text: ' (mostly ''name'')' or

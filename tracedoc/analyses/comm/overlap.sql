@@ -9,6 +9,7 @@
 -- include: ranks.collectives
 -- include: intervals.merge
 -- include: intervals.intersect
+-- include: trace.framework
 
 -- The kernels of each device as an interval set (intervals.merge), with their category.
 CREATE OR REPLACE TEMP VIEW comm_overlap_kernels AS
@@ -50,7 +51,9 @@ FROM lanes l LEFT JOIN comm c USING (k) LEFT JOIN compute p USING (k) LEFT JOIN 
 -- device's SMs the communication kernels hold (their thread blocks over the SM count, weighted by their time; 0
 -- when the trace does not give the SM count). comm_kind: the kind of collective that takes most of the
 -- communication time (all_to_all, all_gather/reduce_scatter, all_reduce, send_recv, other), from the profiler's
--- collective name, else the NCCL kernel's name; fix_text: the advice for that kind.
+-- collective name, else the NCCL kernel's name; comm_per_step: communication kernels per step (NULL without
+-- steps); median_comm_ns: their median length; fix_text: the advice for that kind, in the APIs the trace shows
+-- (trace.framework), led by coalescing when a step runs many short collectives (64 or more, under 100 µs median).
 CREATE OR REPLACE TEMP VIEW comm_overlap_summary AS
 WITH kind_time AS (
     SELECT source_id, device,
@@ -68,7 +71,12 @@ WITH kind_time AS (
     GROUP BY ALL
 ),
 kinds AS (
-    SELECT source_id, device, arg_max(comm_kind, (ns, comm_kind)) AS comm_kind FROM kind_time GROUP BY source_id, device
+    SELECT k.source_id, k.device, k.comm_kind, n.count / nullif(w.step_count, 0) AS comm_per_step, n.median_comm_ns
+    FROM (SELECT source_id, device, arg_max(comm_kind, (ns, comm_kind)) AS comm_kind FROM kind_time
+          GROUP BY source_id, device) k
+    JOIN (SELECT source_id, device, count(*) AS count, median(dur_ns) AS median_comm_ns FROM gpu_work
+          WHERE kind = 'kernel' AND category = 'communication' GROUP BY source_id, device) n USING (source_id, device)
+    JOIN trace_wall w USING (source_id)
 ),
 sm AS (
     SELECT a.source_id, a.device,
@@ -87,24 +95,45 @@ SELECT o.*, w.wall_ns, 100.0 * o.exposed_comm_ns / nullif(w.wall_ns, 0) AS expos
        greatest(o.exposed_comm_ns - coalesce(p.peer_wait_ns, 0), 0) AS hideable_comm_ns,
        100.0 * greatest(o.exposed_comm_ns - coalesce(p.peer_wait_ns, 0), 0) / nullif(w.wall_ns, 0)
            AS hideable_comm_pct,
-       coalesce(sm.comm_sm_share, 0) AS comm_sm_share, k.comm_kind,
-       CASE k.comm_kind
+       coalesce(sm.comm_sm_share, 0) AS comm_sm_share,
+       k.comm_kind, k.comm_per_step, k.median_comm_ns,
+       CASE WHEN k.comm_per_step >= 64 AND k.median_comm_ns < 100000
+            THEN 'Send fewer, larger messages: ' || round(k.comm_per_step)::BIGINT || ' collectives a step of '
+                 || round(k.median_comm_ns / 1e3)::BIGINT || ' µs each (median) pay a launch and a handshake '
+                 || 'each; coalesce them ('
+                 || CASE WHEN f.ddp THEN 'a larger DDP bucket_cap_mb, '
+                         WHEN f.fsdp THEN 'larger FSDP units (wrap whole blocks), '
+                         ELSE '' END
+                 || CASE WHEN f.pytorch THEN 'torch.distributed''s coalescing of many tensors into one call, '
+                         ELSE '' END
+                 || 'or flatten the tensors into one buffer per collective). '
+            ELSE '' END
+       || CASE k.comm_kind
            WHEN 'all_to_all' THEN 'Overlap the expert-parallel all-to-alls with compute: split each batch into '
                || 'micro-batches and pipeline dispatch, expert compute and combine (the all-to-all of one while '
                || 'the experts of another run), overlap shared-expert or dense work with the dispatch, and keep '
                || 'the all-to-alls on their own stream; avoid a host sync on the split sizes before each one.'
-           WHEN 'all_gather/reduce_scatter' THEN 'Let FSDP prefetch: gather the next layer''s parameters while '
-               || 'this one computes (forward_prefetch / backward_prefetch, or FSDP2''s prefetching of the next '
-               || 'modules), and keep reshard_after_forward so the gathers stay small.'
-           WHEN 'all_reduce' THEN 'Overlap gradient all-reduce with backward: let DDP all-reduce buckets as '
-               || 'gradients become ready (avoid no_sync() followed by one big all-reduce; tune bucket_cap_mb), '
-               || 'and keep communication on its own stream.'
+           WHEN 'all_gather/reduce_scatter' THEN
+               CASE WHEN f.fsdp THEN 'Let FSDP prefetch: gather the next layer''s parameters while this one '
+                        || 'computes (forward_prefetch / backward_prefetch, or FSDP2''s prefetching of the next '
+                        || 'modules), and keep reshard_after_forward so the gathers stay small.'
+                    ELSE 'Prefetch: start the all-gather of the next layer''s parameters while this one computes, '
+                        || 'and reduce-scatter each layer''s gradients as soon as backward produces them, on a '
+                        || 'communication stream of their own.' END
+           WHEN 'all_reduce' THEN
+               CASE WHEN f.ddp THEN 'Overlap gradient all-reduce with backward: let DDP all-reduce buckets as '
+                        || 'gradients become ready (avoid no_sync() followed by one big all-reduce; tune '
+                        || 'bucket_cap_mb), and keep communication on its own stream.'
+                    ELSE 'Overlap the all-reduces with compute: start each one as soon as its data is ready (for '
+                        || 'gradients, in buckets during backward rather than in one call after it) and compute '
+                        || 'while it runs, on a communication stream of its own.' END
            ELSE 'Issue the transfers early on their own stream and compute while they run (for pipeline '
                || 'stages: more micro-batches, interleaved schedules).'
        END AS fix_text
 FROM comm_overlap_by_device o JOIN trace_wall w USING (source_id)
 LEFT JOIN sm USING (source_id, device)
 LEFT JOIN kinds k USING (source_id, device)
+LEFT JOIN trace_framework f USING (source_id)
 LEFT JOIN (SELECT source_id, device, sum(exposed_wait_ns) AS peer_wait_ns FROM ranks_collectives
            GROUP BY source_id, device) p USING (source_id, device)
 WHERE o.comm_ns > 0;

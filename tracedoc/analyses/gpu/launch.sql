@@ -5,6 +5,7 @@
 -- kernel's start on the GPU. A tiny kernel runs under 10 µs: shorter than it takes the host to launch the next
 -- one, so a stream of them leaves the GPU waiting on the CPU. Times in ns.
 -- include: gpu.idle
+-- include: trace.framework
 
 -- Launch statistics per device: kernels, kernels per profiler step, median kernel duration (ns), share of tiny
 -- kernels (%), median and 90th-percentile launch latency (ns), and how many kernels came from CUDA or HIP graphs
@@ -30,8 +31,18 @@ FROM k JOIN trace_wall t USING (source_id)
 GROUP BY k.source_id, k.rank, k.device;
 
 -- Launch statistics beside the idle time they explain, per device: every column of gpu_idle_by_device and of
--- gpu_launch_stats. Launch-bound work shows as much short host-wait idle between many tiny kernels.
+-- gpu_launch_stats, and fix_text: the advice, in PyTorch's APIs where the trace is of a PyTorch program
+-- (trace.framework), else in CUDA's. Launch-bound work shows as much short host-wait idle between many tiny kernels.
 CREATE OR REPLACE TEMP VIEW gpu_launch_overhead AS
 SELECT i.*, l.kernel_count, l.kernels_per_step, l.median_kernel_ns, l.tiny_kernel_pct,
-       l.median_launch_latency_ns, l.p90_launch_latency_ns, l.graph_kernel_count
-FROM gpu_idle_by_device i JOIN gpu_launch_stats l USING (source_id, rank, device);
+       l.median_launch_latency_ns, l.p90_launch_latency_ns, l.graph_kernel_count,
+       CASE WHEN coalesce(f.pytorch, true)
+            THEN 'Launch fewer, larger pieces of work: capture the steady-state step in a CUDA graph '
+                 || '(torch.cuda.CUDAGraph / torch.compile(mode="reduce-overhead")) so one launch replays all its '
+                 || 'kernels, fuse small ops with torch.compile, and increase the batch size where the model allows.'
+            ELSE 'Launch fewer, larger pieces of work: capture the steady-state step in a CUDA graph '
+                 || '(cudaStreamBeginCapture … cudaGraphLaunch) so one launch replays all its kernels, fuse small '
+                 || 'kernels, and increase the batch size where the model allows.'
+       END AS fix_text
+FROM gpu_idle_by_device i JOIN gpu_launch_stats l USING (source_id, rank, device)
+LEFT JOIN trace_framework f USING (source_id);

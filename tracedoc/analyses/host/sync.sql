@@ -12,6 +12,7 @@
 -- already queued (gpu.idle's kernel_wait, other) are not the sync's. A sync made while the GPU is busy anyway costs
 -- nothing, and idle that the host spends on other work (e.g. loading data) stays charged to that work. Times in ns.
 -- include: gpu.idle
+-- include: trace.framework
 
 -- One row per blocking sync call: its operator (via the profiler's External id), start, duration (ns).
 CREATE OR REPLACE TEMP TABLE host_sync_calls AS
@@ -74,7 +75,8 @@ GROUP BY g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns;
 
 -- Per rank: sync calls, calls per profiler step, time the host spent blocked (ns), GPU idle charged to them
 -- (gpu_idle_ns, ns and % of the window), and the operator that made most of them (on a tie, the one that made
--- the first).
+-- the first), and fix_text: the advice, in PyTorch's terms where the trace is of a PyTorch program
+-- (trace.framework), else in CUDA's.
 CREATE OR REPLACE TEMP VIEW host_sync_by_rank AS
 SELECT s.source_id, s.rank, count(*) AS sync_count,
        count(*) / nullif(any_value(w.step_count), 0) AS syncs_per_step,
@@ -83,6 +85,17 @@ SELECT s.source_id, s.rank, count(*) AS sync_count,
        100.0 * coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0)
            / nullif(any_value(w.wall_ns), 0) AS gpu_idle_pct,
        mode(coalesce(s.op, s.call) ORDER BY s.ts_ns, coalesce(s.op, s.call)) AS top_origin,
-       any_value(w.wall_ns) AS wall_ns
+       any_value(w.wall_ns) AS wall_ns,
+       CASE WHEN coalesce(any_value(f.pytorch), true)
+            THEN 'Keep values on the GPU: remove per-step .item(), .cpu(), .tolist(), print() of tensors and '
+                 || 'torch.cuda.synchronize(); accumulate metrics on the device and read them every N steps; '
+                 || 'replace data-dependent Python branching with tensor ops; use non_blocking copies into pinned '
+                 || 'memory with an event when a value is needed.'
+            ELSE 'Synchronize only where the host needs a result, and then every N steps rather than every '
+                 || 'step: order streams with events (cudaEventRecord + cudaStreamWaitEvent) instead of '
+                 || 'cudaStreamSynchronize/cudaDeviceSynchronize, and copy results back with cudaMemcpyAsync into '
+                 || 'pinned memory, waiting on an event only when the value is read.'
+       END AS fix_text
 FROM host_sync_calls s JOIN trace_wall w USING (source_id)
+LEFT JOIN trace_framework f USING (source_id)
 GROUP BY s.source_id, s.rank;

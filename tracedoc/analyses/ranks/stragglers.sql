@@ -28,6 +28,7 @@
 -- include: ranks.steps
 -- include: ranks.alltoall
 -- include: health.telemetry
+-- include: trace.framework
 
 -- One row per rank with matched collectives: the columns listed in the header, but cost_pct and cause.
 CREATE OR REPLACE TEMP TABLE ranks_rank_summary AS
@@ -112,8 +113,8 @@ FROM (
     FROM cmp GROUP BY source_id
 );
 
--- ranks_rank_summary plus cost_pct, cost_step_ms, job_step_ms, lateness_ms, cause, cause_text and
--- kernel_diff_text.
+-- ranks_rank_summary plus cost_pct, cost_step_ms, job_step_ms, lateness_ms, cause, cause_text,
+-- kernel_diff_text and fix_text (the advice for that cause).
 CREATE OR REPLACE TEMP VIEW ranks_stragglers AS
 WITH r AS (
     SELECT *, 100.0 * cost_step_ns / nullif(job_step_ns, 0) AS cost_pct, cost_step_ns / 1e6 AS cost_step_ms,
@@ -160,5 +161,24 @@ SELECT *,
                             k.blocks / k.peer_blocks, k.excess_ns / 1e6)
             ELSE printf('it runs %s as often as its peers (%.0f times a step), on as many thread blocks, and each '
                         || 'run takes longer: %.2f ms more per step', k.name, k.launches, k.excess_ns / 1e6)
-       END AS kernel_diff_text
-FROM r LEFT JOIN ranks_kernel_excess k USING (source_id);
+       END AS kernel_diff_text,
+       'Make rank ' || r.rank || ' do the same work as its peers at the same speed: '
+       || CASE cause
+           WHEN 'host_gaps' THEN 'its CPU launches late; find what that process does between launches (data '
+               || 'loading, CPU contention, Python overhead) and take it off the critical path ('
+               || CASE WHEN coalesce(f.pytorch, true) THEN 'more DataLoader workers, ' ELSE '' END
+               || 'pinned CPU affinity, CUDA graphs).'
+           WHEN 'more_kernels' THEN 'find the work only it does (compare its top kernels with a peer''s; '
+               || 'rank-conditional code, extra logging, metrics or checkpoint work on one rank) and spread or '
+               || 'remove it.'
+           WHEN 'larger_inputs' THEN 'balance the data across ranks (sort or bucket samples by length, pack '
+               || 'sequences to a fixed token budget per rank).'
+           WHEN 'alltoall_data' THEN 'balance the tokens across the experts (a load-balancing loss, a capacity '
+               || 'factor, expert placement).'
+           WHEN 'lower_clocks' THEN 'check that GPU''s cooling and power limit (tracedoc health).'
+           WHEN 'longer_kernels' THEN 'compare its GPU with its peers'' (tracedoc health: clocks, temperature, '
+               || 'errors) and look for data-dependent work on that rank (sparsity, dynamic shapes).'
+           ELSE 'look at its network path (NIC, PCIe, switches) and at other processes on its host.'
+       END AS fix_text
+FROM r LEFT JOIN ranks_kernel_excess k USING (source_id)
+LEFT JOIN trace_framework f USING (source_id);
