@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import ROOT, SAMPLES
 from tracedoc import analyze
 from tracedoc.api import open_store
 from tracedoc.ingest import discover
@@ -148,6 +148,17 @@ def test_straggler_is_found_with_its_planted_cause() -> None:
     assert per_step == pytest.approx(excess, abs=0.01)
     others_wait = sum(r["others_wait_ms"] for r in report.metrics["rank_steps"] if r["rank"] == 1)
     assert f.impact_ms >= others_wait
+
+
+def test_straggler_cause_names_the_input_shapes_that_differ(tmp_path: Path) -> None:
+    """A DDP step whose rank 1 gets twice the batch, recorded with record_shapes=True (tests/data): the cuBLAS kernel
+    that makes the difference runs as often and on as many thread blocks on both ranks, so only the shapes of the
+    operator behind it say why it takes longer."""
+    report = analyze([ROOT / "tests" / "data" / "ddp-larger-batch-shapes"], cache_dir=tmp_path)
+    (found,) = [f for f in report.findings if f.rule == "straggler-rank"]
+    assert found.scope.rank == 1 and "Likely cause: larger inputs" in found.message
+    assert ("its operator aten::mm takes inputs of shape [[9216,16384],[16384,3072]] here, [[9216,8192],[8192,3072]] "
+            "on its peers") in " ".join(found.message.split())
 
 
 def test_a_hidden_wait_costs_nothing() -> None:

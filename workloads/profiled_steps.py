@@ -28,6 +28,7 @@ PROFILERS = ("torch", "nsys", "ncu", "nvtx", "none")
 SKIPPED_STEPS = 3  # steps before the recorded ones: torch's schedule(wait=1, warmup=2)
 STEP_RANGE = "train_step"  # the NVTX range around each training step under --profiler nvtx
 _nvtx_marks = False  # set by use_profiler: steps and phases are also NVTX ranges
+_record_shapes = False  # set by use_profiler: the torch profiler records input shapes
 
 
 def sync(device: torch.device) -> None:
@@ -51,12 +52,16 @@ def add_profiler_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--torch-activities", choices=("cpu,cuda", "cpu"), default="cpu,cuda",
                         help="what --profiler torch records: host and GPU activity, or the host alone (a trace "
                              "recorded without ProfilerActivity.CUDA, as some users do)")
+    parser.add_argument("--record-shapes", action="store_true",
+                        help="--profiler torch: record the operators' input shapes (record_shapes=True)")
 
 
-def use_profiler(profiler: str) -> None:
-    """Remember the chosen profiler: under ``nvtx`` every step and phase is marked as an NVTX range too."""
-    global _nvtx_marks
+def use_profiler(profiler: str, record_shapes: bool = False) -> None:
+    """Remember the chosen profiler: under ``nvtx`` every step and phase is marked as an NVTX range too; with
+    ``record_shapes`` the torch profiler records the operators' input shapes."""
+    global _nvtx_marks, _record_shapes
     _nvtx_marks = profiler == "nvtx" and torch.cuda.is_available()
+    _record_shapes = record_shapes
 
 
 @contextlib.contextmanager
@@ -107,7 +112,7 @@ def profiled_steps(profiler: str, trace: Path, active: int, cuda: bool, gpu_acti
         trace.parent.mkdir(parents=True, exist_ok=True)
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda and gpu_activity else [])
         with profile(activities=activities, schedule=schedule(wait=1, warmup=2, active=active, repeat=1),
-                     on_trace_ready=lambda p: p.export_chrome_trace(str(trace))) as prof:
+                     record_shapes=_record_shapes, on_trace_ready=lambda p: p.export_chrome_trace(str(trace))) as prof:
             yield prof
         print(f"trace: {trace} ({trace.stat().st_size / 1e3:.0f} kB)")
         return

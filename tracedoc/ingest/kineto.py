@@ -57,7 +57,9 @@ _ARGS_TYPE = (
     '"Collective name" VARCHAR, "grid" JSON, "block" JSON, '
     # record_param_comms (collective calls): process group and message sizes
     '"Process Group Name" VARCHAR, "Process Group Description" VARCHAR, "Group size" VARCHAR, "dtype" VARCHAR, '
-    '"In msg nelems" VARCHAR, "Out msg nelems" VARCHAR, "In split size" VARCHAR, "Out split size" VARCHAR)'
+    '"In msg nelems" VARCHAR, "Out msg nelems" VARCHAR, "In split size" VARCHAR, "Out split size" VARCHAR, '
+    # record_shapes=True: operators' input shapes and types
+    '"Input Dims" JSON, "Input type" JSON)'
 )
 _COLUMNS = (
     "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', "
@@ -536,6 +538,13 @@ WHERE ph = 'X' AND ts IS NOT NULL AND cat IS NOT NULL
                          'ac2g', 'overhead')
   AND lower(cat) NOT LIKE 'gpu\\_%' ESCAPE '\\'
 GROUP BY ALL;
+
+-- Operators' input shapes and types, where the trace was recorded with record_shapes=True (schema_torch.sql).
+INSERT INTO op_shapes
+SELECT source_id, rank, TRY_CAST(args."External id" AS BIGINT), name, {_TS_NS},
+       CAST(args."Input Dims" AS VARCHAR), CAST(args."Input type" AS VARCHAR)
+FROM _raw
+WHERE ph = 'X' AND ts IS NOT NULL AND lower(cat) IN ('cpu_op', 'operator') AND args."Input Dims" IS NOT NULL;
 
 -- Collective calls with their process group and sizes (schema_ranks.sql).
 INSERT INTO collective_calls

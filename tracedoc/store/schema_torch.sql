@@ -13,6 +13,18 @@ CREATE TABLE torch_other_events (
     dur_ns     BIGINT    -- summed duration, ns
 );
 
+-- Operators recorded with their inputs' shapes (torch.profiler's record_shapes=True): one row per operator event
+-- that carries "Input Dims". The runtime calls an operator made carry its External id (cpu_activity.external_id).
+CREATE TABLE op_shapes (
+    source_id    INTEGER,
+    rank         INTEGER,
+    external_id  BIGINT,   -- the operator's External id
+    name         VARCHAR,  -- e.g. 'aten::addmm'
+    ts_ns        BIGINT,   -- start, ns
+    input_dims   VARCHAR,  -- "Input Dims" as JSON text, e.g. '[[8192,4096],[4096,4096]]' ([] for a scalar)
+    input_types  VARCHAR   -- "Input type" as JSON text, e.g. '["c10::BFloat16","c10::BFloat16"]'
+);
+
 -- One row per trace: its header's facts about devices and the job.
 CREATE TABLE torch_headers (
     source_id          INTEGER,

@@ -193,7 +193,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", help="'cpu' runs a smoke test over gloo")
     add_profiler_option(parser)
     args = parser.parse_args()
-    use_profiler(args.profiler)
+    use_profiler(args.profiler, args.record_shapes)
 
     device, rank, world = init_distributed(args.device)
     torch.manual_seed(0)

@@ -24,7 +24,10 @@
 --   cause_text       the same in words, with its numbers
 --   kernel_diff_text the compute kernel whose time per step exceeds its peers' the most ('rank 1 runs
 --                    sm80_xmma_gemm_f32… 29 times a step where its peers run it 0 times: 6.9 ms more'), NULL when
---                    none exceeds them by 0.1 ms or the cause is not its compute
+--                    none exceeds them by 0.1 ms or the cause is not its compute; where the traces recorded input
+--                    shapes (record_shapes=True) and the operator that launches that kernel takes other shapes on
+--                    this rank than on its peers, it says so ('aten::mm takes [[16384,4096],[4096,4096]] here,
+--                    [[8192,4096],[4096,4096]] on its peers')
 -- include: ranks.steps
 -- include: ranks.alltoall
 -- include: health.telemetry
@@ -113,6 +116,31 @@ FROM (
     FROM cmp GROUP BY source_id
 );
 
+-- The operator behind each rank's kernel of largest excess, with the input shapes it takes most often, on this
+-- rank and on its peers (the shapes most of the peers' launches of that kernel come with): one row per rank whose
+-- trace recorded shapes (op_shapes) for that kernel's launches. A kernel launch names its operator through its
+-- runtime call's External id.
+CREATE OR REPLACE TEMP TABLE ranks_kernel_shapes AS
+WITH launched AS (
+    SELECT g.source_id, g.name AS kernel, o.name AS op, o.input_dims
+    FROM gpu_work g
+    JOIN cpu_activity r ON r.source_id = g.source_id AND r.correlation_id = g.correlation_id
+                       AND r.kind IN ('runtime', 'driver')
+    JOIN op_shapes o ON o.source_id = r.source_id AND o.external_id = r.external_id
+    WHERE g.kind = 'kernel' AND g.name IN (SELECT name FROM ranks_kernel_excess)
+),
+per AS (
+    SELECT source_id, kernel, arg_max({'op': op, 'dims': input_dims}, (n, op, input_dims)) AS top
+    FROM (SELECT source_id, kernel, op, input_dims, count(*) AS n FROM launched GROUP BY ALL)
+    GROUP BY source_id, kernel
+)
+SELECT k.source_id, p.top.op AS op, p.top.dims AS input_dims,
+       (SELECT arg_max(b.input_dims, (b.n, b.input_dims))
+        FROM (SELECT input_dims, count(*) AS n FROM launched l
+              WHERE l.kernel = k.name AND l.source_id <> k.source_id AND l.op = p.top.op GROUP BY input_dims) b)
+           AS peer_input_dims
+FROM ranks_kernel_excess k JOIN per p ON p.source_id = k.source_id AND p.kernel = k.name;
+
 -- ranks_rank_summary plus cost_pct, cost_step_ms, job_step_ms, lateness_ms, cause, cause_text,
 -- kernel_diff_text and fix_text (the advice for that cause).
 CREATE OR REPLACE TEMP VIEW ranks_stragglers AS
@@ -161,7 +189,11 @@ SELECT *,
                             k.blocks / k.peer_blocks, k.excess_ns / 1e6)
             ELSE printf('it runs %s as often as its peers (%.0f times a step), on as many thread blocks, and each '
                         || 'run takes longer: %.2f ms more per step', k.name, k.launches, k.excess_ns / 1e6)
-       END AS kernel_diff_text,
+       END || CASE WHEN k.excess_ns >= 1e5 AND r.cause NOT IN ('host_gaps', 'unexplained')
+                        AND s.peer_input_dims IS NOT NULL AND s.input_dims <> s.peer_input_dims
+                   THEN printf('; its operator %s takes inputs of shape %s here, %s on its peers', s.op,
+                               s.input_dims, s.peer_input_dims)
+                   ELSE '' END AS kernel_diff_text,
        'Make rank ' || r.rank || ' do the same work as its peers at the same speed: '
        || CASE cause
            WHEN 'host_gaps' THEN 'its CPU launches late; find what that process does between launches (data '
@@ -181,4 +213,5 @@ SELECT *,
            ELSE 'look at its network path (NIC, PCIe, switches) and at other processes on its host.'
        END AS fix_text
 FROM r LEFT JOIN ranks_kernel_excess k USING (source_id)
+LEFT JOIN ranks_kernel_shapes s USING (source_id)
 LEFT JOIN trace_framework f USING (source_id);
