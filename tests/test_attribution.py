@@ -40,6 +40,26 @@ def test_a_slow_loader_and_a_sync_are_counted_once_and_the_sync_is_next() -> Non
     assert projection["next_share_pct"] > 20  # small now, the bottleneck once the loader is fixed
 
 
+def test_syncs_hidden_behind_a_slow_host_are_named_as_latent() -> None:
+    """moe-hot-expert's rank 0 makes 16 blocking syncs a step ('aten::copy_' of the split sizes) that cost 0.2 ms
+    of GPU idle today, because its host is the bottleneck: fixing the host-bound finding exposes them. input-slow's
+    sync is a finding of its own and is named as next instead."""
+    moe = analyze([SAMPLES / "moe-hot-expert"])
+    number = next(n for n, f in enumerate(moe.findings, 1) if f.rule == "gpu-idle-host-bound")
+    assert not any(f.rule == "host-sync" for f in moe.findings)
+    latent = moe.what_if_for(number)["latent"]
+    assert latent.startswith("16.3 blocking syncs a step (mostly 'aten::copy_') cost 2")
+    loader = analyze([SAMPLES / "input-slow"]).what_if_for(1)
+    assert loader["next"] == "host-sync (#2)" and loader["latent"] is None
+
+
+def test_an_informational_finding_is_never_the_next_bottleneck() -> None:
+    """host-stall-sleep: with the un-instrumented host time gone the GPU computes 99 % of the step; it said
+    'next: low-gpu-utilization (#2), 0.8 %', a finding with no fix of its own."""
+    projection = analyze([SAMPLES / "host-stall-sleep"]).what_if_for(1)
+    assert projection["next"] == "GPU computing" and projection["next_share_pct"] > 90
+
+
 def test_a_long_gap_inside_host_bound_idle_is_part_of_it() -> None:
     report = analyze([SAMPLES / "nsys-torch-h100"])
     gaps = next(f for f in report.findings if f.rule == "gpu-gaps")

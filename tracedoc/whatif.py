@@ -3,8 +3,11 @@
 The projection works on the time attribution the savings are drawn from: fixing a finding removes its saving from
 its rank's steps (each step loses its share of it), and the other findings keep theirs. So a problem that costs
 little behind a bigger one (a per-step sync behind a slow data loader) shows its real weight once the bigger one
-is gone: it is named as the next bottleneck, with its share of the projected step. This is a projection over the
-attributed causes, not a replay of the dependency graph: it assumes the rest of the step keeps its length.
+is gone: it is named as the next bottleneck, with its share of the projected step. A problem that costs almost nothing
+today because of the bigger one is named as latent: blocking syncs made every step while the host is the
+bottleneck find the GPU already drained, and start draining a busy GPU once the host is faster. This is a
+projection over the attributed causes, not a replay of the dependency graph: it assumes the rest of the step
+keeps its length.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from typing import Any
 from tracedoc.causes import label as cause_label
 from tracedoc.causes import window_rows
 from tracedoc.report import Finding, Report
+from tracedoc.units import fmt_ms
 
 TOP_FINDINGS = 3  # the report carries the what-if of this many of its largest findings
+HOST_CAUSES = frozenset({"data_loading", "phase", "host_work", "uninstrumented_host"})  # the host is the bottleneck
 
 
 @dataclass
@@ -33,6 +38,7 @@ class WhatIf:
     gain_pct: float
     next: str  # what limits the step next: a finding ('host-sync (#2)') or the largest remaining cause
     next_share_pct: float  # its share of the projected step
+    latent: str | None = None  # a problem today's bottleneck hides, that the fix will expose
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,7 +61,7 @@ def what_if(report: Report, number: int) -> WhatIf | None:
     nxt, share = _next_bottleneck(report, finding, rank, remaining)
     return WhatIf(finding=number, rule=finding.rule, rank=rank, step_ms=round(step, 3),
                   projected_step_ms=round(projected, 3), gain_pct=round(100.0 * (1 - keep), 2), next=nxt,
-                  next_share_pct=round(share, 1))
+                  next_share_pct=round(share, 1), latent=_latent_syncs(report, finding, rank))
 
 
 def top_what_ifs(report: Report, count: int = TOP_FINDINGS) -> list[WhatIf]:
@@ -94,10 +100,29 @@ def _share(ms: float, remaining_ms: float) -> float:
     return 100.0 * min(ms, remaining_ms) / remaining_ms if remaining_ms > 0 else 0.0
 
 
+def _latent_syncs(report: Report, fixed: Finding, rank: int) -> str | None:
+    """The rank's per-step blocking syncs, when the fix speeds its host up and no host-sync finding names them: made
+    while the host is the bottleneck, they find the GPU drained already and cost little; once the host is faster
+    they block on a GPU that is still busy, and it idles from their return until the host launches again."""
+    if not HOST_CAUSES.intersection(fixed.drawn_from):
+        return None
+    if any(f.rule == "host-sync" and f.scope.rank == rank for f in report.findings):
+        return None
+    for row in report.metrics.get("host_syncs") or []:
+        per_step = row.get("syncs_per_step")
+        if row.get("rank") == rank and per_step is not None and float(per_step) >= 1:
+            return (f"{float(per_step):.3g} blocking syncs a step (mostly '{row.get('top_origin')}') cost "
+                    f"{fmt_ms(float(row.get('gpu_idle_ms') or 0.0))} of GPU idle now, as the GPU has mostly drained "
+                    "before the host reaches them; with the host faster, each may wait for a busy GPU and leave it "
+                    "idle until the host launches again (host-sync's advice applies)")
+    return None
+
+
 def _next_bottleneck(report: Report, fixed: Finding, rank: int, remaining_ms: float) -> tuple[str, float]:
-    """The largest other finding of the rank that owns its time, else the largest attributed cause left."""
+    """The largest other finding of the rank that owns its time and has a fix, else the largest attributed cause
+    left."""
     for number, f in enumerate(report.findings, 1):
-        if f is not fixed and f.scope.rank == rank and f.part_of is None and f.impact_ms > 0:
+        if f is not fixed and f.scope.rank == rank and f.part_of is None and f.impact_ms > 0 and _projects(f):
             return f"{f.rule} (#{number})", _share(f.impact_ms, remaining_ms)
     causes: dict[str, float] = defaultdict(float)
     for row in window_rows(report.attribution):

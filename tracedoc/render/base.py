@@ -88,9 +88,12 @@ def _busy_breakdown(summary: dict[str, object]) -> str:
 
 def what_if_text(projection: dict[str, object]) -> str:
     """'If fixed: step 68.9 ms → 18.2 ms (−73.6%); next: host-sync (#2), 28.6% of the projected step.'"""
-    return (f"If fixed: step {fmt_ms(float(projection['step_ms']))} → {fmt_ms(float(projection['projected_step_ms']))}"
+    text = (f"If fixed: step {fmt_ms(float(projection['step_ms']))} → {fmt_ms(float(projection['projected_step_ms']))}"
             f" (−{float(projection['gain_pct']):.1f}%) on rank {projection['rank']}; next: {projection['next']}, "
             f"{float(projection['next_share_pct']):.1f}% of the projected step.")
+    if projection.get("latent"):
+        text += f" Latent: {projection['latent']}."
+    return text
 
 
 def saving_text(impact_ms: float, impact_pct: float, wall_ms: float) -> str:
