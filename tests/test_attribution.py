@@ -75,6 +75,17 @@ def test_uninstrumented_host_time_is_called_so() -> None:
     assert _by_cause(report, 0)["uninstrumented_host"] > 0.9 * host.impact_ms
 
 
+def test_python_stacks_name_the_host_code_in_the_gap() -> None:
+    """TraceLens's TimeSformer trace was recorded with with_stack=True (tests/data): the host spends the GPU's idle
+    in the image processor's Python, which the stacks name; the advice was to add record_function or with_stack."""
+    report = analyze([ROOT / "tests" / "data" / "tracelens-timesformer-stacks"])
+    host = next(f for f in report.findings if f.rule == "gpu-idle-host-bound")
+    assert "profiled host work (mostly 'transformers/image_transforms.py(390): normalize')" in " ".join(
+        host.message.split())
+    assert "record_function" not in host.fix and "with_stack" not in host.fix
+    assert "'transformers/image_transforms.py(390): normalize'" in host.fix
+
+
 def test_waiting_for_a_peer_is_not_busy_work_and_not_charged_to_the_waiting_rank() -> None:
     straggler = analyze([SAMPLES / "ddp-straggler"])
     assert straggler.summary["waiting_for_rank"] == 1 and straggler.summary["waiting_pct"] > 5
