@@ -109,7 +109,7 @@ def test_ctrl_c_during_ingest(tmp_path: Path) -> None:
 UNKNOWN_SETTINGS = {
     "unknown threshold": ("launch-bound.min_idle=95",
                           "rule launch-bound has no threshold 'min_idle' (its thresholds: min_idle_pct, "
-                          "min_tiny_kernel_pct)"),
+                          "min_tiny_kernel_pct, min_kernels)"),
     "unknown rule": ("launch-bond.min_idle_pct=95", "no rule 'launch-bond' (did you mean launch-bound? rules: "),
 }
 
