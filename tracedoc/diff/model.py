@@ -133,6 +133,10 @@ class Diff:
                         "vanished": [k.name for k in self.kernels if k.status == "vanished"],
                         "regressions": [k.name for k in regressions(self.kernels)],
                         "improvements": [k.name for k in improvements(self.kernels)],
+                        "slower_per_launch": [k.name for k in changed_by(self.kernels, FROM_MEAN, 1)],
+                        "faster_per_launch": [k.name for k in changed_by(self.kernels, FROM_MEAN, -1)],
+                        "more_launches": [k.name for k in changed_by(self.kernels, FROM_LAUNCHES, 1)],
+                        "fewer_launches": [k.name for k in changed_by(self.kernels, FROM_LAUNCHES, -1)],
                         "rows": [k.to_dict() for k in self.kernels]},
             "ncu_kernels": [r.to_dict() for r in self.ncu],
             "findings": {"resolved": [c.to_dict() for c in self.by_status(RESOLVED)],
@@ -154,6 +158,20 @@ def regressions(kernels: list[KernelRow], limit: int = TOP_KERNELS) -> list[Kern
 def improvements(kernels: list[KernelRow], limit: int = TOP_KERNELS) -> list[KernelRow]:
     """Kernels present on both sides that take less time after, largest first."""
     return [k for k in kernels if k.status == "matched" and k.weight < 0][:limit]
+
+
+# The parts of a kernel's change (KernelRow.split): 0 from the mean time per launch, 1 from the launches.
+FROM_MEAN, FROM_LAUNCHES = 0, 1
+# A part under this (ms) is no change: it would show as ±0.
+KERNEL_PART_MS = 5e-4
+
+
+def changed_by(kernels: list[KernelRow], part: int, sign: int, limit: int = TOP_KERNELS) -> list[KernelRow]:
+    """Kernels on both sides whose change from ``part`` (FROM_MEAN: slower or faster per launch; FROM_LAUNCHES:
+    launched more or less often per step) has ``sign`` (+1 more time, −1 less), largest first."""
+    parts = [(k, split[part]) for k in kernels if (split := k.split()) is not None]
+    chosen = [(k, v) for k, v in parts if v * sign >= KERNEL_PART_MS]
+    return [k for k, _ in sorted(chosen, key=lambda kv: (-abs(kv[1]), kv[0].name))][:limit]
 
 
 def build_diff(before: Side, after: Side, per_step_items: float | None = None, rank: int | None = None) -> Diff:
