@@ -82,6 +82,11 @@ def verdict_line(diff: Diff) -> str:
     return text + (f"; {change.note})." if change.note else ").")
 
 
+def warning_lines(diff: Diff) -> list[str]:
+    """What may make the verdict meaningless (runs of different jobs or programs), for right under it."""
+    return [f"Warning: {w[:1].upper()}{w[1:]}" + ("" if w.endswith("?") else ".") for w in diff.warnings]
+
+
 def context_line(diff: Diff) -> str:
     """Wall-clock, GPU busy and throughput, before → after."""
     parts = []
