@@ -141,6 +141,22 @@ def test_a_damaged_store_is_rebuilt(damage: str, tmp_path: Path) -> None:
     assert code == 0 and "damaged" not in err
 
 
+def test_an_error_that_is_not_the_stores_leaves_the_cache_alone(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory cap too small to read the cached store: an error of this run, not a damaged file; the store stays
+    (the same file) and the next run without the cap reads it."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TRACEDOC_MEMORY_LIMIT", "")  # --memory-limit sets it for the process: undone at the end
+    assert run("analyze", str(COMPILE), "--cache-dir", str(cache))[0] == 0
+    inode = store_of(cache).stat().st_ino
+    code, _, err = run("analyze", str(COMPILE), "--cache-dir", str(cache), "--memory-limit", "1K")
+    assert code == 2 and "Out of Memory" in err and "damaged" not in err
+    assert store_of(cache).stat().st_ino == inode
+    monkeypatch.delenv("TRACEDOC_MEMORY_LIMIT")
+    code, _, err = run("analyze", str(COMPILE), "--cache-dir", str(cache))
+    assert code == 0 and "damaged" not in err and store_of(cache).stat().st_ino == inode
+
+
 def test_serve_rebuilds_a_store_damaged_where_it_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The dashboard loads its store and report with load_report: a store that opens but fails when read is
     rebuilt, and the store it hands on is the sound one."""

@@ -70,8 +70,14 @@ def test_out_directory_and_file(tmp_path: Path) -> None:
     assert (tmp_path / "reports" / "tracedoc-report.md").read_text().startswith("# tracedoc report")
     assert run("analyze", str(EAGER), "--out", str(tmp_path / "r.json"))[0] == 0
     assert json.loads((tmp_path / "r.json").read_text())["findings"]
-    code, _, err = run("analyze", str(EAGER), "--out", str(tmp_path / "r.json"), "--format", "md")
-    assert code == 2 and "does not match" in err
+    # an explicit format wins over the extension
+    assert run("analyze", str(EAGER), "--out", str(tmp_path / "r.json"), "--format", "md")[0] == 0
+    assert (tmp_path / "r.json").read_text().startswith("# tracedoc report")
+    assert run("analyze", str(EAGER), "--format", "perfetto", "--out", str(tmp_path / "trace.json"))[0] == 0
+    events = json.loads((tmp_path / "trace.json").read_text())  # the Chrome JSON trace: an array of events
+    assert sum(e["cat"] == "kernel" for e in events) == 4608
+    code, _, err = run("analyze", str(EAGER), "--out", str(tmp_path / "r.data"))
+    assert code == 2 and "unknown extension" in err
 
 
 def test_fail_on_sets_the_exit_code() -> None:

@@ -29,7 +29,9 @@ from tracedoc.diff import Diff, Side, build_diff, load_side
 from tracedoc.diff.gallery import diff_name
 from tracedoc.diff.gates import new_finding_failures, regression_failures
 from tracedoc.diff.render import render
+from tracedoc.diff.sections import kernel_sections
 from tracedoc.diff.stats import compare, quantile
+from tracedoc.diff.steps import step_tables
 from tracedoc.judge import load_rules
 
 PAIRS = {  # problem → fixed, the rules whose findings the fix must resolve
@@ -322,6 +324,40 @@ def test_kernels_match_the_raw_traces(pair: tuple[str, str], diffs: dict[tuple[s
         assert (row.after.total_ms if row.after else 0.0) == pytest.approx(total_a.get(name, 0.0), abs=1e-3)
     assert {k.name for k in diff.kernels if k.status == "new"} == set(count_a) - set(count_b)
     assert {k.name for k in diff.kernels if k.status == "vanished"} == set(count_b) - set(count_a)
+
+
+def test_kernels_slower_per_launch_apart_from_kernels_launched_more_often(diffs: dict[tuple[str, str], Diff]) -> None:
+    """A kernel's change per step is split into its mean time per launch and its launches per step, from the raw
+    traces: the nvjet GEMM tile balanced routing launches 6 → 14 times in 3 steps each, 884.8 → 688.8 µs a launch,
+    takes more time per step because it runs more often, not because it got slower."""
+    diff = diffs[("moe-hot-expert", "moe-balanced")]
+    (count_b, total_b), (count_a, total_a) = raw_kernels("moe-hot-expert"), raw_kernels("moe-balanced")
+    tb, ta = step_tables(diff.before.report, diff.after.report)
+    steps_b, steps_a = len(tb.job()), len(ta.job())
+    tables = {s.title: [row[0] for row in s.rows] for s in kernel_sections(diff, name_chars=1000)}
+    matched = [k.name for k in diff.kernels if k.status == "matched"]
+    for name in matched:
+        mean_b, mean_a = total_b[name] / count_b[name], total_a[name] / count_a[name]
+        rate_b, rate_a = count_b[name] / steps_b, count_a[name] / steps_a
+        from_mean, from_launches = rate_b * (mean_a - mean_b), (rate_a - rate_b) * mean_a
+        listed = {title for title, names in tables.items() if name in names}
+        if from_mean >= 0.001:
+            assert mean_a > mean_b and "Kernels faster per launch" not in listed, name
+        if "Kernels slower per launch" in listed:
+            assert from_mean > 0, name
+        if "Kernels launched more often" in listed:
+            assert rate_a > rate_b and from_launches > 0, name
+        if "Kernels faster per launch" in listed:
+            assert mean_a < mean_b, name
+        row = next(k for k in diff.kernels if k.name == name)
+        assert sum(row.split()) == pytest.approx(row.delta_ms_per_step, abs=1e-9)
+        assert row.split() == pytest.approx((from_mean, from_launches), abs=1e-6)
+    tile = "nvjet_sm90_tst_256x152_64x4_1x2_h_bz_coopA_TNT"
+    assert (count_b[tile], count_a[tile]) == (6, 14) and total_a[tile] / 14 < total_b[tile] / 6
+    assert tile in tables["Kernels launched more often"] and tile in tables["Kernels faster per launch"]
+    assert tile not in tables["Kernels slower per launch"]
+    data = diff.to_dict()["kernels"]
+    assert tile in data["more_launches"] and tile not in data["slower_per_launch"]
 
 
 def test_moe_all_to_all_is_the_top_improvement(diffs: dict[tuple[str, str], Diff]) -> None:

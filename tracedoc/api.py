@@ -14,6 +14,7 @@ from tracedoc.ingest import InputFile, discover, load_all
 from tracedoc.ingest.ncu_model import short_name
 from tracedoc.judge import Rule, judge, load_rules
 from tracedoc.judge.rule import check_thresholds
+from tracedoc.kinds import mixed_runs
 from tracedoc.report import InputInfo, Report
 from tracedoc.store import Store, memory_store, open_cached_store
 from tracedoc.store.cache import content_key, discard_damaged, is_damage, store_location
@@ -111,6 +112,8 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
             "ranks": summary["ranks"], "basis": summary["basis"]}
     if summary["world_size"] and summary["world_size"] > summary["ranks"]:
         head["world_size"] = summary["world_size"]
+    if (mixed := mixed_runs((i.format, i.rank) for i in inputs)) is not None:
+        head["mixed_inputs"] = mixed
     attribution: list[dict[str, Any]] = []
     if summary["basis"] == "timeline":
         head.update(gpu_states(store))

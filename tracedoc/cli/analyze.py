@@ -51,7 +51,8 @@ from tracedoc.whatif import what_if
               help="Memory for the store and the analyses, e.g. 2G; beyond it they spill to a temporary directory, "
                    "slower (default: DuckDB's, 80% of RAM; also $TRACEDOC_MEMORY_LIMIT).")
 @click.option("--what-if", "what_if_rule", metavar="RULE", default=None,
-              help="Project the step time with RULE's largest finding fixed, and name the next bottleneck.")
+              help="Print only the projected step time with RULE's largest finding fixed, and the next bottleneck "
+                   "(with --format or --out, the report holds it under what_if).")
 @click.option("--step-range", metavar="NAME", default=None,
               help="The host range (NVTX or record_function) that marks one step, e.g. train_step ('step' also takes "
                    "'step 1', 'step 2', …); by default tracedoc finds the steps itself (ProfilerStep#N, a repeated "
@@ -103,15 +104,17 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
             report = analyze_distributed(paths, cluster, rules_dirs=rules_dirs, cache_dir=cache_dir,
                                          use_cache=not no_cache, thresholds=thresholds, progress=progress,
                                          step_range=step_range)
-    if fmt != "text" or target is not None:  # the text report on stdout says it under its headline
+    projection_only = what_if_rule is not None and fmt == "text" and target is None
+    if fmt != "text" or target is not None or projection_only:  # else the text report says it under its headline
         for line in missing_ranks_lines(report.summary):
             err.print(Text(one_line(line)), highlight=False)
     projection = _what_if(report, what_if_rule) if what_if_rule else None
-    if fmt != "perfetto":
-        emit_report(report, fmt, target)
-    if what_if_rule and fmt == "text" and target is None:
+    if projection_only:  # the answer asked for, not the report again
         OutputConsole(highlight=False).print(Text(terminal_text(
-            what_if_text(projection) if projection else _no_projection(report, what_if_rule))))
+            f"{what_if_rule} (#{projection['finding']}): {what_if_text(projection)}" if projection
+            else _no_projection(report, what_if_rule))))
+    elif fmt != "perfetto":
+        emit_report(report, fmt, target)
     sys.exit(exit_code(report, fail_on))
 
 

@@ -138,16 +138,18 @@ def _format_of_extension(suffix: str) -> str | None:
 
 
 def output_target(fmt: str | None, out: Path | None, stem: str = "tracedoc-report") -> tuple[str, Path | None]:
-    """The format and file to write. --out is a file when its extension names a format; a directory (the report
-    goes in as STEM.<ext>) when it ends with a slash, exists as one, or has no extension; else an error."""
+    """The format and file to write. --out is a directory (the report goes in as STEM.<ext>) when it ends with a
+    slash, exists as one, or has no extension; else a file, in --format when given (an explicit format wins over
+    the extension: --format perfetto --out trace.json), else in the format its extension names (an error when it
+    names none)."""
     if out is None:
         return fmt or "text", None
     # a two-part extension first (.perfetto.json), then the last part (.json)
     by_extension = _format_of_extension("".join(out.suffixes[-2:])) or _format_of_extension(out.suffix)
     is_dir = isinstance(out, _DirectoryPath) or out.is_dir()
+    if out.suffix and not is_dir and fmt is not None:
+        return fmt, out
     if by_extension is not None and not is_dir:
-        if fmt is not None and fmt != by_extension:
-            raise BadInput(f"--format {fmt} does not match the extension of {out}")
         return by_extension, out
     if out.suffix and not is_dir:
         known = " ".join(r.extension for r in RENDERERS.values())

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.text import Text
 
 from tracedoc.cli.errors import one_line_errors
 from tracedoc.cli.options import cache_dir_option, parse_settings, rules_option, set_option
+from tracedoc.cli.ports import DEFAULT_PORT, listen_port
+from tracedoc.ingest import InputFile
 from tracedoc.judge import load_rules
+from tracedoc.render.sanitize import one_line
 from tracedoc.store.cache import default_cache_dir
 
 
@@ -17,7 +23,8 @@ from tracedoc.store.cache import default_cache_dir
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. The dashboard has no login: keep it on 127.0.0.1 unless the network "
                    "around you may read the traces.")
-@click.option("--port", type=click.IntRange(1, 65535), default=5006, show_default=True, help="Port to listen on.")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help=f"Port to listen on (default: {DEFAULT_PORT}, or a free port when {DEFAULT_PORT} is taken).")
 @click.option("--no-show", is_flag=True, help="Do not open a browser.")
 @click.option("--diff", "as_diff", is_flag=True,
               help="Compare two runs: PATHS are BEFORE and AFTER, as `tracedoc diff` takes them.")
@@ -25,12 +32,13 @@ from tracedoc.store.cache import default_cache_dir
 @set_option
 @cache_dir_option
 @one_line_errors
-def serve_command(paths: tuple[Path, ...], host: str, port: int, no_show: bool, as_diff: bool,
+def serve_command(paths: tuple[Path, ...], host: str, port: int | None, no_show: bool, as_diff: bool,
                   rules_dirs: tuple[Path, ...], settings: tuple[str, ...], cache_dir: Path | None) -> None:
     """Serve the dashboard for traces, a cached store (*.duckdb) or a saved JSON report.
 
     The pages (overview, timeline, kernels, ranks, overlap, ncu, hang) show what `tracedoc analyze` finds, with
-    charts; traces are ingested in the background while the pages show the progress. Needs the dashboard extra:
+    charts. Traces are read into the cache before the server starts (an input that cannot be read is one line,
+    exit 2), then analysed while the pages show the progress. Needs the dashboard extra:
     pip install 'tracedoc[dashboard]'.
 
     Example:
@@ -45,23 +53,39 @@ def serve_command(paths: tuple[Path, ...], host: str, port: int, no_show: bool, 
 
     if as_diff and len(paths) != 2:
         raise click.UsageError(f"--diff takes two paths, BEFORE and AFTER (got {len(paths)})")
-    require("tracedoc serve")  # before importing the dashboard, whose dependencies are an optional extra
-    address = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     rules = load_rules(rules_dirs)
     thresholds = parse_settings(settings, rules)
+    port = listen_port(host, port)  # before reading anything: a port taken is refused at once
+    require("tracedoc serve")  # before importing the dashboard, whose dependencies are an optional extra
+    address = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+    cache = cache_dir or default_cache_dir()
     if as_diff:
         from tracedoc.dashboard.diff import DiffLoading, serve_diff
+        from tracedoc.diff.side import check_kinds, resolve_side
 
-        for path in paths:
-            if not path.exists():
-                raise click.BadParameter(f"{path}: no such file or directory", param_hint="PATHS")
+        sides = [resolve_side(path) for path in paths]
+        check_kinds(*sides)
+        for side in sides:
+            ingest(side.inputs, cache)
         click.echo(f"tracedoc diff at {address} (Ctrl-C stops it)", err=True)
-        serve_diff(DiffLoading(paths[0], paths[1], cache_dir or default_cache_dir(), rules, thresholds), host, port,
-                   show=not no_show)
+        serve_diff(DiffLoading(paths[0], paths[1], cache, rules, thresholds), host, port, show=not no_show)
         return
     from tracedoc.dashboard.app import serve
     from tracedoc.dashboard.source import Loading, resolve
 
-    loading = Loading(resolve(paths), cache_dir or default_cache_dir(), rules, thresholds)
+    target = resolve(paths)
+    ingest(target.inputs, cache)
     click.echo(f"tracedoc dashboard at {address} (Ctrl-C stops it)", err=True)
-    serve(loading, host, port, show=not no_show)
+    serve(Loading(target, cache, rules, thresholds), host, port, show=not no_show)
+
+
+def ingest(inputs: Sequence[InputFile], cache_dir: Path) -> None:
+    """Read the traces into the cache before the server starts, so that one that cannot be read is refused as bad
+    input (one line, exit 2) instead of a page saying so; the server then analyses the cached store."""
+    from tracedoc.api import open_store
+
+    if not inputs:
+        return
+    with Console(stderr=True).status("reading traces…") as status:
+        store, _ = open_store(inputs, cache_dir, lambda message: status.update(Text(one_line(message))))
+        store.close()

@@ -5,7 +5,15 @@ drawn as two stacked bars of causes, before over after, on one scale."""
 from __future__ import annotations
 
 from tracedoc.diff.model import Diff
-from tracedoc.diff.sections import Section, context_line, cross_rank_lines, sections, sides_line, verdict_line
+from tracedoc.diff.sections import (
+    Section,
+    context_line,
+    cross_rank_lines,
+    sections,
+    sides_line,
+    verdict_line,
+    warning_lines,
+)
 from tracedoc.pages.fragments import STYLE, Column, cause_color, esc, table_html
 from tracedoc.render.attribution import cause_label
 from tracedoc.units import fmt_ms
@@ -13,6 +21,7 @@ from tracedoc.units import fmt_ms
 _EXTRA_STYLE = """
 p.verdict { font-size: 1.1rem; font-weight: 600; margin: 0.6rem 0 0.2rem; }
 p.faster { color: #1e7b34; } p.slower { color: #a61b1b; }
+p.caution { color: #8a4b00; font-weight: 600; margin: 0.2rem 0; }
 div.bars { margin: 0.4rem 0 0.8rem; max-width: 900px; }
 div.bar { display: flex; height: 1.4rem; margin: 0.15rem 0; }
 div.bar span { display: block; height: 100%; }
@@ -60,7 +69,8 @@ def _bars_html(diff: Diff) -> str:
 
 def render_html(diff: Diff) -> str:
     parts = [f"<h1>tracedoc diff</h1><p class=\"headline\">{esc(sides_line(diff))}</p>",
-             f'<p class="verdict {_VERDICT_CLASS.get(diff.verdict, "")}">{esc(verdict_line(diff))}</p>']
+             f'<p class="verdict {_VERDICT_CLASS.get(diff.verdict, "")}">{esc(verdict_line(diff))}</p>',
+             *(f'<p class="caution">{esc(line)}</p>' for line in warning_lines(diff))]
     if context := context_line(diff):
         parts.append(f'<p class="note">{esc(context)}</p>')
     for section in sections(diff):

@@ -41,14 +41,16 @@ class KernelSide:
 
 @dataclass
 class KernelRow:
-    """A kernel by name: its figures before and after (None where absent: new or vanished) and the change per
-    step (None when a side has no steps)."""
+    """A kernel by name: its figures before and after (None where absent: new or vanished), the change per step
+    (None when a side has no steps) and each side's number of job steps (0 without)."""
 
     name: str
     category: str
     before: KernelSide | None
     after: KernelSide | None
     delta_ms_per_step: float | None
+    before_steps: int = 0
+    after_steps: int = 0
 
     @property
     def status(self) -> str:
@@ -61,6 +63,24 @@ class KernelRow:
     @property
     def delta_count(self) -> int:
         return (self.after.count if self.after else 0) - (self.before.count if self.before else 0)
+
+    def launches_per_step(self) -> tuple[float, float] | None:
+        """Launches per job step before and after (None when a side has no steps)."""
+        if not (self.before_steps and self.after_steps):
+            return None
+        return ((self.before.count if self.before else 0) / self.before_steps,
+                (self.after.count if self.after else 0) / self.after_steps)
+
+    def split(self) -> tuple[float, float] | None:
+        """The change of a kernel on both sides split in two (ms; per job step when both sides have steps, else in
+        total), which add up to it: (from the mean: launches before × change of the mean time per launch, from the
+        launches: change of the launches × mean after). A kernel as fast per launch but launched more often per
+        step changes by its launches only. None for a new or vanished kernel."""
+        if self.before is None or self.after is None or not self.before.count or not self.after.count:
+            return None
+        mean_b, mean_a = self.before.total_ms / self.before.count, self.after.total_ms / self.after.count
+        launches = self.launches_per_step() or (float(self.before.count), float(self.after.count))
+        return launches[0] * (mean_a - mean_b), (launches[1] - launches[0]) * mean_a
 
     @property
     def weight(self) -> float:
@@ -76,6 +96,8 @@ class KernelRow:
                                else round(self.delta_ms_per_step, 3)}
         if self.before and self.after:
             out["delta_mean_us"] = round(self.after.mean_us - self.before.mean_us, 3)
+        if (split := self.split()) is not None:
+            out["delta_ms_from_mean"], out["delta_ms_from_launches"] = round(split[0], 3), round(split[1], 3)
         return out
 
 
@@ -107,7 +129,7 @@ def match_kernels(before: list[dict[str, Any]], after: list[dict[str, Any]], bef
         if before_steps and after_steps:
             per_step = (ka[1].total_ms / after_steps if ka else 0.0) - (kb[1].total_ms / before_steps if kb else 0.0)
         rows.append(KernelRow(name, (kb or ka)[0], kb[1] if kb else None,  # type: ignore[index]
-                              ka[1] if ka else None, per_step))
+                              ka[1] if ka else None, per_step, before_steps, after_steps))
     return sorted(rows, key=lambda r: (-abs(r.weight), r.name))
 
 

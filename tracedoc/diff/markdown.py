@@ -4,7 +4,15 @@
 from __future__ import annotations
 
 from tracedoc.diff.model import Diff
-from tracedoc.diff.sections import Section, context_line, cross_rank_lines, sections, sides_line, verdict_line
+from tracedoc.diff.sections import (
+    Section,
+    context_line,
+    cross_rank_lines,
+    sections,
+    sides_line,
+    verdict_line,
+    warning_lines,
+)
 from tracedoc.render.markdown import escape
 
 
@@ -23,6 +31,7 @@ def _table(section: Section) -> list[str]:
 
 def render_markdown(diff: Diff) -> str:
     lines = ["# tracedoc diff", "", escape(sides_line(diff)), "", f"**{escape(verdict_line(diff))}**", ""]
+    lines += [line for warning in warning_lines(diff) for line in (f"**{escape(warning)}**", "")]
     if context := context_line(diff):
         lines += [escape(context), ""]
     for section in sections(diff):

@@ -71,6 +71,7 @@ class Diff:
     findings: list[FindingChange]
     per_step_items: float | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # why the verdict may compare runs that do not compare
 
     def summary_value(self, key: str) -> tuple[float | None, float | None]:
         """A headline number (wall_ms, gpu_busy_pct) of both sides."""
@@ -133,6 +134,10 @@ class Diff:
                         "vanished": [k.name for k in self.kernels if k.status == "vanished"],
                         "regressions": [k.name for k in regressions(self.kernels)],
                         "improvements": [k.name for k in improvements(self.kernels)],
+                        "slower_per_launch": [k.name for k in changed_by(self.kernels, FROM_MEAN, 1)],
+                        "faster_per_launch": [k.name for k in changed_by(self.kernels, FROM_MEAN, -1)],
+                        "more_launches": [k.name for k in changed_by(self.kernels, FROM_LAUNCHES, 1)],
+                        "fewer_launches": [k.name for k in changed_by(self.kernels, FROM_LAUNCHES, -1)],
                         "rows": [k.to_dict() for k in self.kernels]},
             "ncu_kernels": [r.to_dict() for r in self.ncu],
             "findings": {"resolved": [c.to_dict() for c in self.by_status(RESOLVED)],
@@ -140,6 +145,7 @@ class Diff:
                          "persisting": [c.to_dict() for c in self.by_status(PERSISTING)]},
             "cross_rank": [c.to_dict() for c in self.cross_rank()],
             "notes": self.notes,
+            "warnings": self.warnings,
         }
 
 
@@ -154,6 +160,20 @@ def regressions(kernels: list[KernelRow], limit: int = TOP_KERNELS) -> list[Kern
 def improvements(kernels: list[KernelRow], limit: int = TOP_KERNELS) -> list[KernelRow]:
     """Kernels present on both sides that take less time after, largest first."""
     return [k for k in kernels if k.status == "matched" and k.weight < 0][:limit]
+
+
+# The parts of a kernel's change (KernelRow.split): 0 from the mean time per launch, 1 from the launches.
+FROM_MEAN, FROM_LAUNCHES = 0, 1
+# A part under this (ms) is no change: it would show as ±0.
+KERNEL_PART_MS = 5e-4
+
+
+def changed_by(kernels: list[KernelRow], part: int, sign: int, limit: int = TOP_KERNELS) -> list[KernelRow]:
+    """Kernels on both sides whose change from ``part`` (FROM_MEAN: slower or faster per launch; FROM_LAUNCHES:
+    launched more or less often per step) has ``sign`` (+1 more time, −1 less), largest first."""
+    parts = [(k, split[part]) for k in kernels if (split := k.split()) is not None]
+    chosen = [(k, v) for k, v in parts if v * sign >= KERNEL_PART_MS]
+    return [k for k, _ in sorted(chosen, key=lambda kv: (-abs(kv[1]), kv[0].name))][:limit]
 
 
 def build_diff(before: Side, after: Side, per_step_items: float | None = None, rank: int | None = None) -> Diff:
@@ -183,8 +203,7 @@ def build_diff(before: Side, after: Side, per_step_items: float | None = None, r
         notes.append(f"{rewrite[0]} and {rewrite[1]} are compared as one kernel rewritten: the only kernel of each "
                      "side that the other lacks")
     kernels, kernel_basis = _kernels(before, after, len(tb.job()), len(ta.job()), rewrite)
-    if (few := _few_in_common(kernels)) is not None:
-        notes.append(few)
+    warnings = [w for w in (_ranks_differ(before, after), _few_in_common(kernels)) if w is not None]
     if not (before.kernels_complete and after.kernels_complete):
         notes.append("a saved report keeps only each rank's top kernels: kernels outside them show as new or "
                      "vanished")
@@ -194,7 +213,7 @@ def build_diff(before: Side, after: Side, per_step_items: float | None = None, r
             row.kernel = rewrite_label(rewrite) if row.kernel == rewrite[1] else row.kernel
     findings = match_findings(before.report.findings, after.report.findings, rewrite)
     return Diff(before, after, (tb.basis, ta.basis), job, ranks, (cause_b, cause_a), causes, kernels, kernel_basis,
-                ncu, findings, per_step_items, notes)
+                ncu, findings, per_step_items, notes, warnings)
 
 
 def _kernels(before: Side, after: Side, before_steps: int, after_steps: int,
@@ -227,11 +246,13 @@ def _ncu_rows(side: Side) -> list[dict[str, Any]]:
     return with_stalls(metrics.get("ncu_kernels", []), metrics.get("ncu_warp_stalls", []))
 
 
-FEW_IN_COMMON_PCT = 5.0
+# Runs whose kernels in common hold under this % of either side's kernel time are likely not runs of one program
+# (torch.compile, which fuses most kernels of an eager run into new ones, keeps over half in the bundled pair).
+FEW_IN_COMMON_PCT = 25.0
 
 
 def _few_in_common(kernels: list[KernelRow]) -> str | None:
-    """A warning when the kernels of both sides hold under FEW_IN_COMMON_PCT % of each side's kernel time."""
+    """A warning when the kernels of both sides hold under FEW_IN_COMMON_PCT % of either side's kernel time."""
     total_b = sum(k.before.total_ms for k in kernels if k.before)
     total_a = sum(k.after.total_ms for k in kernels if k.after)
     shared_b = sum(k.before.total_ms for k in kernels if k.before and k.after)
@@ -239,11 +260,20 @@ def _few_in_common(kernels: list[KernelRow]) -> str | None:
     if not total_b or not total_a:
         return None
     pct_b, pct_a = 100.0 * shared_b / total_b, 100.0 * shared_a / total_a
-    if max(pct_b, pct_a) >= FEW_IN_COMMON_PCT:
+    if min(pct_b, pct_a) >= FEW_IN_COMMON_PCT:
         return None
     names = sum(1 for k in kernels if k.status == "matched")
-    return (f"few kernels in common ({names}, {pct_b:.1f}% of the kernel time before and {pct_a:.1f}% after): "
-            "are these runs of one program?")
+    names_b, names_a = sum(1 for k in kernels if k.before), sum(1 for k in kernels if k.after)
+    return (f"few kernels in common: {names} of the {names_b} kernel names before and the {names_a} after, "
+            f"{pct_b:.1f}% of the kernel time before and {pct_a:.1f}% after; are these runs of one program?")
+
+
+def _ranks_differ(before: Side, after: Side) -> str | None:
+    """A warning when the sides hold different numbers of ranks: the job's step is each side's slowest rank's."""
+    if before.ranks == after.ranks:
+        return None
+    return (f"BEFORE holds {before.ranks} rank{'s' if before.ranks != 1 else ''} and AFTER {after.ranks}: the job's "
+            "step is the slowest rank's on each side, so the verdict compares the steps of different jobs")
 
 
 def _side_dict(side: Side, basis: str) -> dict[str, Any]:

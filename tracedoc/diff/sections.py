@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from tracedoc.diff.findings import NEW, PERSISTING, RESOLVED, FindingChange
 from tracedoc.diff.kernels import KernelRow, KernelSide, NcuRow
-from tracedoc.diff.model import KERNEL_NOISE_PCT, Diff, improvements, regressions
+from tracedoc.diff.model import FROM_LAUNCHES, FROM_MEAN, KERNEL_NOISE_PCT, Diff, changed_by
 from tracedoc.diff.stats import Change, Distribution
 from tracedoc.diff.steps import BASIS_TEXT, NO_STEPS, StepComparison
 from tracedoc.render.attribution import cause_label
@@ -80,6 +80,11 @@ def verdict_line(diff: Diff) -> str:
     text = (f"{head}: the job's median step {fmt_ms(job.before.median_ms)} → {fmt_ms(job.after.median_ms)} "
             f"({change_text(change)}; {job.before.n} and {job.after.n} steps")
     return text + (f"; {change.note})." if change.note else ").")
+
+
+def warning_lines(diff: Diff) -> list[str]:
+    """What may make the verdict meaningless (runs of different jobs or programs), for right under it."""
+    return [f"Warning: {w[:1].upper()}{w[1:]}" + ("" if w.endswith("?") else ".") for w in diff.warnings]
 
 
 def context_line(diff: Diff) -> str:
@@ -167,33 +172,50 @@ def _mean_arrow(before: KernelSide | None, after: KernelSide | None) -> str:
     return f"{b} → {a}"
 
 
-def _total_arrow(before: KernelSide | None, after: KernelSide | None) -> str:
-    return f"{ms_or_dash(before.total_ms if before else None)} → {ms_or_dash(after.total_ms if after else None)}"
+def _launches_arrow(kernel: KernelRow) -> str:
+    """Launches per step ('2.0 → 3.7') when both sides have steps, else in total ('6 → 11')."""
+    if (per_step := kernel.launches_per_step()) is None:
+        return _count_arrow(kernel.before, kernel.after)
+    return f"{per_step[0]:,.1f} → {per_step[1]:,.1f}"
 
 
 def _kernel_rows(kernels: list[KernelRow], name_chars: int) -> list[list[str]]:
-    return [[short_name(k.name, name_chars), _count_arrow(k.before, k.after), _mean_arrow(k.before, k.after),
-             _total_arrow(k.before, k.after),
-             signed_ms(k.delta_ms_per_step) if k.delta_ms_per_step is not None else signed_ms(k.delta_total_ms)]
-            for k in kernels]
+    rows = []
+    for k in kernels:
+        split = k.split()
+        parts = [signed_ms(split[0]), signed_ms(split[1])] if split is not None else ["—", "—"]
+        change = signed_ms(k.delta_ms_per_step) if k.delta_ms_per_step is not None else signed_ms(k.delta_total_ms)
+        rows.append([short_name(k.name, name_chars), _launches_arrow(k), _mean_arrow(k.before, k.after), *parts,
+                     change])
+    return rows
+
+
+# The kernel tables: title, the part of the change that picks and orders them, its sign.
+_KERNEL_TABLES = (("Kernels slower per launch", FROM_MEAN, 1), ("Kernels launched more often", FROM_LAUNCHES, 1),
+                  ("Kernels faster per launch", FROM_MEAN, -1), ("Kernels launched less often", FROM_LAUNCHES, -1))
 
 
 def kernel_sections(diff: Diff, name_chars: int = NAME_CHARS) -> list[Section]:
-    """Top regressions and improvements among kernels on both sides, then new and vanished kernels."""
+    """Kernels on both sides that got slower or faster per launch, and those launched more or less often per step
+    (a kernel may be in two: its change is split between its mean time and its launches), then new and vanished
+    kernels."""
     matched = sum(1 for k in diff.kernels if k.status == "matched")
     new = [k for k in diff.kernels if k.status == "new"]
     gone = [k for k in diff.kernels if k.status == "vanished"]
     per_step = any(k.delta_ms_per_step is not None for k in diff.kernels)
-    header = ["kernel", "launches", "mean", "total", "change per step" if per_step else "change in total"]
+    unit = "per step" if per_step else "in total"
+    header = ["kernel", "launches per step" if per_step else "launches", "mean", "from the mean",
+              "from launches", f"change {unit}"]
     basis = diff.kernel_basis[:1].upper() + diff.kernel_basis[1:]
     note = (f"{basis}, matched by name: {matched} on both sides, {len(new)} new, {len(gone)} vanished; summed over "
-            "ranks" + ("; change per step of the job." if per_step else "."))
+            f"ranks. A kernel's change {unit} is split in two: from the mean (launches before × the change of its "
+            "mean time per launch) and from launches (the change of its launches × its mean after)"
+            + ("; per step of the job." if per_step else "."))
     out = []
-    for title, rows in (("Kernels that take longer", regressions(diff.kernels, MAX_LISTED)),
-                        ("Kernels that take less time", improvements(diff.kernels, MAX_LISTED)),
-                        ("New kernels", new[:MAX_LISTED]), ("Vanished kernels", gone[:MAX_LISTED])):
+    tables = [(title, changed_by(diff.kernels, part, sign, MAX_LISTED)) for title, part, sign in _KERNEL_TABLES]
+    for title, rows in (*tables, ("New kernels", new[:MAX_LISTED]), ("Vanished kernels", gone[:MAX_LISTED])):
         if rows:
-            out.append(Section(title, header, _kernel_rows(rows, name_chars), numeric={1, 2, 3, 4}))
+            out.append(Section(title, header, _kernel_rows(rows, name_chars), numeric={1, 2, 3, 4, 5}))
     if out:
         out[0].note = note
     else:

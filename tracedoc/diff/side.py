@@ -18,14 +18,11 @@ from tracedoc.api import build_report, load_report
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover
 from tracedoc.judge import Rule
+from tracedoc.kinds import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE, kind_of
 from tracedoc.report import Report
 from tracedoc.saved import looks_like_report, open_complete_store, read_report
 from tracedoc.store import Store
 from tracedoc.store.cache import store_location
-
-# What a side is, from the formats of its inputs: two sides compare only when they are of one kind.
-TIMELINE, KERNEL_PROFILE, HANG_DUMPS, HEALTH = "timeline", "kernel profile", "hang dumps", "GPU health records"
-_TIMELINE_FORMATS = {"torch", "nsys"}
 
 # Every kernel of a store, per rank, name and launch configuration (grid and block, NULL where not recorded).
 _KERNELS_SQL = """
@@ -33,18 +30,8 @@ _KERNELS_SQL = """
            sum(dur_ns) / 1e6 AS total_ms
     FROM gpu_activity WHERE kind = 'kernel' GROUP BY rank, name, grid, block ORDER BY rank, name, grid, block"""
 
-
-def kind_of(formats: Sequence[str]) -> str:
-    """timeline, kernel profile, hang dumps or GPU health records: what inputs of these formats are, whatever
-    else rides along (e.g. telemetry beside a timeline)."""
-    present = set(formats)
-    if present & _TIMELINE_FORMATS:
-        return TIMELINE
-    if "ncu" in present:
-        return KERNEL_PROFILE
-    if "flight_recorder" in present:
-        return HANG_DUMPS
-    return HEALTH
+__all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "TIMELINE", "Side", "Source", "check_kinds", "kind_of",
+           "load_side", "resolve_side"]
 
 
 @dataclass

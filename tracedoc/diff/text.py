@@ -10,7 +10,15 @@ from rich.table import Table
 from rich.text import Text
 
 from tracedoc.diff.model import Diff
-from tracedoc.diff.sections import Section, context_line, cross_rank_lines, sections, sides_line, verdict_line
+from tracedoc.diff.sections import (
+    Section,
+    context_line,
+    cross_rank_lines,
+    sections,
+    sides_line,
+    verdict_line,
+    warning_lines,
+)
 from tracedoc.render.sanitize import one_line
 
 _VERDICT_STYLE = {"faster": "bold green", "slower": "bold red"}
@@ -41,6 +49,7 @@ def diff_parts(diff: Diff, name_chars: int = TEXT_NAME_CHARS) -> list[Renderable
     parts: list[RenderableType] = [
         Text.assemble(("tracedoc diff ", "bold"), one_line(sides_line(diff))),
         Text(one_line(verdict_line(diff)), style=_VERDICT_STYLE.get(diff.verdict, "bold")),
+        *(Text(one_line(line), style="bold yellow") for line in warning_lines(diff)),
     ]
     if context := context_line(diff):
         parts.append(Text(one_line(context)))

@@ -15,7 +15,7 @@ from bokeh.plotting import figure
 
 from tracedoc.diff.html import section_html
 from tracedoc.diff.model import Diff
-from tracedoc.diff.sections import context_line, cross_rank_lines, sections, sides_line, verdict_line
+from tracedoc.diff.sections import context_line, cross_rank_lines, sections, sides_line, verdict_line, warning_lines
 from tracedoc.pages.charts import BAR_HEIGHT_PX, Section, stacked_hbar_chart, style
 from tracedoc.pages.fragments import Html, cause_color, esc
 from tracedoc.render.attribution import cause_label
@@ -77,6 +77,7 @@ def cause_chart(diff: Diff) -> Any | None:
 def diff_sections(diff: Diff) -> list[Section]:
     """The page, top to bottom."""
     head = (f'<p class="headline">{esc(sides_line(diff))}</p><p class="verdict"><b>{esc(verdict_line(diff))}</b></p>'
+            + "".join(f'<p class="note"><b>{esc(line)}</b></p>' for line in warning_lines(diff))
             + (f'<p class="note">{esc(context)}</p>' if (context := context_line(diff)) else ""))
     out = [Section("tracedoc diff", items=[Html(head)])]
     for section in sections(diff):

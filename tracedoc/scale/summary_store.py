@@ -56,10 +56,10 @@ def created_object(statement: str) -> str | None:
 
 def summary_connection() -> duckdb.DuckDBPyConnection:
     """An in-memory database with the store's schema (its tables empty) for the client's summaries."""
-    from tracedoc.store.store import schema_files
+    from tracedoc.store.store import no_progress_bar, schema_files
 
     con = duckdb.connect(":memory:")
-    con.execute("SET enable_progress_bar = false")
+    no_progress_bar(con)
     for schema in schema_files():
         con.execute(schema.read_text())
     return con

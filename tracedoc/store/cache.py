@@ -122,16 +122,21 @@ def open_cached_store(key: str, cache_dir: Path, build: Callable[[Store], None])
 
 
 def _open_complete(path: Path) -> Store | None:
-    """The store at ``path`` when it is complete and readable; otherwise remove it (saying so when damaged)."""
+    """The store at ``path`` when it is complete and readable; otherwise remove it (saying so when damaged). Any
+    other error (one of the connection, not of the file) is raised and leaves the store in the cache."""
     try:
         store = Store.open(path)
     except duckdb.Error as exc:
+        if not is_damage(exc, path):
+            raise
         discard_damaged(path, exc)
         return None
     try:
         complete = store.is_complete()
     except duckdb.Error as exc:
         store.close()
+        if not is_damage(exc, path):
+            raise
         discard_damaged(path, exc)
         return None
     if complete:

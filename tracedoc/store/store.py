@@ -168,14 +168,21 @@ def schema_files() -> list[Traversable]:
 
 
 def _connect(database: str) -> duckdb.DuckDBPyConnection:
-    """A connection that never draws DuckDB's progress bar (it writes to stdout for queries slower than 2 s, which
-    would land inside a JSON or Markdown report), under the memory cap when one is set."""
+    """A connection that never draws DuckDB's progress bar, under the memory cap when one is set."""
     con = duckdb.connect(database)
-    con.execute("SET enable_progress_bar = false")
+    no_progress_bar(con)
     if (limit := memory_limit()) is not None:
         con.execute(f"SET memory_limit = '{max(1, limit >> 10)}KiB'")
         con.execute(f"SET temp_directory = {sql_literal(str(spill_directory()))}")
     return con
+
+
+def no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
+    """Turn DuckDB's progress bar off (it writes to stdout for queries slower than 2 s, which would land inside a JSON
+    or Markdown report). Only when it is on: in a Jupyter kernel without ipywidgets it starts off, and DuckDB refuses
+    to change the setting there at all."""
+    if con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0]:
+        con.execute("SET enable_progress_bar = false")
 
 
 def sql_literal(text: str) -> str:

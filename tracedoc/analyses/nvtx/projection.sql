@@ -1,10 +1,11 @@
 -- nvtx.projection: the user's NVTX ranges projected onto the GPU.
 --
 -- Each GPU activity is attributed to the innermost user NVTX range that was open on the thread that launched it,
--- when it launched it (the CUDA call with the activity's correlation id gives thread and time). Each GPU idle gap
--- is attributed to the innermost user range open, at the gap's start, on the thread that launched the work that
--- ended the gap. User ranges are NVTX ranges other than framework operator ranges (PyTorch emit_nvtx's
--- 'aten::…'); nesting is recomputed among them, so an operator range never hides the user's range around it.
+-- when it launched it (the CUDA call with the activity's correlation id gives thread and time). Each GPU idle gap's
+-- time is split among the user ranges the host was in during the gap: on the thread that launched the work that
+-- ended the gap, the innermost user range at each instant of the gap, each range getting its overlap with the gap
+-- (a gap that starts as 'optimizer' ends and lasts through 'checkpoint' is checkpoint's). User ranges are NVTX
+-- ranges other than framework operator ranges (PyTorch emit_nvtx's 'aten::…'); nesting is recomputed among them, so an operator range never hides the user's range around it.
 -- Times in ns. Empty (no rows) for inputs without NVTX ranges.
 -- include: gpu.idle
 
@@ -70,21 +71,57 @@ ASOF LEFT JOIN nvtx_thread_states s
   ON s.source_id = w.source_id AND s.pid = w.pid AND s.tid = w.tid AND s.t <= w.launch_ns
 LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id;
 
--- Idle gaps with the innermost user range open at the gap's start on the thread that launched the work ending
--- the gap (NULL for the gap after a device's last work, and when nothing is known of the launch), for the sources
--- that have user ranges at all.
-CREATE OR REPLACE TEMP TABLE nvtx_idle_gaps AS
-SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns, g.cause, s.range_id, u.name AS range_name
+-- Each thread's innermost user range from seg_start until the next change (seg_end; NULL: to the trace's end;
+-- range_id NULL where no user range is open).
+CREATE OR REPLACE TEMP TABLE nvtx_thread_segments AS
+SELECT source_id, pid, tid, t AS seg_start, lead(t) OVER (PARTITION BY source_id, pid, tid ORDER BY t) AS seg_end,
+       range_id
+FROM nvtx_thread_states;
+
+-- Idle gaps with the thread that launched the work ending the gap (pid/tid NULL for the gap after a device's last
+-- work, and when nothing is known of the launch), for the sources that have user ranges at all.
+CREATE OR REPLACE TEMP TABLE nvtx_gap_threads AS
+SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.cause, l.pid, l.tid
 FROM gpu_idle_gaps g
 LEFT JOIN gpu_busy_intervals b ON b.source_id = g.source_id AND b.device = g.device AND b.ts_ns = g.end_ns
 LEFT JOIN nvtx_launches l ON l.source_id = g.source_id AND l.correlation_id = b.first_correlation_id
-ASOF LEFT JOIN nvtx_thread_states s
-  ON s.source_id = g.source_id AND s.pid = l.pid AND s.tid = l.tid AND s.t <= g.ts_ns
-LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id
 WHERE g.source_id IN (SELECT source_id FROM nvtx_user_ranges);
 
--- Per device and range name: GPU time of the work launched in it (summed durations, ns), idle time attributed to
--- it (ns), and idle_pct = idle / (GPU time + idle) × 100: "in 'forward', 38 % of the GPU time is idle".
+-- Idle gaps split by the user range the launching thread was in: one row per gap and thread segment overlapping
+-- it, dur_ns the overlap (ns); ts_ns/end_ns the gap's. The segment open at the gap's start is found by an ASOF join
+-- from the gap; those starting inside it by an ASOF join from the segment to the last gap of its device that
+-- started before it (a device's gaps never overlap): both linear in their rows. Time in no user range has no row.
+CREATE OR REPLACE TEMP TABLE nvtx_idle_gaps AS
+WITH at_start AS (
+    SELECT g.*, s.seg_start, s.seg_end, s.range_id
+    FROM nvtx_gap_threads g
+    ASOF JOIN nvtx_thread_segments s
+      ON s.source_id = g.source_id AND s.pid = g.pid AND s.tid = g.tid AND s.seg_start <= g.ts_ns
+),
+device_segments AS (
+    SELECT s.*, d.device
+    FROM nvtx_thread_segments s
+    JOIN (SELECT DISTINCT source_id, pid, tid, device FROM nvtx_gap_threads) d USING (source_id, pid, tid)
+),
+inside AS (
+    SELECT g.*, s.seg_start, s.seg_end, s.range_id
+    FROM device_segments s
+    ASOF JOIN nvtx_gap_threads g
+      ON g.source_id = s.source_id AND g.device = s.device AND g.pid = s.pid AND g.tid = s.tid
+     AND s.seg_start > g.ts_ns
+    WHERE s.seg_start < g.end_ns
+),
+pieces AS (
+    SELECT *, least(coalesce(seg_end, end_ns), end_ns) - greatest(seg_start, ts_ns) AS overlap_ns
+    FROM (SELECT * FROM at_start UNION ALL BY NAME SELECT * FROM inside)
+)
+SELECT p.source_id, p.rank, p.device, p.ts_ns, p.end_ns, p.overlap_ns AS dur_ns, p.cause, p.range_id,
+       u.name AS range_name
+FROM pieces p JOIN nvtx_user_ranges u ON u.range_id = p.range_id
+WHERE p.overlap_ns > 0;
+
+-- Per device and range name: GPU time of the work launched in it (summed durations, ns), idle time the host spent
+-- in it (ns, nvtx_idle_gaps), and idle_pct = idle / (GPU time + idle) × 100: "in 'forward', 38 % of the GPU time is idle".
 CREATE OR REPLACE TEMP VIEW nvtx_range_gpu_time AS
 WITH work AS (
     SELECT source_id, any_value(rank) AS rank, device, range_name, count(*) AS activity_count, sum(dur_ns) AS gpu_ns
@@ -104,7 +141,7 @@ FROM work FULL JOIN idle USING (source_id, device, range_name);
 CREATE OR REPLACE TEMP VIEW nvtx_idle_by_device AS
 SELECT source_id, device, top.range_name AS nvtx_range, top.idle_ns AS nvtx_range_idle_ns,
        top.idle_pct AS nvtx_range_idle_pct,
-       printf(' Most idle time falls in NVTX range ''%s'': %.0f%% of the GPU time there is idle (%.1f ms).',
+       printf(' Most idle time falls in NVTX range ''%s'': %.0f%% of the GPU time there is idle (%,.1f ms).',
               top.range_name, top.idle_pct, top.idle_ns / 1e6) AS nvtx_note
 FROM (
     SELECT source_id, device, arg_max({'range_name': range_name, 'idle_ns': idle_ns, 'idle_pct': idle_pct},

@@ -1,0 +1,75 @@
+"""Runs that do not compare, said where the reader looks: a diff of unrelated runs (another program, another
+number of ranks) warns right under its verdict, and a directory holding a timeline beside a kernel profile says
+under its headline that they are not one job's ranks. The bundled fix pairs and samples draw no warning."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import ROOT, SAMPLES
+from tracedoc import analyze
+from tracedoc.cli import cli
+from tracedoc.diff.gallery import DIFF_PAIRS
+
+
+def diff_json(before: str, after: str, tmp_path: Path) -> tuple[dict, list[str]]:
+    """The JSON diff of two samples and the first lines of the text diff."""
+    runner = CliRunner()
+    args = ["diff", str(SAMPLES / before), str(SAMPLES / after), "--cache-dir", str(tmp_path)]
+    data = json.loads(runner.invoke(cli, [*args, "--format", "json"]).stdout)
+    text = runner.invoke(cli, args).stdout.splitlines()
+    return data, text
+
+
+def test_a_decode_loop_against_a_two_rank_ddp_job_is_warned(tmp_path: Path) -> None:
+    data, text = diff_json("decode-eager", "ddp-overlap", tmp_path)
+    assert data["verdict"] == "faster" and (data["before"]["ranks"], data["after"]["ranks"]) == (1, 2)
+    ranks, few = data["warnings"]
+    assert ranks.startswith("BEFORE holds 1 rank and AFTER 2")
+    assert few.startswith("few kernels in common: 6 of the 26 kernel names before and the 39 after")
+    assert text[1].startswith("Faster:") and text[2].startswith("Warning: BEFORE holds 1 rank and AFTER 2")
+    assert text[3].startswith("Warning: Few kernels in common") and text[3].endswith("one program?")
+
+
+def test_two_single_rank_runs_of_different_programs_are_warned(tmp_path: Path) -> None:
+    """The image pipeline against the decode loop share two small kernels (0.1 % and 1.0 % of their time)."""
+    data, text = diff_json("input-slow", "decode-eager", tmp_path)
+    [few] = data["warnings"]
+    assert "0.1% of the kernel time before and 1.0% after" in few and text[2].startswith("Warning: Few kernels")
+
+
+@pytest.mark.parametrize("pair", [(b, a) for b, a, _ in DIFF_PAIRS], ids=lambda p: f"{p[0]}->{p[1]}")
+def test_the_bundled_fix_pairs_draw_no_warning(pair: tuple[str, str]) -> None:
+    """The gallery's diffs (regenerated and compared by test_diff), among them torch.compile's, which replaces most
+    of the eager kernels."""
+    data = json.loads((ROOT / "reports" / "diffs" / f"{pair[0]}--{pair[1]}.json").read_text())
+    assert data["warnings"] == []
+
+
+def test_a_timeline_beside_a_kernel_profile_is_not_one_job(tmp_path: Path) -> None:
+    """A folder with copies of the decode-eager trace and an Nsight Compute CSV export of another program."""
+    shutil.copy(SAMPLES / "decode-eager" / "trace.json.gz", tmp_path)
+    shutil.copy(SAMPLES / "ncu-h200-torch-csv" / "h200_torch_gemm_softmax_full.raw.base-units.csv", tmp_path)
+    report = analyze(tmp_path, use_cache=False)
+    assert report.summary["ranks"] == 2
+    assert report.summary["mixed_inputs"] == ("a timeline (PyTorch profiler: rank 1) and a kernel profile "
+                                              "(Nsight Compute: rank 0)")
+    result = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache"], env={"COLUMNS": "300"})
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("tracedoc 2 input(s) · 2 rank(s)")
+    assert lines[1] == ("These inputs are runs of different kinds, not the ranks of one job: a timeline (PyTorch "
+                        "profiler: rank 1) and a kernel profile (Nsight Compute: rank 0). The rank count and the "
+                        "headline mix them; analyse each kind apart.")
+    md = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache", "--format", "md"]).stdout
+    assert "not the ranks of one job" in md
+
+
+def test_no_bundled_sample_is_mixed() -> None:
+    """Telemetry beside traces, the GEMM ladder's timings beside ncu reports: they ride along."""
+    for path in sorted((ROOT / "reports").glob("*.json")):
+        assert "mixed_inputs" not in json.loads(path.read_text())["summary"], path.name

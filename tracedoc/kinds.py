@@ -1,0 +1,53 @@
+"""What kind of run an input is, from its format: a timeline (PyTorch profiler, Nsight Systems), a kernel profile
+(Nsight Compute), hang dumps (NCCL flight recorder) or GPU health records (NVML snapshots, telemetry, the GEMM
+ladder's timings), which ride along with any of the others. A diff compares two runs of one kind; a directory
+whose inputs are of kinds that cannot be one job's ranks (a timeline beside a kernel profile) says so."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+TIMELINE, KERNEL_PROFILE, HANG_DUMPS, HEALTH = "timeline", "kernel profile", "hang dumps", "GPU health records"
+_TIMELINE_FORMATS = {"torch", "nsys"}
+_FORMAT_NAMES = {"torch": "PyTorch profiler", "nsys": "Nsight Systems", "ncu": "Nsight Compute",
+                 "flight_recorder": "flight recorder"}
+
+
+def kind_of(formats: Sequence[str]) -> str:
+    """timeline, kernel profile, hang dumps or GPU health records: what inputs of these formats are, whatever
+    else rides along (e.g. telemetry beside a timeline)."""
+    present = set(formats)
+    if present & _TIMELINE_FORMATS:
+        return TIMELINE
+    if "ncu" in present:
+        return KERNEL_PROFILE
+    if "flight_recorder" in present:
+        return HANG_DUMPS
+    return HEALTH
+
+
+def mixed_runs(inputs: Iterable[tuple[str, int | None]]) -> str | None:
+    """For inputs (format, rank) that hold a kernel profile beside a timeline or hang dumps — runs of different
+    kinds, which cannot be the ranks of one job — what each kind is: "a timeline (PyTorch profiler: rank 1) and a
+    kernel profile (Nsight Compute: rank 0)"; else None. Health records ride along with anything, and flight-recorder
+    dumps may come from the job whose traces lie beside them."""
+    by_kind: dict[str, dict[str, set[int]]] = {}
+    for fmt, rank in inputs:
+        kind = kind_of([fmt])
+        if kind != HEALTH:
+            by_kind.setdefault(kind, {}).setdefault(fmt, set()).update([] if rank is None else [rank])
+    if KERNEL_PROFILE not in by_kind or len(by_kind) < 2:
+        return None
+    parts = []
+    for kind in (TIMELINE, KERNEL_PROFILE, HANG_DUMPS):
+        if kind in by_kind:
+            formats = "; ".join(f"{_FORMAT_NAMES.get(fmt, fmt)}: {_ranks_text(ranks)}"
+                                for fmt, ranks in sorted(by_kind[kind].items()))
+            parts.append(f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({formats})")
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _ranks_text(ranks: set[int]) -> str:
+    """'rank 1', 'ranks 0, 2'."""
+    ordered = sorted(ranks)
+    return ("rank " if len(ordered) == 1 else "ranks ") + ", ".join(str(r) for r in ordered) if ordered else "no rank"
