@@ -68,3 +68,27 @@ def test_straggler_advice_is_for_its_cause(tmp_path: Path) -> None:
     assert "balance the data across ranks" in larger
     assert "DataLoader" not in larger and "work only it does" not in larger
     assert "work only it does" in extra and "balance the data" not in extra
+
+
+@pytest.mark.parametrize("trace", [SAMPLES / "input-slow", DATA / "nsys-saxpy"])
+def test_pageable_copies_and_the_syncs_they_make_are_one_diagnosis(trace: Path, tmp_path: Path) -> None:
+    """A copy from unpinned memory blocks the host until the GPU has drained (torch's copy_ syncs its stream; CUDA's
+    cudaMemcpy is synchronous): where most of a rank's blocking syncs are such copies, host-sync and pageable-memcpy
+    are one diagnosis, with pinning first in its fix and one saving: the GPU idle the syncs cost plus half the
+    copies' time (pinned copies run at about twice the bandwidth), drawn from different causes."""
+    findings = analyze(trace, cache_dir=tmp_path).findings
+    number = {f.rule: n for n, f in enumerate(findings, 1)}
+    sync, pageable = findings[number["host-sync"] - 1], findings[number["pageable-memcpy"] - 1]
+    assert pageable.part_of == number["host-sync"] and pageable.impact_ms == 0
+    assert "pageable" in sync.message and sync.fix.lower().startswith(("pin the host memory", "copy from pinned"))
+    evidence = {e.name: e.value for e in sync.evidence + pageable.evidence}
+    assert evidence["syncs that wait for pageable copies"] * 2 >= evidence["blocking sync calls"]
+    idle_ms, copies_ms = evidence["GPU idle while or after the host was blocked"], evidence["time in pageable copies"]
+    assert idle_ms + copies_ms / 2 == pytest.approx(sync.impact_ms, rel=0.01)
+
+
+def test_pageable_copies_stay_apart_where_the_syncs_have_other_causes(tmp_path: Path) -> None:
+    """CloverLeaf's syncs are mostly cudaDeviceSynchronize between its kernels, not its pageable copies."""
+    findings = {f.rule: f for f in analyze(DATA / "nsys-cloverleaf", cache_dir=tmp_path).findings}
+    assert findings["pageable-memcpy"].part_of is None and findings["pageable-memcpy"].impact_ms > 0
+    assert not findings["host-sync"].fix.lower().startswith(("pin", "copy from pinned"))

@@ -25,12 +25,18 @@ def judge(store: Store, rules: list[Rule], wall_ms: float,
     """Evaluate every rule that reads an analysis of the store's kinds of input (Store.applies); return the
     findings ranked by estimated saving (largest first)."""
     judged: list[tuple[Finding, Rule, float]] = []
+    absorbing: list[tuple[Finding, str]] = []
     for rule in (r for r in rules if store.applies(r.reads)):
         thresholds = {**rule.thresholds, **(overrides or {}).get(rule.id, {})}
         for row in _matching_rows(store, rule, thresholds):
             fraction = _number(row.pop("__claim_fraction", 1.0))
-            judged.append((_finding(rule, row, wall_ms), rule, 1.0 if fraction is None else fraction))
+            absorbs = row.pop("__absorbs", None)
+            finding = _finding(rule, row, wall_ms)
+            judged.append((finding, rule, 1.0 if fraction is None else fraction))
+            if rule.absorbs is not None and absorbs:
+                absorbing.append((finding, rule.absorbs.rule))
     owners = _draw_savings(store, judged)
+    owners.update(_absorb(absorbing, [f for f, _, _ in judged]))
     for finding, rule, _ in judged:
         _set_saving(finding, rule, wall_ms)
     findings = sorted((f for f, _, _ in judged), key=_rank_key)
@@ -50,6 +56,21 @@ def _draw_savings(store: Store, judged: list[tuple[Finding, Rule, float]]) -> di
     pools = store.query("SELECT rank, device, cause, detail, sum(ns) / 1e6 AS ms FROM attribution_slices "
                         "GROUP BY ALL")
     return allocate(candidates, pools)
+
+
+def _absorb(absorbing: list[tuple[Finding, str]], findings: list[Finding]) -> dict[int, int]:
+    """Fold each absorbed finding (a link in an absorbing finding's causal chain, on the same rank) into its owner:
+    the owner's saving gains the link's (drawn from other causes, so the sum still holds) and the link keeps none.
+    Returns ``{id(link): id(owner)}``."""
+    folded: dict[int, int] = {}
+    for owner, rule_id in absorbing:
+        for link in findings:
+            if link.rule == rule_id and link.scope.rank == owner.scope.rank and id(link) not in folded:
+                owner.impact_ms = round(owner.impact_ms + link.impact_ms, 3)
+                owner.drawn_from.extend(c for c in link.drawn_from if c not in owner.drawn_from)
+                link.impact_ms = 0.0
+                folded[id(link)] = id(owner)
+    return folded
 
 
 def _set_saving(finding: Finding, rule: Rule, wall_ms: float) -> None:
@@ -76,6 +97,8 @@ def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> li
     selects += [f"({e.value}) AS __evidence_{i}" for i, e in enumerate(rule.evidence)]
     if rule.claims is not None and rule.claims.fraction is not None:
         selects.append(f"({rule.claims.fraction}) AS __claim_fraction")
+    if rule.absorbs is not None:
+        selects.append(f"coalesce(({rule.absorbs.when}), false) AS __absorbs")
     sql = f"SELECT *, {', '.join(selects)} FROM {rule.view} WHERE {rule.when}"
     names = set(_PARAM.findall(sql))
     unknown = names - thresholds.keys()

@@ -10,7 +10,10 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
     evidence ([{name, value (SQL), unit}]), message (text with {column} placeholders; {x_ns:time} writes a duration
     in ns readably; [[...]] parts are left out when a field in them is NULL), fix, references, and claims
     (optional: {causes: [attribution causes], details: [details]} — the time attribution the saving is drawn
-    from, so that findings never claim the same time twice; see tracedoc.judge.savings).
+    from, so that findings never claim the same time twice; see tracedoc.judge.savings), and absorbs
+    (optional: {rule: id, when: SQL condition on the view's columns} — where the condition holds, the other rule's
+    finding on the same rank is a link in this finding's causal chain: its saving joins this one's and it is shown
+    as part of it, so one diagnosis carries one fix and one saving).
 """
 
 from __future__ import annotations
@@ -43,6 +46,14 @@ class EvidenceSpec:
     unit: str = ""
 
 
+@dataclass(frozen=True)
+class Absorbs:
+    """Another rule whose finding on the same rank is part of this rule's diagnosis where ``when`` holds."""
+
+    rule: str
+    when: str
+
+
 @dataclass
 class Rule:
     """A rule as written in its file."""
@@ -62,6 +73,7 @@ class Rule:
     evidence: list[EvidenceSpec] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
     claims: Claim | None = None
+    absorbs: Absorbs | None = None
     source: str = "built-in"
 
     @classmethod
@@ -93,7 +105,7 @@ class Rule:
                    view=data["view"], when=data["when"], impact_ms=str(data["impact_ms"]),
                    message=data["message"].strip(), fix=data["fix"].strip(), thresholds=thresholds,
                    critical_above_pct=data.get("critical_above_pct"), claims=_claims(path, data.get("claims")),
-                   scope=data.get("scope") or {},
+                   absorbs=_absorbs(path, data.get("absorbs")), scope=data.get("scope") or {},
                    evidence=evidence, references=list(data.get("references") or []), source=source)
 
 
@@ -124,6 +136,15 @@ def _claims(path: Path | Any, spec: Any) -> Claim | None:
                         "a fraction)")
     fraction = spec.get("fraction")
     return Claim(tuple(causes), tuple(str(d) for d in details), None if fraction is None else str(fraction))
+
+
+def _absorbs(path: Path | Any, spec: Any) -> Absorbs | None:
+    """A rule's ``absorbs``: the rule whose finding is part of this one's where the condition holds."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or not _ID.match(str(spec.get("rule", ""))) or not spec.get("when"):
+        raise RuleError(f"{path}: absorbs needs a rule id and a when condition")
+    return Absorbs(str(spec["rule"]), str(spec["when"]))
 
 
 @functools.cache

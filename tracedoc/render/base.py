@@ -105,6 +105,14 @@ def saving_text(impact_ms: float, impact_pct: float, wall_ms: float) -> str:
     return f"{fmt_ms(impact_ms)} ({impact_pct:.1f}%)" if wall_ms else fmt_ms(impact_ms)
 
 
+def finding_saving_text(finding: Finding, wall_ms: float) -> str:
+    """A finding's saving; 'part of #N' alone when the finding it is part of holds all of its time."""
+    if finding.part_of and finding.impact_ms <= 0:
+        return f"part of #{finding.part_of}"
+    part = f", part of #{finding.part_of}" if finding.part_of else ""
+    return saving_text(finding.impact_ms, finding.impact_pct, wall_ms) + part
+
+
 def scope_text(scope: dict[str, object]) -> str:
     """'rank 0, device 1, kernel ...' from a finding's scope."""
     return ", ".join(f"{k} {v}" for k, v in scope.items()) or "whole job"

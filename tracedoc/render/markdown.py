@@ -7,9 +7,9 @@ import re
 from tracedoc.render.attribution import attribution_by_device, window_text
 from tracedoc.render.base import (
     Renderer,
+    finding_saving_text,
     fmt_value,
     missing_ranks_lines,
-    saving_text,
     scope_text,
     summary_text,
     what_if_text,
@@ -45,13 +45,13 @@ class MarkdownRenderer(Renderer):
         else:
             lines += ["| # | severity | rule | where | est. saving |", "|---|---|---|---|---|"]
             for i, f in enumerate(report.findings, 1):
-                saving = saving_text(f.impact_ms, f.impact_pct, wall) + (f", part of #{f.part_of}" if f.part_of else "")
+                saving = finding_saving_text(f, wall)
                 lines.append(f"| {i} | {f.severity} | `{f.rule}` | {escape(scope_text(f.scope.to_dict()))} | "
                              f"{saving} |")
             lines.append("")
             for i, f in enumerate(report.findings, 1):
                 lines += [f"### {i}. {escape(f.title)} (`{f.rule}`, {f.severity})", "", escape(f.message), "",
-                          f"**Estimated saving:** {saving_text(f.impact_ms, f.impact_pct, wall)}", "",
+                          f"**Estimated saving:** {finding_saving_text(f, wall)}", "",
                           "| evidence | value |", "|---|---|"]
                 lines += [f"| {escape(e.name)} | {escape(fmt_value(e.value, e.unit))} |" for e in f.evidence]
                 lines += ["", f"**Fix:** {escape(f.fix)}", ""]

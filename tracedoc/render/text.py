@@ -16,10 +16,10 @@ from rich.text import Text
 from tracedoc.render.attribution import attribution_by_device, part_of_text, window_text
 from tracedoc.render.base import (
     Renderer,
+    finding_saving_text,
     fmt_ms,
     fmt_value,
     missing_ranks_lines,
-    saving_text,
     scope_text,
     summary_text,
     what_if_text,
@@ -66,7 +66,8 @@ class TextRenderer(Renderer):
             table.add_column(col, **kw)
         for i, f in enumerate(report.findings, 1):
             table.add_row(str(i), Text(f.severity, style=_STYLE.get(f.severity, "")), Text(one_line(f.rule)),
-                          Text(one_line(scope_text(f.scope.to_dict()))), fmt_ms(f.impact_ms),
+                          Text(one_line(scope_text(f.scope.to_dict()))),
+                          "" if f.part_of and f.impact_ms <= 0 else fmt_ms(f.impact_ms),
                           f"part of #{f.part_of}" if f.part_of else f"{f.impact_pct:.1f}%" if wall else "")
         out.append(table)
         for i, f in enumerate(report.findings, 1):
@@ -82,7 +83,8 @@ class TextRenderer(Renderer):
                          Text.assemble(("fix: ", "bold"), terminal_text(f.fix)), *after)
             title = Text.assemble((f"{i}. ", "bold"), (one_line(f.title), "bold"), f"  [{one_line(f.rule)}]")
             out.append(Panel(body, title=title, title_align="left", border_style=_STYLE.get(f.severity, ""),
-                             subtitle=Text(f"saves ~{saving_text(f.impact_ms, f.impact_pct, wall)}"),
+                             subtitle=Text(f"part of #{f.part_of}" if f.part_of and f.impact_ms <= 0
+                                           else f"saves ~{finding_saving_text(f, wall)}"),
                              subtitle_align="right"))
         return out + attribution_parts(report) + rank_steps_parts(report.metrics)
 

@@ -14,11 +14,22 @@
 -- include: gpu.idle
 -- include: trace.framework
 
--- One row per blocking sync call: its operator (via the profiler's External id), start, duration (ns).
+-- One row per blocking sync call: its operator (via the profiler's External id), start, duration (ns), and
+-- pageable_copy: whether it waits for a copy from pageable host memory, its own (a synchronous cudaMemcpy) or one
+-- its operator made (a copy_ from an unpinned tensor: cudaMemcpyAsync, then cudaStreamSynchronize).
 CREATE OR REPLACE TEMP TABLE host_sync_calls AS
+WITH pageable AS (
+    SELECT DISTINCT r.source_id, r.correlation_id, r.external_id
+    FROM gpu_work g JOIN cpu_activity r
+      ON r.source_id = g.source_id AND r.correlation_id = g.correlation_id AND r.kind IN ('runtime', 'driver')
+    WHERE g.kind = 'memcpy' AND g.host_memory = 'pageable'
+)
 SELECT r.source_id, r.rank, r.name AS call, r.ts_ns, r.dur_ns, r.ts_ns + r.dur_ns AS end_ns,
        (SELECT arg_max(o.name, (o.ts_ns, o.name)) FROM cpu_activity o
-        WHERE o.source_id = r.source_id AND o.kind = 'op' AND o.external_id = r.external_id) AS op
+        WHERE o.source_id = r.source_id AND o.kind = 'op' AND o.external_id = r.external_id) AS op,
+       EXISTS (SELECT 1 FROM pageable p
+               WHERE p.source_id = r.source_id
+                 AND (p.correlation_id = r.correlation_id OR p.external_id = r.external_id)) AS pageable_copy
 FROM cpu_activity r JOIN trace_windows w USING (source_id)
 WHERE r.kind IN ('runtime', 'driver')
   AND r.ts_ns >= w.start_ns AND r.ts_ns < w.end_ns
@@ -75,10 +86,13 @@ GROUP BY g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns;
 
 -- Per rank: sync calls, calls per profiler step, time the host spent blocked (ns), GPU idle charged to them
 -- (gpu_idle_ns, ns and % of the window), and the operator that made most of them (on a tie, the one that made
--- the first), and fix_text: the advice, in PyTorch's terms where the trace is of a PyTorch program
--- (trace.framework), else in CUDA's.
+-- the first), pageable_syncs: those that wait for copies from pageable memory (host.memcpy's pageable copies
+-- cause them: pinning the memory removes both, rule pageable-memcpy joins host-sync's diagnosis where they are
+-- most; pageable_sync_count: the same, NULL for none), and fix_text: the advice, in PyTorch's terms where the trace is of a PyTorch program (trace.framework),
+-- else in CUDA's; pinned, asynchronous copies first where most syncs wait for pageable copies.
 CREATE OR REPLACE TEMP VIEW host_sync_by_rank AS
-SELECT s.source_id, s.rank, count(*) AS sync_count,
+SELECT s.source_id, s.rank, count(*) AS sync_count, count(*) FILTER (WHERE s.pageable_copy) AS pageable_syncs,
+       nullif(count(*) FILTER (WHERE s.pageable_copy), 0) AS pageable_sync_count,
        count(*) / nullif(any_value(w.step_count), 0) AS syncs_per_step,
        sum(s.dur_ns) AS blocked_ns,
        coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0) AS gpu_idle_ns,
@@ -86,6 +100,15 @@ SELECT s.source_id, s.rank, count(*) AS sync_count,
            / nullif(any_value(w.wall_ns), 0) AS gpu_idle_pct,
        mode(coalesce(s.op, s.call) ORDER BY s.ts_ns, coalesce(s.op, s.call)) AS top_origin,
        any_value(w.wall_ns) AS wall_ns,
+       CASE WHEN 2 * count(*) FILTER (WHERE s.pageable_copy) < count(*) THEN ''
+            WHEN coalesce(any_value(f.pytorch), true)
+            THEN 'Pin the host memory of the copies and make them asynchronous: DataLoader(pin_memory=True), or '
+                 || 'tensor.pin_memory() once for buffers reused every step, then .to(device, non_blocking=True); '
+                 || 'this removes the syncs the pageable copies make and speeds up the copies (pageable-memcpy). '
+            ELSE 'Copy from pinned memory, asynchronously: allocate the host buffers with cudaMallocHost (or '
+                 || 'register them with cudaHostRegister) and copy with cudaMemcpyAsync on a stream; this removes '
+                 || 'the syncs the pageable copies make and speeds up the copies (pageable-memcpy). '
+       END ||
        CASE WHEN coalesce(any_value(f.pytorch), true)
             THEN 'Keep values on the GPU: remove per-step .item(), .cpu(), .tolist(), print() of tensors and '
                  || 'torch.cuda.synchronize(); accumulate metrics on the device and read them every N steps; '
