@@ -193,3 +193,12 @@ def test_module_entry_point() -> None:
     result = subprocess.run([sys.executable, "-m", "tracedoc", "rules", "launch-bound"], capture_output=True,
                             text=True)
     assert result.returncode == 0 and "min_idle_pct" in result.stdout
+
+
+def test_help_names_every_kind_of_input_and_health_offers_only_what_it_does() -> None:
+    top = CliRunner().invoke(cli, ["--help"]).output
+    assert all(kind in " ".join(top.split()) for kind in ("Nsight Systems", "Nsight Compute", "PyTorch profiler",
+                                                          "flight-recorder", "health"))
+    health = " ".join(CliRunner().invoke(cli, ["health", "--help"]).output.split())
+    assert "perfetto" not in health and "launch-bound" not in health
+    assert "power-capped.min_power_cap_pct" in health.replace("- ", "-")

@@ -48,3 +48,21 @@ def test_hostile_names_are_escaped_in_markdown(tmp_path: Path) -> None:
     md = RENDERERS["md"]().render(report)
     assert not re.search(r"(?<!\\)<img", md) and "\\<img src=x onerror=alert(1)\\>" in md
     assert "\\[link\\](http://x) \\| \\*b\\*" in md
+
+
+def test_evidence_reads_as_a_person_would_write_it() -> None:
+    """Counts without decimals ('1,152 kernels per step', not '1,152.0'), sizes in their largest unit ('1.92 TB',
+    not '1,924,615.1 MB'), and a share in % beside the time of the same name on one row."""
+    decode = RENDERERS["md"]().render(analyze([SAMPLES / "decode-eager"]))
+    assert re.search(r"\| kernels per step \| [\d,]+ \|", decode), decode
+    ncu = RENDERERS["md"]().render(analyze([SAMPLES / "ncu-a40-julia"]))
+    assert "4.31 GB" in ncu and "4,312.6 MB" not in ncu
+    slow = RENDERERS["md"]().render(analyze([SAMPLES / "input-slow"]))
+    assert re.search(r"\| idle waiting on the host \| [\d.]+ ms \([\d.]+%\) \|", slow)
+    assert not re.search(r"\| idle waiting on the host \| [\d.]+% \|", slow)  # no second row for the share
+
+
+def test_a_long_title_never_cuts_the_rule_id_at_80_columns() -> None:
+    report = analyze([SAMPLES / "hang-4rank-stuck"])
+    text = RENDERERS["text"](width=80).render(report)
+    assert f"{report.findings[0].rule} · saves" in text

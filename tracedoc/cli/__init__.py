@@ -62,5 +62,7 @@ class LazyCommands(MutableMapping[str, click.Command]):
 def cli(debug: bool) -> None:
     """tracedoc: a doctor for GPU profiling traces.
 
-    Reads PyTorch profiler traces and tells you what is slow, where, how much it costs and how to fix it.
+    Reads Nsight Systems reports and exports, Nsight Compute reports, PyTorch profiler traces (one file or every
+    rank of a job), NCCL flight-recorder dumps after a hang and GPU health samples, and tells you what is slow,
+    where, how much it costs and how to fix it.
     """

@@ -50,7 +50,7 @@ _MAX_ITEMS = 1e12  # items a step processes: beyond any batch, and throughputs s
 @click.option("--rank", type=int, default=None,
               help="The rank whose causes are compared (default: the slowest rank before).")
 @rules_option
-@set_option
+@set_option()
 @cache_dir_option
 @click.option("--no-cache", is_flag=True, help="Ingest into temporary stores and discard them afterwards.")
 @one_line_errors

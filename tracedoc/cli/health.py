@@ -32,7 +32,8 @@ from tracedoc.report import Report
 
 @click.command("health")
 @report_options("Write the report to this file, or into this directory as tracedoc-health.<ext>. With --watch: "
-                "the telemetry file to write (NAME.telemetry.parquet); the report then goes to the terminal.")
+                "the telemetry file to write (NAME.telemetry.parquet); the report then goes to the terminal.",
+                formats=("html", "json", "md", "text"), set_example="gpu-power-capped.min_power_cap_pct=50")
 @click.option("--record", type=click.Path(path_type=Path), default=None,
               help="Also save NVML's answers as JSON: a recording that `tracedoc analyze` reads beside traces.")
 @click.option("--watch", "watching", is_flag=True,

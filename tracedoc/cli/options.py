@@ -28,8 +28,13 @@ _OUT_HELP = "Write the report to this file, or into this directory as tracedoc-r
 rules_option = click.option("--rules", "rules_dirs", multiple=True, type=click.Path(path_type=Path),
                             help="A folder of extra rule files (*.yaml); repeatable. A rule with a built-in's id "
                                  "replaces it.")
-set_option = click.option("--set", "settings", multiple=True, metavar="RULE.THRESHOLD=VALUE",
-                          help="Override a rule threshold, e.g. --set launch-bound.min_idle_pct=25; repeatable.")
+
+
+def set_option(example: str = "launch-bound.min_idle_pct=25") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--set RULE.THRESHOLD=VALUE (parameter settings), with an example of the command's own rules."""
+    return click.option("--set", "settings", multiple=True, metavar="RULE.THRESHOLD=VALUE",
+                        help=f"Override a rule threshold, e.g. --set {example}; repeatable.")
+
 cache_dir_option = click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
                                 help="Where ingested stores are cached (default: $TRACEDOC_CACHE_DIR or "
                                      "~/.cache/tracedoc).")
@@ -84,15 +89,18 @@ def cluster_spec(workers: int | None, scheduler: str | None, scheduler_file: Pat
     return ClusterSpec(workers=workers, scheduler=scheduler, scheduler_file=scheduler_file)
 
 
-def report_options(out_help: str = _OUT_HELP) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The options of a command that judges with rules and writes a report: --format, --out, --rules, --set,
-    --fail-on (parameters fmt, out, rules_dirs, settings, fail_on)."""
+def report_options(out_help: str = _OUT_HELP, formats: Sequence[str] | None = None,
+                   set_example: str = "launch-bound.min_idle_pct=25",
+                   ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of a command that judges with rules and writes a report: --format (``formats``, default every
+    renderer), --out, --rules, --set (with ``set_example``), --fail-on (parameters fmt, out, rules_dirs, settings,
+    fail_on)."""
     options = [
-        click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default=None,
+        click.option("--format", "fmt", type=click.Choice(sorted(formats or RENDERERS)), default=None,
                      help="Output format (default: text, or what --out's extension implies)."),
         click.option("--out", type=click.Path(), callback=_out_path, default=None, help=out_help),
         rules_option,
-        set_option,
+        set_option(set_example),
         click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
                      help="Exit with code 1 when a finding of this severity or worse is reported (for CI)."),
     ]

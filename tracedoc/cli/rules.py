@@ -15,7 +15,7 @@ from tracedoc.judge import load_rules
 @click.command("rules")
 @click.argument("rule_id", required=False)
 @rules_option
-@set_option
+@set_option()
 @one_line_errors
 def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...], settings: tuple[str, ...]) -> None:
     """List the rules tracedoc applies, or show one rule's thresholds (with --set: as they would be), when it

@@ -29,7 +29,7 @@ from tracedoc.store.cache import default_cache_dir
 @click.option("--diff", "as_diff", is_flag=True,
               help="Compare two runs: PATHS are BEFORE and AFTER, as `tracedoc diff` takes them.")
 @rules_option
-@set_option
+@set_option()
 @cache_dir_option
 @one_line_errors
 def serve_command(paths: tuple[Path, ...], host: str, port: int | None, no_show: bool, as_diff: bool,

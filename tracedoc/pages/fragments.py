@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from tracedoc.causes import CAUSES, color
 from tracedoc.render.attribution import CauseShare, attribution_by_device, cause_label, part_of_text, window_text
-from tracedoc.render.base import fmt_value, missing_ranks_lines, saving_text, scope_text, summary_text, what_if_text
+from tracedoc.render.base import (
+    evidence_rows,
+    missing_ranks_lines,
+    saving_text,
+    scope_text,
+    summary_text,
+    what_if_text,
+)
 from tracedoc.render.sanitize import one_line, visible_text
 
 if TYPE_CHECKING:
@@ -129,7 +136,7 @@ def finding_html(number_: int, finding: Finding, wall_ms: float, projection: dic
     (``link``, in the dashboard)."""
     shared = f'<p class="note">{esc(part_of_text(finding.part_of))}</p>' if finding.part_of else ""
     after = f'<p class="whatif">{esc(what_if_text(projection))}</p>' if projection else ""
-    evidence = table_html([{"name": e.name, "value": fmt_value(e.value, e.unit)} for e in finding.evidence],
+    evidence = table_html([{"name": name, "value": value} for name, value in evidence_rows(finding.evidence)],
                           [Column("name", "evidence"), Column("value", "value", numeric=True)]).markup
     refs = "".join(f'<li><a href="{esc(r)}" rel="noopener noreferrer">{esc(r)}</a></li>'
                    for r in finding.references if r.startswith(("https://", "http://")))

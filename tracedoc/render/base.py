@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from tracedoc.units import fmt_ms
 
 if TYPE_CHECKING:
-    from tracedoc.report import Finding, Report
+    from tracedoc.report import Evidence, Finding, Report
 
 
 class Renderer:
@@ -29,8 +29,17 @@ def renderer_for_extension(suffix: str) -> type[Renderer] | None:
     return next((r for r in RENDERERS.values() if r.extension == suffix.lower()), None)
 
 
+_LARGER = {"MB": (("TB", 1e6), ("GB", 1e3))}  # a unit's larger units, largest first
+
+
 def fmt_value(value: object, unit: str) -> str:
-    """An evidence value with its unit."""
+    """An evidence value with its unit: whole numbers without decimals, sizes in the largest unit that keeps
+    them at 1 or more (1,924,615.1 MB reads 1.92 TB)."""
+    if isinstance(value, float) and unit == "MB":
+        unit, value = next(((big, value / factor) for big, factor in _LARGER[unit] if abs(value) >= factor),
+                           (unit, value))
+    if isinstance(value, float) and value.is_integer() and unit in ("", "count"):
+        value = int(value)
     if isinstance(value, float):
         text = f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3g}"
     elif isinstance(value, int):
@@ -41,6 +50,20 @@ def fmt_value(value: object, unit: str) -> str:
         text = str(value)
     unit = {"count": "", "us": "µs"}.get(unit, unit)
     return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
+
+
+def evidence_rows(evidence: Sequence[Evidence]) -> list[tuple[str, str]]:
+    """(name, value text) per evidence row; a share in % that follows a row of the same name joins it, as
+    '216.9 ms (81.1%)', rather than repeating the name on a second row."""
+    rows: list[tuple[str, str]] = []
+    previous: Evidence | None = None
+    for e in evidence:
+        if previous is not None and e.unit == "%" and previous.unit != "%" and e.name == previous.name and rows:
+            rows[-1] = (e.name, f"{rows[-1][1]} ({fmt_value(e.value, e.unit)})")
+        else:
+            rows.append((e.name, fmt_value(e.value, e.unit)))
+        previous = e
+    return rows
 
 
 def summary_text(summary: dict[str, object], inputs: int) -> str:

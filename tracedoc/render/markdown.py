@@ -7,8 +7,8 @@ import re
 from tracedoc.render.attribution import attribution_by_device, window_text
 from tracedoc.render.base import (
     Renderer,
+    evidence_rows,
     finding_saving_text,
-    fmt_value,
     missing_ranks_lines,
     scope_text,
     summary_text,
@@ -53,7 +53,7 @@ class MarkdownRenderer(Renderer):
                 lines += [f"### {i}. {escape(f.title)} (`{f.rule}`, {f.severity})", "", escape(f.message), "",
                           f"**Estimated saving:** {finding_saving_text(f, wall)}", "",
                           "| evidence | value |", "|---|---|"]
-                lines += [f"| {escape(e.name)} | {escape(fmt_value(e.value, e.unit))} |" for e in f.evidence]
+                lines += [f"| {escape(name)} | {escape(value)} |" for name, value in evidence_rows(f.evidence)]
                 lines += ["", f"**Fix:** {escape(f.fix)}", ""]
                 if projection := report.what_if_for(i):
                     lines += [f"*{escape(what_if_text(projection))}*", ""]

@@ -16,9 +16,9 @@ from rich.text import Text
 from tracedoc.render.attribution import attribution_by_device, part_of_text, window_text
 from tracedoc.render.base import (
     Renderer,
+    evidence_rows,
     finding_saving_text,
     fmt_ms,
-    fmt_value,
     missing_ranks_lines,
     scope_text,
     summary_text,
@@ -74,18 +74,19 @@ class TextRenderer(Renderer):
             evidence = Table.grid(padding=(0, 2))
             evidence.add_column(style="dim")
             evidence.add_column()
-            for e in f.evidence:
-                evidence.add_row(Text(one_line(e.name)), Text(one_line(fmt_value(e.value, e.unit))))
+            for name, value in evidence_rows(f.evidence):
+                evidence.add_row(Text(one_line(name)), Text(one_line(value)))
             shared = [Text(part_of_text(f.part_of), style="dim"), Text("")] if f.part_of else []
             projection = report.what_if_for(i)
             after = [Text(""), Text(terminal_text(what_if_text(projection)), style="italic")] if projection else []
             body = Group(Text(terminal_text(f.message)), Text(""), *shared, evidence, Text(""),
                          Text.assemble(("fix: ", "bold"), terminal_text(f.fix)), *after)
-            title = Text.assemble((f"{i}. ", "bold"), (one_line(f.title), "bold"), f"  [{one_line(f.rule)}]")
+            # the rule id goes with the saving, under the box: a long title cut at the terminal's width keeps it
+            title = Text.assemble((f"{i}. ", "bold"), (one_line(f.title), "bold"))
+            saving = f"part of #{f.part_of}" if f.part_of and f.impact_ms <= 0 else \
+                f"saves ~{finding_saving_text(f, wall)}"
             out.append(Panel(body, title=title, title_align="left", border_style=_STYLE.get(f.severity, ""),
-                             subtitle=Text(f"part of #{f.part_of}" if f.part_of and f.impact_ms <= 0
-                                           else f"saves ~{finding_saving_text(f, wall)}"),
-                             subtitle_align="right"))
+                             subtitle=Text(f"{one_line(f.rule)} · {saving}"), subtitle_align="right"))
         return out + attribution_parts(report) + rank_steps_parts(report.metrics)
 
 
