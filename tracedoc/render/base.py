@@ -29,18 +29,39 @@ def renderer_for_extension(suffix: str) -> type[Renderer] | None:
     return next((r for r in RENDERERS.values() if r.extension == suffix.lower()), None)
 
 
+# a size given in one of these units is written in the largest of them that keeps it at 1 or more
+SIZE_UNITS = ("B", "KB", "MB", "GB", "TB", "PB")
+
+
 def fmt_value(value: object, unit: str) -> str:
-    """An evidence value with its unit."""
+    """An evidence value with its unit: a count as a whole number ('1,152 kernels', a mean of many things rounded
+    too), a size in the unit that keeps it short ('1.92 TB', not '1,924,615.1 MB'), a flag as yes or no."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "n/a"
+    if unit in SIZE_UNITS and isinstance(value, int | float) and value:
+        value, unit = _scaled_size(float(value), unit)
+    if isinstance(value, float) and unit == "count" and (value.is_integer() or abs(value) >= 100):
+        value = round(value)
     if isinstance(value, float):
         text = f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3g}"
     elif isinstance(value, int):
         text = f"{value:,}"
-    elif value is None:
-        return "n/a"
     else:
         text = str(value)
     unit = {"count": "", "us": "µs"}.get(unit, unit)
     return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
+
+
+def _scaled_size(value: float, unit: str) -> tuple[float, str]:
+    """A size moved to the largest unit (powers of 1000, as the rules give them) in which it is still 1 or more."""
+    i = SIZE_UNITS.index(unit)
+    while i + 1 < len(SIZE_UNITS) and abs(value) >= 1000:
+        value, i = value / 1000, i + 1
+    while i > 0 and abs(value) < 1:
+        value, i = value * 1000, i - 1
+    return value, SIZE_UNITS[i]
 
 
 def summary_text(summary: dict[str, object], inputs: int) -> str:
