@@ -143,7 +143,8 @@ def test_kernels_page_keeps_the_full_names(straggler: Report) -> None:
 def test_kernel_names_are_shortened_readably() -> None:
     assert kernel_short("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
                         "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
-                        "at::detail::Array<char*, 1>)") == "at::native::vectorized_elementwise_kernel<…>(…)"
+                        "at::detail::Array<char*, 1>)") == \
+        "at::native::vectorized_elementwise_kernel<4, FillFunctor<…>, Array<…>>(…)"  # the functor tells it apart
     assert kernel_short("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>("
                         "cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4::Params)") == \
         "cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>(…)"
@@ -162,9 +163,15 @@ def test_ncu_page_sets_gemm_kernels_against_cublas() -> None:
     levels = [r.data_source.data["y"] for r in roofline.renderers if getattr(r.glyph, "line_dash", None)]
     assert levels == [[rows[0]["cublas_tflop_per_s"]] * 2]  # cuBLAS's measured FLOP/s, dashed, across the chart
     [labels] = [r for r in roofline.renderers if r.glyph.__class__.__name__ == "Text"]
-    data = labels.data_source.data  # each point labelled with its kernel's # of the tables
-    kernels = [k["kernel"] for k in report.metrics["ncu_kernels"]]
-    assert [kernels[int(n) - 1] for n in data["number"]] == data["kernel"]
+    [dots] = [r.data_source.data for r in roofline.renderers if r.glyph.__class__.__name__ == "Scatter"]
+    data = labels.data_source.data  # each point labelled with its kernel's # of the tables, at that point
+    kernels = [k.get("demangled") or k["kernel"] for k in report.metrics["ncu_kernels"]]
+    point = {label.split(".")[0]: (x, y, kernel) for label, x, y, kernel in zip(dots["label"], dots["x"], dots["y"],
+                                                                                 dots["kernel"])}
+    assert sorted(n for text in data["number"] for n in text.split(", ")) == sorted(point)
+    for text, x, y in zip(data["number"], data["x"], data["y"]):
+        assert (x, y) in [point[n][:2] for n in text.split(", ")]
+    assert all(kernels[int(n) - 1] == kernel for n, (_, _, kernel) in point.items())
 
 
 # --- timeline: DuckDB per view, datashader when binned ------------------------------------------------------------
@@ -574,9 +581,9 @@ SERVED_SAMPLES = {
     "nsys": ("nsys-torch-h100", {"/": (["GPU idle while the host works", "gpu-idle-host-bound"], 1),
                                  "/timeline": (["Wheel or drag a box to zoom"], 1),
                                  "/kernels": (["Top kernels"], 2)}),
-    "flight-recorder": ("hang-4rank-stuck", {"/": (["collective-hang"], 1),
+    "flight-recorder": ("hang-4rank-stuck", {"/": (["collective-hang", "no saving to estimate"], 0),  # no bar
                                              "/hang": (["culprit: never issued seq 3", "trace_rank_3"], 1)}),
-    "health": ("health-2xh200", {"/": (["gpu-power-capped"], 1)}),
+    "health": ("health-2xh200", {"/": (["gpu-power-capped", "informational, no saving"], 0)}),  # nothing broken
 }
 
 

@@ -77,6 +77,8 @@ def test_readme_python_example_shows_the_report_in_a_kernel_without_ipywidgets(t
     results = [o["data"] for o in outputs if o["output_type"] == "execute_result"]
     assert len(results) == 3
     assert "launch-bound" in results[0]["text/html"] and "Where the time went" in results[0]["text/html"]
+    # each finding a line that opens on its message and fix
+    assert '<details class="finding' in results[0]["text/html"] and "<b>Fix:</b>" in results[0]["text/html"]
     assert "launch_overhead" in results[1]["text/html"] and "host_wait" in results[2]["text/html"]
     assert "damaged" not in "".join(o.get("text", "") for o in outputs)
     assert _stored(cache) == made

@@ -65,7 +65,7 @@ def test_notebook_overview_is_the_report_head_with_trace_strings_escaped() -> No
     html = report._repr_html_()
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt; starved" in html
     for finding in report.findings:
-        assert f"<td>{finding.rule}</td>" in html
+        assert f"<code>{finding.rule}</code>" in html
     assert "wall 207 ms" in html and "Where the time went" in html and "launch overhead" in html.lower()
     # the style applies inside the output only: every rule's selectors start with the wrapper
     style = re.search(r"<style>(.*?)</style>", html, re.DOTALL).group(1)

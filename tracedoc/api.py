@@ -244,18 +244,19 @@ METRICS: dict[str, tuple[str, str]] = {
         FROM hang_dumps ORDER BY rank, NOT used, path"""),
     # Nsight Compute: per kernel (all profiled launches of one function and launch configuration), times in ms.
     "ncu_kernels": ("ncu.sol", """
-        SELECT rank, name AS kernel, grid, block, launches, total_ns / 1e6 AS total_ms, kernel_class, busiest_unit,
-               busiest_unit_pct, sm_pct, mem_pct, dram_pct, l2_pct, l1_pct, tensor_pct, achieved_occupancy_pct,
-               theoretical_occupancy_pct, waves, registers_per_thread, device_name
+        SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, launches, total_ns / 1e6 AS total_ms,
+               kernel_class, busiest_unit, busiest_unit_pct, sm_pct, mem_pct, dram_pct, l2_pct, l1_pct, tensor_pct,
+               achieved_occupancy_pct, theoretical_occupancy_pct, waves, registers_per_thread, device_name
         FROM ncu_kernel_sol ORDER BY rank, total_ns DESC"""),
     "ncu_warp_stalls": ("ncu.stalls", """
-        SELECT rank, name AS kernel, grid, block, reason, share_pct, cycles_per_issue, source, judged
+        SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, reason, share_pct, cycles_per_issue,
+               source, judged
         FROM ncu_warp_stalls
         QUALIFY row_number() OVER (PARTITION BY source_id, demangled_name, grid, block ORDER BY share_pct DESC) <= 3
         ORDER BY rank, total_ns DESC, share_pct DESC"""),
     "ncu_roofline": ("ncu.roofline", """
-        SELECT rank, name AS kernel, grid, block, precision, flop_per_s / 1e12 AS tflop_per_s,
-               dram_bytes_per_s / 1e9 AS dram_gb_per_s, arithmetic_intensity,
+        SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, precision,
+               flop_per_s / 1e12 AS tflop_per_s, dram_bytes_per_s / 1e9 AS dram_gb_per_s, arithmetic_intensity,
                peak_flop_per_s / 1e12 AS peak_tflop_per_s, peak_bytes_per_s / 1e9 AS peak_gb_per_s, ridge_point,
                pct_of_roof, roof_side, peak_source
         FROM ncu_roofline ORDER BY rank, total_ns DESC"""),
@@ -263,7 +264,8 @@ METRICS: dict[str, tuple[str, str]] = {
         SELECT rank, path, launches, unmeasured_launches, unmeasured_kernels, collected_set, sections, not_judged
         FROM ncu_coverage ORDER BY rank"""),
     "ncu_rules_vs_tracedoc": ("ncu.verdicts", """
-        SELECT rank, name AS kernel, grid, block, ncu_rule, ncu_title, ncu_type, ncu_speedup_pct, tracedoc_rule,
+        SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, ncu_rule, ncu_title, ncu_type,
+               ncu_speedup_pct, tracedoc_rule,
                CASE WHEN tracedoc_rule IS NULL THEN 'no tracedoc counterpart'
                     WHEN not_limiting_reason IS NOT NULL THEN 'overruled: ' || not_limiting_reason
                     ELSE 'judged by tracedoc rule ' || tracedoc_rule END AS tracedoc_view
@@ -271,8 +273,9 @@ METRICS: dict[str, tuple[str, str]] = {
         ORDER BY rank, total_ns DESC, name, grid, block, ncu_speedup_pct DESC NULLS LAST, ncu_rule"""),
     # ncu GEMM kernels against cuBLAS on a product of the same size (GEMM ladder measurements given with the report).
     "ncu_cublas_ceiling": ("ncu.cublas_ceiling", """
-        SELECT rank, name AS kernel, grid, block, product, dtype, tflop_per_s, cublas_tflop_per_s, pct_of_cublas,
-               sm_clock_mhz, cublas_sm_clock_mhz, total_ns / 1e6 AS total_ms, saving_ns / 1e6 AS saving_ms
+        SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, product, dtype, tflop_per_s,
+               cublas_tflop_per_s, pct_of_cublas, sm_clock_mhz, cublas_sm_clock_mhz, total_ns / 1e6 AS total_ms,
+               saving_ns / 1e6 AS saving_ms
         FROM ncu_cublas_ceiling ORDER BY rank, total_ns DESC"""),
     # The GEMM ladder's cuBLAS timings given (gemm_ladder.json): the ceilings on offer, matched or not.
     "gemm_ladder_cublas": ("ncu.cublas_ceiling", """

@@ -1,6 +1,7 @@
-"""A report's overview as HTML for notebooks (``Report._repr_html_``): the headline, the findings as a table and
-where each GPU's time went, made of the HTML report's escaped fragments (tracedoc.pages.fragments), with its style
-scoped to the output so that it leaves the notebook's own look alone. Needs no Bokeh: no charts here.
+"""A report's overview as HTML for notebooks (``Report._repr_html_``): the headline, the findings ranked by
+estimated saving, each a line that opens (a ``<details>`` element) on its message, evidence, fix and what-if
+projection, and where each GPU's time went, made of the HTML report's escaped fragments (tracedoc.pages.fragments),
+with its style scoped to the output so that it leaves the notebook's own look alone. Needs no Bokeh: no charts here.
 """
 
 from __future__ import annotations
@@ -8,13 +9,29 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from tracedoc.pages.fragments import STYLE, Column, attribution_table_html, headline_html, number, table_html
-from tracedoc.render.base import saving_text, scope_text
+from tracedoc.pages.fragments import (
+    STYLE,
+    Column,
+    attribution_table_html,
+    esc,
+    evidence_rows,
+    headline_html,
+    saving_html,
+    table_html,
+)
+from tracedoc.render.attribution import part_of_text
+from tracedoc.render.base import scope_text, what_if_text
 
 if TYPE_CHECKING:
-    from tracedoc.report import Report
+    from tracedoc.report import Finding, Report
 
 SCOPE = "div.tracedoc"
+DETAILS_STYLE = """
+details.finding { border-left: 4px solid #888; padding: 0.15rem 0.6rem; margin: 0.3rem 0; }
+details.critical { border-left-color: #c0392b; } details.warning { border-left-color: #e67e22; }
+details.info { border-left-color: #2e86c1; }
+details.finding summary { cursor: pointer; }
+"""
 _RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
 
 
@@ -28,20 +45,31 @@ def scoped_style(css: str, scope: str = SCOPE) -> str:
     return _RULE.sub(scoped, css)
 
 
+def finding_details_html(number_: int, finding: Finding, wall_ms: float,
+                         projection: dict[str, object] | None = None) -> str:
+    """One finding as a line (number, severity, rule, where, saving, title) that opens on its message, evidence, fix
+    and what-if projection; every string escaped."""
+    shared = f'<p class="note">{esc(part_of_text(finding.part_of))}</p>' if finding.part_of else ""
+    after = f'<p class="whatif">{esc(what_if_text(projection))}</p>' if projection else ""
+    evidence = table_html(evidence_rows(finding), [Column("name", "evidence"),
+                                                   Column("value", "value", numeric=True)]).markup
+    return (f'<details class="finding {esc(finding.severity)}"><summary>'
+            f'<b>{number_}. {esc(finding.title)}</b> <span class="sev {esc(finding.severity)}">'
+            f"{esc(finding.severity)}</span><code>{esc(finding.rule)}</code> · "
+            f"{esc(scope_text(finding.scope.to_dict()))} · {saving_html(finding, wall_ms)}</summary>"
+            f"<p>{esc(finding.message)}</p>{shared}{evidence}<p><b>Fix:</b> {esc(finding.fix)}</p>{after}"
+            "</details>")
+
+
 def report_html(report: Report) -> str:
-    """The overview: headline, a table of the findings (ranked by estimated saving) and the attribution table."""
+    """The overview: headline, the findings (ranked by estimated saving; each opens on its message and fix) and
+    the attribution table."""
     wall = float(report.summary.get("wall_ms") or 0.0)
-    rows = [{"n": i, "severity": f.severity, "rule": f.rule, "where": scope_text(f.scope.to_dict()),
-             "saving": saving_text(f.impact_ms, f.impact_pct, wall) + (f", part of #{f.part_of}" if f.part_of else ""),
-             "title": f.title} for i, f in enumerate(report.findings, 1)]
-    parts = [f"<style>{scoped_style(STYLE)}</style>", '<div class="tracedoc">', "<h3>tracedoc report</h3>",
-             headline_html(report).markup]
-    if rows:
-        parts.append(table_html(rows, [Column("n", "#", number(), numeric=True), Column("severity", "severity"),
-                                       Column("rule", "rule"), Column("where", "where"),
-                                       Column("saving", "est. saving", numeric=True),
-                                       Column("title", "finding", wide=True)],
-                                highlight=lambda row: row["severity"] == "critical").markup)
+    parts = [f"<style>{scoped_style(STYLE + DETAILS_STYLE)}</style>", '<div class="tracedoc">',
+             "<h3>tracedoc report</h3>", headline_html(report).markup]
+    if report.findings:
+        parts.append('<p class="note">Click a finding for what was found, its evidence and the fix.</p>')
+        parts += [finding_details_html(i, f, wall, report.what_if_for(i)) for i, f in enumerate(report.findings, 1)]
     else:
         parts.append('<p class="note">No problems found by the rules that ran.</p>')
     if report.attribution:

@@ -15,9 +15,9 @@ import panel as pn
 
 from tracedoc.dashboard.panes import html_pane, sections_view
 from tracedoc.dashboard.source import BackgroundLoad, Loading
-from tracedoc.dashboard.views import overview_view, timeline_view
+from tracedoc.dashboard.views import overview_view, timeline_missing, timeline_view
 from tracedoc.errors import first_line
-from tracedoc.pages import hang, kernels, ncu, overlap, overview, ranks, timeline
+from tracedoc.pages import empty, hang, kernels, ncu, overlap, overview, ranks, timeline
 from tracedoc.pages.fragments import Html, esc, message_html
 
 PAGES: tuple[ModuleType, ...] = (overview, timeline, kernels, ranks, overlap, ncu, hang)
@@ -29,10 +29,31 @@ def route(page: ModuleType) -> str:
     return "/" if page is overview else f"/{page.ROUTE}"
 
 
-def navigation(current: ModuleType) -> Html:
-    links = "".join(f'<a href=".{route(p)}"' + (' style="font-weight:700"' if p is current else "") +
-                    f">{esc(p.TITLE)}</a>" for p in PAGES)
-    return Html(f'<h1 style="margin-top:0.4rem">tracedoc</h1><nav>{links}</nav>')
+def navigation(current: ModuleType, empty_pages: dict[ModuleType, str] | None = None) -> Html:
+    """The navigation bar: a link per page, the current one in bold; a page without data for these inputs
+    (``empty_pages``: page → why) greyed out, not a link, the reason on hover."""
+    empty_pages = empty_pages or {}
+    links = []
+    for p in PAGES:
+        weight = ' style="font-weight:700"' if p is current else ""
+        if p in empty_pages:
+            links.append(f'<span class="off" aria-disabled="true" title="{esc(empty_pages[p])}"{weight}>'
+                         f"{esc(p.TITLE)}</span>")
+        else:
+            links.append(f'<a href=".{route(p)}"{weight}>{esc(p.TITLE)}</a>')
+    return Html(f'<h1 style="margin-top:0.4rem">tracedoc</h1><nav>{"".join(links)}</nav>')
+
+
+def empty_pages(loading: Loading) -> dict[ModuleType, str]:
+    """The pages without data for what was loaded, each with the sentence saying why (none before it is loaded or
+    when it failed: then every page says so itself)."""
+    report = loading.report
+    if loading.error is not None or report is None:
+        return {}
+    out = {p: why for p in (kernels, ranks, overlap, ncu, hang) if (why := empty.why_empty(p.ROUTE, report))}
+    if (why := timeline_missing(loading.timeline, report)) is not None:
+        out[timeline] = why
+    return out
 
 
 def body(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
@@ -83,8 +104,15 @@ def with_progress(loading: BackgroundLoad, draw: Callable[[], pn.viewable.Viewab
 
 
 def page_app(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
-    """One browser session's view of a page, with the loading progress until the data is there."""
-    return with_progress(loading, lambda: body(loading, page), html_pane(navigation(page)))
+    """One browser session's view of a page, with the loading progress until the data is there; once it is, the
+    navigation greys out the pages without data."""
+    nav = html_pane(navigation(page))
+
+    def draw() -> pn.viewable.Viewable:
+        nav.object = navigation(page, empty_pages(loading)).markup
+        return body(loading, page)
+
+    return with_progress(loading, draw, nav)
 
 
 def serve_routes(loading: BackgroundLoad, routes: dict[str, Callable[[], pn.viewable.Viewable]],

@@ -11,13 +11,14 @@ from typing import Any
 import panel as pn
 
 from tracedoc.dashboard.panes import html_pane, sections_view
-from tracedoc.pages import overview
+from tracedoc.pages import empty, overview
 from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
 from tracedoc.pages.fragments import Html, esc, message_html
 from tracedoc.pages.timeline import DETAIL_MAX, MIN_ALPHA, Focus, Timeline
 from tracedoc.report import SEVERITIES, Finding, Report
 
 TIMELINE_URL = "./timeline"
+ALL = "all"  # what an empty filter shows: it keeps every finding
 
 
 def timeline_links(timeline: Timeline | None) -> overview.Links | None:
@@ -39,10 +40,12 @@ def timeline_links(timeline: Timeline | None) -> overview.Links | None:
 def overview_view(report: Report, timeline: Timeline | None = None) -> Any:
     """The overview: filters above the sections, which redraw when a filter changes."""
     present = {f.severity for f in report.findings}
-    severity = pn.widgets.MultiChoice(name="Severity", options=[s for s in SEVERITIES if s in present])
-    rule = pn.widgets.MultiChoice(name="Rule", options=sorted({f.rule for f in report.findings}))
+    severity = pn.widgets.MultiChoice(name="Severity", options=[s for s in SEVERITIES if s in present],
+                                      placeholder=ALL)
+    rule = pn.widgets.MultiChoice(name="Rule", options=sorted({f.rule for f in report.findings}), placeholder=ALL)
     rank = pn.widgets.MultiChoice(name="Rank", options=sorted({str(f.scope.rank) for f in report.findings
-                                                               if f.scope.rank is not None}, key=int))
+                                                               if f.scope.rank is not None}, key=int),
+                                  placeholder=ALL)
     links = timeline_links(timeline)
 
     def draw(severities: list[str], rules: list[str], ranks: list[str]) -> Any:
@@ -60,19 +63,26 @@ def legend_html() -> Html:
     return Html(f'<p class="note" style="line-height:1.7">{keys}</p>')
 
 
+def timeline_missing(timeline: Timeline | None, report: Report | None) -> str | None:
+    """Why there is no timeline to show (in the words of the inputs' format), or None when there is one."""
+    if timeline is None:
+        return ("No timeline: a saved report holds no events. Serve the traces (or their cached store, *.duckdb) to "
+                "see it.")
+    if not timeline.labels:
+        return empty.SENTENCES["timeline"].get(empty.input_kind(report) if report else "other",
+                                               empty.SENTENCES["timeline"]["other"])
+    return None
+
+
 def timeline_view(timeline: Timeline | None, args: dict[str, Any] | None = None, report: Report | None = None) -> Any:
     """The timeline page, opened where the URL's query points (``args``: Panel's session args), with the trace for
     Perfetto to download (given the ``report``), or the sentence saying why there is none."""
-    if timeline is None:
-        return html_pane(message_html("No timeline: a saved report holds no events. Serve the traces (or their "
-                                      "cached store, *.duckdb) to see it."))
-    if not timeline.labels:
-        return html_pane(message_html("No timeline in these inputs (Nsight Compute profiles and flight-recorder "
-                                      "dumps hold no timeline)."))
+    if (why := timeline_missing(timeline, report)) is not None or timeline is None:
+        return html_pane(message_html(why or ""))
     focus = Focus.parse(args or {})
     chosen = [str(r) for r in (focus.ranks if focus else ()) if r in timeline.ranks]
-    ranks = pn.widgets.MultiChoice(name="Ranks (all when none is chosen)", options=[str(r) for r in timeline.ranks],
-                                   value=chosen, width=320)
+    ranks = pn.widgets.MultiChoice(name="Ranks", options=[str(r) for r in timeline.ranks], value=chosen, width=320,
+                                   placeholder=ALL)
     note = Html('<p class="note">Time in ms after the start of the analysed window (the report\'s time zero: the '
                 "first profiler step, else the first activity). Wheel or drag a box to zoom in time, drag to pan, "
                 "the reset tool for the whole trace; hover a rectangle for its name and times. Per "

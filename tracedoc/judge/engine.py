@@ -10,7 +10,7 @@ import duckdb
 
 from tracedoc.errors import RuleError, first_line
 from tracedoc.judge.rule import Rule
-from tracedoc.judge.savings import allocate
+from tracedoc.judge.savings import allocate, empty_claim_owners, facet_owners
 from tracedoc.judge.template import TemplateError
 from tracedoc.judge.template import fill as template_fill
 from tracedoc.report import Evidence, Finding, Scope
@@ -39,6 +39,10 @@ def judge(store: Store, rules: list[Rule], wall_ms: float,
     owners.update(_absorb(absorbing, [f for f, _, _ in judged]))
     for finding, rule, _ in judged:
         _set_saving(finding, rule, wall_ms)
+    # findings that save nothing of their own say which finding counts their time: a kernel's facets its primary,
+    # a claiming rule with nothing left to claim the finding that took its rank's time
+    owners = {**facet_owners([f for f, _, _ in judged]),
+              **empty_claim_owners([f for f, rule, _ in judged if rule.claims is not None]), **owners}
     findings = sorted((f for f, _, _ in judged), key=_rank_key)
     number = {id(f): i for i, f in enumerate(findings, 1)}
     for f in findings:

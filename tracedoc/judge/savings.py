@@ -96,3 +96,41 @@ def _largest_other_taker(keys: Sequence[PoolKey], taken_by: dict[PoolKey, list[t
             if who != me:
                 totals[who] += ms
     return max(totals, key=totals.__getitem__) if totals else None
+
+
+PRIMARY = "primary finding on this kernel"  # the evidence by which a kernel's facet names its primary finding
+
+
+def _evidence(finding: Finding, name: str) -> Any:
+    return next((e.value for e in finding.evidence if e.name == name), None)
+
+
+def facet_owners(findings: Sequence[Finding]) -> dict[int, int]:
+    """Each facet of an Nsight Compute kernel (a finding that names the primary finding on its kernel and claims
+    none of its time) → that primary: the finding of the named rule on the same rank, kernel, grid and block."""
+    def where(f: Finding) -> tuple[Any, ...]:
+        return f.scope.rank, f.scope.device, f.scope.kernel, _evidence(f, "grid"), _evidence(f, "block")
+
+    primaries = {(f.rule, where(f)): f for f in findings if not _evidence(f, PRIMARY)}
+    out = {}
+    for f in findings:
+        named = _evidence(f, PRIMARY)
+        owner = primaries.get((named, where(f))) if named and f.impact_ms <= 0 else None
+        if owner is not None and owner is not f:
+            out[id(f)] = id(owner)
+    return out
+
+
+def empty_claim_owners(claiming: Sequence[Finding]) -> dict[int, int]:
+    """Each finding of a rule that draws its saving from the attribution but found nothing of its own to save
+    (low-gpu-utilization on a GPU whose idle time all waits on the host) → the finding that drew the most time on
+    its rank and device, which counts the time it is about."""
+    out = {}
+    for f in claiming:
+        if f.impact_ms > 0:
+            continue
+        same = [o for o in claiming if o is not f and o.impact_ms > 0 and o.scope.rank == f.scope.rank
+                and (o.scope.device is None or f.scope.device is None or o.scope.device == f.scope.device)]
+        if same:
+            out[id(f)] = id(max(same, key=lambda o: o.impact_ms))
+    return out

@@ -18,6 +18,7 @@ from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, Legen
 from bokeh.plotting import figure
 
 from tracedoc.causes import window_rows
+from tracedoc.pages import waits
 from tracedoc.pages.charts import Section, open_on_click, style
 from tracedoc.pages.fragments import CAUSE_COLORS, attribution_table_html, cause_color
 from tracedoc.render.attribution import cause_label, window_text
@@ -59,7 +60,7 @@ def section(report: Report, link: Callable[[Any, Any], str | None] | None = None
     note = ("Each GPU's window attributed once to one cause, per step; the findings' savings are drawn from it. "
             "Hover a segment for its details and share of the step"
             + ("; click it to see the step on the timeline." if link else ".")
-            + left + (f" {window}" if window else ""))
+            + left + (f" {waits.OVERVIEW}" if waits.waits_for_peers(report) else "") + (f" {window}" if window else ""))
     return Section("Where the time went", note=note,
                    items=[attribution_chart(bars, link), attribution_table_html(rows)])
 

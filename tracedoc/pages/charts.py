@@ -8,7 +8,6 @@ section without data carries the sentence that says so (``empty``). Names from t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,11 @@ from typing import Any
 from bokeh.models import ColorBar, ColumnDataSource, CustomJS, FactorRange, HoverTool, LinearColorMapper, TapTool
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
+
+from tracedoc.pages.names import kernel_short, short
+
+__all__ = ["BAR_HEIGHT_PX", "CATEGORY_COLORS", "CATEGORY_LABELS", "Section", "hbar_chart", "heatmap", "kernel_short",
+           "open_on_click", "short", "stacked_hbar_chart", "style"]
 
 # GPU activity by category, then what the timeline draws of the host
 CATEGORY_COLORS = {"compute": "#4c72b0", "communication": "#dd8452", "memcpy": "#55a868", "memset": "#8172b3",
@@ -36,23 +40,19 @@ class Section:
     empty: str = ""                                 # when set: the data is missing, and this says which
 
 
-def short(name: object, limit: int = 48) -> str:
-    """A name cut to ``limit`` characters for an axis label (the full name is in the tooltip and the table)."""
-    text = str(name)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def hbar_chart(factors: Sequence[Any], values: Sequence[float], colors: Sequence[str], x_label: str,
-               tooltips: list[tuple[str, str]], extra: dict[str, Sequence[Any]] | None = None) -> Any:
-    """Horizontal bars, the first factor on top; factors may be (group, label) tuples."""
+               tooltips: list[tuple[str, str]], extra: dict[str, Sequence[Any]] | None = None,
+               x_axis_type: str = "linear", left: float = 0.0) -> Any:
+    """Horizontal bars from ``left`` (above 0 on a log axis), the first factor on top; factors may be (group, label)
+    tuples."""
     source = ColumnDataSource({"y": list(factors), "value": list(values), "color": list(colors), **(extra or {})})
     fig = figure(y_range=FactorRange(*reversed(list(factors))), height=60 + BAR_HEIGHT_PX * len(factors),
-                 sizing_mode="stretch_width", toolbar_location=None, tools="")
-    fig.hbar(y="y", right="value", height=0.75, color="color", source=source)
+                 sizing_mode="stretch_width", toolbar_location=None, tools="", x_axis_type=x_axis_type)
+    fig.hbar(y="y", left=left, right="value", height=0.75, color="color", source=source)
     fig.add_tools(HoverTool(tooltips=tooltips))
     style(fig, x_label)
     fig.yaxis.group_label_orientation = "horizontal"  # (group, label) factors: group names read left to right
-    fig.x_range.start = 0
+    fig.x_range.start = left
     return fig
 
 
@@ -123,52 +123,6 @@ def _text_on(mapper: Any, v: float) -> str:
     i = int(share * (len(palette) - 1))
     r, g, b = (int(palette[i][j:j + 2], 16) for j in (1, 3, 5))
     return "#1d2330" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#ffffff"
-
-
-def kernel_short(name: object, limit: int = 80) -> str:
-    """A C++ kernel name readable at a glance: no return type, the parameters as '(…)' and the template arguments
-    kept to the first level, or as '<…>' when that is still longer than ``limit``
-    ('void at::native::elementwise_kernel<128, 2, …>(int, …)' → 'at::native::elementwise_kernel<…>(…)'). Names that
-    are not C++ templates or calls, and short ones, stay as they are (the full name is on hover)."""
-    text = str(name)
-    if len(text) <= limit or not re.match(r"^(void\s+)?[A-Za-z_]", text):
-        return text
-    body = re.sub(r"^void\s+", "", text)
-    for keep in (1, 0):
-        short_ = _parameters_cut(_templates_cut(body, keep))
-        if len(short_) <= limit:
-            break
-    return short_ if len(short_) < len(text) else text
-
-
-def _parameters_cut(text: str) -> str:
-    """``text`` with the parenthesised list it ends with (a function's parameters) written '(…)'."""
-    depth = 0
-    for i in range(len(text) - 1, -1, -1):
-        depth += {")": 1, "(": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[:i] + "(…)" if text.endswith(")") and i < len(text) - 2 else text
-    return text
-
-
-def _templates_cut(text: str, keep: int) -> str:
-    """``text`` with the template arguments nested deeper than ``keep`` levels written '…'."""
-    out, depth = [], 0
-    if text.count("<") != text.count(">"):
-        return text
-    for i, ch in enumerate(text):
-        opens = ch == "<" and (depth > 0 or (i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_ ")))
-        if opens:
-            depth += 1
-            if depth <= keep + 1:
-                out.append("<" if depth <= keep else "<…")
-        elif ch == ">" and depth:
-            if depth <= keep + 1:
-                out.append(">")
-            depth -= 1
-        elif depth <= keep:
-            out.append(ch)
-    return "".join(out)
 
 
 def style(fig: Any, x_label: str) -> None:

@@ -11,15 +11,11 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from tracedoc.causes import CAUSES, color
+from tracedoc.pages.kinds import has_saving, impact_text
+from tracedoc.pages.waits import headline_note
 from tracedoc.render.attribution import CauseShare, attribution_by_device, cause_label, part_of_text, window_text
-from tracedoc.render.base import (
-    evidence_rows,
-    missing_ranks_lines,
-    saving_text,
-    scope_text,
-    summary_text,
-    what_if_text,
-)
+from tracedoc.render.base import evidence_rows as evidence_text_rows
+from tracedoc.render.base import missing_ranks_lines, saving_text, scope_text, summary_text, what_if_text
 from tracedoc.render.sanitize import one_line, visible_text
 
 if TYPE_CHECKING:
@@ -35,12 +31,13 @@ p.note, p.headline { color: #4a5262; margin: 0.2rem 0 0.6rem; }
 p.empty { color: #4a5262; font-style: italic; background: #f4f5f7; padding: 0.6rem 0.8rem; border-radius: 4px; }
 p.error { color: #8a1c1c; background: #fbeaea; padding: 0.6rem 0.8rem; border-radius: 4px; }
 nav a { margin-right: 1rem; color: #2456a6; text-decoration: none; }
+nav span.off { margin-right: 1rem; color: #a3a9b4; cursor: not-allowed; }
 table.td { border-collapse: collapse; font-size: 0.85rem; margin: 0.4rem 0 0.8rem; }
 table.td th, table.td td { border-bottom: 1px solid #e3e6eb; padding: 0.25rem 0.6rem; text-align: left;
                            vertical-align: top; }
 table.td td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 table.td td.name { overflow-wrap: break-word; max-width: 40rem; }
-table.td td[title] { cursor: help; text-decoration: underline dotted #9aa1ad; }
+table.td td[title], table.td th[title] { cursor: help; text-decoration: underline dotted #9aa1ad; }
 table.td tr.hl td { background: #fdecea; font-weight: 600; }
 article.finding { border: 1px solid #d8dce3; border-left: 6px solid #888; border-radius: 4px;
                   padding: 0.4rem 1rem 0.6rem; margin: 0.8rem 0; }
@@ -88,6 +85,7 @@ class Column:
     numeric: bool = False
     wide: bool = False  # long names: wrapped between words, and inside a word only when it alone is too long
     abbreviate: Callable[[str], str] | None = None  # a shorter text to show; the full one is on hover
+    help: str = ""  # what the column means, on hover over its header
 
 
 def number(digits: int = 1) -> Callable[[Any], str]:
@@ -97,15 +95,17 @@ def number(digits: int = 1) -> Callable[[Any], str]:
 
 def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[Column],
                highlight: Callable[[dict[str, Any]], bool] | None = None) -> Html:
-    """An escaped HTML table; rows for which ``highlight`` is true are marked (class ``hl``)."""
-    head = "".join(f"<th>{esc(c.header)}</th>" for c in columns)
+    """An escaped HTML table (a flag written yes or no); rows for which ``highlight`` is true are marked (class
+    ``hl``)."""
+    head = "".join(f'<th title="{esc(c.help)}">{esc(c.header)}</th>' if c.help else f"<th>{esc(c.header)}</th>"
+                   for c in columns)
     body = []
     for row in rows:
         cells = []
         for c in columns:
             value = row.get(c.key)
             cls = "num" if c.numeric else "name" if c.wide else ""
-            text = "" if value is None else c.fmt(value)
+            text = "" if value is None else ("yes" if value else "no") if isinstance(value, bool) else c.fmt(value)
             shown = c.abbreviate(text) if c.abbreviate else text
             full = f' title="{esc(text)}"' if shown != text else ""
             cells.append(f'<td class="{cls}"{full}>{esc(shown)}</td>' if cls else f"<td{full}>{esc(shown)}</td>")
@@ -121,12 +121,20 @@ def cause_color(cause: str) -> str:
 
 def saving_html(finding: Finding, wall_ms: float) -> str:
     """The escaped saving of a card: 'part of #N' for a finding whose time a bigger one already counts (with what
-    is left, when anything is)."""
+    is left, when anything is); for a hang or an informational health finding, what its time is instead
+    (tracedoc.pages.kinds)."""
+    if not has_saving(finding):
+        return f"<b>{esc(impact_text(finding, wall_ms))}</b>"
     saving = saving_text(finding.impact_ms, finding.impact_pct, wall_ms)
     if not finding.part_of:
-        return esc(saving)
+        return f"estimated saving <b>{esc(saving)}</b>"
     part = f"part of #{finding.part_of}"
-    return esc(f"{saving}, {part}" if finding.impact_ms > 0 else part)
+    return f"estimated saving <b>{esc(f'{saving}, {part}' if finding.impact_ms > 0 else part)}</b>"
+
+
+def evidence_rows(finding: Finding) -> list[dict[str, str]]:
+    """A finding's evidence as table rows (render.base.evidence_rows: a time and its share on one row)."""
+    return [{"name": name, "value": value} for name, value in evidence_text_rows(finding.evidence)]
 
 
 def finding_html(number_: int, finding: Finding, wall_ms: float, projection: dict[str, Any] | None = None,
@@ -136,15 +144,15 @@ def finding_html(number_: int, finding: Finding, wall_ms: float, projection: dic
     (``link``, in the dashboard)."""
     shared = f'<p class="note">{esc(part_of_text(finding.part_of))}</p>' if finding.part_of else ""
     after = f'<p class="whatif">{esc(what_if_text(projection))}</p>' if projection else ""
-    evidence = table_html([{"name": name, "value": value} for name, value in evidence_rows(finding.evidence)],
-                          [Column("name", "evidence"), Column("value", "value", numeric=True)]).markup
+    evidence = table_html(evidence_rows(finding), [Column("name", "evidence"),
+                                                   Column("value", "value", numeric=True)]).markup
     refs = "".join(f'<li><a href="{esc(r)}" rel="noopener noreferrer">{esc(r)}</a></li>'
                    for r in finding.references if r.startswith(("https://", "http://")))
     return (f'<article class="finding {esc(finding.severity)}">'
             f"<h3>{number_}. {esc(finding.title)}</h3>"
             f'<p class="note"><span class="sev {esc(finding.severity)}">{esc(finding.severity)}</span>'
-            f"<code>{esc(finding.rule)}</code> · {esc(scope_text(finding.scope.to_dict()))} · estimated saving "
-            f"<b>{saving_html(finding, wall_ms)}</b>"
+            f"<code>{esc(finding.rule)}</code> · {esc(scope_text(finding.scope.to_dict()))} · "
+            f"{saving_html(finding, wall_ms)}"
             + (f' · <a class="open" href="{esc(link)}">show on the timeline</a>' if link else "") + "</p>"
             f"<p>{esc(finding.message)}</p>{shared}{evidence}<p><b>Fix:</b> {esc(finding.fix)}</p>{after}"
             + (f"<ul>{refs}</ul>" if refs else "") + "</article>")
@@ -184,7 +192,9 @@ def attribution_table_html(rows: Sequence[dict[str, Any]]) -> Html:
 def headline_html(report: Report) -> Html:
     """The report's one-line summary, and a line for each rank a distributed run could not read."""
     window = window_text(report)
+    waiting = headline_note(report)
     return Html(f'<p class="headline">{esc(summary_text(report.summary, report.input_count))}</p>'
+                + (f'<p class="note">{esc(waiting)}</p>' if waiting else "")
                 + (f'<p class="note">{esc(one_line(window))}</p>' if window else "")
                 + "".join(message_html(one_line(line), "error").markup
                           for line in missing_ranks_lines(report.summary)))

@@ -9,6 +9,7 @@ from typing import Any
 from bokeh.models import BasicTicker, ColumnDataSource, FactorRange, HoverTool, NumeralTickFormatter
 from bokeh.plotting import figure
 
+from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, style
 from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
@@ -31,9 +32,8 @@ DUMP_COLUMNS = [Column("rank", "rank"), Column("path", "path", wide=True), Colum
 
 def sections(report: Report) -> list[Section]:
     rows = report.metrics.get("collectives") or []
-    if not rows:
-        return [Section("Collectives per rank", empty="No NCCL flight-recorder dumps in these inputs (PyTorch "
-                                                      "writes them when a collective times out).")]
+    if (why := empty.why_empty(ROUTE, report)) is not None:
+        return [Section("Collectives per rank", empty=why)]
     culprits = {(str(f.scope.pg), f.scope.rank): f for f in report.findings
                 if f.rule == "collective-hang" and f.scope.rank is not None}
     mismatched = {(str(f.scope.pg), f.scope.rank) for f in report.findings if f.rule == "collective-mismatch"}

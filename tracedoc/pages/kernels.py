@@ -6,38 +6,50 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, kernel_short, short, stacked_hbar_chart
+from tracedoc.pages import empty
+from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, stacked_hbar_chart
 from tracedoc.pages.fragments import Column, number, table_html
+from tracedoc.pages.names import kernel_labels
 from tracedoc.report import Report
 
 TITLE = "Kernels"
 ROUTE = "kernels"
 MAX_RANKS = 8
+TABLE_CHARS, CHART_CHARS = 80, 76  # kernel names shortened to these lengths where they can be
+SHARE = "% of kernel time"
+SHARE_HELP = ("the kernel's share of the summed duration of every kernel its rank ran in the analysed window "
+              "(kernels on several streams add up), not of the wall time")
 
-TOP_COLUMNS = [Column("rank", "rank"), Column("name", "kernel", wide=True, abbreviate=kernel_short),
-               Column("category", "category"),
-               Column("launch_count", "launches", number(), numeric=True),
-               Column("total_ms", "total ms", number(3), numeric=True),
-               Column("mean_us", "mean µs", number(1), numeric=True),
-               Column("share_pct", "% of GPU time", number(1), numeric=True)]
+
+def top_columns(labels: dict[str, str]) -> list[Column]:
+    """The top kernels' table: each name shortened as ``labels`` says (the full name on hover)."""
+    return [Column("rank", "rank"),
+            Column("name", "kernel", wide=True, abbreviate=lambda name: labels.get(name, name)),
+            Column("category", "category"),
+            Column("launch_count", "launches", number(), numeric=True),
+            Column("total_ms", "total ms", number(3), numeric=True),
+            Column("mean_us", "mean µs", number(1), numeric=True),
+            Column("share_pct", SHARE, number(1), numeric=True, help=SHARE_HELP)]
 
 
 def sections(report: Report) -> list[Section]:
     by_category = report.metrics.get("gpu_time_by_category") or []
     top = report.metrics.get("top_kernels") or []
-    if not by_category and not top:
-        return [Section("Kernels", empty="No GPU activity in these inputs: kernels come from PyTorch profiler traces "
-                                         "and Nsight Systems reports (Nsight Compute kernels are on the ncu page).")]
+    if (why := empty.why_empty(ROUTE, report)) is not None:
+        return [Section("Kernels", empty=why)]
     ranks = sorted({r["rank"] for r in top})
     shown = [r for r in top if r["rank"] in ranks[:MAX_RANKS]]
     left = f" Charted: the first {MAX_RANKS} of {len(ranks)} ranks; the table lists all." \
         if len(ranks) > MAX_RANKS else ""
     return [Section("GPU time by category", note="ms of GPU activity per rank, by kind of work.",
                     items=[category_chart(by_category)]),
-            Section("Top kernels", note="The kernels with the most GPU time on each rank; template arguments and "
-                                        "parameters are shortened to '<…>' and '(…)', the full name is on hover."
-                                        + left,
-                    items=[top_kernels_chart(shown), table_html(top, TOP_COLUMNS)])]
+            Section("Top kernels", note="The kernels with the most GPU time on each rank. Names are shortened: "
+                                        "namespaces, casts and parameters left out, nested template arguments "
+                                        "written '<…>', and where two kernels would read alike, only the "
+                                        "template arguments that tell them apart kept; the full name is on hover. "
+                                        f"{SHARE}: {SHARE_HELP}." + left,
+                    items=[top_kernels_chart(shown),
+                           table_html(top, top_columns(kernel_labels((r["name"] for r in top), TABLE_CHARS)))])]
 
 
 def category_chart(rows: list[dict[str, Any]]) -> Any:
@@ -55,14 +67,15 @@ def category_chart(rows: list[dict[str, Any]]) -> Any:
 def top_kernels_chart(rows: list[dict[str, Any]]) -> Any:
     """Bars of total time per kernel, grouped by rank, coloured by category."""
     counters: dict[int, int] = defaultdict(int)
+    labels = kernel_labels((r["name"] for r in rows), CHART_CHARS)
     factors = []
     for r in rows:
         counters[r["rank"]] += 1
-        factors.append((f"rank {r['rank']}", f"{counters[r['rank']]}. {short(kernel_short(r['name']))}"))
+        factors.append((f"rank {r['rank']}", f"{counters[r['rank']]}. {labels[r['name']]}"))
     return hbar_chart(factors, [float(r["total_ms"] or 0) for r in rows],
                       [CATEGORY_COLORS.get(r["category"], "#999999") for r in rows], "GPU time (ms)",
                       [("kernel", "@name"), ("category", "@category"), ("total", "@value{0,0.000} ms"),
-                       ("launches", "@launches"), ("share", "@share{0.0}%")],
+                       ("launches", "@launches"), ("of kernel time", "@share{0.0}%")],
                       extra={"name": [r["name"] for r in rows], "category": [r["category"] for r in rows],
                              "launches": [r["launch_count"] for r in rows],
                              "share": [r["share_pct"] for r in rows]})

@@ -3,6 +3,7 @@ communication ran hidden behind compute and how much was exposed. Overlap % = |c
 
 from __future__ import annotations
 
+from tracedoc.pages import empty, waits
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, stacked_hbar_chart
 from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
@@ -14,15 +15,15 @@ COLUMNS = [Column("rank", "rank"), Column("device", "device"),
            Column("compute_ms", "compute ms", number(2), numeric=True),
            Column("comm_ms", "communication ms", number(2), numeric=True),
            Column("overlap_ms", "hidden ms", number(2), numeric=True),
-           Column("exposed_comm_ms", "exposed ms", number(2), numeric=True),
+           Column("exposed_comm_ms", "exposed ms", number(2), numeric=True,
+                  help="communication with no compute beside it: the transfer and the waiting for later ranks"),
            Column("overlap_pct", "overlap %", number(1), numeric=True)]
 
 
 def sections(report: Report) -> list[Section]:
     rows = [r for r in report.metrics.get("comm_overlap") or [] if (r["comm_ms"] or 0) > 0]
-    if not rows:
-        return [Section("Communication and compute",
-                        empty="No communication kernels (NCCL) in these inputs, so nothing to overlap.")]
+    if (why := empty.why_empty(ROUTE, report)) is not None:
+        return [Section("Communication and compute", empty=why)]
     low = {f.scope.rank for f in report.findings if f.rule == "low-comm-overlap"}
     labels = [f"rank {r['rank']} · GPU {r['device']}" for r in rows]
     stacks = {"compute alone": [max(float(r["compute_ms"] or 0) - float(r["overlap_ms"] or 0), 0.0) for r in rows],
@@ -31,6 +32,7 @@ def sections(report: Report) -> list[Section]:
     colors = [CATEGORY_COLORS["compute"], "#f2b880", CATEGORY_COLORS["communication"]]
     return [Section("Communication and compute",
                     note="GPU busy time per rank and device: compute alone, communication running under compute, "
-                         "and communication nothing hid (exposed). Rows of low-comm-overlap findings are marked.",
+                         "and communication nothing hid (exposed). Rows of low-comm-overlap findings are marked. "
+                         + waits.OVERLAP,
                     items=[stacked_hbar_chart(labels, stacks, colors, "GPU time (ms)"),
                            table_html(rows, COLUMNS, highlight=lambda r: r["rank"] in low)])]

@@ -7,6 +7,7 @@ import statistics
 
 from bokeh.palettes import Oranges256, RdBu11
 
+from tracedoc.pages import empty, waits
 from tracedoc.pages.charts import Section, heatmap
 from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
@@ -17,15 +18,20 @@ MIN_SPAN_PCT = 10.0  # the step-time colour scale spans at least ±10 % of the m
 MIN_WAIT_MS = 1.0    # the waiting scales reach at least 1 ms
 
 MAPS = (("step_ms", "GPU step time", "GPU time from the step's first to its last activity"),
-        ("comm_wait_ms", "Wait inside collectives", "time a rank's collectives spent waiting for later ranks"),
+        ("comm_wait_ms", "Wait inside collectives", waits.RANKS),
         ("arrival_lateness_ms", "Arrival behind the first rank",
-         "how much later than the first rank this rank reached the step's collectives (Σ over them)"))
+         "How much later than the first rank this rank reached the step's collectives (Σ over them)."))
 
 COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms", "step ms", number(2), numeric=True),
            Column("compute_ms", "compute ms", number(2), numeric=True),
-           Column("comm_wait_ms", "wait ms", number(2), numeric=True),
-           Column("arrival_lateness_ms", "late ms", number(2), numeric=True),
-           Column("others_wait_ms", "others' wait ms", number(2), numeric=True),
+           Column("comm_wait_ms", "wait ms", number(2), numeric=True,
+                  help="every wait inside its collectives for later ranks, hidden behind compute or not"),
+           Column("exposed_wait_ms", "exposed wait ms", number(2), numeric=True,
+                  help="the part of that wait with no compute beside it: about the Overview's 'waiting for a peer'"),
+           Column("arrival_lateness_ms", "late ms", number(2), numeric=True,
+                  help="how much later than the first rank it reached the step's collectives (Σ over them)"),
+           Column("others_wait_ms", "others' wait ms", number(2), numeric=True,
+                  help="what its lateness cost the others: their exposed wait for it"),
            Column("host_gap_ms", "host gap ms", number(2), numeric=True),
            Column("kernels", "kernels", number(), numeric=True),
            Column("collectives", "collectives", number(), numeric=True)]
@@ -33,9 +39,8 @@ COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms", "st
 
 def sections(report: Report) -> list[Section]:
     rows = report.metrics.get("rank_steps") or []
-    if not rows:
-        return [Section("Ranks × steps", empty="No per-step data: it needs PyTorch profiler traces with "
-                                               "ProfilerStep annotations (torch.profiler's schedule).")]
+    if (why := empty.why_empty(ROUTE, report)) is not None:
+        return [Section("Ranks × steps", empty=why)]
     stragglers = {f.scope.rank for f in report.findings if f.rule == "straggler-rank"}
     ordered = sorted(rows, key=lambda r: (r["rank"], r["step"]))
     cells = [{**r, "rank": f"rank {r['rank']}" + (" (straggler)" if r["rank"] in stragglers else "")}
@@ -61,7 +66,7 @@ def sections(report: Report) -> list[Section]:
         else:  # waiting: from none (white) up
             chart = heatmap(cells, "step", "rank", key, "ms", outline=outline, low=0.0,
                             high=max([float(r[key] or 0) for r in rows] + [MIN_WAIT_MS]), palette=Oranges256[::-1])
-            out.append(Section(title, note=f"{what}; coloured from 0 ms (white); {note}", items=[chart]))
+            out.append(Section(title, note=f"{what} Coloured from 0 ms (white); {note}", items=[chart]))
     out.append(Section("Per rank and step", items=[table_html(ordered, COLUMNS,
                                                               highlight=lambda r: r["rank"] in stragglers)]))
     return out

@@ -25,6 +25,7 @@ import pandas as pd
 import xarray as xr
 
 from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
+from tracedoc.pages.kinds import across_ranks
 from tracedoc.render.base import finding_span
 from tracedoc.report import Finding
 from tracedoc.store import Store
@@ -249,12 +250,16 @@ class Timeline:
 
     def focus_of(self, finding: Finding) -> Focus | None:
         """Where a finding points on the timeline: the longest gap of a gpu-gaps finding, the step of a finding
-        about one step, else the window of its rank (or every rank's); None without a timeline."""
+        about one step, else the window of its rank; every rank's window, all ranks shown, for a finding without a
+        rank or about ranks waiting for one another (a straggler and the ranks it holds up); None without a
+        timeline."""
         if not self.lanes:
             return None
         rank = finding.scope.rank
         if rank is None or rank not in self.windows:
             return Focus(self.start_ms, self.end_ms)
+        if across_ranks(finding):  # a straggler, a hot expert: seen beside the ranks that wait for it
+            return Focus(min(w[0] for w in self.windows.values()), max(w[1] for w in self.windows.values()))
         window = self.windows[rank]
         span = finding_span(finding, window, {step: v for (r, step), v in self.steps.items() if r == rank}, 1.0,
                             self.origins[rank])

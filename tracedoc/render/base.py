@@ -29,41 +29,51 @@ def renderer_for_extension(suffix: str) -> type[Renderer] | None:
     return next((r for r in RENDERERS.values() if r.extension == suffix.lower()), None)
 
 
-_LARGER = {"MB": (("TB", 1e6), ("GB", 1e3))}  # a unit's larger units, largest first
+# a size given in one of these units is written in the largest of them that keeps it at 1 or more
+SIZE_UNITS = ("B", "KB", "MB", "GB", "TB", "PB")
 
 
 def fmt_value(value: object, unit: str) -> str:
-    """An evidence value with its unit: whole numbers without decimals, sizes in the largest unit that keeps
-    them at 1 or more (1,924,615.1 MB reads 1.92 TB)."""
-    if isinstance(value, float) and unit == "MB":
-        unit, value = next(((big, value / factor) for big, factor in _LARGER[unit] if abs(value) >= factor),
-                           (unit, value))
-    if isinstance(value, float) and value.is_integer() and unit in ("", "count"):
-        value = int(value)
+    """An evidence value with its unit: a count as a whole number ('1,152 kernels', a mean of many things rounded
+    too), a size in the unit that keeps it short ('1.92 TB', not '1,924,615.1 MB'), a flag as yes or no."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "n/a"
+    if unit in SIZE_UNITS and isinstance(value, int | float) and value:
+        value, unit = _scaled_size(float(value), unit)
+    if isinstance(value, float) and unit == "count" and (value.is_integer() or abs(value) >= 100):
+        value = round(value)
     if isinstance(value, float):
         text = f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3g}"
     elif isinstance(value, int):
         text = f"{value:,}"
-    elif value is None:
-        return "n/a"
     else:
         text = str(value)
     unit = {"count": "", "us": "µs"}.get(unit, unit)
     return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
 
 
+def _scaled_size(value: float, unit: str) -> tuple[float, str]:
+    """A size moved to the largest unit (powers of 1000, as the rules give them) in which it is still 1 or more."""
+    i = SIZE_UNITS.index(unit)
+    while i + 1 < len(SIZE_UNITS) and abs(value) >= 1000:
+        value, i = value / 1000, i + 1
+    while i > 0 and abs(value) < 1:
+        value, i = value * 1000, i - 1
+    return value, SIZE_UNITS[i]
+
+
 def evidence_rows(evidence: Sequence[Evidence]) -> list[tuple[str, str]]:
-    """(name, value text) per evidence row; a share in % that follows a row of the same name joins it, as
-    '216.9 ms (81.1%)', rather than repeating the name on a second row."""
-    rows: list[tuple[str, str]] = []
-    previous: Evidence | None = None
+    """(name, value text) per evidence name: a figure given in two units under one name (a time and its share)
+    reads as one row, '182.7 ms (88.3%)', rather than two rows with one label."""
+    merged: list[tuple[str, list[str]]] = []
     for e in evidence:
-        if previous is not None and e.unit == "%" and previous.unit != "%" and e.name == previous.name and rows:
-            rows[-1] = (e.name, f"{rows[-1][1]} ({fmt_value(e.value, e.unit)})")
+        if merged and merged[-1][0] == e.name:
+            merged[-1][1].append(fmt_value(e.value, e.unit))
         else:
-            rows.append((e.name, fmt_value(e.value, e.unit)))
-        previous = e
-    return rows
+            merged.append((e.name, [fmt_value(e.value, e.unit)]))
+    return [(name, values[0] + (f" ({', '.join(values[1:])})" if values[1:] else "")) for name, values in merged]
 
 
 def summary_text(summary: dict[str, object], inputs: int) -> str:

@@ -45,9 +45,8 @@ class MarkdownRenderer(Renderer):
         else:
             lines += ["| # | severity | rule | where | est. saving |", "|---|---|---|---|---|"]
             for i, f in enumerate(report.findings, 1):
-                saving = finding_saving_text(f, wall)
                 lines.append(f"| {i} | {f.severity} | `{f.rule}` | {escape(scope_text(f.scope.to_dict()))} | "
-                             f"{saving} |")
+                             f"{finding_saving_text(f, wall)} |")
             lines.append("")
             for i, f in enumerate(report.findings, 1):
                 lines += [f"### {i}. {escape(f.title)} (`{f.rule}`, {f.severity})", "", escape(f.message), "",

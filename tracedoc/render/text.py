@@ -26,7 +26,7 @@ from tracedoc.render.base import (
 )
 from tracedoc.render.ranks import rank_steps_parts, step_times_text
 from tracedoc.render.sanitize import one_line, terminal_text
-from tracedoc.report import Report
+from tracedoc.report import Finding, Report
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 KERNEL_CHARS = 40  # kernel names in the top-kernels table, cut with an ellipsis (the JSON has them whole)
@@ -83,11 +83,18 @@ class TextRenderer(Renderer):
                          Text.assemble(("fix: ", "bold"), terminal_text(f.fix)), *after)
             # the rule id goes with the saving, under the box: a long title cut at the terminal's width keeps it
             title = Text.assemble((f"{i}. ", "bold"), (one_line(f.title), "bold"))
-            saving = f"part of #{f.part_of}" if f.part_of and f.impact_ms <= 0 else \
-                f"saves ~{finding_saving_text(f, wall)}"
             out.append(Panel(body, title=title, title_align="left", border_style=_STYLE.get(f.severity, ""),
-                             subtitle=Text(f"{one_line(f.rule)} · {saving}"), subtitle_align="right"))
+                             subtitle=Text(f"{one_line(f.rule)} · {_saving_subtitle(f, wall)}"),
+                             subtitle_align="right"))
         return out + attribution_parts(report) + rank_steps_parts(report.metrics)
+
+
+def _saving_subtitle(finding: Finding, wall: float) -> str:
+    """A finding panel's subtitle: what fixing it saves, 'part of #N' when a bigger finding counts its time, or
+    that it has no time to save of its own."""
+    if finding.impact_ms > 0:
+        return f"saves ~{finding_saving_text(finding, wall)}"
+    return f"part of #{finding.part_of}" if finding.part_of else "no time saving estimated"
 
 
 def top_kernel_parts(report: Report, count: int = 5) -> list:

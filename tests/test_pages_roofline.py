@@ -1,0 +1,106 @@
+"""The ncu page's roofline (roofs told apart, kernel numbers that never overlap) and the notebook's view of a
+report (each finding opens on its message and fix)."""
+
+from __future__ import annotations
+
+import json
+import re
+from html import unescape
+from itertools import combinations
+
+import pytest
+from bokeh.models import Label
+
+from tests.conftest import ROOT, SAMPLES
+from tracedoc import analyze
+from tracedoc.pages import ncu, roofline
+from tracedoc.report import Report
+
+
+def chart(sample: str) -> object:
+    report = analyze([SAMPLES / sample])
+    return next(s for s in ncu.sections(report) if s.title == "Roofline").items[0]
+
+
+def glyphs(fig: object, kind: str) -> list:
+    return [r for r in fig.renderers if r.glyph.__class__.__name__ == kind]
+
+
+def test_the_roofs_are_told_apart() -> None:
+    """gemm-ladder-ncu runs fp32 and bf16 tensor-core kernels on one H100: two roofs, each in its own colour and
+    named on its flat part with its peak; each kernel's dot takes its roof's colour (and the dashed cuBLAS line
+    keeps a colour of its own)."""
+    report = analyze([SAMPLES / "gemm-ladder-ncu"])
+    fig = next(s for s in ncu.sections(report) if s.title == "Roofline").items[0]
+    points = report.metrics["ncu_roofline"]
+    roofs = {(p["precision"], p["peak_tflop_per_s"]) for p in points}
+    assert len(roofs) == 2
+    lines = [r for r in glyphs(fig, "Line") if r.glyph.line_dash == []]
+    colours = [r.glyph.line_color for r in lines]
+    assert len(lines) == 2 and len(set(colours)) == 2 and roofline.CUBLAS_COLOR not in colours
+    names = {label.text: label.text_color for label in fig.select({"type": Label})}
+    by_precision = {}
+    for precision, peak in roofs:
+        [(text, colour)] = [(t, c) for t, c in names.items() if t.startswith(f"{precision}:")]
+        assert f"{peak:,g} TFLOP/s" in text and colour in colours
+        by_precision[precision] = colour
+    [dots] = glyphs(fig, "Scatter")
+    data = dots.data_source.data
+    assert [by_precision[p] for p in data["precision"]] == data["color"]
+
+
+def boxes(fig: object) -> list[tuple[float, float, float, float]]:
+    """The labels' boxes on the nominal plot, from the chart's own data: where they were placed to be read."""
+    [dots] = glyphs(fig, "Scatter")
+    xs = dots.data_source.data["x"]
+    x_range = (min(xs) / 10, max(xs) * 10)
+    y_range = (fig.y_range.start, fig.y_range.end)
+    [text] = glyphs(fig, "Text")
+    data = text.data_source.data
+    out = []
+    for x, y, number, dx, dy, align in zip(data["x"], data["y"], data["number"], data["dx"], data["dy"],
+                                           data["align"]):
+        px, py = roofline._to_px(x, y, x_range, y_range)
+        out.append(roofline._box(px + dx, py + dy, roofline.CHAR_W * len(number), align))
+    return out
+
+
+@pytest.mark.parametrize("sample", ["ncu-h100-gemm-sol", "ncu-h200-torch-csv", "gemm-ladder-ncu", "ncu-a40-julia"])
+def test_kernel_numbers_do_not_overlap(sample: str) -> None:
+    """Each kernel's number is written once, at its dot, and no two labels overlap: ncu-h100-gemm-sol's two nvjet
+    GEMMs sit almost on one spot (769 and 789 FLOP/byte, 662 and 713 TFLOP/s) and share one label, '3, 4'."""
+    fig = chart(sample)
+    [dots] = glyphs(fig, "Scatter")
+    numbers = sorted(label.split(".")[0] for label in dots.data_source.data["label"])
+    [text] = glyphs(fig, "Text")
+    assert sorted(n for t in text.data_source.data["number"] for n in t.split(", ")) == numbers
+    placed = boxes(fig)
+    assert not any(roofline._overlap(a, b) for a, b in combinations(placed, 2))
+    if sample == "ncu-h100-gemm-sol":
+        assert "3, 4" in text.data_source.data["number"]
+
+
+def test_the_notebook_view_opens_each_finding_on_its_message_and_fix() -> None:
+    """A report's rich display in a notebook: every finding a <details> line (number, severity, rule, where,
+    saving, title) that opens on its message, evidence and fix, all escaped; for hang-4rank-stuck the culprit and
+    what it last did are there."""
+    report = analyze([SAMPLES / "hang-4rank-stuck"])
+    html = report._repr_html_()
+    blocks = re.findall(r"<details class=\"finding [a-z]+\">(.*?)</details>", html, re.DOTALL)
+    assert len(blocks) == len(report.findings)
+    for finding, block in zip(report.findings, blocks):
+        summary, body = block.split("</summary>")
+        assert finding.title in unescape(summary) and finding.rule in summary
+        assert unescape(finding.message) in unescape(body) and unescape(finding.fix) in unescape(body)
+    hang = next(f for f in report.findings if f.rule == "collective-hang")
+    assert f"Rank {hang.scope.rank} is the culprit" in unescape(html)
+
+
+def test_the_notebook_view_escapes_what_it_opens_on() -> None:
+    """An edited copy of decode-eager's committed report whose first finding's message and fix hold markup."""
+    report = Report.from_dict(json.loads((ROOT / "reports" / "decode-eager.json").read_text()))
+    report.findings[0].message = "<img src=x onerror=alert(1)> idle"
+    report.findings[0].fix = "<script>alert(2)</script>"
+    html = report._repr_html_()
+    assert "<img" not in html and "<script>" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt; idle" in html and "&lt;script&gt;alert(2)&lt;/script&gt;" in html

@@ -1,0 +1,96 @@
+"""Kinds of findings, told apart by what their rule reads, where the pages treat them differently.
+
+A finding's time is a saving for most rules, but not for all. A hang's ``impact_ms`` is how long the ranks have
+waited (nothing to save: the job is stuck), and an informational health finding's (a GPU held to its power limit)
+is clock time the GPU gave up by design, with nothing broken (rules reading ``hang.*``, and ``health.*`` at
+severity info). And a finding about how ranks wait for one another (``ranks.*``: a straggler, a hot expert) is seen
+on the timeline with every rank, not only the one it names. Used by the finding cards, the savings chart and the
+timeline's links; needs no Bokeh.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from tracedoc.render.base import saving_text
+from tracedoc.units import fmt_ms
+
+if TYPE_CHECKING:  # the notebook view reaches this module from tracedoc.report: no import back at run time
+    from tracedoc.report import Finding
+
+
+@lru_cache(maxsize=1)
+def _reads() -> dict[str, str]:
+    """Each built-in rule's analysis (``reads``), by rule id, read from the rule files themselves (tracedoc.judge,
+    which parses them in full, imports the report, which imports the notebook view, which imports this)."""
+    out = {}
+    for item in resources.files("tracedoc.builtin_rules").iterdir():
+        if item.name.endswith(".yaml"):
+            data = yaml.load(item.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            if isinstance(data, dict) and isinstance(data.get("id"), str):
+                out[data["id"]] = str(data.get("reads") or "")
+    return out
+
+
+def kind_of(finding: Finding) -> str:
+    """'hang' (its impact is the time waited), 'health' (an informational health finding: nothing broken) or
+    'saving' (its impact is the time fixing it is estimated to save)."""
+    reads = _reads().get(finding.rule, "")
+    if reads.startswith("hang."):
+        return "hang"
+    if reads.startswith("health.") and finding.severity == "info":
+        return "health"
+    return "saving"
+
+
+def across_ranks(finding: Finding) -> bool:
+    """Whether the finding is about ranks waiting for one another (its rule reads ``ranks.*``)."""
+    return _reads().get(finding.rule, "").startswith("ranks.")
+
+
+def has_saving(finding: Finding) -> bool:
+    """Whether the finding's impact is a time saving (see ``kind_of``)."""
+    return kind_of(finding) == "saving"
+
+
+def impact_text(finding: Finding, wall_ms: float) -> str:
+    """What a card says of the finding's time: its estimated saving, or, for a hang or an informational health
+    finding, what the time is and that it is no saving."""
+    kind = kind_of(finding)
+    if kind == "hang":
+        return f"no saving to estimate: the job is stuck (waited at least {fmt_ms(finding.impact_ms)})"
+    if kind == "health":
+        lost = f" ({fmt_ms(finding.impact_ms)} of clock time given up)" if finding.impact_ms > 0 else ""
+        return f"informational, no saving{lost}"
+    return saving_text(finding.impact_ms, finding.impact_pct, wall_ms)
+
+
+def charted(findings: Sequence[Finding]) -> list[tuple[Finding, int]]:
+    """The findings that get a bar, in order: those with a saving, one per rule and GPU (the first, the largest;
+    telemetry and an NVML snapshot may find the same thing on one GPU), each with how many findings it stands for.
+    Findings about a kernel are all kept: one name may be several kernels (launch configurations, instances)."""
+    out: dict[Any, list[Any]] = {}
+    for i, f in enumerate(findings):
+        if not has_saving(f):
+            continue
+        key = (f.rule, json.dumps(f.scope.to_dict(), sort_keys=True)) if f.scope.kernel is None else i
+        if key in out:
+            out[key][1] += 1
+        else:
+            out[key] = [f, 1]
+    return [(f, n) for f, n in out.values()]
+
+
+def bar_text(finding: Finding, wall_ms: float) -> str:
+    """The label at a bar's end: its saving, 'part of #N' when a bigger finding counts its time, 'no saving of its
+    own' for none (a finding whose time another on the same kernel counts)."""
+    saving = saving_text(finding.impact_ms, finding.impact_pct, wall_ms)
+    if finding.part_of:
+        return f"part of #{finding.part_of}" + (f", {saving} of its own" if finding.impact_ms > 0 else "")
+    return saving if finding.impact_ms > 0 else "no saving of its own"
