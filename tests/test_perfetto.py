@@ -54,12 +54,14 @@ def check_schema(events: list[dict[str, Any]]) -> None:
     """Every event as the trace event format has it; every slice on a named process and thread."""
     processes, threads = tracks(events)
     for e in events:
-        assert e["ph"] in ("X", "M") and isinstance(e["name"], str) and isinstance(e["cat"], str)
+        assert e["ph"] in ("X", "M", "s", "f") and isinstance(e["name"], str) and isinstance(e["cat"], str)
         assert isinstance(e["pid"], int) and isinstance(e["tid"], int) and isinstance(e["args"], dict)
-        if e["ph"] == "X":
-            assert isinstance(e["ts"], float) and e["ts"] >= 0 and e["dur"] >= 0
+        if e["ph"] in ("X", "s", "f"):
+            assert isinstance(e["ts"], float) and e["ts"] >= 0 and (e["ph"] != "X" or e["dur"] >= 0)
             assert e["pid"] in processes and (e["pid"], e["tid"]) in threads
-        else:
+        if e["ph"] in ("s", "f"):
+            assert isinstance(e["id"], int) and (e["ph"] == "s" or e["bp"] == "e")
+        elif e["ph"] == "M":
             assert e["name"] in ("process_name", "thread_name") and e["args"]["name"]
 
 
@@ -97,6 +99,31 @@ def test_events_equal_the_stores_on_named_tracks(straggler: tuple[Report, list[d
         assert counts[(f"rank {r['rank']} · tracedoc", "steps")] == r["n"]
     kernels = [e for e in events if e["cat"] == "kernel"]
     assert any(e["name"].startswith("ncclDevKernel") or e["name"].startswith("ncclKernel") for e in kernels)
+
+
+def test_each_launch_points_to_its_gpu_work(straggler: tuple[Report, list[dict[str, Any]]]) -> None:
+    """A flow from each runtime call to the kernel or copy it launched, as the PyTorch profiler's own traces have:
+    its start lies inside the call's slice on the host thread, its end inside the GPU work's slice."""
+    _, events = straggler
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert starts and starts.keys() == ends.keys()
+    slices = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            slices[(e["pid"], e["tid"])].append(e)
+
+    def inside(point: dict[str, Any], kinds: tuple[str, ...]) -> bool:
+        return any(s["ts"] <= point["ts"] <= s["ts"] + s["dur"] and s["cat"] in kinds
+                   for s in slices[(point["pid"], point["tid"])])
+
+    launched = {(e["pid"] // 1000, e["args"]["correlation_id"]) for e in events  # per input: pid // 1000
+                if e["ph"] == "X" and e["cat"] in ("runtime", "driver")}
+    gpu_work = [e for e in events if e["ph"] == "X" and e["cat"] in ("kernel", "memcpy", "memset")]
+    # every piece of GPU work whose launch is in the trace (work queued before the capture began has none)
+    assert len(ends) == sum(1 for e in gpu_work if (e["pid"] // 1000, e["args"]["correlation_id"]) in launched) > 2000
+    for flow_id in list(starts)[:500]:
+        assert inside(starts[flow_id], ("runtime", "driver")) and inside(ends[flow_id], ("kernel", "memcpy", "memset"))
 
 
 def test_attribution_tracks_sum_to_the_reports(straggler: tuple[Report, list[dict[str, Any]]]) -> None:
@@ -171,9 +198,10 @@ def test_cli_writes_it_by_extension_and_by_format(tmp_path: Path) -> None:
     assert ("rank 0 · GPU 0", "stream 7 · overlapping") in tracks_
     for track, slices in tracks_.items():
         assert_nested(slices, track)
+    # an explicit format wins over the extension of --out
     result = runner.invoke(cli, ["analyze", str(SAMPLES / "decode-eager"), "--format", "perfetto", "--out",
                                  str(tmp_path / "x.json")])
-    assert result.exit_code == 2
+    assert result.exit_code == 0 and len(json.loads((tmp_path / "x.json").read_text())) == len(by_format)
 
 
 def test_what_cannot_be_written_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ operators, runtime/driver calls, annotation and NVTX ranges, nested as recorded)
 per stream: kernels, copies and memsets; beside it the stream's synchronization records, which span the work they
 wait for, and work overlapping the stream's earlier work) and ``rank R · tracedoc`` (its profiler steps, the time
 attribution of each GPU, one slice per stretch of one cause, and one thread per finding about the rank, over the
-time range the finding is about); findings about the whole job go to ``tracedoc · all ranks``. Times are µs after
+time range the finding is about); findings about the whole job go to ``tracedoc · all ranks``. A flow (an arrow
+in Perfetto) goes from each runtime or driver call to the GPU work it launched, matched on the correlation id. Times are µs after
 the earliest event (ns kept as three decimals).
 """
 
@@ -73,7 +74,17 @@ CREATE OR REPLACE TEMP VIEW perfetto_attribution AS
 SELECT l.source_id, l.device, m.k.step AS step, m.k.cause AS cause, m.k.detail AS detail, m.s, m.e
 FROM intervals_merge('perfetto_attribution_segments') m JOIN attribution_lanes l ON l.k = m.k.lane;
 
-CREATE OR REPLACE TEMP VIEW perfetto_events AS
+-- Launch → GPU work: each runtime or driver call and the GPU work with its correlation id, as a flow (Chrome
+-- JSON flow events: 's' on the call, 'f' bound to the enclosing slice on the GPU, one id per pair), so that
+-- Perfetto draws an arrow from the launch to its kernel or copy.
+CREATE OR REPLACE TEMP VIEW perfetto_flows AS
+SELECT r.source_id, r.tid AS host_tid, r.ts_ns AS launch_ns, g.device, g.tid AS gpu_tid, g.ts_ns AS gpu_ns,
+       (r.source_id + 1) * 1000000000000 + r.correlation_id AS id
+FROM cpu_activity r JOIN perfetto_gpu g
+  ON g.source_id = r.source_id AND g.correlation_id = r.correlation_id AND g.kind <> 'sync'
+WHERE r.kind IN ('runtime', 'driver') AND r.correlation_id IS NOT NULL;
+
+CREATE OR REPLACE TEMP VIEW perfetto_slices AS
 SELECT 'process_name' AS name, '__metadata' AS cat, 'M' AS ph, 0.0 AS ts, 0.0 AS dur,
        $stride * (source_id + 1) + $host AS pid, 0 AS tid,
        json_object('name', 'rank ' || rank || ' · host') AS args
@@ -123,6 +134,17 @@ SELECT cause, 'attribution', 'X', perfetto_us(s), (e - s) / 1000.0,
 FROM perfetto_attribution
 UNION ALL
 SELECT name, cat, ph, ts, dur, pid, tid, args FROM perfetto_findings;
+
+CREATE OR REPLACE TEMP VIEW perfetto_events AS
+SELECT name, cat, ph, ts, dur, pid, tid, args, NULL::BIGINT AS id, NULL::VARCHAR AS bp FROM perfetto_slices
+UNION ALL
+SELECT 'launch', 'launch', 's', perfetto_us(launch_ns), NULL, $stride * (source_id + 1) + $host, host_tid, '{}', id,
+       NULL
+FROM perfetto_flows
+UNION ALL
+SELECT 'launch', 'launch', 'f', perfetto_us(gpu_ns), NULL, $stride * (source_id + 1) + $gpu + device, gpu_tid, '{}',
+       id, 'e'
+FROM perfetto_flows;
 """
 
 
