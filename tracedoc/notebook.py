@@ -32,7 +32,8 @@ def report_html(report: Report) -> str:
     """The overview: headline, a table of the findings (ranked by estimated saving) and the attribution table."""
     wall = float(report.summary.get("wall_ms") or 0.0)
     rows = [{"n": i, "severity": f.severity, "rule": f.rule, "where": scope_text(f.scope.to_dict()),
-             "saving": saving_text(f.impact_ms, f.impact_pct, wall) + (f", part of #{f.part_of}" if f.part_of else ""),
+             "saving": saving_text(f.impact_ms, f.impact_pct, wall, f.impact_bytes)
+             + (f", part of #{f.part_of}" if f.part_of else ""),
              "title": f.title} for i, f in enumerate(report.findings, 1)]
     parts = [f"<style>{scoped_style(STYLE)}</style>", '<div class="tracedoc">', "<h3>tracedoc report</h3>",
              headline_html(report).markup]

@@ -115,7 +115,7 @@ def cause_color(cause: str) -> str:
 def saving_html(finding: Finding, wall_ms: float) -> str:
     """The escaped saving of a card: 'part of #N' for a finding whose time a bigger one already counts (with what
     is left, when anything is)."""
-    saving = saving_text(finding.impact_ms, finding.impact_pct, wall_ms)
+    saving = saving_text(finding.impact_ms, finding.impact_pct, wall_ms, finding.impact_bytes)
     if not finding.part_of:
         return esc(saving)
     part = f"part of #{finding.part_of}"

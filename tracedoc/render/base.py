@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
-from tracedoc.units import fmt_ms
+from tracedoc.units import fmt_bytes, fmt_ms
 
 if TYPE_CHECKING:
     from tracedoc.report import Finding, Report
@@ -30,7 +30,9 @@ def renderer_for_extension(suffix: str) -> type[Renderer] | None:
 
 
 def fmt_value(value: object, unit: str) -> str:
-    """An evidence value with its unit."""
+    """An evidence value with its unit; byte counts as '32.0 MiB (33,554,432 bytes)'."""
+    if unit == "bytes" and isinstance(value, int | float):
+        return f"{fmt_bytes(value)} ({value:,.0f} bytes)" if abs(value) >= 1024 else f"{value:,.0f} bytes"
     if isinstance(value, float):
         text = f"{value:,.1f}" if abs(value) >= 10 else f"{value:,.3g}"
     elif isinstance(value, int):
@@ -100,8 +102,11 @@ def what_if_text(projection: dict[str, object]) -> str:
     return text
 
 
-def saving_text(impact_ms: float, impact_pct: float, wall_ms: float) -> str:
-    """'12.3 ms (4.5%)', or just the time when there is no wall time to compare with."""
+def saving_text(impact_ms: float, impact_pct: float, wall_ms: float, impact_bytes: int | None = None) -> str:
+    """'12.3 ms (4.5%)', or just the time when there is no wall time to compare with; a memory finding's saving is
+    in bytes ('32.0 MiB of memory'), never added to time."""
+    if impact_bytes is not None:
+        return f"{fmt_bytes(impact_bytes)} of memory"
     return f"{fmt_ms(impact_ms)} ({impact_pct:.1f}%)" if wall_ms else fmt_ms(impact_ms)
 
 

@@ -14,6 +14,7 @@ from tracedoc.render.base import (
     summary_text,
     what_if_text,
 )
+from tracedoc.render.memory import NOTE, memory_lines
 from tracedoc.render.sanitize import one_line
 from tracedoc.report import Report
 
@@ -45,13 +46,14 @@ class MarkdownRenderer(Renderer):
         else:
             lines += ["| # | severity | rule | where | est. saving |", "|---|---|---|---|---|"]
             for i, f in enumerate(report.findings, 1):
-                saving = saving_text(f.impact_ms, f.impact_pct, wall) + (f", part of #{f.part_of}" if f.part_of else "")
+                saving = (saving_text(f.impact_ms, f.impact_pct, wall, f.impact_bytes)
+                          + (f", part of #{f.part_of}" if f.part_of else ""))
                 lines.append(f"| {i} | {f.severity} | `{f.rule}` | {escape(scope_text(f.scope.to_dict()))} | "
                              f"{saving} |")
             lines.append("")
             for i, f in enumerate(report.findings, 1):
                 lines += [f"### {i}. {escape(f.title)} (`{f.rule}`, {f.severity})", "", escape(f.message), "",
-                          f"**Estimated saving:** {saving_text(f.impact_ms, f.impact_pct, wall)}", "",
+                          f"**Estimated saving:** {saving_text(f.impact_ms, f.impact_pct, wall, f.impact_bytes)}", "",
                           "| evidence | value |", "|---|---|"]
                 lines += [f"| {escape(e.name)} | {escape(fmt_value(e.value, e.unit))} |" for e in f.evidence]
                 lines += ["", f"**Fix:** {escape(f.fix)}", ""]
@@ -67,6 +69,10 @@ class MarkdownRenderer(Renderer):
             lines += [f"| {rank} | {device} | {s.label} | {s.pct:.1f}% | {escape(s.top_detail or '')} |"
                       for (rank, device), shares in devices.items() for s in shares]
             lines.append("")
+        if memory := memory_lines(report):
+            lines += ["## Memory", "", NOTE + ".", ""]
+            for heading, items in memory:
+                lines += [f"**{escape(heading)}**", "", *(f"- {escape(item)}" for item in items), ""]
         lines += ["## Inputs", "", "| rank | format | events | path |", "|---|---|---|---|"]
         lines += [f"| {'—' if i.rank is None else i.rank} | {i.format} | {i.events:,} | {escape(i.path)} |"
                   for i in report.inputs]

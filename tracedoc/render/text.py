@@ -24,6 +24,7 @@ from tracedoc.render.base import (
     summary_text,
     what_if_text,
 )
+from tracedoc.render.memory import NOTE, memory_lines
 from tracedoc.render.ranks import rank_steps_parts, step_times_text
 from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Report
@@ -59,15 +60,18 @@ class TextRenderer(Renderer):
             out.append(Text(steps, style="dim"))
         if not report.findings:
             out.append(Text("No problems found by the rules that ran.", style="green"))
-            return out + top_kernel_parts(report) + attribution_parts(report) + rank_steps_parts(report.metrics)
+            return (out + top_kernel_parts(report) + attribution_parts(report) + memory_parts(report)
+                    + rank_steps_parts(report.metrics))
         table = Table(show_header=True, header_style="bold", expand=False, box=None, pad_edge=False)
         for col, kw in (("#", {"justify": "right"}), ("severity", {}), ("rule", {}), ("where", {}),
                         ("est. saving", {"justify": "right"}), ("", {"justify": "right"})):
             table.add_column(col, **kw)
         for i, f in enumerate(report.findings, 1):
             table.add_row(str(i), Text(f.severity, style=_STYLE.get(f.severity, "")), Text(one_line(f.rule)),
-                          Text(one_line(scope_text(f.scope.to_dict()))), fmt_ms(f.impact_ms),
-                          f"part of #{f.part_of}" if f.part_of else f"{f.impact_pct:.1f}%" if wall else "")
+                          Text(one_line(scope_text(f.scope.to_dict()))),
+                          fmt_ms(f.impact_ms) if f.impact_bytes is None else saving_text(0, 0, 0, f.impact_bytes),
+                          f"part of #{f.part_of}" if f.part_of else f"{f.impact_pct:.1f}%"
+                          if wall and f.impact_bytes is None else "")
         out.append(table)
         for i, f in enumerate(report.findings, 1):
             evidence = Table.grid(padding=(0, 2))
@@ -82,9 +86,21 @@ class TextRenderer(Renderer):
                          Text.assemble(("fix: ", "bold"), terminal_text(f.fix)), *after)
             title = Text.assemble((f"{i}. ", "bold"), (one_line(f.title), "bold"), f"  [{one_line(f.rule)}]")
             out.append(Panel(body, title=title, title_align="left", border_style=_STYLE.get(f.severity, ""),
-                             subtitle=Text(f"saves ~{saving_text(f.impact_ms, f.impact_pct, wall)}"),
+                             subtitle=Text(f"saves ~{saving_text(f.impact_ms, f.impact_pct, wall, f.impact_bytes)}"),
                              subtitle_align="right"))
-        return out + attribution_parts(report) + rank_steps_parts(report.metrics)
+        return out + attribution_parts(report) + memory_parts(report) + rank_steps_parts(report.metrics)
+
+
+def memory_parts(report: Report) -> list:
+    """The Memory section: per GPU, peak, growth, live sites, fragmentation and OOMs (bytes)."""
+    devices = memory_lines(report)
+    if not devices:
+        return []
+    out: list = [Text("Memory", style="bold"), Text(NOTE, style="dim")]
+    for heading, lines in devices:
+        out.append(Text(one_line(heading), style="bold"))
+        out += [Text("  " + terminal_text(line)) for line in lines]
+    return out
 
 
 def top_kernel_parts(report: Report, count: int = 5) -> list:
