@@ -15,6 +15,7 @@ from tracedoc.ingest.ncu_model import short_name
 from tracedoc.judge import Rule, judge, load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.kinds import mixed_runs
+from tracedoc.memory_report import MEMORY_METRICS, memory_section
 from tracedoc.report import InputInfo, Report
 from tracedoc.store import Store, memory_store, open_cached_store
 from tracedoc.store.cache import content_key, discard_damaged, is_damage, store_location
@@ -120,6 +121,7 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
         attribution = attribution_rows(store)
     report = Report(inputs=inputs, summary=head, findings=findings, metrics=collect_metrics(store),
                     attribution=attribution, window=window_info(store) if summary["basis"] else {})
+    report.memory = memory_section(store)
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
     report.store_path = store.path
     return report
@@ -288,6 +290,7 @@ METRICS: dict[str, tuple[str, str]] = {
                timeline_launches, timeline_total_ns / 1e6 AS timeline_total_ms,
                timeline_mean_ns / 1e3 AS timeline_mean_us, impact_scale, timeline_name
         FROM ncu_trace_links WHERE timeline_launches > 0 ORDER BY rank, timeline_total_ns DESC"""),
+    **MEMORY_METRICS,  # GPU memory: allocator events and snapshots (tracedoc.memory_report)
     **HEALTH_METRICS,  # GPU health: NVML snapshots and telemetry (tracedoc.health.metrics)
 }
 

@@ -62,12 +62,15 @@ class Finding:
     references: list[str] = field(default_factory=list)
     part_of: int | None = None  # the number (1-based, as ranked) of the finding that already counts its time
     drawn_from: list[str] = field(default_factory=list)  # the attribution causes its saving was drawn from
+    # Memory findings: the saving in bytes (impact_ms and impact_pct are 0: bytes are not time, and these findings
+    # are ranked among themselves, after the time findings).
+    impact_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["scope"] = self.scope.to_dict()
-        for optional in ("part_of", "drawn_from"):
-            if not d[optional]:
+        for optional in ("part_of", "drawn_from", "impact_bytes"):
+            if d[optional] is None or d[optional] == []:
                 del d[optional]
         return d
 
@@ -103,15 +106,21 @@ class Report:
     # The window the findings judge (trace.window): its kind, how its steps were found, its bounds, per rank too;
     # empty without a timeline.
     window: dict[str, Any] = field(default_factory=dict)
+    # GPU memory per device (tracedoc.memory_report): peak, growth, top sites, fragmentation, OOMs; bytes. Empty
+    # without allocator events or snapshots.
+    memory: list[dict[str, Any]] = field(default_factory=list)
     # Where the store the report was made from lies (a cached store; None in memory or when loaded from JSON): what
     # renderers that draw the events read (--format perfetto). Not part of the JSON report.
     store_path: Path | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tracedoc": __version__, "schema": REPORT_SCHEMA,
-                "inputs": [asdict(i) for i in self.inputs], "summary": self.summary,
-                "window": self.window, "findings": [f.to_dict() for f in self.findings],
-                "attribution": self.attribution, "what_if": self.what_if, "metrics": self.metrics}
+        out = {"tracedoc": __version__, "schema": REPORT_SCHEMA,
+               "inputs": [asdict(i) for i in self.inputs], "summary": self.summary,
+               "window": self.window, "findings": [f.to_dict() for f in self.findings],
+               "attribution": self.attribution, "what_if": self.what_if, "metrics": self.metrics}
+        if self.memory:  # memory findings' savings are bytes (impact_bytes), never added to time
+            out["memory"] = self.memory
+        return out
 
     @property
     def input_count(self) -> int:
@@ -129,7 +138,8 @@ class Report:
     def from_dict(cls, d: dict[str, Any]) -> Report:
         return cls(inputs=[InputInfo(**i) for i in d["inputs"]], summary=d["summary"],
                    findings=[Finding.from_dict(f) for f in d["findings"]], metrics=d.get("metrics", {}),
-                   attribution=d.get("attribution", []), what_if=d.get("what_if", []), window=d.get("window") or {})
+                   attribution=d.get("attribution", []), what_if=d.get("what_if", []), window=d.get("window") or {},
+                   memory=d.get("memory") or [])
 
     @classmethod
     def from_json(cls, text: str) -> Report:

@@ -20,6 +20,16 @@ def fmt_ms(value: float) -> str:
     return f"{value * 1000:,.1f} µs"
 
 
+def fmt_bytes(value: float) -> str:
+    """A byte count readable at a glance, in powers of 1024: 33554432 -> '32.0 MiB'."""
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024:
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{size:,.1f} TiB"
+
+
 def report_number(value: Any) -> Any:
     """A measured value as reports carry it: floats (and DuckDB's decimals) to 3 decimals, and a number that is not
     finite (NaN, ±inf from a corrupt or hostile input) as None, since JSON has no way to write it; other values as

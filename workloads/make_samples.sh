@@ -49,6 +49,9 @@ if [[ $which == single || $which == all ]]; then
     for v in item sleep fixed; do
         run "host-stall-$v" python3 "$here/host_stall/run.py" --variant "$v" --out "$out/host-stall-$v"
     done
+    for v in leak fixed oom fragment; do
+        run "memory-$v" python3 "$here/memory_leak/run.py" --variant "$v" --out "$out/memory-$v"
+    done
 fi
 
 if [[ $which == gemm || $which == all ]]; then

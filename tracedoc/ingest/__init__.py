@@ -42,7 +42,8 @@ __all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "InputFile", "assign_ranks", "dis
 # Format name (the module's FORMAT): its reader module, in the order files are sniffed.
 FORMATS: dict[str, str] = {"torch": "tracedoc.ingest.kineto", "flight_recorder": "tracedoc.ingest.flight_recorder",
                            "nsys": "tracedoc.ingest.nsys", "ncu": "tracedoc.ingest.ncu", "nvml": "tracedoc.ingest.nvml",
-                           "telemetry": "tracedoc.ingest.telemetry", "gemm_ladder": "tracedoc.ingest.gemm_ladder"}
+                           "telemetry": "tracedoc.ingest.telemetry", "gemm_ladder": "tracedoc.ingest.gemm_ladder",
+                           "memory_snapshot": "tracedoc.ingest.memory_snapshot"}
 
 STDIN = Path("-")
 # Files in a directory that are never traces: documentation and sample metadata beside the traces.
@@ -53,7 +54,8 @@ RANK_IN_NAME = re.compile(r"rank[_\-.]?([0-9]{1,9})(?![0-9])", re.IGNORECASE)
 # 146 years, beyond any clock a profiler uses, and keeps every sum and difference of two of them inside 64 bits.
 _MIN_NS, _MAX_NS = -(1 << 61), 1 << 62
 _TIMED_TABLES = {"gpu_activity": "dur_ns", "cpu_activity": "dur_ns", "nvtx_ranges": "dur_ns", "steps": "dur_ns",
-                 "collective_calls": "dur_ns", "nsys_overhead": "dur_ns", "gpu_telemetry": None}
+                 "collective_calls": "dur_ns", "nsys_overhead": "dur_ns", "gpu_telemetry": None,
+                 "memory_events": None}
 
 
 @dataclass
@@ -248,7 +250,7 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
     for row, rank in zip(rows, ranks):
         row[3] = rank
     store.con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    for table in ("gpu_activity", "cpu_activity", "steps", "nvtx_ranges"):
+    for table in ("gpu_activity", "cpu_activity", "steps", "nvtx_ranges", "memory_events"):
         store.con.execute(
             f"UPDATE {table} t SET rank = s.rank FROM sources s WHERE t.source_id = s.source_id AND t.rank <> s.rank")
 

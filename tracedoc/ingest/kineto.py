@@ -26,7 +26,7 @@ import duckdb
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
-from tracedoc.ingest import compressed, event_array
+from tracedoc.ingest import compressed, event_array, kineto_memory
 from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 from tracedoc.store.memory import out_of_memory_advice
@@ -158,7 +158,8 @@ def _load_stream(store: Store, source_id: int, stream: Iterator[bytes], name: Pa
         parts.discard()
     rank = _distributed(meta)[0] or 0
     if rank != head_rank:  # distributedInfo after the events: the rows already normalized get the trace's rank
-        store.con.execute("UPDATE collective_calls SET rank = ? WHERE source_id = ?", [rank, source_id])
+        for table in ("collective_calls", "memory_events"):
+            store.con.execute(f"UPDATE {table} SET rank = ? WHERE source_id = ?", [rank, source_id])
     return _finish(store, [(source_id, name, meta, event_count)])[0]
 
 
@@ -205,6 +206,8 @@ def _ingest_parts(con: duckdb.DuckDBPyConnection, parts: list[_Part]) -> dict[in
         return {}
     try:
         counts = _read_events(con, parts)
+        if kineto_memory.present(con):  # profile_memory=True: the allocator's events (kineto_memory)
+            kineto_memory.read(con, parts)
     finally:
         for part in parts:
             part.file.unlink(missing_ok=True)
@@ -227,6 +230,7 @@ def _finish(store: Store, sources: list[tuple[int, Path, dict[str, Any], int]]) 
     for source_id, _, meta, event_count in sources:
         _insert_devices(store.con, source_id, meta)
         _insert_header(store.con, source_id, meta)
+        kineto_memory.record_clock(store.con, source_id, meta)
         rank, world_size = _distributed(meta)
         results.append(LoadResult(rank, world_size, event_count, _tool(meta)))
     return results

@@ -86,17 +86,22 @@ def _set_saving(finding: Finding, rule: Rule, wall_ms: float) -> None:
 
 
 def _rank_key(finding: Finding) -> tuple[Any, ...]:
-    """Largest saving first; equal savings in a fixed order (rule, then where), whatever order SQL returned."""
+    """Largest saving first; equal savings in a fixed order (rule, then where), whatever order SQL returned. Savings
+    in bytes (memory findings) are ranked among themselves, after every saving in time."""
     s = finding.scope
     numbers = tuple((v is None, v or 0) for v in (s.rank, s.device, s.stream, s.step, s.seq))
     names = tuple((v is None, str(v or "")) for v in (s.pg, s.kernel))
-    return (-finding.impact_ms, finding.rule, numbers, names, finding.message)
+    in_bytes = finding.impact_bytes is not None
+    return (in_bytes, -finding.impact_ms, -(finding.impact_bytes or 0), finding.rule, numbers, names,
+            finding.message)
 
 
 def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> list[dict[str, Any]]:
     """The rows of the rule's view that meet its condition, with impact, scope and evidence computed."""
     store.include(rule.reads)
     selects = [f"({rule.impact_ms}) AS __impact_ms"]
+    if rule.impact_bytes is not None:
+        selects.append(f"({rule.impact_bytes}) AS __impact_bytes")
     selects += [f"({expr}) AS __scope_{key}" for key, expr in rule.scope.items()]
     selects += [f"({e.value}) AS __evidence_{i}" for i, e in enumerate(rule.evidence)]
     if rule.claims is not None and rule.claims.fraction is not None:
@@ -117,6 +122,9 @@ def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> li
 def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
     """A finding from a matching row, with the rule's own estimate of its saving (drawn later, _draw_savings)."""
     impact_ms = _number(row.pop("__impact_ms")) or 0.0
+    impact_bytes = None
+    if rule.impact_bytes is not None:
+        impact_bytes, impact_ms = max(0, int(_number(row.pop("__impact_bytes")) or 0)), 0.0
     impact_pct = 100.0 * impact_ms / wall_ms if wall_ms else 0.0
     scope = Scope(**{key: row.pop(f"__scope_{key}") for key in rule.scope})
     values = [report_number(row.pop(f"__evidence_{i}")) for i in range(len(rule.evidence))]
@@ -126,7 +134,8 @@ def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
     values.update({"impact_ms": impact_ms, "impact_pct": impact_pct})
     return Finding(rule=rule.id, severity=rule.severity, title=rule.title, message=_fill(rule, rule.message, values),
                    impact_ms=round(impact_ms, 3), impact_pct=round(impact_pct, 2), scope=scope,
-                   evidence=evidence, fix=_fill(rule, rule.fix, values), references=rule.references)
+                   evidence=evidence, fix=_fill(rule, rule.fix, values), references=rule.references,
+                   impact_bytes=impact_bytes)
 
 
 def _fill(rule: Rule, template: str, values: dict[str, Any]) -> str:

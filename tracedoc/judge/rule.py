@@ -5,8 +5,10 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
 
     id, title, severity (critical|warning|info), reads (analysis module), view (its view or table),
     when (SQL condition on the view's columns; thresholds as $name), thresholds ({name: number}),
-    impact_ms (SQL expression: estimated saving in ms), critical_above_pct (optional: severity becomes critical
-    when the saving is at least this % of wall time), scope ({rank|device|stream|kernel|step|pg|seq: SQL}),
+    impact_ms (SQL expression: estimated saving in ms), impact_bytes (optional, memory rules: the saving in bytes,
+    with impact_ms 0; such findings are ranked among themselves, after the time findings), critical_above_pct
+    (optional: severity becomes critical when the saving is at least this % of wall time),
+    scope ({rank|device|stream|kernel|step|pg|seq: SQL}),
     evidence ([{name, value (SQL), unit}]), message (text with {column} placeholders; {x_ns:time} writes a duration
     in ns readably; [[...]] parts are left out when a field in them is NULL), fix, references, and claims
     (optional: {causes: [attribution causes], details: [details]} — the time attribution the saving is drawn
@@ -74,6 +76,7 @@ class Rule:
     references: list[str] = field(default_factory=list)
     claims: Claim | None = None
     absorbs: Absorbs | None = None
+    impact_bytes: str | None = None  # memory rules: the saving in bytes (their impact_ms is 0)
     source: str = "built-in"
 
     @classmethod
@@ -106,6 +109,7 @@ class Rule:
                    message=data["message"].strip(), fix=data["fix"].strip(), thresholds=thresholds,
                    critical_above_pct=data.get("critical_above_pct"), claims=_claims(path, data.get("claims")),
                    absorbs=_absorbs(path, data.get("absorbs")), scope=data.get("scope") or {},
+                   impact_bytes=None if data.get("impact_bytes") is None else str(data["impact_bytes"]),
                    evidence=evidence, references=list(data.get("references") or []), source=source)
 
 

@@ -3,8 +3,9 @@ trace knows.
 
 A template may hold optional parts in double brackets: ``[[ Of the host's time in them, {host_cause_pct:.0f}% is
 {host_cause_text}.]]`` is left out whole when any field inside it is NULL (a trace without long host gaps has no host
-cause to name). ``{x_ns:time}`` writes a duration given in ns readably ('1.2 ms'). A NULL field outside an optional part
-reads 'unknown'; rules put every field a trace may lack inside an optional part, so that never shows.
+cause to name). ``{x_ns:time}`` writes a duration given in ns readably ('1.2 ms'), ``{x:bytes}`` a byte count
+('32.0 MiB'). A NULL field outside an optional part reads 'unknown'; rules put every field a trace may lack inside
+an optional part, so that never shows.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-from tracedoc.units import fmt_ms
+from tracedoc.units import fmt_bytes, fmt_ms
 
 _OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
 UNKNOWN = "unknown"
@@ -63,6 +64,8 @@ class _Formatter(string.Formatter):
             return UNKNOWN
         if format_spec == "time":
             return fmt_ms(float(value) / 1e6)
+        if format_spec == "bytes":
+            return fmt_bytes(float(value))
         try:
             return super().format_field(value, format_spec)
         except (ValueError, TypeError):

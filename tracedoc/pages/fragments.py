@@ -125,7 +125,7 @@ def saving_html(finding: Finding, wall_ms: float) -> str:
     (tracedoc.pages.kinds)."""
     if not has_saving(finding):
         return f"<b>{esc(impact_text(finding, wall_ms))}</b>"
-    saving = saving_text(finding.impact_ms, finding.impact_pct, wall_ms)
+    saving = saving_text(finding.impact_ms, finding.impact_pct, wall_ms, finding.impact_bytes)
     if not finding.part_of:
         return f"estimated saving <b>{esc(saving)}</b>"
     part = f"part of #{finding.part_of}"

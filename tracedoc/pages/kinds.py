@@ -39,8 +39,11 @@ def _reads() -> dict[str, str]:
 
 
 def kind_of(finding: Finding) -> str:
-    """'hang' (its impact is the time waited), 'health' (an informational health finding: nothing broken) or
-    'saving' (its impact is the time fixing it is estimated to save)."""
+    """'hang' (its impact is the time waited), 'health' (an informational health finding: nothing broken),
+    'memory' (its saving is in bytes, never charted with time) or 'saving' (its impact is the time fixing it is
+    estimated to save)."""
+    if finding.impact_bytes is not None:
+        return "memory"
     reads = _reads().get(finding.rule, "")
     if reads.startswith("hang."):
         return "hang"
@@ -68,7 +71,7 @@ def impact_text(finding: Finding, wall_ms: float) -> str:
     if kind == "health":
         lost = f" ({fmt_ms(finding.impact_ms)} of clock time given up)" if finding.impact_ms > 0 else ""
         return f"informational, no saving{lost}"
-    return saving_text(finding.impact_ms, finding.impact_pct, wall_ms)
+    return saving_text(finding.impact_ms, finding.impact_pct, wall_ms, finding.impact_bytes)
 
 
 def charted(findings: Sequence[Finding]) -> list[tuple[Finding, int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from tracedoc.units import fmt_ms
+from tracedoc.units import fmt_bytes, fmt_ms
 
 if TYPE_CHECKING:
     from tracedoc.report import Evidence, Finding, Report
@@ -35,11 +35,14 @@ SIZE_UNITS = ("B", "KB", "MB", "GB", "TB", "PB")
 
 def fmt_value(value: object, unit: str) -> str:
     """An evidence value with its unit: a count as a whole number ('1,152 kernels', a mean of many things rounded
-    too), a size in the unit that keeps it short ('1.92 TB', not '1,924,615.1 MB'), a flag as yes or no."""
+    too), a size in the unit that keeps it short ('1.92 TB', not '1,924,615.1 MB'), a flag as yes or no; byte counts
+    as '32.0 MiB (33,554,432 bytes)'."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if value is None:
         return "n/a"
+    if unit == "bytes" and isinstance(value, int | float):
+        return f"{fmt_bytes(value)} ({value:,.0f} bytes)" if abs(value) >= 1024 else f"{value:,.0f} bytes"
     if unit in SIZE_UNITS and isinstance(value, int | float) and value:
         value, unit = _scaled_size(float(value), unit)
     if isinstance(value, float) and unit == "count" and (value.is_integer() or abs(value) >= 100):
@@ -133,17 +136,20 @@ def what_if_text(projection: dict[str, object]) -> str:
     return text
 
 
-def saving_text(impact_ms: float, impact_pct: float, wall_ms: float) -> str:
-    """'12.3 ms (4.5%)', or just the time when there is no wall time to compare with."""
+def saving_text(impact_ms: float, impact_pct: float, wall_ms: float, impact_bytes: int | None = None) -> str:
+    """'12.3 ms (4.5%)', or just the time when there is no wall time to compare with; a memory finding's saving is
+    in bytes ('32.0 MiB of memory'), never added to time."""
+    if impact_bytes is not None:
+        return f"{fmt_bytes(impact_bytes)} of memory"
     return f"{fmt_ms(impact_ms)} ({impact_pct:.1f}%)" if wall_ms else fmt_ms(impact_ms)
 
 
 def finding_saving_text(finding: Finding, wall_ms: float) -> str:
     """A finding's saving; 'part of #N' alone when the finding it is part of holds all of its time."""
-    if finding.part_of and finding.impact_ms <= 0:
+    if finding.part_of and finding.impact_ms <= 0 and finding.impact_bytes is None:
         return f"part of #{finding.part_of}"
     part = f", part of #{finding.part_of}" if finding.part_of else ""
-    return saving_text(finding.impact_ms, finding.impact_pct, wall_ms) + part
+    return saving_text(finding.impact_ms, finding.impact_pct, wall_ms, finding.impact_bytes) + part
 
 
 def scope_text(scope: dict[str, object]) -> str:

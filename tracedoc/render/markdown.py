@@ -14,6 +14,7 @@ from tracedoc.render.base import (
     summary_text,
     what_if_text,
 )
+from tracedoc.render.memory import NOTE, memory_lines
 from tracedoc.render.sanitize import one_line
 from tracedoc.report import Report
 
@@ -66,6 +67,10 @@ class MarkdownRenderer(Renderer):
             lines += [f"| {rank} | {device} | {s.label} | {s.pct:.1f}% | {escape(s.top_detail or '')} |"
                       for (rank, device), shares in devices.items() for s in shares]
             lines.append("")
+        if memory := memory_lines(report):
+            lines += ["## Memory", "", NOTE + ".", ""]
+            for heading, items in memory:
+                lines += [f"**{escape(heading)}**", "", *(f"- {escape(item)}" for item in items), ""]
         lines += ["## Inputs", "", "| rank | format | events | path |", "|---|---|---|---|"]
         lines += [f"| {'—' if i.rank is None else i.rank} | {i.format} | {i.events:,} | {escape(i.path)} |"
                   for i in report.inputs]

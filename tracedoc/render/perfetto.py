@@ -15,8 +15,8 @@ per stream: kernels, copies and memsets; beside it the stream's synchronization 
 wait for, and work overlapping the stream's earlier work) and ``rank R · tracedoc`` (its profiler steps, the time
 attribution of each GPU, one slice per stretch of one cause, and one thread per finding about the rank, over the
 time range the finding is about); findings about the whole job go to ``tracedoc · all ranks``. A flow (an arrow
-in Perfetto) goes from each runtime or driver call to the GPU work it launched, matched on the correlation id. Times are µs after
-the earliest event (ns kept as three decimals).
+in Perfetto) goes from each runtime or driver call to the GPU work it launched, matched on the correlation id.
+Times are µs after the earliest event (ns kept as three decimals).
 """
 
 from __future__ import annotations

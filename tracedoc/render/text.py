@@ -20,10 +20,12 @@ from tracedoc.render.base import (
     finding_saving_text,
     fmt_ms,
     missing_ranks_lines,
+    saving_text,
     scope_text,
     summary_text,
     what_if_text,
 )
+from tracedoc.render.memory import NOTE, memory_lines
 from tracedoc.render.ranks import rank_steps_parts, step_times_text
 from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Finding, Report
@@ -59,7 +61,8 @@ class TextRenderer(Renderer):
             out.append(Text(steps, style="dim"))
         if not report.findings:
             out.append(Text("No problems found by the rules that ran.", style="green"))
-            return out + top_kernel_parts(report) + attribution_parts(report) + rank_steps_parts(report.metrics)
+            return (out + top_kernel_parts(report) + attribution_parts(report) + memory_parts(report)
+                    + rank_steps_parts(report.metrics))
         table = Table(show_header=True, header_style="bold", expand=False, box=None, pad_edge=False)
         for col, kw in (("#", {"justify": "right"}), ("severity", {}), ("rule", {}), ("where", {}),
                         ("est. saving", {"justify": "right"}), ("", {"justify": "right"})):
@@ -67,8 +70,10 @@ class TextRenderer(Renderer):
         for i, f in enumerate(report.findings, 1):
             table.add_row(str(i), Text(f.severity, style=_STYLE.get(f.severity, "")), Text(one_line(f.rule)),
                           Text(one_line(scope_text(f.scope.to_dict()))),
-                          "" if f.part_of and f.impact_ms <= 0 else fmt_ms(f.impact_ms),
-                          f"part of #{f.part_of}" if f.part_of else f"{f.impact_pct:.1f}%" if wall else "")
+                          saving_text(0, 0, 0, f.impact_bytes) if f.impact_bytes is not None
+                          else "" if f.part_of and f.impact_ms <= 0 else fmt_ms(f.impact_ms),
+                          f"part of #{f.part_of}" if f.part_of else f"{f.impact_pct:.1f}%"
+                          if wall and f.impact_bytes is None else "")
         out.append(table)
         for i, f in enumerate(report.findings, 1):
             evidence = Table.grid(padding=(0, 2))
@@ -86,13 +91,25 @@ class TextRenderer(Renderer):
             out.append(Panel(body, title=title, title_align="left", border_style=_STYLE.get(f.severity, ""),
                              subtitle=Text(f"{one_line(f.rule)} · {_saving_subtitle(f, wall)}"),
                              subtitle_align="right"))
-        return out + attribution_parts(report) + rank_steps_parts(report.metrics)
+        return out + attribution_parts(report) + memory_parts(report) + rank_steps_parts(report.metrics)
+
+
+def memory_parts(report: Report) -> list:
+    """The Memory section: per GPU, peak, growth, live sites, fragmentation and OOMs (bytes)."""
+    devices = memory_lines(report)
+    if not devices:
+        return []
+    out: list = [Text("Memory", style="bold"), Text(NOTE, style="dim")]
+    for heading, lines in devices:
+        out.append(Text(one_line(heading), style="bold"))
+        out += [Text("  " + terminal_text(line)) for line in lines]
+    return out
 
 
 def _saving_subtitle(finding: Finding, wall: float) -> str:
     """A finding panel's subtitle: what fixing it saves, 'part of #N' when a bigger finding counts its time, or
     that it has no time to save of its own."""
-    if finding.impact_ms > 0:
+    if finding.impact_ms > 0 or finding.impact_bytes is not None:
         return f"saves ~{finding_saving_text(finding, wall)}"
     return f"part of #{finding.part_of}" if finding.part_of else "no time saving estimated"
 

@@ -28,6 +28,8 @@ GROUP_FORMATS: dict[str, frozenset[str]] = {
     "ncu": frozenset({"ncu", "gemm_ladder"}),
     "hang": frozenset({"flight_recorder"}),
     "health": frozenset({"nvml", "telemetry"}),
+    # GPU memory: allocator snapshots, and PyTorch traces recorded with profile_memory=True (Store.formats)
+    "memory": frozenset({"memory_snapshot", "torch_memory"}),
 }
 
 

@@ -110,9 +110,13 @@ class Store:
         return int(self.scalar("SELECT current_setting('threads')"))
 
     def formats(self) -> frozenset[str]:
-        """The formats of the store's inputs (``sources.format``)."""
+        """The formats of the store's inputs (``sources.format``), and 'torch_memory' when a PyTorch trace holds
+        allocator events (the memory analyses' input)."""
         if self._formats is None:
-            self._formats = frozenset(r[0] for r in self.con.execute("SELECT DISTINCT format FROM sources").fetchall())
+            formats = {r[0] for r in self.con.execute("SELECT DISTINCT format FROM sources").fetchall()}
+            if "torch" in formats and self.scalar("SELECT count(*) > 0 FROM (SELECT 1 FROM memory_events LIMIT 1)"):
+                formats.add("torch_memory")
+            self._formats = frozenset(formats)
         return self._formats
 
     def ranks(self) -> int:

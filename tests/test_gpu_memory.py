@@ -1,0 +1,178 @@
+"""GPU memory: allocator events of real PyTorch traces and allocator snapshots (tests/data/memory, made on an H200
+by workloads/memory_leak/run.py; its README gives the truth each was built with).
+
+The leak keeps every step's 2048 × 4096 float32 output: 32 MiB (33,554,432 bytes) more held per step, allocated at
+run.py:48 (forward). The fixed twin keeps a float instead. The OOM run leaks the same way under a memory cap until
+Adam asks for 64 MiB (67,108,864 bytes) and fails. The fragment run leaves fifty 4 MiB holes between live buffers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracedoc import analyze
+from tracedoc.cli import cli
+from tracedoc.report import Report
+
+DATA = Path(__file__).resolve().parent / "data" / "memory"
+LEAK_PER_STEP = 32 << 20
+OOM_REQUEST = 64 << 20
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, Report]:
+    return {case: analyze(DATA / case, use_cache=False) for case in ("leak", "fixed", "oom", "fragment")}
+
+
+def rules(report: Report) -> list[str]:
+    return [f.rule for f in report.findings]
+
+
+def finding(report: Report, rule: str):
+    return next(f for f in report.findings if f.rule == rule)
+
+
+def test_the_leak_is_found_with_its_rate_and_site(reports: dict[str, Report]) -> None:
+    leak = finding(reports["leak"], "memory-leak")
+    assert leak.impact_bytes == pytest.approx(LEAK_PER_STEP, rel=0.05)
+    evidence = {e.name: e.value for e in leak.evidence}
+    assert evidence["growth per step"] == pytest.approx(LEAK_PER_STEP, rel=0.05)
+    assert evidence["allocated at"].endswith("run.py:48 (forward)")
+    assert evidence["that site's allocations still held per step"] == pytest.approx(LEAK_PER_STEP, rel=0.05)
+    # steps to OOM: what is left of the H200's memory over the rate
+    left = reports["leak"].memory[0]["capacity_bytes"] - reports["leak"].memory[0]["reserved_peak_bytes"]
+    assert evidence["steps until the device's memory is full at this rate"] == pytest.approx(left / LEAK_PER_STEP, 0.01)
+    assert "32.0 MiB more after every step" in leak.message
+
+
+def test_the_fixed_twin_is_quiet(reports: dict[str, Report]) -> None:
+    fixed = reports["fixed"]
+    assert not {"memory-leak", "oom", "memory-fragmentation", "memory-headroom"} & set(rules(fixed))
+    assert fixed.memory[0]["growth_bytes_per_step"] == 0
+    assert fixed.memory[0]["growth_sites"] == []
+
+
+def test_the_oom_is_explained(reports: dict[str, Report]) -> None:
+    oom = finding(reports["oom"], "oom")
+    assert oom.severity == "critical" and oom.impact_bytes == OOM_REQUEST
+    evidence = {e.name: e.value for e in oom.evidence}
+    assert evidence["request that failed"] == OOM_REQUEST
+    assert evidence["asked for at"].endswith("run.py:59 (train_step)")  # opt.step(), from the snapshot's frames
+    assert evidence["free on the device (CUDA)"] > 100 << 30  # the cap, not the card, ran out
+    # the leak before it is named too, at the same rate
+    assert finding(reports["oom"], "memory-leak").impact_bytes == pytest.approx(LEAK_PER_STEP, rel=0.05)
+
+
+def test_fragmentation_from_the_snapshot(reports: dict[str, Report]) -> None:
+    frag = finding(reports["fragment"], "memory-fragmentation")
+    evidence = {e.name: e.value for e in frag.evidence}
+    assert evidence["largest such hole"] == 4 << 20
+    assert evidence["free inside segments that hold live tensors"] >= 50 * (4 << 20)
+    assert "memory-leak" not in rules(reports["fragment"])
+    assert "memory-fragmentation" not in rules(reports["leak"])
+
+
+def test_memory_findings_rank_after_time_and_save_bytes(reports: dict[str, Report]) -> None:
+    report = reports["fragment"]
+    kinds = [f.impact_bytes is not None for f in report.findings]
+    assert kinds == sorted(kinds)  # time findings first, then memory ones
+    for f in report.findings:
+        if f.impact_bytes is not None:
+            assert f.impact_ms == 0 and f.impact_pct == 0
+    wall = report.summary["wall_ms"]
+    assert sum(f.impact_ms for f in report.findings if not f.part_of) <= wall
+
+
+def test_the_snapshot_is_joined_with_its_trace(reports: dict[str, Report]) -> None:
+    memory = reports["leak"].memory
+    assert len(memory) == 1  # one GPU: the snapshot is tied to the trace, not a second device
+    assert memory[0]["rank"] == 0 and memory[0]["fragmentation"]["snapshot_id"] is not None
+    assert memory[0]["peak_at"]["step"] == 10
+
+
+def test_trace_alone_still_finds_the_leak(tmp_path: Path) -> None:
+    shutil.copy(DATA / "leak" / "trace.json.gz", tmp_path / "trace.json.gz")
+    report = analyze(tmp_path, use_cache=False)
+    leak = finding(report, "memory-leak")
+    assert leak.impact_bytes == pytest.approx(LEAK_PER_STEP, rel=0.05)
+    # the profiler names a Python frame by its function's first line (def forward: line 47), the snapshot by the line
+    assert {e.name: e.value for e in leak.evidence}["allocated at"] == "run.py:47 (forward)"
+
+
+def test_json_and_markdown_carry_the_memory_section(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(cli, ["analyze", str(DATA / "oom"), "--no-cache", "--format", "json",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    data = Report.from_json(out.read_text())
+    assert data.memory[0]["ooms"][0]["requested_bytes"] == OOM_REQUEST
+    assert data.findings[0].impact_bytes == OOM_REQUEST
+    md = CliRunner().invoke(cli, ["analyze", str(DATA / "leak"), "--no-cache", "--format", "md"])
+    assert "## Memory" in md.stdout and "32.0 MiB/step" in md.stdout
+    assert "MiB of memory" in md.stdout  # the saving is bytes
+
+
+def test_frames_hold_the_memory_tables(reports: dict[str, Report]) -> None:
+    steps = reports["leak"].frames["memory_steps"]
+    ends = steps.filter(~steps["warmup"])["allocated_end_bytes"].to_list()
+    assert {b - a for a, b in zip(ends, ends[1:])} == {LEAK_PER_STEP}
+
+
+def _snapshot(tmp_path: Path, data: bytes, name: str = "snapshot.pickle") -> list[str]:
+    path = tmp_path / name
+    path.write_bytes(data)
+    result = CliRunner().invoke(cli, ["analyze", str(path), "--no-cache"])
+    return [str(result.exit_code), result.stderr]
+
+
+def test_hostile_snapshots_get_one_line_and_exit_2(tmp_path: Path) -> None:
+    real = gzip.decompress((DATA / "oom" / "snapshot.pickle.gz").read_bytes())
+
+    class Boom:
+        def __reduce__(self):
+            return (print, ("ran",))
+
+    cases = {
+        "truncated": real[: len(real) // 2],
+        "global": pickle.dumps({"segments": [Boom()], "device_traces": []}),
+        "deep": pickle.dumps({"segments": [], "device_traces": [], "x": _deep(200)}),
+        "not a list": pickle.dumps({"segments": {"total_size": 1}, "device_traces": []}),
+        "corrupt": real[:40] + bytes(b ^ 0x5A for b in real[40:200]) + real[200:],
+    }
+    for name, data in cases.items():
+        code, err = _snapshot(tmp_path, data)
+        assert code == "2", (name, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, (name, err)
+    # many references to one record cost once per reference: refused past the budget
+    block = {"address": 1, "size": 2, "state": "inactive"}
+    huge = pickle.dumps({"segments": [{"device": 0, "address": 1, "total_size": 2, "blocks": [block] * 50}] * 200_000,
+                         "device_traces": []})  # 200 kB that would be 10 M rows
+    code, err = _snapshot(tmp_path, huge)
+    assert code == "2" and "values" in err
+
+
+def _deep(n: int) -> list:
+    value: list = []
+    for _ in range(n):
+        value = [value]
+    return value
+
+
+def test_fuzzed_snapshots_never_crash(tmp_path: Path) -> None:
+    import random
+
+    real = gzip.decompress((DATA / "leak" / "snapshot.pickle.gz").read_bytes())
+    rng = random.Random(7)
+    for i in range(12):
+        data = bytearray(real)
+        for _ in range(rng.randint(1, 20)):
+            data[rng.randrange(2, len(data))] = rng.randrange(256)
+        code, err = _snapshot(tmp_path, bytes(data), f"fuzz{i}.pickle")
+        assert code in ("0", "2"), err
+        assert "Traceback" not in err

@@ -1,0 +1,95 @@
+-- memory.timeline: GPU memory over time per device, from the PyTorch profiler's allocator events
+-- (memory_events, a trace recorded with profile_memory=True), with the steps on the same axis. Bytes, ns.
+--
+-- Every event carries the allocator's totals just after it (Total Allocated: bytes in live tensors; Total
+-- Reserved: bytes the caching allocator holds from CUDA), so the curve is a step plot of those totals. The peak is
+-- the highest Total Allocated; it happens in a step (the ProfilerStep#N it falls in) and inside an operator (the
+-- innermost one on the allocating thread). Memory allocated before the trace started appears in the totals only.
+-- include: trace.steps
+
+-- A site from a Python frame as the profiler names it, 'run.py(48): forward' → 'run.py:48 (forward)'; NULL for
+-- the framework's frames (torch/, built-ins, the standard library's context managers): the user's innermost frame
+-- is where a fix goes.
+CREATE OR REPLACE TEMP MACRO memory_user_frame(name) AS
+    CASE WHEN name IS NULL OR regexp_matches(name, '^(torch/|<built-in|<frozen|nn\.Module|contextlib\.py|functools\.py|threading\.py|typing\.py|site-packages/|.*/site-packages/|.*/torch/)')
+         THEN NULL
+         ELSE regexp_replace(name, '^(.*)\(([0-9]+)\): (.*)$', '\1:\2 (\3)') END;
+
+-- The allocator events on GPUs (not the CPU's, device type 0), each with its step (NULL outside every step) and
+-- whether that step is a warm-up step.
+CREATE OR REPLACE TEMP TABLE memory_gpu_events AS
+SELECT e.*, s.step, coalesce(s.warmup, true) AS warmup
+FROM memory_events e
+LEFT JOIN trace_steps s ON s.source_id = e.source_id AND e.ts_ns >= s.ts_ns AND e.ts_ns < s.ts_ns + s.dur_ns
+WHERE coalesce(e.device_type, 1) <> 0 AND coalesce(e.device, 0) >= 0;
+
+-- Each allocation with when it was freed (the next event at its address on its device, when that is a free;
+-- NULL: still held when the trace ended).
+CREATE OR REPLACE TEMP TABLE memory_allocs AS
+WITH ev AS (
+    SELECT *, lead(kind) OVER w AS next_kind, lead(ts_ns) OVER w AS next_ts
+    FROM memory_gpu_events WHERE kind IN ('alloc', 'free') AND addr IS NOT NULL
+    WINDOW w AS (PARTITION BY source_id, device, addr ORDER BY ts_ns, kind)
+)
+SELECT source_id, rank, tid, device, addr, bytes, ts_ns, step, warmup,
+       CASE WHEN next_kind = 'free' THEN next_ts END AS freed_ns
+FROM ev WHERE kind = 'alloc' AND bytes > 0;
+
+-- Per source, device and step: allocated and reserved bytes at the step's end, the highest allocated inside it,
+-- and the step's position among the steady steps (n, 1-based; NULL for warm-up steps).
+CREATE OR REPLACE TEMP TABLE memory_steps AS
+WITH dev AS (SELECT DISTINCT source_id, rank, device FROM memory_gpu_events),
+ends AS (
+    SELECT d.source_id, d.rank, d.device, s.step, s.warmup, s.ts_ns, s.dur_ns, s.ts_ns + s.dur_ns AS end_ns
+    FROM dev d JOIN trace_steps s USING (source_id)
+),
+at_end AS (
+    SELECT e.*, m.total_allocated AS allocated_end, m.total_reserved AS reserved_end
+    FROM ends e ASOF LEFT JOIN memory_gpu_events m
+      ON m.source_id = e.source_id AND m.device = e.device AND e.end_ns >= m.ts_ns
+),
+inside AS (
+    SELECT source_id, device, step, max(total_allocated) AS allocated_max, max(total_reserved) AS reserved_max
+    FROM memory_gpu_events WHERE step IS NOT NULL GROUP BY ALL
+)
+SELECT a.source_id, a.rank, a.device, a.step, a.warmup, a.ts_ns, a.dur_ns, a.allocated_end, a.reserved_end,
+       i.allocated_max, i.reserved_max,
+       CASE WHEN NOT a.warmup THEN row_number() OVER (PARTITION BY a.source_id, a.device, a.warmup
+                                                      ORDER BY a.ts_ns) END AS n
+FROM at_end a LEFT JOIN inside i USING (source_id, device, step);
+
+-- The peak of each source and device: the event after which the most was allocated (the first such).
+CREATE OR REPLACE TEMP TABLE memory_peaks AS
+SELECT source_id, device, arg_min(ts_ns, (-total_allocated, ts_ns)) AS peak_ns, max(total_allocated) AS peak_bytes,
+       arg_min(tid, (-total_allocated, ts_ns)) AS tid, arg_min(step, (-total_allocated, ts_ns)) AS step
+FROM memory_gpu_events WHERE kind <> 'oom' AND total_allocated IS NOT NULL GROUP BY ALL;
+
+-- The innermost operator (and the user's innermost Python frame, with with_stack=True) on the allocating thread
+-- at each peak.
+CREATE OR REPLACE TEMP TABLE memory_peak_where AS
+SELECT p.source_id, p.device,
+       arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op,
+       arg_max(memory_user_frame(c.name), c.ts_ns)
+           FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS site
+FROM memory_peaks p
+JOIN cpu_activity c ON c.source_id = p.source_id AND c.tid = p.tid AND c.ts_ns <= p.peak_ns
+                   AND p.peak_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python')
+GROUP BY ALL;
+
+-- One row per source and GPU: the curve summarised. capacity_bytes: the device's memory from the trace header.
+CREATE OR REPLACE TEMP TABLE memory_by_device AS
+SELECT e.source_id, any_value(e.rank) AS rank, e.device,
+       count(*) FILTER (WHERE e.kind <> 'oom') AS events,
+       min(e.ts_ns) AS first_ns, max(e.ts_ns) AS last_ns,
+       arg_min(e.total_allocated, e.ts_ns) AS allocated_start, arg_max(e.total_allocated, e.ts_ns) AS allocated_end,
+       arg_max(e.total_reserved, e.ts_ns) AS reserved_end,
+       max(e.total_reserved) AS reserved_peak_bytes,
+       any_value(p.peak_bytes) AS peak_bytes, any_value(p.peak_ns) AS peak_ns, any_value(p.step) AS peak_step,
+       any_value(w.op) AS peak_op, any_value(w.site) AS peak_site,
+       any_value(d.total_memory_bytes) AS capacity_bytes,
+       count(*) FILTER (WHERE e.kind = 'oom') AS ooms
+FROM memory_gpu_events e
+LEFT JOIN memory_peaks p USING (source_id, device)
+LEFT JOIN memory_peak_where w USING (source_id, device)
+LEFT JOIN devices d ON d.source_id = e.source_id AND d.device = e.device
+GROUP BY e.source_id, e.device;

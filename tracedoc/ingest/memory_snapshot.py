@@ -1,0 +1,240 @@
+"""PyTorch CUDA allocator snapshots (``torch.cuda.memory._dump_snapshot()``: the ``_snapshot()`` dict, pickled) into
+memory_segments, memory_blocks and memory_actions (schema_memory.sql).
+
+A snapshot holds the allocator's segments (each cut into blocks, live ones with the Python frames that allocated
+them) and, when ``_record_memory_history`` was on, each device's recent history (``device_traces``: alloc,
+free_requested, free_completed, segment_alloc, segment_free, oom, ... with a time in µs since the epoch, an
+address, a size and frames). It is untrusted input: read by the flight-recorder dumps' unpickler, which refuses
+every global (only dicts, lists, tuples, strings and numbers can be built, nothing in the file runs), and every
+field is checked against the shape torch writes; a missing or malformed field becomes NULL.
+
+What a snapshot can make the reader do is bounded by limits, not by what it claims: the file is at most
+``TRACEDOC_MAX_SNAPSHOT_BYTES`` (default 512 MiB; unpickled, a snapshot takes several times its size in memory),
+nests at most 32 levels (torch's nest 5), and the reader builds at most ``TRACEDOC_MAX_SNAPSHOT_VALUES`` values
+(default 5,000,000: each segment, block, history entry and frame it reads counts, once per place that refers to
+it, so a pickle that refers to one record a million times costs a million; segments, blocks and entries are
+counted before any row is built). Of each stack, 64 frames are looked
+at and 8 kept. A snapshot belongs to no rank of its own (``PER_HOST``): the memory analyses tie it to the trace of
+the same run by time and address.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tracedoc.errors import InputError, first_line
+from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest.flight_recorder import _PlainDataUnpickler
+from tracedoc.store import Store
+
+FORMAT = "memory_snapshot"
+PER_HOST = True  # no rank of its own: joined with the trace of its run by time and address (analyses/memory)
+_PICKLE_MAGIC = re.compile(rb"\A\x80[\x02-\x05]")
+_BYTES_VAR, _DEFAULT_MAX_BYTES = "TRACEDOC_MAX_SNAPSHOT_BYTES", 512 << 20
+_VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_SNAPSHOT_VALUES", 5_000_000
+MAX_BYTES = 8 << 30  # ingest unpacks a compressed snapshot no further; the read limit above applies after
+_MAX_DEPTH = 32
+_FRAMES_SCANNED = 64
+_FRAMES_KEPT = 8
+_MAX_TEXT = 300
+_INT64 = 1 << 63
+# Frames of these files are the framework's, not the user's: a site is the innermost frame outside them.
+_LIBRARY = re.compile(r"(^|/)(site-packages|dist-packages|torch|lib/python3\.\d+)/|^<")
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+_SEGMENTS = pa.schema([("source_id", pa.int32()), ("device", pa.int32()), ("address", pa.int64()),
+                       ("total_size", pa.int64()), ("allocated_size", pa.int64()), ("active_size", pa.int64()),
+                       ("stream", pa.int64()), ("segment_type", pa.string()), ("is_expandable", pa.bool_()),
+                       ("blocks", pa.int32())])
+_BLOCKS = pa.schema([("source_id", pa.int32()), ("device", pa.int32()), ("segment_address", pa.int64()),
+                     ("address", pa.int64()), ("size", pa.int64()), ("requested_size", pa.int64()),
+                     ("state", pa.string()), ("site", pa.string()), ("stack", pa.string())])
+_ACTIONS = pa.schema([("source_id", pa.int32()), ("device", pa.int32()), ("seq", pa.int32()),
+                      ("action", pa.string()), ("addr", pa.int64()), ("size", pa.int64()),
+                      ("device_free", pa.int64()), ("stream", pa.int64()), ("time_ns", pa.int64()),
+                      ("site", pa.string()), ("stack", pa.string())])
+
+
+def sniff(path: Path, head: bytes) -> bool:
+    """True for a pickle whose first keys are a snapshot's (``segments``, then segment fields or the history)."""
+    return (_PICKLE_MAGIC.match(head) is not None and b"segments" in head
+            and (b"total_size" in head or b"device_traces" in head))
+
+
+class _SnapshotUnpickler(_PlainDataUnpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise InputError(f"{self._path}: refused: the pickle asks for {module[:80]}.{name[:80]}, but an allocator "
+                         "snapshot holds only plain data (nothing in the file was run)")
+
+
+def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
+    """Read one snapshot into the memory tables under ``source_id``."""
+    snapshot = _read(path)
+    budget = _Budget(path)
+    _check_nesting(snapshot, path)
+    segments, blocks = _segments(snapshot.get("segments"), source_id, budget, path)
+    actions = _actions(snapshot.get("device_traces"), source_id, budget, path)
+    for table, rows, schema in (("memory_segments", segments, _SEGMENTS), ("memory_blocks", blocks, _BLOCKS),
+                                ("memory_actions", actions, _ACTIONS)):
+        if rows:
+            store.con.register("_memory_rows_in", pa.Table.from_pylist(rows, schema=schema))
+            try:
+                store.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _memory_rows_in")
+            finally:
+                store.con.unregister("_memory_rows_in")
+    history = "with its allocator history" if actions else "no allocator history (_record_memory_history was off)"
+    return LoadResult(rank=None, world_size=None, event_count=len(blocks) + len(actions),
+                      tool=f"torch.cuda.memory snapshot, {len(segments)} segments, {history}")
+
+
+def _limit(var: str, default: int) -> int:
+    text = os.environ.get(var, "").strip()
+    if not text:
+        return default
+    if not text.isascii() or not text.isdigit() or int(text) <= 0:
+        raise InputError(f"{var}={text[:40]!r}: expected a positive whole number")
+    return int(text)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The snapshot as a dict; refused when larger than the byte limit, not a pickle, or not a snapshot."""
+    limit = _limit(_BYTES_VAR, _DEFAULT_MAX_BYTES)
+    size = path.stat().st_size
+    if size > limit:
+        raise InputError(f"{path}: a {size:,}-byte allocator snapshot, over the limit of {limit:,} bytes (set "
+                         f"{_BYTES_VAR} to read more; unpickled, a snapshot takes several times its size)")
+    raw = path.read_bytes()
+    if not _PICKLE_MAGIC.match(raw):
+        raise InputError(f"{path}: not an allocator snapshot (not a pickle)")
+    try:
+        snapshot = _SnapshotUnpickler(raw, path).load()
+    except InputError:
+        raise
+    except (Exception, MemoryError, RecursionError) as exc:  # any failure of the unpickler: bad bytes
+        raise InputError(f"{path}: truncated or corrupt allocator snapshot ({first_line(exc)[:120]})") from None
+    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("segments"), list):
+        raise InputError(f"{path}: not an allocator snapshot (no list of segments at the top level)")
+    return snapshot
+
+
+class _Budget:
+    """Counts what the reader builds; past TRACEDOC_MAX_SNAPSHOT_VALUES the snapshot is refused."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.limit = _limit(_VALUES_VAR, _DEFAULT_MAX_VALUES)
+        self.left = self.limit
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise InputError(f"{self.path}: the allocator snapshot would make the reader build over {self.limit:,} "
+                             f"values (a record referred to from many places counts each time; set {_VALUES_VAR} "
+                             "to read more)")
+
+
+def _check_nesting(value: Any, path: Path) -> None:
+    """Refuse a snapshot nested deeper than _MAX_DEPTH (each container looked at once)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    seen: set[int] = set()
+    while stack:
+        item, depth = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if depth > _MAX_DEPTH:
+            raise InputError(f"{path}: nested more than {_MAX_DEPTH} levels deep: not an allocator snapshot")
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64:
+        return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return _CONTROLS.sub("", value[:_MAX_TEXT])
+
+
+def _frames(frames: Any, budget: _Budget) -> tuple[str | None, str | None]:
+    """The allocation site (innermost frame outside the framework, else the innermost frame) and the stack."""
+    if not isinstance(frames, list | tuple) or not frames:
+        return None, None
+    looked = frames[:_FRAMES_SCANNED]
+    budget.spend(len(looked))
+    named = []
+    for f in looked:
+        if not isinstance(f, dict):
+            continue
+        filename, line, name = _text(f.get("filename")) or "?", _int(f.get("line")), _text(f.get("name")) or "?"
+        named.append((filename, f"{_short(filename)}:{line if line is not None else '?'} ({name})"))
+    if not named:
+        return None, None
+    site = next((text for filename, text in named if not _LIBRARY.search(filename)), named[0][1])
+    return site, " ← ".join(text for _, text in named[:_FRAMES_KEPT])
+
+
+def _short(filename: str) -> str:
+    """The file's last two path components: enough to find it, and no home directories in reports."""
+    return "/".join(filename.replace("\\", "/").split("/")[-2:])
+
+
+def _segments(segments: Any, source_id: int, budget: _Budget, path: Path) -> tuple[list[dict], list[dict]]:
+    if not isinstance(segments, list):
+        raise InputError(f"{path}: not an allocator snapshot (no list of segments at the top level)")
+    budget.spend(sum(1 + len(s["blocks"]) if isinstance(s, dict) and isinstance(s.get("blocks"), list) else 1
+                     for s in segments))  # before any row is built
+    seg_rows: list[dict] = []
+    block_rows: list[dict] = []
+    for seg in segments:
+        if not isinstance(seg, dict):
+            continue
+        device, address = _int(seg.get("device")), _int(seg.get("address"))
+        blocks = seg.get("blocks") if isinstance(seg.get("blocks"), list) else []
+        seg_rows.append({"source_id": source_id, "device": device, "address": address,
+                         "total_size": _int(seg.get("total_size")), "allocated_size": _int(seg.get("allocated_size")),
+                         "active_size": _int(seg.get("active_size")), "stream": _int(seg.get("stream")),
+                         "segment_type": _text(seg.get("segment_type")),
+                         "is_expandable": seg.get("is_expandable") if isinstance(seg.get("is_expandable"), bool)
+                         else None, "blocks": len(blocks)})
+        for block in blocks:
+            if not isinstance(block, dict):
+                continue
+            site, stack = _frames(block.get("frames"), budget)
+            block_rows.append({"source_id": source_id, "device": device, "segment_address": address,
+                               "address": _int(block.get("address")), "size": _int(block.get("size")),
+                               "requested_size": _int(block.get("requested_size")),
+                               "state": _text(block.get("state")), "site": site, "stack": stack})
+    return seg_rows, block_rows
+
+
+def _actions(traces: Any, source_id: int, budget: _Budget, path: Path) -> list[dict]:
+    if traces is None:
+        return []
+    if not isinstance(traces, list):
+        raise InputError(f"{path}: malformed allocator snapshot ('device_traces' is not a list per device)")
+    budget.spend(sum(1 + len(e) if isinstance(e, list) else 1 for e in traces))  # before any row is built
+    rows: list[dict] = []
+    for device, entries in enumerate(traces):
+        if not isinstance(entries, list):
+            continue
+        for seq, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                continue
+            time_us = _int(entry.get("time_us"))
+            site, stack = _frames(entry.get("frames"), budget)
+            rows.append({"source_id": source_id, "device": device, "seq": seq, "action": _text(entry.get("action")),
+                         "addr": _int(entry.get("addr")), "size": _int(entry.get("size")),
+                         "device_free": _int(entry.get("device_free")), "stream": _int(entry.get("stream")),
+                         "time_ns": time_us * 1000 if time_us is not None and abs(time_us) < _INT64 // 1000
+                         else None, "site": site, "stack": stack})
+    return rows

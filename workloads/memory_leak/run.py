@@ -1,0 +1,139 @@
+"""A small MLP training loop whose GPU memory leaks, runs out, fragments, or stays flat, profiled with the memory
+recorded both ways: the PyTorch profiler's ``[memory]`` events (``profile_memory=True, with_stack=True``) and the
+caching allocator's history (``torch.cuda.memory._record_memory_history`` + ``_dump_snapshot``).
+
+Variants:
+  leak      keeps every step's output (``history.append(out.detach())``, for metrics "later"): exactly
+            ``--batch`` × ``--hidden`` × 4 bytes more held after each step (2048 × 4096 × 4 = 32 MiB by default)
+  fixed     the same loop keeping only a Python float of each step's loss (``loss.item()`` after the step)
+  oom       the leak under a per-process memory cap (``torch.cuda.set_per_process_memory_fraction``) set to the
+            memory the loop holds after warm-up plus ``--oom-after`` leaked outputs and a bit: the allocator runs
+            out in the recorded steps; the OutOfMemoryError is caught and the snapshot dumped
+  fragment  the fixed loop after ``--frag-count`` 4 MiB buffers were allocated and every other one freed: the
+            caching allocator packs five such buffers into each 20 MiB segment, so the segments keep 4 MiB holes
+            between live buffers that no larger request can use (``--frag-count`` / 2 × 4 MiB free inside
+            segments, largest free block 4 MiB), while reserved memory stays flat
+Writes into ``--out``: ``trace.json.gz`` (the profiled steps) and ``snapshot.pickle.gz`` (the allocator snapshot,
+``_dump_snapshot``), and prints ``RESULT`` lines with the truth the variant was built with.
+
+Example:
+  python workloads/memory_leak/run.py --variant leak --out out/memory-leak
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+VARIANTS = ("leak", "fixed", "oom", "fragment")
+MiB = 1 << 20
+
+
+def make_model(hidden: int, layers: int) -> nn.Module:
+    blocks: list[nn.Module] = []
+    for _ in range(layers):
+        blocks += [nn.Linear(hidden, hidden), nn.ReLU()]
+    return nn.Sequential(*blocks)
+
+
+def forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model(x)  # the output: batch × hidden floats
+
+
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, target: torch.Tensor,
+               history: list, variant: str) -> None:
+    with record_function("forward"):
+        out = forward(model, x)
+        loss = nn.functional.mse_loss(out, target)
+    with record_function("backward"):
+        loss.backward()
+    with record_function("optimizer"):
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    if variant in ("leak", "oom"):
+        history.append(out.detach())  # the leak: every step's output stays referenced
+    else:
+        history.append(loss.item())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variant", choices=VARIANTS, default="leak")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--steps", type=int, default=10, help="profiled steps (after 3 unrecorded ones)")
+    parser.add_argument("--batch", type=int, default=2048)
+    parser.add_argument("--hidden", type=int, default=4096)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--oom-after", type=int, default=5, help="oom: leaked outputs that fit under the cap")
+    parser.add_argument("--frag-count", type=int, default=100, help="fragment: 4 MiB buffers, every other freed")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("needs a CUDA GPU")
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    model = make_model(args.hidden, args.layers).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    x = torch.randn(args.batch, args.hidden, device=device)
+    target = torch.randn(args.batch, args.hidden, device=device)
+    history: list = []
+    kept: list = []
+    leak_bytes = args.batch * args.hidden * 4 if args.variant in ("leak", "oom") else 0
+    print(f"RESULT memory {args.variant}: leak per step {leak_bytes} bytes ({leak_bytes / MiB:.1f} MiB)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
+    if args.variant == "fragment":
+        buffers = [torch.empty(MiB, device=device) for _ in range(args.frag_count)]  # 4 MiB each (float32)
+        kept = buffers[1::2]
+        del buffers
+        print(f"RESULT memory fragment: {args.frag_count - len(kept)} holes of {4 * MiB} bytes between "
+              f"{len(kept)} live buffers")
+    warm = 2
+    for _ in range(warm):  # warm-up, unrecorded: Adam's state and the cuBLAS workspace exist before the trace
+        train_step(model, opt, x, target, history, args.variant)
+    torch.cuda.synchronize()
+    if args.variant == "oom":
+        total = torch.cuda.get_device_properties(device).total_memory
+        # +1: the profiler's warm-up step leaks one more output
+        cap = torch.cuda.memory_reserved() + (args.oom_after + 1) * leak_bytes + leak_bytes // 2
+        torch.cuda.set_per_process_memory_fraction(cap / total, torch.cuda.current_device())
+        print(f"RESULT memory oom: cap {cap} bytes ({cap / MiB:.1f} MiB) of {total} bytes")
+    trace = args.out / "trace.json"
+    failed = None
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 schedule=schedule(wait=0, warmup=1, active=args.steps, repeat=1),
+                 profile_memory=True, with_stack=True, record_shapes=True,
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(trace))) as prof:
+        for step in range(warm, warm + 1 + args.steps):  # one warm-up step of the profiler first
+            try:
+                train_step(model, opt, x, target, history, args.variant)
+            except torch.cuda.OutOfMemoryError as exc:
+                failed = exc
+                print(f"RESULT memory oom: out of memory at step {step}: {str(exc).splitlines()[0]}")
+                break
+            finally:
+                prof.step()
+    torch.cuda.synchronize()
+    snapshot = args.out / "snapshot.pickle"
+    print(f"RESULT memory {args.variant}: snapshot dumped at epoch {time.time_ns()} ns")
+    torch.cuda.memory._dump_snapshot(str(snapshot))
+    torch.cuda.memory._record_memory_history(enabled=None)
+    for path in (trace, snapshot):
+        with path.open("rb") as src, gzip.open(f"{path}.gz", "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
+        path.unlink()
+        print(f"wrote {path}.gz ({Path(f'{path}.gz').stat().st_size / 1e3:.0f} kB)")
+    print(f"RESULT memory {args.variant}: allocated {torch.cuda.memory_allocated()} reserved "
+          f"{torch.cuda.memory_reserved()} max_allocated {torch.cuda.max_memory_allocated()} "
+          f"steps kept {len(history)} failed {failed is not None}")
+
+
+if __name__ == "__main__":
+    main()
