@@ -103,15 +103,25 @@ class Report:
     # The window the findings judge (trace.window): its kind, how its steps were found, its bounds, per rank too;
     # empty without a timeline.
     window: dict[str, Any] = field(default_factory=dict)
+    # MFU, HFU, MBU per rank (step None: its steady steps) and step, with the peak and its source
+    # (tracedoc.efficiency); empty where not measured.
+    efficiency: list[dict[str, Any]] = field(default_factory=list)
+    # The operator view: per rank, the aten ops with the most GPU time, their FLOPs, bytes and kernels.
+    operators: list[dict[str, Any]] = field(default_factory=list)
     # Where the store the report was made from lies (a cached store; None in memory or when loaded from JSON): what
     # renderers that draw the events read (--format perfetto). Not part of the JSON report.
     store_path: Path | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tracedoc": __version__, "schema": REPORT_SCHEMA,
-                "inputs": [asdict(i) for i in self.inputs], "summary": self.summary,
-                "window": self.window, "findings": [f.to_dict() for f in self.findings],
-                "attribution": self.attribution, "what_if": self.what_if, "metrics": self.metrics}
+        d = {"tracedoc": __version__, "schema": REPORT_SCHEMA,
+             "inputs": [asdict(i) for i in self.inputs], "summary": self.summary,
+             "window": self.window, "findings": [f.to_dict() for f in self.findings],
+             "attribution": self.attribution, "what_if": self.what_if}
+        if self.efficiency:
+            d["efficiency"] = self.efficiency
+        if self.operators:
+            d["operators"] = self.operators
+        return {**d, "metrics": self.metrics}
 
     @property
     def input_count(self) -> int:
@@ -129,7 +139,8 @@ class Report:
     def from_dict(cls, d: dict[str, Any]) -> Report:
         return cls(inputs=[InputInfo(**i) for i in d["inputs"]], summary=d["summary"],
                    findings=[Finding.from_dict(f) for f in d["findings"]], metrics=d.get("metrics", {}),
-                   attribution=d.get("attribution", []), what_if=d.get("what_if", []), window=d.get("window") or {})
+                   attribution=d.get("attribution", []), what_if=d.get("what_if", []), window=d.get("window") or {},
+                   efficiency=d.get("efficiency") or [], operators=d.get("operators") or [])
 
     @classmethod
     def from_json(cls, text: str) -> Report:
