@@ -114,6 +114,9 @@ def test_operator_view(tmp_path: Path) -> None:
     assert 95 < sum(o["share_pct"] for o in ops) <= 100.5
     text = report.to_json()
     assert '"operators"' in text and '"efficiency"' in text
+    frame = report.frames["operators"]  # the same rows for notebooks, kernels as text
+    assert frame.height == len(ops) and frame["kernels"][0].startswith(ops[0]["kernels"][0]["name"])
+    assert report.frames["efficiency"]["peak_tflops"][0] == pytest.approx(989.5)
 
 
 def test_cuda_graph_trace_says_why_and_takes_user_flops(tmp_path: Path) -> None:
@@ -181,3 +184,17 @@ def test_convolution_flops_from_concrete_inputs(tmp_path: Path) -> None:
     assert rows and all(r["name"] == "aten::convolution" for r in rows)
     assert rows[0]["shape"].startswith("128×3×224×224 · 768×3×16×16")
     assert rows[0]["flops"] == 2 * 128 * 768 * 3 * 16 * 16 * 14 * 14
+
+
+def test_distributed_report_gives_the_same_efficiency(tmp_path: Path) -> None:
+    """Over Dask workers (one rank each), the efficiency rows and the operator view equal the local report's: each
+    rank's figures come from its own trace (DDP with shapes, two H200 ranks)."""
+    from tracedoc.scale import ClusterSpec, analyze_distributed
+
+    ranks = ROOT / "tests" / "data" / "ddp-larger-batch-shapes"
+    local = analyze([ranks], cache_dir=tmp_path / "local")
+    spread = analyze_distributed([ranks], ClusterSpec(workers=1), cache_dir=tmp_path / "spread")
+    assert local.efficiency and local.operators
+    assert spread.efficiency == local.efficiency and spread.operators == local.operators
+    assert spread.summary["efficiency"] == local.summary["efficiency"]
+    assert [f.rule for f in spread.findings] == [f.rule for f in local.findings]

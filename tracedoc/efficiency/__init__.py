@@ -79,7 +79,8 @@ def operator_rows(store: Store) -> list[dict[str, Any]]:
     """The report's ``operators``: per rank, the aten ops with the most GPU time in the steady steps (count, host
     and GPU time, FLOPs, bytes, TFLOP/s, GB/s, intensity, % of roofline, the shape that took most time) and the
     kernels each launched."""
-    if not store.scalar("SELECT count(*) FROM op_shapes"):
+    if not store.scalar("SELECT count(*) FROM op_shapes") and "efficiency_operators" not in getattr(
+            store, "provided", ()):  # a distributed job's store: the ranks' operator views, no events
         return []
     store.include("efficiency.operators")
     kernels: dict[tuple[int, str], list[dict[str, Any]]] = {}

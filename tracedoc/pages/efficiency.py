@@ -10,7 +10,7 @@ from typing import Any
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
-from tracedoc.pages.charts import Section, short
+from tracedoc.pages.charts import Section, kernel_short, short
 from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
 
@@ -33,7 +33,8 @@ OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), Column("cou
               Column("tflops", "TFLOP/s", number(1), numeric=True), Column("gbps", "GB/s", number(0), numeric=True),
               Column("intensity", "FLOP/B", number(1), numeric=True),
               Column("roofline_pct", "% of roofline", number(0), numeric=True), Column("dtype", "dtype"),
-              Column("shape", "shape (most time)", wide=True), Column("kernel_text", "kernels", wide=True)]
+              Column("shape", "shape (most time)", wide=True),
+              Column("kernel_text", "top kernel", wide=True, abbreviate=lambda text: kernel_short(text.split("; ")[0]))]
 
 
 def sections(report: Report) -> list[Section]:
@@ -46,14 +47,16 @@ def sections(report: Report) -> list[Section]:
              "gb": r["bytes"] / 1e9 if r["bytes"] is not None else None,
              "step": "steady steps" if r["step"] is None else r["step"],
              "peak_text": _peak_text(r["peak"])} for r in report.efficiency]
+    sources = sorted({str(r["peak"]["source"]) for r in report.efficiency if r["peak"].get("source")})
     out = [Section("MFU and MBU", note="Per rank over its steady steps, then per step. MFU: the model's FLOPs (from "
                                        "the operators' shapes, recomputation left out) per second, % of the dense "
                                        "peak of their dtype; HFU counts recomputation; MBU: bytes moved per second, % "
-                                       "of the HBM bandwidth.", items=[table_html(rows, STEP_COLUMNS)])]
+                                       "of the HBM bandwidth. Peaks: " + "; ".join(sources) + ".",
+                items=[table_html(rows, STEP_COLUMNS)])]
     if not report.operators:
         return out
-    ops = [{**o, "kernel_text": "; ".join(f"{k['name']} ×{k['count']}" for k in o["kernels"][:3])}
-           for o in report.operators]
+    ops = [{**o, "tflops": o["tflops"] or None, "intensity": o["intensity"] or None,
+            "kernel_text": "; ".join(f"{k['name']} ×{k['count']}" for k in o["kernels"][:3])} for o in report.operators]
     peak = next((r["peak"] for r in report.efficiency if r["note"] is None), None)
     out.append(Section("Roofline of operators", note="Achieved TFLOP/s against arithmetic intensity (FLOPs per byte "
                                                      "moved), each op a circle sized by its GPU time; the lines are "
@@ -70,7 +73,7 @@ def _peak_text(peak: dict[str, Any]) -> str:
     if peak.get("tflops") is None:
         return ""
     return (f"{peak.get('gpu') or peak.get('device_name')}: {peak['tflops']:g} TFLOP/s {peak.get('dtype')}, "
-            f"{peak.get('gbps') or 0:g} GB/s ({peak.get('source')})")
+            f"{peak.get('gbps') or 0:g} GB/s")
 
 
 def roofline_chart(operators: list[dict[str, Any]], peak: dict[str, Any] | None) -> Any:
