@@ -49,20 +49,58 @@ _STEPS_SQL = """
 
 def efficiency_rows(store: Store, options: Options | None = None) -> list[dict[str, Any]]:
     """The report's ``efficiency``: per rank, one row over its steady steps (step None) and one per step, with
-    the peak and its source; a figure that cannot be computed is None and ``note`` says why."""
+    the peak and its source; a figure that cannot be computed is None and ``note`` says why (a PyTorch trace
+    without shapes: one row per rank, saying so)."""
     if not store.scalar("SELECT count(*) FROM sources WHERE format = 'torch'") and not (options and options.user_flops):
         return []
+    if not store.efficiency_measurable():
+        return _unavailable(store)
     store.include("efficiency.steps")
     user = bool(options and options.user_flops)
     ranks = store.query(_STEPS_SQL.format(table="efficiency_by_rank", order=""), [user])
     steps = store.query(_STEPS_SQL.format(table="efficiency_steps", order=", e.step"), [user])
-    return [_row(r, None) for r in ranks] + [_row(r, r["step"]) for r in steps]
+    # a rank without shapes: one row saying so, as where no rank has any (_unavailable)
+    return [_row(r, None) for r in ranks] + [_row(r, r["step"]) for r in steps if r["note"] not in _NOTES]
+
+
+def _unavailable(store: Store) -> list[dict[str, Any]]:
+    """One row per PyTorch rank with steady steps whose trace holds no operator shapes: null figures, the peak
+    its GPU would have, and why (CUDA graphs, or record_shapes off)."""
+    store.include("trace.steps")
+    store.include("efficiency.peaks")
+    rows = store.query("""
+        WITH graphs AS (SELECT DISTINCT source_id FROM cpu_activity
+                        WHERE kind IN ('runtime', 'driver') AND name LIKE '%GraphLaunch%')
+        SELECT src.source_id, src.rank, count(*) AS steps, p.gpu, p.device_name, p.source AS peak_source,
+               p.bf16_tflops, p.hbm_gbps, g.source_id IS NOT NULL AS graphs
+        FROM trace_steady_steps s JOIN sources src USING (source_id) LEFT JOIN efficiency_peaks p USING (source_id)
+        LEFT JOIN graphs g USING (source_id)
+        WHERE src.format = 'torch'
+        GROUP BY ALL ORDER BY src.rank, src.source_id""")
+    return [{"rank": r["rank"], "step": None, "steps": r["steps"], **_NONE,
+             "peak": {"gpu": r["gpu"], "device_name": r["device_name"], "dtype": "bf16",
+                      "tflops": report_number(r["bf16_tflops"]), "gbps": report_number(r["hbm_gbps"]),
+                      "source": r["peak_source"]},
+             "note": GRAPHS_NOTE if r["graphs"] else NO_SHAPES_NOTE} for r in rows]
+
+
+GRAPHS_NOTE = ("the steps run in CUDA graphs: their operators and shapes are not in the trace (give "
+               "--flops-per-step)")
+NO_SHAPES_NOTE = "the trace has no operator shapes (record with record_shapes=True, or give --flops-per-step)"
+_NOTES = (GRAPHS_NOTE, NO_SHAPES_NOTE)  # efficiency.steps words them alike
+_NONE = dict.fromkeys(("step_ms", "model_flops", "hardware_flops", "achieved_tflops", "mfu_pct", "hfu_pct", "bytes",
+                       "achieved_gbps", "mbu_pct", "flop_model_coverage_pct", "bound"))
 
 
 def _row(r: dict[str, Any], step: int | None) -> dict[str, Any]:
     """One row of ``efficiency``; a rank's row (step None) gives the mean step of its steady steps."""
     n = report_number
     steps = r.get("steps", 1)
+    if r["note"] in _NOTES:
+        return {"rank": r["rank"], "step": None, "steps": steps, **_NONE,
+                "peak": {"gpu": r["gpu"], "device_name": r["device_name"], "dtype": r["dtype"],
+                         "tflops": n(r["peak_tflops"]), "gbps": n(r["peak_gbps"]), "source": r["peak_source"]},
+                "note": r["note"]}
     per_step = lambda v: None if v is None else n(v / steps)  # noqa: E731
     return {"rank": r["rank"], "step": step, "steps": steps,
             "step_ms": n(r["step_ns"] / 1e6 / steps) if r["step_ns"] else None,
