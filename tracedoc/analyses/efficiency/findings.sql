@@ -73,11 +73,12 @@ gemms AS (  -- the three products that lose the most, named with their shapes
           FROM efficiency_op_losses WHERE kind IN ('gemm', 'conv', 'attention') AND flop_loss_ns > 0)
     WHERE k <= 3 GROUP BY source_id
 ),
-nonmatmul AS (  -- the three non-product ops with the most GPU time
-    SELECT source_id, string_agg(name || ' (' || round(ns / 1e6, 1) || ' ms)', ', ' ORDER BY ns DESC) AS top_nonmatmul
-    FROM (SELECT source_id, name, sum(gpu_ns) AS ns,
-                 row_number() OVER (PARTITION BY source_id ORDER BY sum(gpu_ns) DESC) AS k
-          FROM efficiency_op_losses WHERE kind IN ('memory', 'copy', 'optimizer') GROUP BY source_id, name)
+nonmatmul AS (  -- the three non-product ops with the most GPU time, ms per step
+    SELECT source_id, string_agg(name || ' (' || round(ns / 1e6, 2) || ' ms)', ', ' ORDER BY ns DESC) AS top_nonmatmul
+    FROM (SELECT l.source_id, l.name, sum(l.gpu_ns) / any_value(r.steps) AS ns,
+                 row_number() OVER (PARTITION BY l.source_id ORDER BY sum(l.gpu_ns) DESC) AS k
+          FROM efficiency_op_losses l JOIN efficiency_by_rank r USING (source_id)
+          WHERE l.kind IN ('memory', 'copy', 'optimizer') GROUP BY l.source_id, l.name)
     WHERE k <= 3 GROUP BY source_id
 ),
 slow_bw AS (  -- the three ops furthest below peak bandwidth
