@@ -41,7 +41,10 @@ def test_json_report_follows_the_contract() -> None:
     assert code == 0
     assert (report["tracedoc"], report["schema"]) == ("0.1.0", 1)
     assert set(report) == {"tracedoc", "schema", "inputs", "summary", "window", "findings", "attribution", "what_if",
-                           "metrics"}
+                           "efficiency", "metrics"}  # no "operators": the trace holds no shapes
+    unavailable = report["efficiency"][0]  # the rank over its steady steps: null figures, and why
+    assert unavailable["step"] is None and unavailable["mfu_pct"] is None and unavailable["mbu_pct"] is None
+    assert "record_shapes=True" in unavailable["note"] and "record_shapes=True" in report["summary"]["efficiency"]
     window = report["window"]
     assert (window["kind"], window["steps"], window["step_count"], window["warmup_steps"]) == (
         "steps", "ProfilerStep#N annotations", 4, 0)
@@ -49,7 +52,7 @@ def test_json_report_follows_the_contract() -> None:
     assert [r["rank"] for r in window["ranks"]] == [0]
     assert report["inputs"][0]["format"] == "torch" and report["inputs"][0]["events"] > 10_000
     assert set(report["summary"]) == {"wall_ms", "gpu_busy_pct", "ranks", "basis", "computing_pct",
-                                      "communication_pct", "waiting_pct", "waiting_for_rank"}
+                                      "communication_pct", "waiting_pct", "waiting_for_rank", "efficiency"}
     top = report["findings"][0]
     assert top["rule"] == "launch-bound" and top["scope"] == {"rank": 0, "device": 0}
     assert set(top) == {"rule", "severity", "title", "message", "impact_ms", "impact_pct", "scope", "evidence",

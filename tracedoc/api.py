@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracedoc import efficiency
 from tracedoc.errors import InputError
 from tracedoc.health.metrics import HEALTH_METRICS
 from tracedoc.ingest import InputFile, discover, load_all
@@ -32,15 +33,16 @@ HEALTH_GROUP = "health."
 def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path] = (),
             cache_dir: Path | None = None, use_cache: bool = True,
             thresholds: dict[str, dict[str, float]] | None = None, progress: Progress | None = None,
-            step_range: str | None = None) -> Report:
+            step_range: str | None = None, peaks: efficiency.Options | None = None) -> Report:
     """Ingest the traces at ``paths`` (files or directories of ranks; one path may be given as it is), measure,
     judge and return the report. ``thresholds`` ({rule: {name: value}}) must name rules and thresholds that exist.
     ``step_range`` names the host range (NVTX or record_function) that marks a step, where tracedoc would choose
-    otherwise (trace.steps). Without the cache, the store lives in memory and the inputs are never hashed."""
+    otherwise (trace.steps). ``peaks``: the peaks and FLOPs per step the user gives (--peak-tflops, …). Without the
+    cache, the store lives in memory and the inputs are never hashed."""
     rules = load_rules(tuple(rules_dirs))
     check_thresholds(rules, thresholds or {})
     store, report = load_report(input_files(paths), store_location(cache_dir, use_cache), rules, thresholds, progress,
-                                step_range)
+                                step_range, peaks)
     store.close()
     return report
 
@@ -52,13 +54,15 @@ def input_files(paths: Sequence[Path | str] | Path | str) -> list[InputFile]:
 
 def load_report(inputs: Sequence[InputFile], cache_dir: Path | None, rules: list[Rule],
                 thresholds: dict[str, dict[str, float]] | None = None,
-                progress: Progress | None = None, step_range: str | None = None) -> tuple[Store, Report]:
+                progress: Progress | None = None, step_range: str | None = None,
+                peaks: efficiency.Options | None = None) -> tuple[Store, Report]:
     """The store of these inputs (left open for the caller to close) and its report; a cached store found damaged
     while reading it is rebuilt once. ``cache_dir`` None: a store in memory, for this report only."""
     paths = [str(i.path) for i in inputs]
     store, cached = open_store(inputs, cache_dir, progress)
     try:
-        return store, build_report(store, rules, thresholds, progress, paths=paths, step_range=step_range)
+        return store, build_report(store, rules, thresholds, progress, paths=paths, step_range=step_range,
+                                   peaks=peaks)
     except BaseException as exc:
         store.close()
         if not cached or store.path is None or not isinstance(exc, Exception) or not is_damage(exc, store.path):
@@ -66,7 +70,8 @@ def load_report(inputs: Sequence[InputFile], cache_dir: Path | None, rules: list
         discard_damaged(store.path, exc)
     store, _ = open_store(inputs, cache_dir, progress)
     try:
-        return store, build_report(store, rules, thresholds, progress, paths=paths, step_range=step_range)
+        return store, build_report(store, rules, thresholds, progress, paths=paths, step_range=step_range,
+                                   peaks=peaks)
     except BaseException:
         store.close()
         raise
@@ -88,7 +93,7 @@ def store_key(inputs: Sequence[InputFile]) -> str:
 
 def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, float]] | None = None,
                  progress: Progress | None = None, paths: Sequence[str] | None = None,
-                 step_range: str | None = None) -> Report:
+                 step_range: str | None = None, peaks: efficiency.Options | None = None) -> Report:
     """Measure and judge an ingested store.
 
     ``paths`` are the inputs as given this time, by input order: a cached store keeps the paths of the run that
@@ -98,6 +103,8 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
         progress("analysing")
     store.fit_threads()
     store.set_step_range(step_range)
+    if peaks is not None:
+        peaks.apply(store)
     store.include("trace.summary")
     if step_range is not None:
         check_step_range(store, step_range)
@@ -119,8 +126,12 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
     if summary["basis"] == "timeline":
         head.update(gpu_states(store))
         attribution = attribution_rows(store)
+    eff = efficiency.efficiency_rows(store, peaks) if summary["basis"] == "timeline" else []
+    if (words := efficiency.headline(eff)) is not None:
+        head["efficiency"] = words
     report = Report(inputs=inputs, summary=head, findings=findings, metrics=collect_metrics(store),
-                    attribution=attribution, window=window_info(store) if summary["basis"] else {})
+                    attribution=attribution, window=window_info(store) if summary["basis"] else {},
+                    efficiency=eff, operators=efficiency.operator_rows(store) if eff else [])
     report.memory = memory_section(store)
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
     report.store_path = store.path

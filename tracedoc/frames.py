@@ -1,7 +1,9 @@
 """The report's tables as polars DataFrames, for notebooks and scripts: ``report.frames["attribution"]``.
 
 One frame per table the report carries: ``findings`` (one row per finding, its scope flattened), ``attribution``
-(every GPU's time by rank, device, step, cause and detail, ms) and each of ``report.metrics`` (``gpu_idle``,
+(every GPU's time by rank, device, step, cause and detail, ms), ``efficiency`` (MFU, MBU per rank and step, the
+peak's fields as peak_gpu, peak_dtype, …) and ``operators`` (the operator view, its kernels as text) where the
+report has them, and each of ``report.metrics`` (``gpu_idle``,
 ``top_kernels``, ...: ms and %). ``frame.to_pandas()`` gives pandas (with pandas installed).
 """
 
@@ -35,8 +37,11 @@ class Frames(Mapping[str, "pl.DataFrame"]):
         self._report = report
 
     def _rows(self) -> dict[str, list[dict[str, Any]]]:
-        return {"findings": finding_rows(self._report), "attribution": self._report.attribution,
-                **self._report.metrics}
+        report = self._report
+        efficiency = {"efficiency": efficiency_rows(report)} if report.efficiency else {}
+        operators = {"operators": operator_rows(report)} if report.operators else {}
+        return {"findings": finding_rows(report), "attribution": report.attribution, **efficiency, **operators,
+                **report.metrics}
 
     def __getitem__(self, name: str) -> pl.DataFrame:
         rows = self._rows()
@@ -69,3 +74,17 @@ def finding_rows(report: Report) -> list[dict[str, Any]]:
     return [{"number": i, "rule": f.rule, "severity": f.severity, "title": f.title, "impact_ms": f.impact_ms,
              "impact_pct": f.impact_pct, **{k: getattr(f.scope, k) for k in SCOPE_FIELDS}, "part_of": f.part_of,
              "message": f.message} for i, f in enumerate(report.findings, 1)]
+
+
+def efficiency_rows(report: Report) -> list[dict[str, Any]]:
+    """The efficiency rows with their peak flattened (peak_gpu, peak_device_name, peak_dtype, peak_tflops,
+    peak_gbps, peak_source)."""
+    return [{**{k: v for k, v in r.items() if k != "peak"}, **{f"peak_{k}": v for k, v in r["peak"].items()}}
+            for r in report.efficiency]
+
+
+def operator_rows(report: Report) -> list[dict[str, Any]]:
+    """The operator view, each op's kernels as one text: 'name ×count (ms)', most time first."""
+    return [{**{k: v for k, v in o.items() if k != "kernels"},
+             "kernels": "; ".join(f"{k['name']} ×{k['count']} ({k['ms']} ms)" for k in o["kernels"])}
+            for o in report.operators]

@@ -109,6 +109,11 @@ class Report:
     # GPU memory per device (tracedoc.memory_report): peak, growth, top sites, fragmentation, OOMs; bytes. Empty
     # without allocator events or snapshots.
     memory: list[dict[str, Any]] = field(default_factory=list)
+    # MFU, HFU, MBU per rank (step None: its steady steps) and step, with the peak and its source
+    # (tracedoc.efficiency); empty where not measured.
+    efficiency: list[dict[str, Any]] = field(default_factory=list)
+    # The operator view: per rank, the aten ops with the most GPU time, their FLOPs, bytes and kernels.
+    operators: list[dict[str, Any]] = field(default_factory=list)
     # Where the store the report was made from lies (a cached store; None in memory or when loaded from JSON): what
     # renderers that draw the events read (--format perfetto). Not part of the JSON report.
     store_path: Path | None = field(default=None, repr=False, compare=False)
@@ -117,7 +122,12 @@ class Report:
         out = {"tracedoc": __version__, "schema": REPORT_SCHEMA,
                "inputs": [asdict(i) for i in self.inputs], "summary": self.summary,
                "window": self.window, "findings": [f.to_dict() for f in self.findings],
-               "attribution": self.attribution, "what_if": self.what_if, "metrics": self.metrics}
+               "attribution": self.attribution, "what_if": self.what_if}
+        if self.efficiency:
+            out["efficiency"] = self.efficiency
+        if self.operators:
+            out["operators"] = self.operators
+        out["metrics"] = self.metrics
         if self.memory:  # memory findings' savings are bytes (impact_bytes), never added to time
             out["memory"] = self.memory
         return out
@@ -139,7 +149,8 @@ class Report:
         return cls(inputs=[InputInfo(**i) for i in d["inputs"]], summary=d["summary"],
                    findings=[Finding.from_dict(f) for f in d["findings"]], metrics=d.get("metrics", {}),
                    attribution=d.get("attribution", []), what_if=d.get("what_if", []), window=d.get("window") or {},
-                   memory=d.get("memory") or [])
+                   memory=d.get("memory") or [], efficiency=d.get("efficiency") or [],
+                   operators=d.get("operators") or [])
 
     @classmethod
     def from_json(cls, text: str) -> Report:

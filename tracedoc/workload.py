@@ -61,6 +61,9 @@ WORKLOADS = {w.name: w for w in (
     Workload("input_bound", "training starved by its DataLoader, pageable copies, per-step .item()", ("slow", "fast")),
     Workload("host_stall", "a step whose host stalls the GPU: .item() and bookkeeping, or un-instrumented time",
              ("item", "sleep", "fixed")),
+    Workload("gpt_step", "a GPT-style training step with its operators' shapes and FlopCounterMode's FLOPs: the "
+             "ground truth of MFU (low-mfu on GPT-2's 50257 vocabulary; HFU under checkpointing)",
+             ("base", "checkpoint", "gpt2", "gemm")),
     Workload("gemm_ladder", "naive, tiled, WMMA and cuBLAS matrix products: each rung's bottleneck under ncu",
              ("all", "naive", "tiled", "wmma", "cublas"), needs=("torch", "cupy"), ncu_launches=None,
              times_itself=True),

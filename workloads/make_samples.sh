@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every workload variant on this machine's GPU(s) and write one folder of traces per case.
 #
-#   bash workloads/make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|nsys-ranks|hangs|all]
+#   bash workloads/make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|all]
 #
 # single: decode_loop (eager, cudagraph, compile), input_bound (slow, fast) and host_stall (item, sleep, fixed) on
 # one GPU;
@@ -15,13 +15,16 @@
 # as one report of the whole job (nsys profile torchrun ...). The exports are redacted (redact_export.py);
 # hangs (not part of all): a two-rank hang whose culprit's GPU is still busy when it issues the collective, its
 # flight-recorder dumps written the default way (no TORCH_NCCL_ENABLE_TIMING) and with timing.
+# efficiency (not part of all): gpt_step (base, checkpoint, gpt2, gemm) and the eager decode loop, recorded with
+# record_shapes=True, each with counts.json (FlopCounterMode's FLOPs per step, CUDA-event step times): the ground
+# truth of tracedoc's MFU and MBU.
 # RUN_TIMEOUT (seconds, default 600) bounds each run.
 # Copy OUT_DIR/<case>/ into samples/<case>/ afterwards; the log holds the figures SOURCE.md quotes.
 set -uo pipefail
 
 out=${1:?usage: make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|all]}
 which=${2:-all}
-case $which in single|gemm|ddp|fsdp|nsys-ranks|hangs|all) ;; *) echo "unknown set: $which" >&2; exit 2 ;; esac
+case $which in single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|all) ;; *) echo "unknown set: $which" >&2; exit 2 ;; esac
 limit=${RUN_TIMEOUT:-600}
 here=$(cd "$(dirname "$0")" && pwd)
 export PYTHONUNBUFFERED=1
@@ -117,6 +120,14 @@ if [[ $which == nsys-ranks ]]; then
             --variant "$v" --out "$out/fsdp-${v//_/-}"
         per_rank "nsys-fsdp-${v//_/-}-ranks" fsdp_step "$v"
     done
+fi
+
+if [[ $which == efficiency ]]; then
+    for v in base checkpoint gpt2 gemm; do
+        run "gpt-step-$v" python3 "$here/gpt_step/run.py" --variant "$v" --out "$out/gpt-step-$v"
+    done
+    run decode-eager-shapes python3 "$here/decode_loop/run.py" --variant eager --record-shapes --steps 3 \
+        --counts "$out/decode-eager-shapes/counts.json" --out "$out/decode-eager-shapes"
 fi
 
 if [[ $which == hangs ]]; then

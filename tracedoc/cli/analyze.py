@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from tracedoc import efficiency
 from tracedoc.api import analyze, input_files, load_report
 from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import (
@@ -57,13 +58,25 @@ from tracedoc.whatif import what_if
               help="The host range (NVTX or record_function) that marks one step, e.g. train_step ('step' also takes "
                    "'step 1', 'step 2', …); by default tracedoc finds the steps itself (ProfilerStep#N, a repeated "
                    "range, the repeating kernel) and says how.")
+@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Dense peak TFLOP/s that MFU divides by, for a GPU the peak table lacks (it overrides the table "
+                   "for every dtype).")
+@click.option("--peak-gbps", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Peak memory bandwidth in GB/s that MBU divides by (overrides the table).")
+@click.option("--flops-per-step", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="The model's FLOPs per step, where the trace holds no operator shapes (CUDA graphs, "
+                   "record_shapes off, Nsight Systems): MFU from it and the step time.")
+@click.option("--bytes-per-step", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="The bytes one step must move (decode: weights + KV cache), for MBU where the trace holds no "
+                   "shapes.")
 @cluster_options()
 @one_line_errors
 def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ...],
                     settings: tuple[str, ...], fail_on: str | None, cache_dir: Path | None, no_cache: bool,
                     max_inflate: str | None, memory_limit: str | None, what_if_rule: str | None,
-                    step_range: str | None, workers: int | None, dask_scheduler: str | None,
-                    dask_scheduler_file: Path | None) -> None:
+                    step_range: str | None, peak_tflops: float | None, peak_gbps: float | None,
+                    flops_per_step: float | None, bytes_per_step: float | None, workers: int | None,
+                    dask_scheduler: str | None, dask_scheduler_file: Path | None) -> None:
     """Diagnose GPU traces: a trace file, or a directory with one trace per rank.
 
     Example:
@@ -84,6 +97,11 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
     if what_if_rule is not None and what_if_rule not in {r.id for r in rules}:
         raise BadInput(f"--what-if {what_if_rule}: no such rule (tracedoc rules lists them)")
     cluster = cluster_spec(workers, dask_scheduler, dask_scheduler_file)
+    given = (peak_tflops, peak_gbps, flops_per_step, bytes_per_step)
+    peaks = efficiency.Options(*given) if any(v is not None for v in given) else None
+    if peaks is not None and cluster is not None:
+        raise BadInput("--peak-tflops, --peak-gbps, --flops-per-step and --bytes-per-step apply to a local "
+                       "analysis: not with --workers or a Dask scheduler")
     err = Console(stderr=True)
     with err.status("reading traces…") as status:
 
@@ -94,10 +112,11 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
             if cluster is not None:
                 raise BadInput("--format perfetto writes the events of one store: not with --workers or a Dask "
                                "scheduler")
-            report = _analyze_to_perfetto(paths, cache_dir, no_cache, rules, thresholds, progress, target, step_range)
+            report = _analyze_to_perfetto(paths, cache_dir, no_cache, rules, thresholds, progress, target, step_range,
+                                          peaks)
         elif cluster is None:
             report = analyze(paths, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=not no_cache,
-                             thresholds=thresholds, progress=progress, step_range=step_range)
+                             thresholds=thresholds, progress=progress, step_range=step_range, peaks=peaks)
         else:
             from tracedoc.scale import analyze_distributed
 
@@ -120,13 +139,14 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
 
 def _analyze_to_perfetto(paths: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, rules: list[Rule],
                          thresholds: dict[str, dict[str, float]], progress: Callable[[str], None],
-                         target: Path | None, step_range: str | None) -> Report:
+                         target: Path | None, step_range: str | None,
+                         peaks: efficiency.Options | None = None) -> Report:
     """Analyse and write the Perfetto trace from the store just analysed (DuckDB writes the file; the events never
     pass through Python), to ``target`` or standard output."""
     from tracedoc.render.perfetto import write_trace
 
     store, report = load_report(input_files(paths), store_location(cache_dir, not no_cache), rules, thresholds,
-                                 progress, step_range)
+                                 progress, step_range, peaks)
     try:
         progress("writing the Perfetto trace")
         if target is not None:

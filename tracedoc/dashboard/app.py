@@ -17,10 +17,10 @@ from tracedoc.dashboard.panes import html_pane, sections_view
 from tracedoc.dashboard.source import BackgroundLoad, Loading
 from tracedoc.dashboard.views import overview_view, timeline_missing, timeline_view
 from tracedoc.errors import first_line
-from tracedoc.pages import empty, hang, kernels, ncu, overlap, overview, ranks, timeline
+from tracedoc.pages import efficiency, empty, hang, kernels, ncu, overlap, overview, ranks, timeline
 from tracedoc.pages.fragments import Html, esc, message_html
 
-PAGES: tuple[ModuleType, ...] = (overview, timeline, kernels, ranks, overlap, ncu, hang)
+PAGES: tuple[ModuleType, ...] = (overview, timeline, kernels, efficiency, ranks, overlap, ncu, hang)
 POLL_MS = 300
 
 

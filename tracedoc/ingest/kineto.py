@@ -59,7 +59,7 @@ _ARGS_TYPE = (
     '"Process Group Name" VARCHAR, "Process Group Description" VARCHAR, "Group size" VARCHAR, "dtype" VARCHAR, '
     '"In msg nelems" VARCHAR, "Out msg nelems" VARCHAR, "In split size" VARCHAR, "Out split size" VARCHAR, '
     # record_shapes=True: operators' input shapes and types
-    '"Input Dims" JSON, "Input type" JSON)'
+    '"Input Dims" JSON, "Input type" JSON, "Concrete Inputs" JSON)'
 )
 _COLUMNS = (
     "{ph: 'VARCHAR', cat: 'VARCHAR', name: 'VARCHAR', pid: 'VARCHAR', tid: 'VARCHAR', "
@@ -546,7 +546,8 @@ GROUP BY ALL;
 -- Operators' input shapes and types, where the trace was recorded with record_shapes=True (schema_torch.sql).
 INSERT INTO op_shapes
 SELECT source_id, rank, TRY_CAST(args."External id" AS BIGINT), name, {_TS_NS},
-       CAST(args."Input Dims" AS VARCHAR), CAST(args."Input type" AS VARCHAR)
+       CAST(args."Input Dims" AS VARCHAR), CAST(args."Input type" AS VARCHAR),
+       CAST(args."Concrete Inputs" AS VARCHAR)
 FROM _raw
 WHERE ph = 'X' AND ts IS NOT NULL AND lower(cat) IN ('cpu_op', 'operator') AND args."Input Dims" IS NOT NULL;
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from tracedoc.pages import hang, kernels, memory, ncu, overlap, overview, ranks
+from tracedoc.pages import efficiency, hang, kernels, memory, ncu, overlap, overview, ranks
 from tracedoc.pages.charts import Section
 from tracedoc.report import Report
 
-REPORT_PAGES: tuple[ModuleType, ...] = (overview, kernels, ranks, overlap, ncu, hang, memory)
+REPORT_PAGES: tuple[ModuleType, ...] = (overview, kernels, efficiency, ranks, overlap, ncu, hang, memory)
 
 
 def report_sections(report: Report) -> list[tuple[ModuleType, list[Section]]]:

@@ -91,6 +91,8 @@ def summary_text(summary: dict[str, object], inputs: int) -> str:
         parts += [f"wall {fmt_ms(float(summary['wall_ms']))}", "no GPU activity recorded"]
     elif summary.get("wall_ms"):  # kernel profiles: no timeline, only the profiled kernels' time
         parts.append(f"profiled kernel time {fmt_ms(float(summary['wall_ms']))}")
+    if summary.get("efficiency"):  # tracedoc.efficiency.headline
+        parts.append(str(summary["efficiency"]))
     return " · ".join(parts)
 
 

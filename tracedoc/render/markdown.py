@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from tracedoc.efficiency.render import OPERATOR_HEADERS, efficiency_lines, operator_rows
 from tracedoc.render.attribution import attribution_by_device, window_text
 from tracedoc.render.base import (
     Renderer,
@@ -66,6 +67,14 @@ class MarkdownRenderer(Renderer):
                       "| rank | GPU | cause | share | mostly |", "|---|---|---|---|---|"]
             lines += [f"| {rank} | {device} | {s.label} | {s.pct:.1f}% | {escape(s.top_detail or '')} |"
                       for (rank, device), shares in devices.items() for s in shares]
+            lines.append("")
+        if eff := efficiency_lines(report):
+            lines += ["## Efficiency", "", *(f"- {escape(line)}" for line in eff), ""]
+        if ops := operator_rows(report):
+            lines += ["## Operators", "", "Steady steps; share: of the GPU work; roofline: the op's time at peak "
+                      "FLOP/s or bandwidth, % of its GPU time.", "",
+                      "| " + " | ".join(OPERATOR_HEADERS) + " |", "|" + "---|" * len(OPERATOR_HEADERS)]
+            lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in ops]
             lines.append("")
         if memory := memory_lines(report):
             lines += ["## Memory", "", NOTE + ".", ""]

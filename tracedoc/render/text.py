@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tracedoc.efficiency.render import OPERATOR_HEADERS, efficiency_lines, operator_rows
 from tracedoc.render.attribution import attribution_by_device, part_of_text, window_text
 from tracedoc.render.base import (
     Renderer,
@@ -62,7 +63,7 @@ class TextRenderer(Renderer):
         if not report.findings:
             out.append(Text("No problems found by the rules that ran.", style="green"))
             return (out + top_kernel_parts(report) + attribution_parts(report) + memory_parts(report)
-                    + rank_steps_parts(report.metrics))
+                    + rank_steps_parts(report.metrics) + efficiency_parts(report))
         table = Table(show_header=True, header_style="bold", expand=False, box=None, pad_edge=False)
         for col, kw in (("#", {"justify": "right"}), ("severity", {}), ("rule", {}), ("where", {}),
                         ("est. saving", {"justify": "right"}), ("", {"justify": "right"})):
@@ -91,7 +92,8 @@ class TextRenderer(Renderer):
             out.append(Panel(body, title=title, title_align="left", border_style=_STYLE.get(f.severity, ""),
                              subtitle=Text(f"{one_line(f.rule)} · {_saving_subtitle(f, wall)}"),
                              subtitle_align="right"))
-        return out + attribution_parts(report) + memory_parts(report) + rank_steps_parts(report.metrics)
+        return (out + attribution_parts(report) + memory_parts(report) + rank_steps_parts(report.metrics)
+                + efficiency_parts(report))
 
 
 def memory_parts(report: Report) -> list:
@@ -112,6 +114,28 @@ def _saving_subtitle(finding: Finding, wall: float) -> str:
     if finding.impact_ms > 0 or finding.impact_bytes is not None:
         return f"saves ~{finding_saving_text(finding, wall)}"
     return f"part of #{finding.part_of}" if finding.part_of else "no time saving estimated"
+
+
+def efficiency_parts(report: Report) -> list:
+    """MFU/MBU per rank and the operators with the most GPU time (tracedoc.efficiency.render)."""
+    lines = efficiency_lines(report)
+    rows = operator_rows(report)
+    if not lines and not rows:
+        return []
+    out: list = [Text("Efficiency", style="bold"), *(Text(one_line(line)) for line in lines)]
+    if rows:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        # what a terminal's width holds: no intensity, no shapes (the Markdown and HTML reports have them)
+        keep = [i for i, col in enumerate(OPERATOR_HEADERS) if col not in ("FLOP/B", "shape")]
+        for i in keep:
+            col = OPERATOR_HEADERS[i]
+            table.add_column(col, justify="left" if col == "op" else "right", no_wrap=True,
+                             **({"overflow": "ellipsis", "max_width": 28} if col == "op" else {}))
+        for row in rows:
+            table.add_row(*(Text(one_line(row[i])) for i in keep))
+        out += [Text("Operators (steady steps; share: of the GPU work; roofline: the op's time at peak FLOP/s or "
+                     "bandwidth, % of its GPU time)", style="dim"), table]
+    return out
 
 
 def top_kernel_parts(report: Report, count: int = 5) -> list:

@@ -77,6 +77,10 @@ _ATTRIBUTION_EXPORTS = (
     Export("attribution_slices", "attribution.time", "SELECT * FROM attribution_slices"),
     Export("attribution_gpu_states", "attribution.time", "SELECT * FROM attribution_gpu_states"),
 )
+# The second pass: the efficiency figures and the operator view each rank's own trace gives (tracedoc.efficiency).
+_EFFICIENCY_EXPORTS = tuple(Export(name, module, f"SELECT * FROM {name}") for name, module in (
+    ("efficiency_steps", "efficiency.steps"), ("efficiency_by_rank", "efficiency.steps"),
+    ("efficiency_operators", "efficiency.operators"), ("efficiency_operator_kernels", "efficiency.operators")))
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 _FROM = re.compile(r"\bFROM\s+([A-Za-z_]\w*)", re.IGNORECASE)
 _CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
@@ -87,7 +91,7 @@ def report_exports(rules: Sequence[Rule], thresholds: dict[str, dict[str, float]
     """The second pass: the views the per-rank rules read (a table macro evaluated with the rule's thresholds),
     the objects the per-rank metrics read, and the time attribution (what the first pass handed back already is
     not asked for again)."""
-    exports: dict[str, Export] = {e.name: e for e in _ATTRIBUTION_EXPORTS}
+    exports: dict[str, Export] = {e.name: e for e in (*_ATTRIBUTION_EXPORTS, *_EFFICIENCY_EXPORTS)}
     summarized = {e.name for e in SUMMARY_EXPORTS}
     for rule in rules:
         if on_client(rule.reads) or rule.view.strip() in summarized:

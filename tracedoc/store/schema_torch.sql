@@ -22,7 +22,10 @@ CREATE TABLE op_shapes (
     name         VARCHAR,  -- e.g. 'aten::addmm'
     ts_ns        BIGINT,   -- start, ns
     input_dims   VARCHAR,  -- "Input Dims" as JSON text, e.g. '[[8192,4096],[4096,4096]]' ([] for a scalar)
-    input_types  VARCHAR   -- "Input type" as JSON text, e.g. '["c10::BFloat16","c10::BFloat16"]'
+    input_types  VARCHAR,  -- "Input type" as JSON text, e.g. '["c10::BFloat16","c10::BFloat16"]'
+    concrete_inputs VARCHAR  -- "Concrete Inputs" as JSON text: the scalar arguments as written, e.g.
+                             -- '["","","","[16, 16]","[0, 0]","[1, 1]","1"]' (a convolution's stride, padding,
+                             -- dilation, groups); NULL when the trace has none
 );
 
 -- One row per trace: its header's facts about devices and the job.

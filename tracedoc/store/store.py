@@ -128,7 +128,17 @@ class Store:
     def applies(self, module: str) -> bool:
         """True when the analysis ``module`` measures a kind of input this store holds, and compares ranks only
         where it holds several (store.modules)."""
+        if module.startswith("efficiency.") and not self.efficiency_measurable():
+            return False
         return modules.applies(module, self.formats(), self.ranks())
+
+    def efficiency_measurable(self) -> bool:
+        """True when the store has what the efficiency modules measure: operator shapes, a user's FLOPs or bytes
+        per step, or (a distributed job's store) the ranks' figures handed back (tracedoc.efficiency)."""
+        if {"efficiency_steps", "efficiency_findings"} & set(getattr(self, "provided", ())):
+            return True
+        return bool(self.scalar("""SELECT EXISTS (SELECT 1 FROM op_shapes) OR getvariable('flops_per_step') IS NOT NULL
+                                          OR getvariable('bytes_per_step') IS NOT NULL"""))
 
     def is_complete(self) -> bool:
         """True when ingestion finished and marked the store complete."""

@@ -16,6 +16,8 @@ Example:
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -26,9 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.profiler import record_function
+from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
-from profiled_steps import SKIPPED_STEPS, Stepper, add_profiler_option, profiled_steps  # noqa: E402
+from profiled_steps import SKIPPED_STEPS, Stepper, add_profiler_option, profiled_steps, use_profiler  # noqa: E402
 
 VARIANTS = ("eager", "cudagraph", "compile")
 
@@ -211,6 +214,41 @@ def decode_steps(
     emitter.flush()
 
 
+def write_counts(path: Path, model: Decoder, step: Callable[[], None], emitter: Emitter, tokens_per_step: int,
+                 steps: int) -> None:
+    """The ground truth of one profiler step: FLOPs as FlopCounterMode counts them, the bytes the weights and the
+    KV cache take (what each token must read at least), and the step time between CUDA events (median)."""
+    with FlopCounterMode(display=False) as counter:
+        decode_steps(step, emitter, 1, tokens_per_step)
+    sync(model)
+    times = []
+    emitter.model.reset()
+    for s in range(steps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(tokens_per_step):
+            with record_function("decode_step"):
+                step()
+        emitter.emit(s * tokens_per_step, (s + 1) * tokens_per_step)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    emitter.flush()
+    embeddings = {id(model.embed.weight), id(model.pos_embed.weight)}
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in embeddings)
+    row_bytes = 2 * model.embed.weight.shape[1] * model.embed.weight.element_size()
+    cache_bytes = 2 * model.k_cache.numel() * model.k_cache.element_size()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "workload": "decode_loop", "tokens_per_step": tokens_per_step, "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__, "flops_per_step": counter.get_total_flops(),
+        "flops_by_op": {str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()},
+        "weights_kv_bytes_per_step": tokens_per_step * (weight_bytes + row_bytes + cache_bytes),
+        "step_ms_cuda_events": statistics.median(times), "step_ms_all": times,
+    }, indent=1))
+    print(f"counts: {counter.get_total_flops() / 1e9:.2f} GFLOP/step, {statistics.median(times):.2f} ms/step")
+
+
 def main() -> None:
     """Parse arguments, benchmark the variant without the profiler, then write one trace."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -222,8 +260,11 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=Config.layers)
     parser.add_argument("--d-model", type=int, default=Config.d_model)
     parser.add_argument("--device", default="cuda", help="'cpu' runs the eager variant as a smoke test")
+    parser.add_argument("--counts", type=Path, help="eager on CUDA: write FlopCounterMode's FLOPs, weight and KV "
+                                                    "bytes and CUDA-event step times per profiler step here")
     add_profiler_option(parser)
     args = parser.parse_args()
+    use_profiler(args.profiler, args.record_shapes)
     if args.device != "cuda" and args.variant != "eager":
         parser.error("only the eager variant runs without CUDA")
 
@@ -251,6 +292,9 @@ def main() -> None:
             f"RESULT decode {args.variant}: {n_tokens / elapsed:.1f} tokens/s "
             f"({1e3 * elapsed / n_tokens:.3f} ms/token, {n_tokens} tokens, no profiler)"
         )
+
+        if args.counts is not None and args.variant == "eager" and args.device == "cuda":
+            write_counts(args.counts, model, step, emitter, args.tokens_per_step, 8)
 
         with profiled_steps(args.profiler, args.out / "trace.json.gz", args.steps, args.device == "cuda",
                             gpu_activity=args.torch_activities == "cpu,cuda") as prof:

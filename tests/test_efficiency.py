@@ -1,0 +1,200 @@
+"""MFU, HFU, MBU and the operator view against ground truth: traces of training steps and an eager decode loop
+recorded on an H200 with record_shapes=True, beside torch.utils.flop_counter.FlopCounterMode's FLOPs of the same
+step and its time between CUDA events without the profiler (tests/data/efficiency-h200/README.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from tracedoc.api import analyze
+from tracedoc.cli import cli
+from tracedoc.efficiency import Options
+from tracedoc.store.modules import module_file
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "efficiency-h200"
+COUNTS = json.loads((DATA / "counts.json").read_text())
+TRAINING = ("gpt-step-base", "gpt-step-checkpoint", "gpt-step-gpt2", "gpt-step-gemm")
+
+
+def report_of(case: str, tmp_path: Path, **kw):
+    return analyze([DATA / f"{case}.trace.json.gz"], cache_dir=tmp_path, **kw)
+
+
+def rank_row(report) -> dict:
+    return next(r for r in report.efficiency if r["step"] is None)
+
+
+@pytest.mark.parametrize("case", [*TRAINING, "decode-eager-shapes"])
+def test_flops_per_step_match_flop_counter_mode(case: str, tmp_path: Path) -> None:
+    """Model FLOPs per step within 2 % of FlopCounterMode's count (the checkpointed step: its hardware FLOPs,
+    since FlopCounterMode counts the recomputation it sees)."""
+    report = report_of(case, tmp_path)
+    truth = COUNTS[case]["flops_per_step"]
+    steps = [r for r in report.efficiency if r["step"] is not None]
+    assert len(steps) >= 2
+    key = "hardware_flops" if case == "gpt-step-checkpoint" else "model_flops"
+    for row in steps:
+        assert row[key] == pytest.approx(truth, rel=0.02), (row["step"], row[key], truth)
+
+
+@pytest.mark.parametrize("case", TRAINING)
+def test_mfu_matches_cuda_event_ground_truth(case: str, tmp_path: Path) -> None:
+    """MFU within 3 points of FlopCounterMode's FLOPs ÷ the CUDA-event step time ÷ the peak tracedoc chose, and
+    that peak is the H200's dense bf16 one from the datasheet, not the sparse figure."""
+    report = report_of(case, tmp_path)
+    row = rank_row(report)
+    peak = row["peak"]
+    assert peak["gpu"] == "NVIDIA H200 SXM" and peak["dtype"] == "bf16"
+    assert peak["tflops"] == pytest.approx(1979 / 2) and "datasheet" in peak["source"]
+    flops = COUNTS["gpt-step-base" if case == "gpt-step-checkpoint" else case]["flops_per_step"]
+    truth_pct = 100 * flops / (COUNTS[case]["step_ms_cuda_events"] / 1e3) / (peak["tflops"] * 1e12)
+    assert row["mfu_pct"] == pytest.approx(truth_pct, abs=3), (row["mfu_pct"], truth_pct)
+    assert row["bound"] == "compute" and row["flop_model_coverage_pct"] > 95
+    assert report.summary["efficiency"].startswith(f"MFU {row['mfu_pct']:.1f}% of NVIDIA H200 SXM bf16 dense")
+
+
+def test_recomputation_counts_in_hfu_not_mfu(tmp_path: Path) -> None:
+    """Activation checkpointing: forward products run again in backward. The model's FLOPs stay those of the step
+    without checkpointing; the hardware's are FlopCounterMode's count of the checkpointed step; HFU > MFU."""
+    row = rank_row(report_of("gpt-step-checkpoint", tmp_path))
+    assert row["model_flops"] == pytest.approx(COUNTS["gpt-step-base"]["flops_per_step"], rel=0.02)
+    assert row["hardware_flops"] == pytest.approx(COUNTS["gpt-step-checkpoint"]["flops_per_step"], rel=0.02)
+    assert row["hfu_pct"] > row["mfu_pct"] + 5
+    assert rank_row(report_of("gpt-step-base", tmp_path))["hfu_pct"] is None
+
+
+def test_decode_is_memory_bound_and_judged_by_mbu(tmp_path: Path) -> None:
+    """The eager decode loop: far under the ridge point, so MBU leads; its bytes come within 10 % of what each
+    token must read (every weight and the KV cache), and low-mbu names the ops and the idle GPU."""
+    report = report_of("decode-eager-shapes", tmp_path)
+    row = rank_row(report)
+    assert row["bound"] == "memory"
+    assert row["bytes"] == pytest.approx(COUNTS["decode-eager-shapes"]["weights_kv_bytes_per_step"], rel=0.10)
+    assert report.summary["efficiency"].startswith("MBU")
+    finding = next(f for f in report.findings if f.rule == "low-mbu")
+    assert "aten::linear 1×8192 · 8192×2048" in finding.message and "idles" in finding.message
+    assert finding.impact_ms > 0
+
+
+def test_low_mfu_names_the_badly_shaped_products(tmp_path: Path) -> None:
+    """GPT-2's vocabulary of 50257 makes the output projection and its two backward products the step's slowest
+    GEMMs, far below the bf16 peak: low-mfu names them and the dimension that is no multiple of 64."""
+    report = report_of("gpt-step-gpt2", tmp_path)
+    finding = next(f for f in report.findings if f.rule == "low-mfu")
+    assert "50257 no multiple of 64" in finding.message
+    assert "aten::mm 8192×50257 · 50257×768" in finding.message
+    # the saving is drawn from the GPU's computing time, and is at most the steps' time
+    assert 0 < finding.impact_ms < sum(r["step_ms"] for r in report.efficiency if r["step"] is not None)
+
+
+@pytest.mark.parametrize("case", ["gpt-step-gemm", "gpt-step-base", "gpt-step-checkpoint"])
+def test_low_mfu_quiet_near_the_roofline(case: str, tmp_path: Path) -> None:
+    """Steps whose products run near their ceiling (large bf16 GEMMs; the 8-block GPT at 54 % MFU) raise no
+    low-mfu."""
+    assert not [f for f in report_of(case, tmp_path).findings if f.rule in ("low-mfu", "low-mbu")]
+
+
+def test_operator_view(tmp_path: Path) -> None:
+    """The operator view: aten ops by GPU time with their kernels; a product's TFLOP/s is its FLOPs over the GPU
+    time of the kernels it launched, and its share of the step's work adds up with the others' to the whole."""
+    report = report_of("gpt-step-base", tmp_path)
+    ops = report.operators
+    assert ops[0]["op"] in ("aten::mm", "aten::linear") and ops[0]["kind"] == "gemm"
+    for o in ops:
+        if o["flops"]:
+            assert o["tflops"] == pytest.approx(o["flops"] / (o["gpu_ms"] / 1e3) / 1e12, rel=1e-3)
+            assert 0 < o["roofline_pct"] <= 100
+    assert any(k["name"].startswith("nvjet") for k in ops[0]["kernels"])
+    assert 95 < sum(o["share_pct"] for o in ops) <= 100.5
+    text = report.to_json()
+    assert '"operators"' in text and '"efficiency"' in text
+    frame = report.frames["operators"]  # the same rows for notebooks, kernels as text
+    assert frame.height == len(ops) and frame["kernels"][0].startswith(ops[0]["kernels"][0]["name"])
+    assert report.frames["efficiency"]["peak_tflops"][0] == pytest.approx(989.5)
+
+
+def test_cuda_graph_trace_says_why_and_takes_user_flops(tmp_path: Path) -> None:
+    """A decode loop replayed from a CUDA graph has no operators in the trace: MFU is unavailable and the headline
+    says why; --flops-per-step and --bytes-per-step give the figures from the step time."""
+    trace = [ROOT / "samples" / "decode-cudagraph" / "trace.json.gz"]
+    report = analyze(trace, cache_dir=tmp_path)
+    assert "CUDA graphs" in report.summary["efficiency"] and rank_row(report)["mfu_pct"] is None
+    counts = COUNTS["decode-eager-shapes"]
+    given = analyze(trace, cache_dir=tmp_path, peaks=Options(flops_per_step=counts["flops_per_step"],
+                                                             bytes_per_step=counts["weights_kv_bytes_per_step"]))
+    row = rank_row(given)
+    assert row["bound"] == "memory" and row["note"] is None
+    assert row["mbu_pct"] == pytest.approx(
+        100 * counts["weights_kv_bytes_per_step"] / (row["step_ms"] / 1e3) / (row["peak"]["gbps"] * 1e9), rel=1e-3)
+
+
+def test_cli_peak_options_override_the_table(tmp_path: Path) -> None:
+    """--peak-tflops replaces the datasheet peak: MFU scales by the ratio and the peak's source says so."""
+    trace = str(DATA / "gpt-step-gemm.trace.json.gz")
+    out = CliRunner().invoke(cli, ["analyze", trace, "--format", "json", "--cache-dir", str(tmp_path),
+                                    "--peak-tflops", "500", "--peak-gbps", "2000"])
+    assert out.exit_code == 0, out.output
+    row = next(r for r in json.loads(out.output)["efficiency"] if r["step"] is None)
+    base = rank_row(report_of("gpt-step-gemm", tmp_path))
+    assert row["mfu_pct"] == pytest.approx(base["mfu_pct"] * 989.5 / 500, rel=1e-3)
+    assert row["peak"]["source"] == "--peak-tflops and --peak-gbps"
+    bad = CliRunner().invoke(cli, ["analyze", trace, "--peak-tflops", "0"])
+    assert bad.exit_code == 2
+
+
+@pytest.mark.parametrize(("name", "gpu"), [
+    ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM"), ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe"),
+    ("NVIDIA H100 NVL", "NVIDIA H100 NVL"), ("NVIDIA H200", "NVIDIA H200 SXM"), ("NVIDIA H200 NVL", "NVIDIA H200 NVL"),
+    ("NVIDIA H20", "NVIDIA H20"), ("NVIDIA H800", "NVIDIA H800 SXM"), ("NVIDIA A100-SXM4-40GB", "NVIDIA A100 40GB"),
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB SXM"), ("NVIDIA A100 80GB PCIe", "NVIDIA A100 80GB PCIe"),
+    ("NVIDIA L40S", "NVIDIA L40S"), ("NVIDIA L4", "NVIDIA L4"), ("NVIDIA A10", "NVIDIA A10"),
+    ("NVIDIA B200", "NVIDIA B200"), ("NVIDIA GB200", "NVIDIA GB200"), ("NVIDIA A10G", None),
+    ("Tesla V100-SXM2-32GB", None), ("AMD Instinct MI300X", None)])
+def test_peak_table_matches_device_names(name: str, gpu: str | None) -> None:
+    """Device names as the drivers write them pick the right row (H200 NVL before H200, L40S not L4, A10 not
+    A100); a GPU the table lacks gets none."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE sources (source_id INTEGER)")
+    con.execute("CREATE TABLE devices (source_id INTEGER, device INTEGER, name VARCHAR)")
+    con.execute("INSERT INTO sources VALUES (0)")
+    con.execute("INSERT INTO devices VALUES (0, 0, ?)", [name])
+    con.execute(module_file("efficiency.peaks").read_text())
+    found, dense, sparse_half = con.execute("""
+        SELECT gpu, bf16_tflops, source LIKE '%halved%' FROM efficiency_peaks""").fetchone()
+    assert found == gpu
+    if gpu is not None:
+        assert dense is not None and sparse_half
+
+
+def test_convolution_flops_from_concrete_inputs(tmp_path: Path) -> None:
+    """TimeSformer's patch embedding (a public H100 trace): conv 16×16 stride 16 on 224×224 frames. Its FLOPs come
+    from the stride and padding the trace's Concrete Inputs give: 2·N·Cout·Cin·kh·kw·14·14."""
+    from tracedoc.api import input_files, open_store
+
+    store, _ = open_store(input_files([ROOT / "tests" / "data" / "tracelens-timesformer-stacks"]), None)
+    with store:
+        store.include("efficiency.ops")
+        rows = store.query("SELECT name, flops, shape FROM efficiency_flop_ops WHERE kind = 'conv'")
+    assert rows and all(r["name"] == "aten::convolution" for r in rows)
+    assert rows[0]["shape"].startswith("128×3×224×224 · 768×3×16×16")
+    assert rows[0]["flops"] == 2 * 128 * 768 * 3 * 16 * 16 * 14 * 14
+
+
+def test_distributed_report_gives_the_same_efficiency(tmp_path: Path) -> None:
+    """Over Dask workers (one rank each), the efficiency rows and the operator view equal the local report's: each
+    rank's figures come from its own trace (DDP with shapes, two H200 ranks)."""
+    from tracedoc.scale import ClusterSpec, analyze_distributed
+
+    ranks = ROOT / "tests" / "data" / "ddp-larger-batch-shapes"
+    local = analyze([ranks], cache_dir=tmp_path / "local")
+    spread = analyze_distributed([ranks], ClusterSpec(workers=1), cache_dir=tmp_path / "spread")
+    assert local.efficiency and local.operators
+    assert spread.efficiency == local.efficiency and spread.operators == local.operators
+    assert spread.summary["efficiency"] == local.summary["efficiency"]
+    assert [f.rule for f in spread.findings] == [f.rule for f in local.findings]

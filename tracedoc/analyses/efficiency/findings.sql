@@ -1,0 +1,111 @@
+-- efficiency.findings: where each rank's steady steps lose time against the chip's peak, for low-mfu and
+-- low-mbu. Every part is GPU time over the steady steps (ns), split by what the op does (efficiency.ops):
+--   ideal_ns          the model's FLOPs at the peak (compute-bound) or its bytes at peak bandwidth (memory-bound)
+--   gemm_loss_ns      Σ over products (mm, addmm, bmm, baddbmm, _scaled_mm, conv) of GPU time − FLOPs / peak
+--   attention_loss_ns the same over attention ops
+--   nonmatmul_ns      GPU time of ops that do no products: elementwise, norms, softmax, copies, losses
+--   optimizer_ns      of which the optimizer's (_fused_adam(w)_, _foreach_*)
+--   fp32_matmul_ns    GPU time of products in fp32 or TF32 (bf16 has 2 to 15 times their peak)
+--   unmodelled_ns     GPU time of ops with no model, and of work launched outside any aten op
+--   idle_ns           the step time without compute work: the GPU idle or only communicating
+--   bandwidth_loss_ns Σ over ops of GPU time − bytes / peak bandwidth (memory-bound steps)
+-- Savings (what a fix removes from the kernels' own time; the idle time is other rules'):
+--   mfu_saving_ns     products brought to 70 % of their dtype's peak (their time above it: cuBLAS reaches 75 to 80 %
+--                     on large bf16 products on H100 and H200), and half the non-product ops' time (fused into
+--                     their neighbours, as torch.compile does)
+--   mbu_saving_ns     ops brought to 80 % of peak bandwidth (their time above it: a large copy reaches 85 to 90 %)
+-- The named ops (worst_gemms, worst_ops): the op and shape that lose the most, with their TFLOP/s or GB/s and
+-- the dims that are no multiple of 64 (tensor-core tiles: such dims leave tiles partly empty).
+-- include: efficiency.operators
+
+CREATE OR REPLACE TEMP TABLE efficiency_op_losses AS
+WITH steady AS (
+    SELECT c.*, st.peak_gbps, coalesce(
+               CASE c.dtype WHEN 'fp32' THEN p.fp32_tflops WHEN 'tf32' THEN p.tf32_tflops WHEN 'fp8' THEN p.fp8_tflops
+                            WHEN 'int8' THEN p.int8_tflops WHEN 'bf16' THEN p.bf16_tflops WHEN 'fp16' THEN p.bf16_tflops
+                            END, st.peak_tflops) AS op_tflops
+    FROM efficiency_op_costs c
+    JOIN efficiency_steps st USING (source_id, step)
+    LEFT JOIN efficiency_peaks p USING (source_id)
+)
+SELECT source_id, name, shape, kind, dtype, count(*) AS n, sum(gpu_ns) AS gpu_ns, sum(flops) AS flops,
+       sum(bytes) AS bytes, any_value(op_tflops) AS op_tflops, any_value(peak_gbps) AS peak_gbps,
+       sum(gpu_ns) - coalesce(sum(flops) / (any_value(op_tflops) * 1e3), 0) AS flop_loss_ns,
+       sum(gpu_ns) - coalesce(sum(bytes) / any_value(peak_gbps), 0) AS byte_loss_ns,
+       sum(flops) / nullif(sum(gpu_ns), 0) / 1e3 AS tflops, sum(bytes) / nullif(sum(gpu_ns), 0) AS gbps,
+       CASE WHEN kind = 'gemm' THEN list_sort(list_filter(list_distinct(TRY_CAST(regexp_extract_all(shape, '[0-9]+')
+                                                                                 AS BIGINT[])),
+                                                lambda x: x > 1 AND x % 64 <> 0)) ELSE [] END AS unaligned
+FROM steady GROUP BY source_id, name, shape, kind, dtype;
+
+-- One row per source over its steady steps, with the parts above as totals (…_ns) and per step (…_step_ns).
+CREATE OR REPLACE TEMP TABLE efficiency_findings AS
+SELECT *, ideal_ns / steps AS ideal_step_ns, gemm_loss_ns / steps AS gemm_loss_step_ns,
+       attention_loss_ns / steps AS attention_loss_step_ns, nonmatmul_ns / steps AS nonmatmul_step_ns,
+       optimizer_ns / steps AS optimizer_step_ns, nullif(fp32_matmul_ns, 0) / steps AS fp32_matmul_step_ns,
+       idle_ns / steps AS idle_step_ns, bandwidth_loss_ns / steps AS bandwidth_loss_step_ns
+FROM (
+WITH parts AS (
+    SELECT source_id,
+           coalesce(sum(greatest(flop_loss_ns, 0)) FILTER (WHERE kind IN ('gemm', 'conv')), 0) AS gemm_loss_ns,
+           coalesce(sum(greatest(flop_loss_ns, 0)) FILTER (WHERE kind = 'attention'), 0) AS attention_loss_ns,
+           coalesce(sum(gpu_ns) FILTER (WHERE kind IN ('memory', 'copy', 'optimizer')), 0) AS nonmatmul_ns,
+           coalesce(sum(gpu_ns) FILTER (WHERE kind = 'optimizer'), 0) AS optimizer_ns,
+           coalesce(sum(gpu_ns) FILTER (WHERE kind IN ('gemm', 'conv', 'attention') AND dtype IN ('fp32', 'tf32')), 0)
+               AS fp32_matmul_ns,
+           coalesce(sum(gpu_ns) FILTER (WHERE kind IS NULL), 0) AS unmodelled_op_ns,
+           coalesce(sum(greatest(byte_loss_ns, 0)), 0) AS bandwidth_loss_ns,
+           coalesce(sum(greatest(gpu_ns - flops / (op_tflops * 1e3 * 0.7), 0))
+                        FILTER (WHERE kind IN ('gemm', 'conv', 'attention')), 0) AS matmul_saving_ns,
+           coalesce(sum(greatest(gpu_ns - bytes / (peak_gbps * 0.8), 0))
+                        FILTER (WHERE bytes > 0), 0) AS mbu_saving_ns
+    FROM efficiency_op_losses GROUP BY source_id
+),
+gemms AS (  -- the three products that lose the most, named with their shapes
+    SELECT source_id, string_agg(name || ' ' || shape || ' (' || round(gpu_ns / 1e6, 1) || ' ms in ' || n || ' calls at '
+                                 || CAST(round(tflops) AS BIGINT) || ' TFLOP/s, ' || CAST(round(100 * tflops / op_tflops) AS BIGINT) || ' % of '
+                                 || dtype || ' peak'
+                                 || CASE WHEN len(unaligned) > 0
+                                         THEN '; ' || array_to_string(unaligned, ', ') || ' no multiple of 64' ELSE '' END
+                                 || ')', '; ' ORDER BY flop_loss_ns DESC) AS worst_gemms,
+           bool_or(len(unaligned) > 0) AS unaligned
+    FROM (SELECT *, row_number() OVER (PARTITION BY source_id ORDER BY flop_loss_ns DESC) AS k
+          FROM efficiency_op_losses WHERE kind IN ('gemm', 'conv', 'attention') AND flop_loss_ns > 0)
+    WHERE k <= 3 GROUP BY source_id
+),
+nonmatmul AS (  -- the three non-product ops with the most GPU time, ms per step
+    SELECT source_id, string_agg(name || ' (' || round(ns / 1e6, 2) || ' ms)', ', ' ORDER BY ns DESC) AS top_nonmatmul
+    FROM (SELECT l.source_id, l.name, sum(l.gpu_ns) / any_value(r.steps) AS ns,
+                 row_number() OVER (PARTITION BY l.source_id ORDER BY sum(l.gpu_ns) DESC) AS k
+          FROM efficiency_op_losses l JOIN efficiency_by_rank r USING (source_id)
+          WHERE l.kind IN ('memory', 'copy', 'optimizer') GROUP BY l.source_id, l.name)
+    WHERE k <= 3 GROUP BY source_id
+),
+slow_bw AS (  -- the three ops furthest below peak bandwidth
+    SELECT source_id, string_agg(name || ' ' || shape || ' (' || round(gpu_ns / 1e6, 2) || ' ms in ' || n || ' calls at '
+                                 || CAST(round(gbps) AS BIGINT) || ' GB/s, ' || CAST(round(100 * gbps / peak_gbps) AS BIGINT) || ' % of peak)',
+                                 '; ' ORDER BY byte_loss_ns DESC) AS worst_ops
+    FROM (SELECT *, row_number() OVER (PARTITION BY source_id ORDER BY byte_loss_ns DESC) AS k
+          FROM efficiency_op_losses WHERE bytes > 0 AND byte_loss_ns > 0)
+    WHERE k <= 3 GROUP BY source_id
+)
+SELECT r.source_id, r.rank, r.steps, r.step_ns / r.steps AS step_ns, r.mfu_pct, r.hfu_pct, r.mbu_pct,
+       r.achieved_tflops, r.achieved_gbps, r.peak_tflops, r.peak_gbps, r.coverage_pct, r.bound,
+       coalesce(r.gpu, r.device_name) AS gpu, r.dtype,
+       CASE WHEN r.bound = 'memory' THEN r.bytes / r.peak_gbps ELSE r.model_flops / (r.peak_tflops * 1e3) END
+           AS ideal_ns,
+       p.gemm_loss_ns, p.attention_loss_ns, p.nonmatmul_ns, p.optimizer_ns, p.fp32_matmul_ns,
+       p.unmodelled_op_ns + greatest(sum_work.work_ns - sum_work.modelled_ns - p.unmodelled_op_ns, 0) AS unmodelled_ns,
+       greatest(r.step_ns - sum_work.work_ns, 0) AS idle_ns, p.bandwidth_loss_ns,
+       p.matmul_saving_ns + p.nonmatmul_ns * 0.5 AS mfu_saving_ns,
+       p.mbu_saving_ns, g.worst_gemms, coalesce(g.unaligned, false) AS unaligned_gemms, n.top_nonmatmul,
+       b.worst_ops
+FROM efficiency_by_rank r
+JOIN parts p USING (source_id)
+JOIN (SELECT source_id, sum(work_ns) AS work_ns, sum(modelled_ns) AS modelled_ns FROM efficiency_steps
+      GROUP BY source_id) sum_work USING (source_id)
+LEFT JOIN gemms g USING (source_id)
+LEFT JOIN nonmatmul n USING (source_id)
+LEFT JOIN slow_bw b USING (source_id)
+WHERE r.note IS NULL
+);

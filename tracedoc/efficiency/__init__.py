@@ -1,0 +1,160 @@
+"""MFU, HFU, MBU and the operator view of a report, from the analyses under analyses/efficiency/ (the FLOP and
+byte model per aten op, the peak table): what ``Report.efficiency``, ``Report.operators`` and the headline carry.
+
+The figures are measured only for PyTorch traces (the inputs that can record operator shapes), or for any trace
+with steps when the user gives ``--flops-per-step``; elsewhere the report has no efficiency section.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tracedoc.store import Store
+from tracedoc.units import report_number
+
+OPERATORS_PER_RANK = 40  # the operator view keeps the ops with the most GPU time
+KERNELS_PER_OPERATOR = 5
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user gives where the trace lacks it: ``--peak-tflops``/``--peak-gbps`` (a GPU the peak table
+    lacks; they override it for every dtype) and ``--flops-per-step``/``--bytes-per-step`` (a trace without
+    shapes, CUDA graphs)."""
+
+    peak_tflops: float | None = None
+    peak_gbps: float | None = None
+    flops_per_step: float | None = None
+    bytes_per_step: float | None = None
+
+    def apply(self, store: Store) -> None:
+        """Set them as the store's SQL variables (efficiency.peaks and efficiency.steps read them), before the
+        analyses run."""
+        for name in ("peak_tflops", "peak_gbps", "flops_per_step", "bytes_per_step"):
+            value = getattr(self, name)
+            if value is not None:
+                store.con.execute(f"SET VARIABLE {name} = ?", [float(value)])
+
+    @property
+    def user_flops(self) -> bool:
+        return self.flops_per_step is not None or self.bytes_per_step is not None
+
+
+_STEPS_SQL = """
+    SELECT e.*, src.format FROM {table} e JOIN sources src USING (source_id)
+    WHERE src.format = 'torch' OR ?
+    ORDER BY e.rank, e.source_id{order}"""
+
+
+def efficiency_rows(store: Store, options: Options | None = None) -> list[dict[str, Any]]:
+    """The report's ``efficiency``: per rank, one row over its steady steps (step None) and one per step, with
+    the peak and its source; a figure that cannot be computed is None and ``note`` says why (a PyTorch trace
+    without shapes: one row per rank, saying so)."""
+    if not store.scalar("SELECT count(*) FROM sources WHERE format = 'torch'") and not (options and options.user_flops):
+        return []
+    if not store.efficiency_measurable():
+        return _unavailable(store)
+    store.include("efficiency.steps")
+    user = bool(options and options.user_flops)
+    ranks = store.query(_STEPS_SQL.format(table="efficiency_by_rank", order=""), [user])
+    steps = store.query(_STEPS_SQL.format(table="efficiency_steps", order=", e.step"), [user])
+    # a rank without shapes: one row saying so, as where no rank has any (_unavailable)
+    return [_row(r, None) for r in ranks] + [_row(r, r["step"]) for r in steps if r["note"] not in _NOTES]
+
+
+def _unavailable(store: Store) -> list[dict[str, Any]]:
+    """One row per PyTorch rank with steady steps whose trace holds no operator shapes: null figures, the peak
+    its GPU would have, and why (CUDA graphs, or record_shapes off)."""
+    store.include("trace.steps")
+    store.include("efficiency.peaks")
+    rows = store.query("""
+        WITH graphs AS (SELECT DISTINCT source_id FROM cpu_activity
+                        WHERE kind IN ('runtime', 'driver') AND name LIKE '%GraphLaunch%')
+        SELECT src.source_id, src.rank, count(*) AS steps, p.gpu, p.device_name, p.source AS peak_source,
+               p.bf16_tflops, p.hbm_gbps, g.source_id IS NOT NULL AS graphs
+        FROM trace_steady_steps s JOIN sources src USING (source_id) LEFT JOIN efficiency_peaks p USING (source_id)
+        LEFT JOIN graphs g USING (source_id)
+        WHERE src.format = 'torch'
+        GROUP BY ALL ORDER BY src.rank, src.source_id""")
+    return [{"rank": r["rank"], "step": None, "steps": r["steps"], **_NONE,
+             "peak": {"gpu": r["gpu"], "device_name": r["device_name"], "dtype": "bf16",
+                      "tflops": report_number(r["bf16_tflops"]), "gbps": report_number(r["hbm_gbps"]),
+                      "source": r["peak_source"]},
+             "note": GRAPHS_NOTE if r["graphs"] else NO_SHAPES_NOTE} for r in rows]
+
+
+GRAPHS_NOTE = ("the steps run in CUDA graphs: their operators and shapes are not in the trace (give "
+               "--flops-per-step)")
+NO_SHAPES_NOTE = "the trace has no operator shapes (record with record_shapes=True, or give --flops-per-step)"
+_NOTES = (GRAPHS_NOTE, NO_SHAPES_NOTE)  # efficiency.steps words them alike
+_NONE = dict.fromkeys(("step_ms", "model_flops", "hardware_flops", "achieved_tflops", "mfu_pct", "hfu_pct", "bytes",
+                       "achieved_gbps", "mbu_pct", "flop_model_coverage_pct", "bound"))
+
+
+def _row(r: dict[str, Any], step: int | None) -> dict[str, Any]:
+    """One row of ``efficiency``; a rank's row (step None) gives the mean step of its steady steps."""
+    n = report_number
+    steps = r.get("steps", 1)
+    if r["note"] in _NOTES:
+        return {"rank": r["rank"], "step": None, "steps": steps, **_NONE,
+                "peak": {"gpu": r["gpu"], "device_name": r["device_name"], "dtype": r["dtype"],
+                         "tflops": n(r["peak_tflops"]), "gbps": n(r["peak_gbps"]), "source": r["peak_source"]},
+                "note": r["note"]}
+    per_step = lambda v: None if v is None else n(v / steps)  # noqa: E731
+    return {"rank": r["rank"], "step": step, "steps": steps,
+            "step_ms": n(r["step_ns"] / 1e6 / steps) if r["step_ns"] else None,
+            "model_flops": per_step(r["model_flops"]), "hardware_flops": per_step(r["hardware_flops"]),
+            "achieved_tflops": n(r["achieved_tflops"]), "mfu_pct": n(r["mfu_pct"]), "hfu_pct": n(r["hfu_pct"]),
+            "bytes": per_step(r["bytes"]), "achieved_gbps": n(r["achieved_gbps"]), "mbu_pct": n(r["mbu_pct"]),
+            "flop_model_coverage_pct": n(r["coverage_pct"]), "bound": r["bound"],
+            "peak": {"gpu": r["gpu"], "device_name": r["device_name"], "dtype": r["dtype"],
+                     "tflops": n(r["peak_tflops"]), "gbps": n(r["peak_gbps"]), "source": r["peak_source"]},
+            "note": r["note"]}
+
+
+def operator_rows(store: Store) -> list[dict[str, Any]]:
+    """The report's ``operators``: per rank, the aten ops with the most GPU time in the steady steps (count, host
+    and GPU time, FLOPs, bytes, TFLOP/s, GB/s, intensity, % of roofline, the shape that took most time) and the
+    kernels each launched."""
+    if not store.scalar("SELECT count(*) FROM op_shapes") and "efficiency_operators" not in getattr(
+            store, "provided", ()):  # a distributed job's store: the ranks' operator views, no events
+        return []
+    store.include("efficiency.operators")
+    kernels: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for k in store.query(f"""
+            SELECT source_id, op, kernel, launches, gpu_ns FROM efficiency_operator_kernels
+            QUALIFY row_number() OVER (PARTITION BY source_id, op ORDER BY gpu_ns DESC, kernel)
+                    <= {KERNELS_PER_OPERATOR}
+            ORDER BY source_id, op, gpu_ns DESC, kernel"""):
+        kernels.setdefault((k["source_id"], k["op"]), []).append(
+            {"name": k["kernel"], "count": k["launches"], "ms": report_number(k["gpu_ns"] / 1e6)})
+    n = report_number
+    return [{"rank": r["rank"], "op": r["op"], "count": r["count"], "cpu_ms": n(r["cpu_ns"] / 1e6),
+             "gpu_ms": n(r["gpu_ns"] / 1e6), "share_pct": n(r["share_pct"]), "flops": n(r["flops"]),
+             "tflops": n(r["tflops"]), "bytes": n(r["bytes"]), "gbps": n(r["gbps"]), "intensity": n(r["intensity"]),
+             "roofline_pct": n(r["roofline_pct"]), "kind": r["kind"], "dtype": r["dtype"], "shape": r["shape"],
+             "kernels": kernels.get((r["source_id"], r["op"]), [])}
+            for r in store.query(f"""
+                SELECT * FROM efficiency_operators WHERE gpu_ns > 0
+                QUALIFY row_number() OVER (PARTITION BY source_id ORDER BY gpu_ns DESC, op) <= {OPERATORS_PER_RANK}
+                ORDER BY rank, source_id, gpu_ns DESC, op""")]
+
+
+def headline(rows: list[dict[str, Any]]) -> str | None:
+    """The headline's words for the efficiency rows: 'MFU 53.9% of NVIDIA H200 SXM bf16 dense' (the ranks' mean
+    over their steady steps; MBU for a memory-bound step), or why it is unavailable; None without rows."""
+    ranks = [r for r in rows if r["step"] is None]
+    if not ranks:
+        return None
+    known = [r for r in ranks if r["note"] is None]
+    if not known:
+        return f"MFU unavailable: {ranks[0]['note']}"
+    peak = known[0]["peak"]
+    given = str(peak["source"] or "").startswith("--peak-")
+    gpu = "the given peak" if given or not (peak["gpu"] or peak["device_name"]) else peak["gpu"] or peak["device_name"]
+    mean = lambda key: sum(float(r[key] or 0) for r in known) / len(known)  # noqa: E731
+    if all(r["bound"] == "memory" for r in known):
+        return f"MBU {mean('mbu_pct'):.1f}% of {gpu} HBM bandwidth"
+    hfu = f" (HFU {mean('hfu_pct'):.1f}%)" if any(r["hfu_pct"] is not None for r in known) else ""
+    return f"MFU {mean('mfu_pct'):.1f}% of {gpu} {peak['dtype']} dense{hfu}"

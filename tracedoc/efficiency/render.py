@@ -1,0 +1,64 @@
+"""The operator view and the efficiency figures as plain rows of text, for the text and Markdown reports (the HTML
+report and the dashboard draw them on their own page, tracedoc.pages.operators)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracedoc.report import Report
+
+OPERATOR_HEADERS = ("rank", "op", "calls", "GPU ms", "share", "TFLOP/s", "GB/s", "FLOP/B", "roofline", "shape")
+SHOWN_OPERATORS = 10
+
+
+def _num(value: Any, digits: int = 1, suffix: str = "") -> str:
+    return "" if value is None else f"{float(value):,.{digits}f}{suffix}"
+
+
+def _amount(value: Any, unit: str) -> str:
+    """1.2e13 FLOP as '12.00 TFLOP', 4.2e9 B as '4.20 GB'."""
+    if value is None:
+        return f"? {unit}"
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:,.2f} {prefix}{unit}"
+    return f"{value:,.0f} {unit}"
+
+
+def efficiency_lines(report: Report) -> list[str]:
+    """One line per rank: MFU (HFU) or MBU over its steady steps, the TFLOP/s and GB/s, the model's coverage and
+    the peak's source; or why the figures are unavailable."""
+    lines = []
+    for r in report.efficiency:
+        if r["step"] is not None:
+            continue
+        if r["note"]:
+            lines.append(f"rank {r['rank']}: MFU unavailable: {r['note']}")
+            continue
+        peak = r["peak"]
+        hfu = f", HFU {_num(r['hfu_pct'])}%" if r["hfu_pct"] is not None else ""
+        mfu = (f"MFU {_num(r['mfu_pct'], 2 if (r['mfu_pct'] or 0) < 1 else 1)}%{hfu} ({_num(r['achieved_tflops'], 1)} "
+               f"of {_num(peak['tflops'], 0)} TFLOP/s {peak['dtype']} dense)")
+        mbu = f"MBU {_num(r['mbu_pct'])}% ({_num(r['achieved_gbps'], 0)} of {_num(peak['gbps'], 0)} GB/s)"
+        lines.append(
+            f"rank {r['rank']}: {', '.join([mbu, mfu] if r['bound'] == 'memory' else [mfu, mbu])}, "
+            f"{r['bound']}-bound; {_amount(r['model_flops'], 'FLOP')} and {_amount(r['bytes'], 'B')} per "
+            f"{_num(r['step_ms'], 2)} ms step; "
+            f"{_num(r['flop_model_coverage_pct'])}% of the GPU time has a FLOP or byte model; peak: "
+            f"{peak['gpu'] or peak['device_name']} ({peak['source']})")
+    return lines
+
+
+def operator_rows(report: Report, count: int = SHOWN_OPERATORS) -> list[tuple[str, ...]]:
+    """The operators with the most GPU time (per rank, as the report lists them), as cells of OPERATOR_HEADERS."""
+    shown: dict[Any, int] = {}
+    rows = []
+    for o in report.operators:
+        shown[o["rank"]] = shown.get(o["rank"], 0) + 1
+        if shown[o["rank"]] > count:
+            continue
+        rows.append((str(o["rank"]), str(o["op"]), f"{o['count']:,}", _num(o["gpu_ms"], 2),
+                     _num(o["share_pct"], 1, "%"),
+                     _num(o["tflops"] or None, 0), _num(o["gbps"] or None, 0), _num(o["intensity"] or None, 0),
+                     _num(o["roofline_pct"], 0, "%"), str(o["shape"] or "")))
+    return rows
