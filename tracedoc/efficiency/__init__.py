@@ -148,8 +148,8 @@ def headline(rows: list[dict[str, Any]]) -> str | None:
     if not ranks:
         return None
     known = [r for r in ranks if r["note"] is None]
-    if not known:
-        return f"MFU unavailable: {ranks[0]['note']}"
+    if not known:  # the reason, without its advice (the Efficiency section gives it)
+        return f"MFU unavailable: {str(ranks[0]['note']).split(' (')[0]}"
     peak = known[0]["peak"]
     given = str(peak["source"] or "").startswith("--peak-")
     gpu = "the given peak" if given or not (peak["gpu"] or peak["device_name"]) else peak["gpu"] or peak["device_name"]
