@@ -18,7 +18,9 @@ from click.testing import CliRunner
 
 from tests.conftest import SAMPLES
 from tracedoc import analyze
+from tracedoc.api import open_store
 from tracedoc.cli import cli
+from tracedoc.ingest import discover
 from tracedoc.report import Report
 
 LEAK_PER_STEP = 32 << 20
@@ -152,12 +154,49 @@ def test_hostile_snapshots_get_one_line_and_exit_2(tmp_path: Path) -> None:
         code, err = _snapshot(tmp_path, data)
         assert code == "2", (name, err)
         assert err.count("\n") == 1 and "Traceback" not in err, (name, err)
-    # many references to one record cost once per reference: refused past the budget
+    # a record of the history or the segments referred to again (200 kB that would be 10 M rows): torch's
+    # snapshots never do, and the reader keeps no record it has read
     block = {"address": 1, "size": 2, "state": "inactive"}
-    huge = pickle.dumps({"segments": [{"device": 0, "address": 1, "total_size": 2, "blocks": [block] * 50}] * 200_000,
-                         "device_traces": []})  # 200 kB that would be 10 M rows
-    code, err = _snapshot(tmp_path, huge)
-    assert code == "2" and "values" in err
+    again = pickle.dumps({"segments": [{"device": 0, "address": 1, "total_size": 2, "blocks": [block] * 50}] * 200_000,
+                          "device_traces": []})
+    code, err = _snapshot(tmp_path, again)
+    assert code == "2" and "refers back to a record" in err
+    # distinct segments sharing one list of 50 blocks: 2.6 MB that would be 10 M rows, past the budget of values
+    blocks = [block] * 50
+    shared = pickle.dumps({"segments": [{"device": 0, "address": i, "total_size": 2, "blocks": blocks}
+                                        for i in range(200_000)], "device_traces": []})
+    code, err = _snapshot(tmp_path, shared)
+    assert code == "2" and "values" in err, err
+    # a pickle that refuses a class by its opcode names it, whatever the protocol
+    for protocol in (2, 5):
+        code, err = _snapshot(tmp_path, pickle.dumps({"segments": [], "device_traces": [[Path("x")]]}, protocol))
+        assert code == "2" and "pathlib" in err and "nothing in the file was run" in err, err
+
+
+def test_any_protocol_and_several_devices_read_alike(tmp_path: Path) -> None:
+    """The leak's snapshot written again by pickle with protocols 2 to 5 and its history split over two devices:
+    every record is read, each under its device, whichever opcodes (BINPUT or MEMOIZE, frames or not) carry it."""
+    real = pickle.loads(gzip.decompress((SAMPLES / "memory-leak" / "snapshot.pickle.gz").read_bytes()))
+    entries = real["device_traces"][0]
+    split = dict(real, device_traces=[entries[:500], entries[500:], []])
+    counts = set()
+    for protocol in (2, 3, 4, 5):
+        path = tmp_path / f"p{protocol}" / "snapshot.pickle"
+        path.parent.mkdir()
+        path.write_bytes(pickle.dumps(split, protocol))
+        store, _ = open_store(discover([path]), None)
+        with store:
+            per_device = tuple((r["device"], r["n"]) for r in store.query(
+                "SELECT device, count(*) AS n FROM memory_actions GROUP BY ALL ORDER BY 1"))
+            blocks = store.scalar("SELECT count(*) FROM memory_blocks")
+            held = store.scalar("SELECT sum(size) FROM memory_actions WHERE site LIKE '%run.py:48 (forward)' "
+                                "AND action = 'alloc'")
+        counts.add((per_device, blocks, held))
+    forward = sum(e["size"] for e in entries if e["action"] == "alloc"
+                  and any(f["filename"].endswith("run.py") and f["line"] == 48 for f in e["frames"]))
+    assert forward > 0
+    assert counts == {(((0, 500), (1, len(entries) - 500)), sum(len(s["blocks"]) for s in real["segments"]),
+                       forward)}
 
 
 def _deep(n: int) -> list:
