@@ -1,5 +1,5 @@
-"""GPU memory: allocator events of real PyTorch traces and allocator snapshots (tests/data/memory, made on an H200
-by workloads/memory_leak/run.py; its README gives the truth each was built with).
+"""GPU memory: allocator events of real PyTorch traces and allocator snapshots (samples/memory-*, made on an H200
+by workloads/memory_leak/run.py; each SOURCE.md and expected.yaml gives the truth it was built with).
 
 The leak keeps every step's 2048 × 4096 float32 output: 32 MiB (33,554,432 bytes) more held per step, allocated at
 run.py:48 (forward). The fixed twin keeps a float instead. The OOM run leaks the same way under a memory cap until
@@ -16,18 +16,20 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.conftest import SAMPLES
 from tracedoc import analyze
+from tracedoc.api import open_store
 from tracedoc.cli import cli
+from tracedoc.ingest import discover
 from tracedoc.report import Report
 
-DATA = Path(__file__).resolve().parent / "data" / "memory"
 LEAK_PER_STEP = 32 << 20
 OOM_REQUEST = 64 << 20
 
 
 @pytest.fixture(scope="module")
 def reports() -> dict[str, Report]:
-    return {case: analyze(DATA / case, use_cache=False) for case in ("leak", "fixed", "oom", "fragment")}
+    return {case: analyze(SAMPLES / f"memory-{case}", use_cache=False) for case in ("leak", "fixed", "oom", "fragment")}
 
 
 def rules(report: Report) -> list[str]:
@@ -74,6 +76,9 @@ def test_fragmentation_from_the_snapshot(reports: dict[str, Report]) -> None:
     evidence = {e.name: e.value for e in frag.evidence}
     assert evidence["largest such hole"] == 4 << 20
     assert evidence["free inside segments that hold live tensors"] >= 50 * (4 << 20)
+    # the buffers left between the holes pin those segments: their line, and the fifty holes beside them
+    assert evidence["segments pinned by tensors allocated at"].endswith("run.py:93 (main)")
+    assert evidence["free inside the segments that site pins"] == 50 * (4 << 20)
     assert "memory-leak" not in rules(reports["fragment"])
     assert "memory-fragmentation" not in rules(reports["leak"])
 
@@ -97,7 +102,7 @@ def test_the_snapshot_is_joined_with_its_trace(reports: dict[str, Report]) -> No
 
 
 def test_trace_alone_still_finds_the_leak(tmp_path: Path) -> None:
-    shutil.copy(DATA / "leak" / "trace.json.gz", tmp_path / "trace.json.gz")
+    shutil.copy(SAMPLES / "memory-leak" / "trace.json.gz", tmp_path / "trace.json.gz")
     report = analyze(tmp_path, use_cache=False)
     leak = finding(report, "memory-leak")
     assert leak.impact_bytes == pytest.approx(LEAK_PER_STEP, rel=0.05)
@@ -107,13 +112,13 @@ def test_trace_alone_still_finds_the_leak(tmp_path: Path) -> None:
 
 def test_json_and_markdown_carry_the_memory_section(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    result = CliRunner().invoke(cli, ["analyze", str(DATA / "oom"), "--no-cache", "--format", "json",
+    result = CliRunner().invoke(cli, ["analyze", str(SAMPLES / "memory-oom"), "--no-cache", "--format", "json",
                                       "--out", str(out)])
     assert result.exit_code == 0, result.output
     data = Report.from_json(out.read_text())
     assert data.memory[0]["ooms"][0]["requested_bytes"] == OOM_REQUEST
     assert data.findings[0].impact_bytes == OOM_REQUEST
-    md = CliRunner().invoke(cli, ["analyze", str(DATA / "leak"), "--no-cache", "--format", "md"])
+    md = CliRunner().invoke(cli, ["analyze", str(SAMPLES / "memory-leak"), "--no-cache", "--format", "md"])
     assert "## Memory" in md.stdout and "32.0 MiB/step" in md.stdout
     assert "MiB of memory" in md.stdout  # the saving is bytes
 
@@ -132,7 +137,7 @@ def _snapshot(tmp_path: Path, data: bytes, name: str = "snapshot.pickle") -> lis
 
 
 def test_hostile_snapshots_get_one_line_and_exit_2(tmp_path: Path) -> None:
-    real = gzip.decompress((DATA / "oom" / "snapshot.pickle.gz").read_bytes())
+    real = gzip.decompress((SAMPLES / "memory-oom" / "snapshot.pickle.gz").read_bytes())
 
     class Boom:
         def __reduce__(self):
@@ -149,12 +154,49 @@ def test_hostile_snapshots_get_one_line_and_exit_2(tmp_path: Path) -> None:
         code, err = _snapshot(tmp_path, data)
         assert code == "2", (name, err)
         assert err.count("\n") == 1 and "Traceback" not in err, (name, err)
-    # many references to one record cost once per reference: refused past the budget
+    # a record of the history or the segments referred to again (200 kB that would be 10 M rows): torch's
+    # snapshots never do, and the reader keeps no record it has read
     block = {"address": 1, "size": 2, "state": "inactive"}
-    huge = pickle.dumps({"segments": [{"device": 0, "address": 1, "total_size": 2, "blocks": [block] * 50}] * 200_000,
-                         "device_traces": []})  # 200 kB that would be 10 M rows
-    code, err = _snapshot(tmp_path, huge)
-    assert code == "2" and "values" in err
+    again = pickle.dumps({"segments": [{"device": 0, "address": 1, "total_size": 2, "blocks": [block] * 50}] * 200_000,
+                          "device_traces": []})
+    code, err = _snapshot(tmp_path, again)
+    assert code == "2" and "refers back to a record" in err
+    # distinct segments sharing one list of 50 blocks: 2.6 MB that would be 10 M rows, past the budget of values
+    blocks = [block] * 50
+    shared = pickle.dumps({"segments": [{"device": 0, "address": i, "total_size": 2, "blocks": blocks}
+                                        for i in range(200_000)], "device_traces": []})
+    code, err = _snapshot(tmp_path, shared)
+    assert code == "2" and "values" in err, err
+    # a pickle that refuses a class by its opcode names it, whatever the protocol
+    for protocol in (2, 5):
+        code, err = _snapshot(tmp_path, pickle.dumps({"segments": [], "device_traces": [[Path("x")]]}, protocol))
+        assert code == "2" and "pathlib" in err and "nothing in the file was run" in err, err
+
+
+def test_any_protocol_and_several_devices_read_alike(tmp_path: Path) -> None:
+    """The leak's snapshot written again by pickle with protocols 2 to 5 and its history split over two devices:
+    every record is read, each under its device, whichever opcodes (BINPUT or MEMOIZE, frames or not) carry it."""
+    real = pickle.loads(gzip.decompress((SAMPLES / "memory-leak" / "snapshot.pickle.gz").read_bytes()))
+    entries = real["device_traces"][0]
+    split = dict(real, device_traces=[entries[:500], entries[500:], []])
+    counts = set()
+    for protocol in (2, 3, 4, 5):
+        path = tmp_path / f"p{protocol}" / "snapshot.pickle"
+        path.parent.mkdir()
+        path.write_bytes(pickle.dumps(split, protocol))
+        store, _ = open_store(discover([path]), None)
+        with store:
+            per_device = tuple((r["device"], r["n"]) for r in store.query(
+                "SELECT device, count(*) AS n FROM memory_actions GROUP BY ALL ORDER BY 1"))
+            blocks = store.scalar("SELECT count(*) FROM memory_blocks")
+            held = store.scalar("SELECT sum(size) FROM memory_actions WHERE site LIKE '%run.py:48 (forward)' "
+                                "AND action = 'alloc'")
+        counts.add((per_device, blocks, held))
+    forward = sum(e["size"] for e in entries if e["action"] == "alloc"
+                  and any(f["filename"].endswith("run.py") and f["line"] == 48 for f in e["frames"]))
+    assert forward > 0
+    assert counts == {(((0, 500), (1, len(entries) - 500)), sum(len(s["blocks"]) for s in real["segments"]),
+                       forward)}
 
 
 def _deep(n: int) -> list:
@@ -167,7 +209,7 @@ def _deep(n: int) -> list:
 def test_fuzzed_snapshots_never_crash(tmp_path: Path) -> None:
     import random
 
-    real = gzip.decompress((DATA / "leak" / "snapshot.pickle.gz").read_bytes())
+    real = gzip.decompress((SAMPLES / "memory-leak" / "snapshot.pickle.gz").read_bytes())
     rng = random.Random(7)
     for i in range(12):
         data = bytearray(real)

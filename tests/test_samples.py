@@ -35,10 +35,38 @@ def test_sample_diagnosis(sample: Path) -> None:
                    and all(f.scope.to_dict().get(k) == v for k, v in scope.items())]
         assert matches, f"{sample.name}: no {want['rule']} finding with scope {scope}; got " + \
             str([(f.rule, f.scope.to_dict()) for f in report.findings])
+        _assert_amounts(sample.name, want, matches)
     for f in report.findings:  # sentences adapt to what the trace knows: no value is ever shown as unknown
         for text in (f.message, f.fix):
             assert not _UNKNOWN_VALUE.search(text), f"{sample.name}: {f.rule} says {text!r}"
     _assert_time_attributed_once(sample.name, report)
+
+
+def _assert_amounts(name: str, want: dict, matches: list) -> None:
+    """The truth a sample was built with (expected.yaml's ``truth``, referred to by an ``expect`` entry): the
+    finding's ``impact_bytes`` and its numeric evidence within ``within_pct`` of the planted amount, and its textual
+    evidence (a source line, ``run.py:48 (forward)``) ending with the planted one."""
+    if "impact_bytes" not in want and "evidence" not in want:
+        return
+    tolerance = float(want.get("within_pct", 0)) / 100.0
+
+    def close(value: object, truth: float) -> bool:
+        return isinstance(value, int | float) and abs(value - truth) <= tolerance * abs(truth)
+
+    def agrees(f) -> list[str]:
+        wrong = []
+        if "impact_bytes" in want and not close(f.impact_bytes, want["impact_bytes"]):
+            wrong.append(f"impact_bytes {f.impact_bytes} (planted {want['impact_bytes']})")
+        evidence = {e.name: e.value for e in f.evidence}
+        for key, truth in (want.get("evidence") or {}).items():
+            value = evidence.get(key)
+            ok = value is not None and (str(value).endswith(truth) if isinstance(truth, str) else close(value, truth))
+            if not ok:
+                wrong.append(f"{key!r} = {value!r} (planted {truth!r})")
+        return wrong
+
+    verdicts = [agrees(f) for f in matches]
+    assert any(not v for v in verdicts), f"{name}: {want['rule']} does not report what was planted: {verdicts}"
 
 
 def _assert_time_attributed_once(name: str, report: Report) -> None:

@@ -4,16 +4,17 @@ memory_segments, memory_blocks and memory_actions (schema_memory.sql).
 A snapshot holds the allocator's segments (each cut into blocks, live ones with the Python frames that allocated
 them) and, when ``_record_memory_history`` was on, each device's recent history (``device_traces``: alloc,
 free_requested, free_completed, segment_alloc, segment_free, oom, ... with a time in µs since the epoch, an
-address, a size and frames). It is untrusted input: read by the flight-recorder dumps' unpickler, which refuses
-every global (only dicts, lists, tuples, strings and numbers can be built, nothing in the file runs), and every
-field is checked against the shape torch writes; a missing or malformed field becomes NULL.
+address, a size and frames). It is untrusted input: read by snapshot_pickle's opcode machine, which builds only
+plain data (every opcode that would look up or call a class or function is refused; nothing in the file runs) and
+hands over each record of the segment list and of each device's history as soon as it is complete, so the rows are
+built and written as the file is read and the snapshot is never held whole. Every field is checked against the
+shape torch writes; a missing or malformed field becomes NULL.
 
 What a snapshot can make the reader do is bounded by limits, not by what it claims: the file is at most
-``TRACEDOC_MAX_SNAPSHOT_BYTES`` (default 512 MiB; unpickled, a snapshot takes several times its size in memory),
-nests at most 32 levels (torch's nest 5), and the reader builds at most ``TRACEDOC_MAX_SNAPSHOT_VALUES`` values
-(default 5,000,000: each segment, block, history entry and frame it reads counts, once per place that refers to
-it, so a pickle that refers to one record a million times costs a million; segments, blocks and entries are
-counted before any row is built). Of each stack, 64 frames are looked
+``TRACEDOC_MAX_SNAPSHOT_BYTES`` (default 4 GiB; a 1 GB snapshot is read in under 1 GiB of memory), at most 32 marks
+are open at once, and the reader turns at most ``TRACEDOC_MAX_SNAPSHOT_VALUES`` values into rows (by default one
+per 8 bytes of the file, at least 2,000,000: each segment, block, history entry and the frames of each distinct
+stack count, once per place that refers to them, before a batch's rows are built). Of each stack, 64 frames are looked
 at and 8 kept. A snapshot belongs to no rank of its own (``PER_HOST``): the memory analyses tie it to the trace of
 the same run by time and address.
 """
@@ -27,16 +28,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from tracedoc.errors import InputError, first_line
+from tracedoc.errors import InputError
+from tracedoc.ingest import snapshot_pickle
 from tracedoc.ingest.base import LoadResult
-from tracedoc.ingest.flight_recorder import _PlainDataUnpickler
 from tracedoc.store import Store
 
 FORMAT = "memory_snapshot"
 PER_HOST = True  # no rank of its own: joined with the trace of its run by time and address (analyses/memory)
 _PICKLE_MAGIC = re.compile(rb"\A\x80[\x02-\x05]")
-_BYTES_VAR, _DEFAULT_MAX_BYTES = "TRACEDOC_MAX_SNAPSHOT_BYTES", 512 << 20
-_VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_SNAPSHOT_VALUES", 5_000_000
+_BYTES_VAR, _DEFAULT_MAX_BYTES = "TRACEDOC_MAX_SNAPSHOT_BYTES", 4 << 30
+_VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_SNAPSHOT_VALUES", 2_000_000
+_BYTES_PER_VALUE = 8  # torch's snapshots hold one record per 80 to 100 bytes, and a frame per 20 or more
+_FLUSH_ROWS = 200_000
+_FRAMES_CACHED = 100_000
 MAX_BYTES = 8 << 30  # ingest unpacks a compressed snapshot no further; the read limit above applies after
 _MAX_DEPTH = 32
 _FRAMES_SCANNED = 64
@@ -66,30 +70,121 @@ def sniff(path: Path, head: bytes) -> bool:
             and (b"total_size" in head or b"device_traces" in head))
 
 
-class _SnapshotUnpickler(_PlainDataUnpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        raise InputError(f"{self._path}: refused: the pickle asks for {module[:80]}.{name[:80]}, but an allocator "
-                         "snapshot holds only plain data (nothing in the file was run)")
-
-
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
-    """Read one snapshot into the memory tables under ``source_id``."""
-    snapshot = _read(path)
-    budget = _Budget(path)
+    """Read one snapshot into the memory tables under ``source_id``, record by record (snapshot_pickle)."""
+    limit = _limit(_BYTES_VAR, _DEFAULT_MAX_BYTES)
+    size = path.stat().st_size
+    if size > limit:
+        raise InputError(f"{path}: a {size:,}-byte allocator snapshot, over the limit of {limit:,} bytes (set "
+                         f"{_BYTES_VAR} to read more)")
+    with path.open("rb") as f:
+        if not _PICKLE_MAGIC.match(f.read(2)):
+            raise InputError(f"{path}: not an allocator snapshot (not a pickle)")
+    rows = _Rows(store, source_id, _Budget(path, size), path)
+    snapshot = snapshot_pickle.read(path, rows.take, "allocator snapshot", _MAX_DEPTH)
     _check_nesting(snapshot, path)
-    segments, blocks = _segments(snapshot.get("segments"), source_id, budget, path)
-    actions = _actions(snapshot.get("device_traces"), source_id, budget, path)
-    for table, rows, schema in (("memory_segments", segments, _SEGMENTS), ("memory_blocks", blocks, _BLOCKS),
-                                ("memory_actions", actions, _ACTIONS)):
-        if rows:
-            store.con.register("_memory_rows_in", pa.Table.from_pylist(rows, schema=schema))
-            try:
-                store.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _memory_rows_in")
-            finally:
-                store.con.unregister("_memory_rows_in")
-    history = "with its allocator history" if actions else "no allocator history (_record_memory_history was off)"
-    return LoadResult(rank=None, world_size=None, event_count=len(blocks) + len(actions),
-                      tool=f"torch.cuda.memory snapshot, {len(segments)} segments, {history}")
+    segments, traces = snapshot.get("segments"), snapshot.get("device_traces")
+    if isinstance(segments, list):  # not streamed (not where torch puts it): read now
+        rows.take(snapshot_pickle.Sink("segments", 0), segments)
+    elif not isinstance(segments, snapshot_pickle.Sink):
+        raise InputError(f"{path}: not an allocator snapshot (no list of segments at the top level)")
+    if traces is not None:
+        if not isinstance(traces, list):
+            raise InputError(f"{path}: malformed allocator snapshot ('device_traces' is not a list per device)")
+        for device, entries in enumerate(traces):
+            if isinstance(entries, list):
+                rows.take(snapshot_pickle.Sink("trace", device), entries)
+    rows.flush()
+    history = "with its allocator history" if rows.actions else \
+        "no allocator history (_record_memory_history was off)"
+    return LoadResult(rank=None, world_size=None, event_count=rows.blocks + rows.actions,
+                      tool=f"torch.cuda.memory snapshot, {rows.segments} segments, {history}")
+
+
+class _Rows:
+    """Rows of memory_segments, memory_blocks and memory_actions built from each batch of records as the reader
+    hands them over, written to the store every _FLUSH_ROWS rows."""
+
+    def __init__(self, store: Store, source_id: int, budget: _Budget, path: Path) -> None:
+        self.store, self.source_id, self.budget, self.path = store, source_id, budget, path
+        self.out: dict[str, list[dict]] = {"memory_segments": [], "memory_blocks": [], "memory_actions": []}
+        self.segments = self.blocks = self.actions = 0
+        self.frames: dict[int, tuple[Any, str | None, str | None]] = {}
+
+    def take(self, sink: snapshot_pickle.Sink, items: list) -> None:
+        if sink.kind == "segments":
+            self._segments(items)
+        else:
+            self._actions(sink.device, sink.count - len(items), items)
+        if sum(len(rows) for rows in self.out.values()) >= _FLUSH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        for table, schema in (("memory_segments", _SEGMENTS), ("memory_blocks", _BLOCKS),
+                              ("memory_actions", _ACTIONS)):
+            rows = self.out[table]
+            if rows:
+                self.store.con.register("_memory_rows_in", pa.Table.from_pylist(rows, schema=schema))
+                try:
+                    self.store.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _memory_rows_in")
+                finally:
+                    self.store.con.unregister("_memory_rows_in")
+                rows.clear()
+
+    def site(self, frames: Any) -> tuple[str | None, str | None]:
+        """_frames of a stack, once per stack object (torch's snapshots share each distinct stack)."""
+        hit = self.frames.get(id(frames))
+        if hit is not None and hit[0] is frames:
+            return hit[1], hit[2]
+        site, stack = _frames(frames, self.budget)
+        if len(self.frames) >= _FRAMES_CACHED:
+            self.frames.clear()
+        self.frames[id(frames)] = (frames, site, stack)  # kept alive with it: its id is not reused
+        return site, stack
+
+    def _segments(self, segments: list) -> None:
+        self.budget.spend(sum(1 + len(s["blocks"]) if isinstance(s, dict) and isinstance(s.get("blocks"), list)
+                              else 1 for s in segments))  # before any row is built
+        seg_rows, block_rows = self.out["memory_segments"], self.out["memory_blocks"]
+        source_id = self.source_id
+        for seg in segments:
+            if not isinstance(seg, dict):
+                continue
+            device, address = _int(seg.get("device")), _int(seg.get("address"))
+            blocks = seg.get("blocks") if isinstance(seg.get("blocks"), list) else []
+            self.segments += 1
+            seg_rows.append({"source_id": source_id, "device": device, "address": address,
+                             "total_size": _int(seg.get("total_size")),
+                             "allocated_size": _int(seg.get("allocated_size")),
+                             "active_size": _int(seg.get("active_size")), "stream": _int(seg.get("stream")),
+                             "segment_type": _text(seg.get("segment_type")),
+                             "is_expandable": seg.get("is_expandable") if isinstance(seg.get("is_expandable"), bool)
+                             else None, "blocks": len(blocks)})
+            for block in blocks:
+                if not isinstance(block, dict):
+                    continue
+                site, stack = self.site(block.get("frames"))
+                self.blocks += 1
+                block_rows.append({"source_id": source_id, "device": device, "segment_address": address,
+                                   "address": _int(block.get("address")), "size": _int(block.get("size")),
+                                   "requested_size": _int(block.get("requested_size")),
+                                   "state": _text(block.get("state")), "site": site, "stack": stack})
+
+    def _actions(self, device: int, first_seq: int, entries: list) -> None:
+        self.budget.spend(len(entries))  # before any row is built
+        rows = self.out["memory_actions"]
+        source_id = self.source_id
+        for seq, entry in enumerate(entries, first_seq):
+            if type(entry) is not dict:
+                continue
+            time_us = _int(entry.get("time_us"))
+            site, stack = self.site(entry.get("frames"))
+            self.actions += 1
+            rows.append({"source_id": source_id, "device": device, "seq": seq, "action": _text(entry.get("action")),
+                         "addr": _int(entry.get("addr")), "size": _int(entry.get("size")),
+                         "device_free": _int(entry.get("device_free")), "stream": _int(entry.get("stream")),
+                         "time_ns": time_us * 1000 if time_us is not None and abs(time_us) < _INT64 // 1000
+                         else None, "site": site, "stack": stack})
 
 
 def _limit(var: str, default: int) -> int:
@@ -101,33 +196,13 @@ def _limit(var: str, default: int) -> int:
     return int(text)
 
 
-def _read(path: Path) -> dict[str, Any]:
-    """The snapshot as a dict; refused when larger than the byte limit, not a pickle, or not a snapshot."""
-    limit = _limit(_BYTES_VAR, _DEFAULT_MAX_BYTES)
-    size = path.stat().st_size
-    if size > limit:
-        raise InputError(f"{path}: a {size:,}-byte allocator snapshot, over the limit of {limit:,} bytes (set "
-                         f"{_BYTES_VAR} to read more; unpickled, a snapshot takes several times its size)")
-    raw = path.read_bytes()
-    if not _PICKLE_MAGIC.match(raw):
-        raise InputError(f"{path}: not an allocator snapshot (not a pickle)")
-    try:
-        snapshot = _SnapshotUnpickler(raw, path).load()
-    except InputError:
-        raise
-    except (Exception, MemoryError, RecursionError) as exc:  # any failure of the unpickler: bad bytes
-        raise InputError(f"{path}: truncated or corrupt allocator snapshot ({first_line(exc)[:120]})") from None
-    if not isinstance(snapshot, dict) or not isinstance(snapshot.get("segments"), list):
-        raise InputError(f"{path}: not an allocator snapshot (no list of segments at the top level)")
-    return snapshot
-
-
 class _Budget:
-    """Counts what the reader builds; past TRACEDOC_MAX_SNAPSHOT_VALUES the snapshot is refused."""
+    """Counts what the reader builds; past TRACEDOC_MAX_SNAPSHOT_VALUES (by default one value per
+    _BYTES_PER_VALUE bytes of the file, at least _DEFAULT_MAX_VALUES) the snapshot is refused."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, size: int) -> None:
         self.path = path
-        self.limit = _limit(_VALUES_VAR, _DEFAULT_MAX_VALUES)
+        self.limit = _limit(_VALUES_VAR, max(_DEFAULT_MAX_VALUES, size // _BYTES_PER_VALUE))
         self.left = self.limit
 
     def spend(self, n: int) -> None:
@@ -186,55 +261,3 @@ def _frames(frames: Any, budget: _Budget) -> tuple[str | None, str | None]:
 def _short(filename: str) -> str:
     """The file's last two path components: enough to find it, and no home directories in reports."""
     return "/".join(filename.replace("\\", "/").split("/")[-2:])
-
-
-def _segments(segments: Any, source_id: int, budget: _Budget, path: Path) -> tuple[list[dict], list[dict]]:
-    if not isinstance(segments, list):
-        raise InputError(f"{path}: not an allocator snapshot (no list of segments at the top level)")
-    budget.spend(sum(1 + len(s["blocks"]) if isinstance(s, dict) and isinstance(s.get("blocks"), list) else 1
-                     for s in segments))  # before any row is built
-    seg_rows: list[dict] = []
-    block_rows: list[dict] = []
-    for seg in segments:
-        if not isinstance(seg, dict):
-            continue
-        device, address = _int(seg.get("device")), _int(seg.get("address"))
-        blocks = seg.get("blocks") if isinstance(seg.get("blocks"), list) else []
-        seg_rows.append({"source_id": source_id, "device": device, "address": address,
-                         "total_size": _int(seg.get("total_size")), "allocated_size": _int(seg.get("allocated_size")),
-                         "active_size": _int(seg.get("active_size")), "stream": _int(seg.get("stream")),
-                         "segment_type": _text(seg.get("segment_type")),
-                         "is_expandable": seg.get("is_expandable") if isinstance(seg.get("is_expandable"), bool)
-                         else None, "blocks": len(blocks)})
-        for block in blocks:
-            if not isinstance(block, dict):
-                continue
-            site, stack = _frames(block.get("frames"), budget)
-            block_rows.append({"source_id": source_id, "device": device, "segment_address": address,
-                               "address": _int(block.get("address")), "size": _int(block.get("size")),
-                               "requested_size": _int(block.get("requested_size")),
-                               "state": _text(block.get("state")), "site": site, "stack": stack})
-    return seg_rows, block_rows
-
-
-def _actions(traces: Any, source_id: int, budget: _Budget, path: Path) -> list[dict]:
-    if traces is None:
-        return []
-    if not isinstance(traces, list):
-        raise InputError(f"{path}: malformed allocator snapshot ('device_traces' is not a list per device)")
-    budget.spend(sum(1 + len(e) if isinstance(e, list) else 1 for e in traces))  # before any row is built
-    rows: list[dict] = []
-    for device, entries in enumerate(traces):
-        if not isinstance(entries, list):
-            continue
-        for seq, entry in enumerate(entries):
-            if not isinstance(entry, dict):
-                continue
-            time_us = _int(entry.get("time_us"))
-            site, stack = _frames(entry.get("frames"), budget)
-            rows.append({"source_id": source_id, "device": device, "seq": seq, "action": _text(entry.get("action")),
-                         "addr": _int(entry.get("addr")), "size": _int(entry.get("size")),
-                         "device_free": _int(entry.get("device_free")), "stream": _int(entry.get("stream")),
-                         "time_ns": time_us * 1000 if time_us is not None and abs(time_us) < _INT64 // 1000
-                         else None, "site": site, "stack": stack})
-    return rows

@@ -2,7 +2,8 @@
 --
 -- From a trace: reserved − allocated at the peak of reserved memory (the most the allocator held), per GPU. From a
 -- snapshot: free space inside segments that also hold live blocks, which empty_cache() cannot return and which
--- serves only requests that fit its holes, and the largest such hole (memory_viz's segsum).
+-- serves only requests that fit its holes, the largest such hole (memory_viz's segsum), and the allocation site
+-- whose live tensors pin most of those segments (`pinning_site`; `pinning_stranded_bytes`: the holes in them).
 -- include: memory.timeline
 -- include: memory.snapshot
 
@@ -20,6 +21,7 @@ SELECT coalesce(t.source_id, s.trace_id) AS source_id, coalesce(t.rank, s.rank) 
        s.reserved_bytes AS snapshot_reserved_bytes, s.allocated_bytes AS snapshot_allocated_bytes,
        s.free_in_used_segments_bytes AS stranded_bytes, s.largest_free_in_used_bytes AS largest_stranded_bytes,
        s.free_bytes AS snapshot_free_bytes, s.largest_free_bytes, s.expandable,
+       s.pinning_site, s.pinning_stranded_bytes,
        100.0 * s.free_in_used_segments_bytes / nullif(s.reserved_bytes, 0) AS stranded_pct,
        100.0 * (t.reserved_bytes - t.allocated_bytes) / nullif(t.reserved_bytes, 0) AS trace_unused_pct
 FROM trace t FULL JOIN memory_snapshot_summary s ON s.trace_id = t.source_id AND s.device = t.device;

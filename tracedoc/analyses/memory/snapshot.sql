@@ -36,7 +36,9 @@ LEFT JOIN sources src ON src.source_id = b.trace_id;
 
 -- Per snapshot and device, what its segments hold when it was dumped (as memory_viz's segsum): reserved, allocated
 -- (live blocks), free inside segments, free inside segments that also hold live blocks (memory the allocator cannot
--- give back with empty_cache), the largest free block, segments, and expandable segments.
+-- give back with empty_cache), the largest free block, segments, and expandable segments; and the site whose live
+-- blocks pin most of that stranded space (each segment with holes counted for the site holding most of its live
+-- bytes: `pinning_site`, `pinning_stranded_bytes` the holes in the segments it pins).
 CREATE OR REPLACE TEMP TABLE memory_snapshot_summary AS
 WITH blocks AS (
     SELECT source_id, device, segment_address,
@@ -44,6 +46,22 @@ WITH blocks AS (
            max(size) FILTER (WHERE state = 'inactive') AS largest_free,
            sum(size) FILTER (WHERE state <> 'inactive') AS live_bytes
     FROM memory_blocks GROUP BY ALL
+),
+segment_pins AS (  -- per segment with holes and live blocks: the site holding most of its live bytes
+    SELECT source_id, device, segment_address, arg_max(site, (bytes, site)) AS site,
+           any_value(free_bytes) AS stranded_bytes
+    FROM (SELECT b.source_id, b.device, b.segment_address, coalesce(b.site, '(no frames recorded)') AS site,
+                 sum(b.size) AS bytes, any_value(g.free_bytes) AS free_bytes
+          FROM memory_blocks b
+          JOIN blocks g USING (source_id, device, segment_address)
+          WHERE b.state <> 'inactive' AND coalesce(g.free_bytes, 0) > 0
+          GROUP BY ALL)
+    GROUP BY ALL
+),
+pins AS (
+    SELECT source_id, device, arg_max(site, (bytes, site)) AS site, max(bytes) AS bytes
+    FROM (SELECT source_id, device, site, sum(stranded_bytes) AS bytes FROM segment_pins GROUP BY ALL)
+    GROUP BY ALL
 )
 SELECT s.source_id AS snapshot_id, ss.trace_id, ss.rank, s.device,
        count(*) AS segments, sum(s.total_size) AS reserved_bytes, sum(s.allocated_size) AS allocated_bytes,
@@ -51,10 +69,12 @@ SELECT s.source_id AS snapshot_id, ss.trace_id, ss.rank, s.device,
        sum(coalesce(b.free_bytes, 0)) FILTER (WHERE coalesce(b.live_bytes, 0) > 0) AS free_in_used_segments_bytes,
        max(b.largest_free) AS largest_free_bytes,
        max(b.largest_free) FILTER (WHERE coalesce(b.live_bytes, 0) > 0) AS largest_free_in_used_bytes,
-       bool_or(s.is_expandable) AS expandable
+       bool_or(s.is_expandable) AS expandable,
+       any_value(p.site) AS pinning_site, any_value(p.bytes) AS pinning_stranded_bytes
 FROM memory_segments s
 LEFT JOIN blocks b ON b.source_id = s.source_id AND b.device = s.device AND b.segment_address = s.address
 LEFT JOIN memory_snapshot_sources ss ON ss.snapshot_id = s.source_id
+LEFT JOIN pins p ON p.source_id = s.source_id AND p.device IS NOT DISTINCT FROM s.device
 GROUP BY s.source_id, ss.trace_id, ss.rank, s.device;
 
 -- Per snapshot, device and site: the live blocks when it was dumped.

@@ -1,0 +1,321 @@
+"""A bounded, streaming reader of allocator-snapshot pickles: a small opcode machine that builds only plain data and
+hands each record of the snapshot's two big lists to a callback as soon as it is complete, instead of building the
+whole snapshot first.
+
+``pickle.load`` of a 1 GB snapshot builds some 13 million dicts at once (over 20 GB of memory). Here the file is
+mapped, not read; the opcodes are run one by one (protocols 2 to 5: containers, strings, bytes, numbers, the memo,
+frames); every opcode that would look up or call a class or function (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST,
+OBJ, NEWOBJ, PERSID, EXT…) is refused before anything runs, as is anything else not listed. A list that is the value
+of the top-level ``segments`` key, or an item of the top-level ``device_traces`` list, is a *sink*: what is appended
+to it goes to the callback and is dropped, and the memo keeps only a marker for it (a pickle that refers back to
+such a record is refused: torch's never does). So memory holds the memo's shared values (frames, strings), one
+batch of records (pickle appends 1000 at a time) and the rest of the snapshot's small dict.
+
+Bounds: the file's size (the caller's), the pages already read are dropped from memory as the reader goes on, at
+most ``max_depth`` marks open and ``_MAX_STACK`` values on the stack (checked at each mark and frame; an unframed
+pickle pushes at most one value per byte between marks), a BINPUT no further than ``_MAX_MEMO_GAP`` past the memo's
+end, and the callback's own budget of values.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tracedoc.errors import InputError
+
+_MAX_STACK = 1_000_000
+_MAX_MEMO_GAP = 1 << 16
+_DROP_EVERY = 64 << 20  # drop pages read so far from memory every this many bytes
+_CONSUMED = object()  # the memo's marker for a record handed to a callback
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+
+_U16 = struct.Struct("<H").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_I32 = struct.Struct("<i").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
+_F64 = struct.Struct(">d").unpack_from
+
+_CODE_OPS = {ord("c"): "GLOBAL", 0x93: "STACK_GLOBAL", ord("R"): "REDUCE", ord("b"): "BUILD", ord("i"): "INST",
+             ord("o"): "OBJ", 0x81: "NEWOBJ", 0x92: "NEWOBJ_EX", ord("P"): "PERSID", ord("Q"): "BINPERSID",
+             0x82: "EXT1", 0x83: "EXT2", 0x84: "EXT4", 0x97: "NEXT_BUFFER", 0x98: "READONLY_BUFFER"}
+
+
+class Sink:
+    """A list whose items go to ``take(kind, device, items)`` as they are appended."""
+
+    __slots__ = ("kind", "device", "count")
+
+    def __init__(self, kind: str, device: int) -> None:
+        self.kind, self.device, self.count = kind, device, 0
+
+
+class _Refused(Exception):
+    pass
+
+
+def read(path: Path, take: Callable[[Sink, list], None], what: str, max_depth: int = 32) -> dict:
+    """Run the pickle at ``path``; ``take(sink, items)`` receives each batch of records of the ``segments`` list and
+    of each ``device_traces`` list. Returns the top-level dict with those lists as ``Sink`` objects. Raises
+    InputError (one line) for anything but a plain-data pickle of a dict."""
+    with path.open("rb") as f:
+        try:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file
+            raise InputError(f"{path}: empty file: not {what}") from None
+    try:
+        result = _run(data, take, max_depth)
+    except InputError:
+        raise
+    except _Refused as exc:
+        raise InputError(f"{path}: {exc}") from None
+    except (IndexError, struct.error):
+        raise InputError(f"{path}: truncated or corrupt {what} (the pickle ends before its STOP)") from None
+    except (Exception, MemoryError, RecursionError) as exc:  # a bad stack, an unhashable key, bad UTF-8, ...
+        detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise InputError(f"{path}: truncated or corrupt {what} ({detail})") from None
+    finally:
+        data.close()
+    if not isinstance(result, dict):
+        raise InputError(f"{path}: not {what} (the pickle holds a {type(result).__name__}, not a dict)")
+    return result
+
+
+def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) -> Any:  # noqa: C901 - one loop
+    n = len(data)
+    i = 0
+    stack: list = []
+    push = stack.append
+    marks: list[int] = []
+    memo: list = []
+    remember = memo.append
+    pending: dict[int, int] = {}  # id of a fresh dict directly in a sink's batch → its memo index
+    traces: list | None = None  # the top-level device_traces list, once seen
+    drop_at = _DROP_EVERY
+
+    def top_level_value() -> bool:  # the next value pushed is that of a key of the top-level dict
+        return bool(stack) and type(stack[0]) is dict and (
+            (marks == [1] and len(stack) % 2 == 0) or (not marks and len(stack) == 2))
+
+    def in_sink() -> Sink | None:  # the sink whose batch (or single APPEND) the top of the stack is an item of
+        if marks and marks[-1] > 0 and marks[-1] <= len(stack) - 1:
+            owner = stack[marks[-1] - 1]
+            return owner if type(owner) is Sink else None
+        return None
+
+    def append_to(target: Any, items: list) -> None:
+        if type(target) is list:
+            target.extend(items)
+        elif type(target) is Sink:
+            target.count += len(items)
+            take(target, items)
+            for item in items:
+                idx = pending.pop(id(item), None)
+                if idx is not None:
+                    memo[idx] = _CONSUMED
+        else:
+            raise _Refused(f"the pickle appends to a {type(target).__name__}, not a list")
+
+    while True:
+        op = data[i]
+        i += 1
+        if op == 0x6A:  # LONG_BINGET
+            v = memo[_U32(data, i)[0]]
+            i += 4
+            if v is _CONSUMED:
+                raise _Refused("the pickle refers back to a record already read; not as torch writes snapshots")
+            push(v)
+        elif op == 0x68:  # BINGET
+            v = memo[data[i]]
+            i += 1
+            if v is _CONSUMED:
+                raise _Refused("the pickle refers back to a record already read; not as torch writes snapshots")
+            push(v)
+        elif op == 0x94:  # MEMOIZE
+            v = stack[-1]
+            if type(v) is dict and not v and in_sink() is not None:
+                pending[id(v)] = len(memo)
+            remember(v)
+        elif op == 0x8C:  # SHORT_BINUNICODE
+            size = data[i]
+            push(str(data[i + 1:i + 1 + size], "utf-8", "surrogatepass"))
+            i += 1 + size
+        elif op == 0x4B:  # BININT1
+            push(data[i])
+            i += 1
+        elif op == 0x8A:  # LONG1
+            size = data[i]
+            push(int.from_bytes(data[i + 1:i + 1 + size], "little", signed=True))
+            i += 1 + size
+        elif op == 0x28:  # MARK
+            marks.append(len(stack))
+            if len(stack) > _MAX_STACK:
+                raise _Refused(f"over {_MAX_STACK:,} values pending on the pickle's stack: not an allocator snapshot")
+            if len(marks) > max_depth:
+                raise _Refused(f"nested more than {max_depth} levels deep: not an allocator snapshot")
+        elif op == 0x7D:  # EMPTY_DICT
+            push({})
+        elif op == 0x75:  # SETITEMS
+            m = marks.pop()
+            d = stack[m - 1]
+            if type(d) is not dict:
+                raise _Refused(f"the pickle sets items of a {type(d).__name__}, not a dict")
+            for k in range(m, len(stack), 2):
+                d[stack[k]] = stack[k + 1]
+            del stack[m:]
+        elif op == 0x4A:  # BININT
+            push(_I32(data, i)[0])
+            i += 4
+        elif op == 0x4D:  # BININT2
+            push(_U16(data, i)[0])
+            i += 2
+        elif op == 0x5D:  # EMPTY_LIST
+            lst: Any = []
+            if traces is not None and stack:  # a device's history: the next item of the device_traces list
+                last = stack[-1]
+                if last is traces and (not marks or marks[-1] <= len(stack)):
+                    lst = Sink("trace", len(traces))
+                elif type(last) is Sink and last.kind == "trace" and marks and marks[-1] < len(stack) \
+                        and stack[marks[-1] - 1] is traces:
+                    lst = Sink("trace", last.device + 1)
+            elif top_level_value():
+                if stack[-1] == "segments":
+                    lst = Sink("segments", 0)
+                elif stack[-1] == "device_traces":
+                    traces = lst
+            push(lst)
+        elif op == 0x65:  # APPENDS
+            m = marks.pop()
+            items = stack[m:]
+            del stack[m:]
+            append_to(stack[m - 1], items)
+        elif op == 0x61:  # APPEND
+            v = stack.pop()
+            append_to(stack[-1], [v])
+        elif op == 0x73:  # SETITEM
+            v = stack.pop()
+            k = stack.pop()
+            d = stack[-1]
+            if type(d) is not dict:
+                raise _Refused(f"the pickle sets an item of a {type(d).__name__}, not a dict")
+            d[k] = v
+        elif op == 0x4E:  # NONE
+            push(None)
+        elif op == 0x88:  # NEWTRUE
+            push(True)
+        elif op == 0x89:  # NEWFALSE
+            push(False)
+        elif op == 0x95:  # FRAME: the frames' bytes are read in order; only the pages behind are dropped
+            i += 8
+            if i >= drop_at:
+                if _DONTNEED is not None:
+                    data.madvise(_DONTNEED, 0, i - i % mmap.PAGESIZE)
+                drop_at = i + _DROP_EVERY
+            if len(stack) > _MAX_STACK:
+                raise _Refused(f"over {_MAX_STACK:,} values pending on the pickle's stack: not an allocator snapshot")
+        elif op == 0x58 or op == 0x8D:  # BINUNICODE, BINUNICODE8
+            if op == 0x58:
+                size = _U32(data, i)[0]
+                i += 4
+            else:
+                size = _U64(data, i)[0]
+                i += 8
+            if i + size > n:
+                raise IndexError
+            push(str(data[i:i + size], "utf-8", "surrogatepass"))
+            i += size
+        elif op == 0x43 or op == 0x42 or op == 0x8E:  # SHORT_BINBYTES, BINBYTES, BINBYTES8
+            if op == 0x43:
+                size = data[i]
+                i += 1
+            elif op == 0x42:
+                size = _U32(data, i)[0]
+                i += 4
+            else:
+                size = _U64(data, i)[0]
+                i += 8
+            if i + size > n:
+                raise IndexError
+            push(data[i:i + size])
+            i += size
+        elif op == 0x47:  # BINFLOAT
+            push(_F64(data, i)[0])
+            i += 8
+        elif op == 0x8B:  # LONG4
+            size = _I32(data, i)[0]
+            if size < 0 or size > 1 << 16:
+                raise _Refused(f"an integer of {size} bytes: not an allocator snapshot")
+            push(int.from_bytes(data[i + 4:i + 4 + size], "little", signed=True))
+            i += 4 + size
+        elif op == 0x71 or op == 0x72:  # BINPUT, LONG_BINPUT
+            if op == 0x71:
+                idx = data[i]
+                i += 1
+            else:
+                idx = _U32(data, i)[0]
+                i += 4
+            if idx > len(memo) + _MAX_MEMO_GAP:
+                raise _Refused(f"a memo index of {idx:,}, far past the {len(memo):,} values memoized")
+            if idx >= len(memo):
+                memo.extend([None] * (idx + 1 - len(memo)))
+            v = stack[-1]
+            if type(v) is dict and not v and in_sink() is not None:
+                pending[id(v)] = idx
+            memo[idx] = v
+        elif op == 0x29:  # EMPTY_TUPLE
+            push(())
+        elif op == 0x85:  # TUPLE1
+            stack[-1] = (stack[-1],)
+        elif op == 0x86:  # TUPLE2
+            stack[-2:] = [tuple(stack[-2:])]
+        elif op == 0x87:  # TUPLE3
+            stack[-3:] = [tuple(stack[-3:])]
+        elif op == 0x74:  # TUPLE
+            m = marks.pop()
+            v = tuple(stack[m:])
+            del stack[m:]
+            push(v)
+        elif op == 0x8F:  # EMPTY_SET: no snapshot has one; read as a list
+            push([])
+        elif op == 0x90:  # ADDITEMS
+            m = marks.pop()
+            items = stack[m:]
+            del stack[m:]
+            target = stack[-1]
+            if type(target) is not list:
+                raise _Refused("the pickle adds to something that is not a set")
+            target.extend(items)
+        elif op == 0x30:  # POP
+            if marks and marks[-1] == len(stack):
+                marks.pop()
+            else:
+                stack.pop()
+        elif op == 0x31:  # POP_MARK
+            del stack[marks.pop():]
+        elif op == 0x32:  # DUP
+            push(stack[-1])
+        elif op == 0x80:  # PROTO
+            if data[i] > 5:
+                raise _Refused(f"pickle protocol {data[i]}: not one this reader knows")
+            i += 1
+        elif op == 0x2E:  # STOP
+            if len(stack) != 1 or marks:
+                raise _Refused("the pickle stops with more than one value, or a mark, left")
+            return stack[0]
+        elif op in _CODE_OPS:
+            detail = ""
+            if op == 0x63:  # GLOBAL: "module\nname\n"
+                end = data.find(b"\n", i, i + 200)
+                end2 = data.find(b"\n", end + 1, end + 200) if end >= 0 else -1
+                if end2 >= 0:
+                    detail = f" {bytes(data[i:end]).decode('ascii', 'replace')[:80]}." \
+                             f"{bytes(data[end + 1:end2]).decode('ascii', 'replace')[:80]}"
+            elif op == 0x93 and len(stack) >= 2 and isinstance(stack[-2], str) and isinstance(stack[-1], str):
+                detail = f" {stack[-2][:80]}.{stack[-1][:80]}"
+            raise _Refused(f"refused: the pickle asks for a class or function ({_CODE_OPS[op]}{detail}), but an "
+                           "allocator snapshot holds only plain data (nothing in the file was run)")
+        else:
+            raise _Refused(f"opcode 0x{op:02x} at byte {i - 1:,}: not a binary pickle of plain data")
