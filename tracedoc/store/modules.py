@@ -59,16 +59,18 @@ def applies(module: str, formats: Collection[str], ranks: int) -> bool:
     return needs is None or not needs.isdisjoint(formats)
 
 
-def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str) -> None:
-    """Run ``module`` (after its includes) on the connection, once: ``included`` holds the modules run on it."""
+def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
+            memory_bytes: int | None = None) -> None:
+    """Run ``module`` (after its includes) on the connection, once: ``included`` holds the modules run on it;
+    ``memory_bytes``, the connection's memory cap, is named in the error when DuckDB runs out of memory."""
     if module in included:
         return
     sql = module_file(module).read_text()
     for dep in _INCLUDE.findall(sql):
-        include(con, included, dep)
+        include(con, included, dep, memory_bytes)
     try:
         con.execute(sql)
     except duckdb.Error as exc:
-        advice = out_of_memory_advice() if isinstance(exc, duckdb.OutOfMemoryException) else ""
+        advice = out_of_memory_advice(memory_bytes) if isinstance(exc, duckdb.OutOfMemoryException) else ""
         raise TracedocError(f"analysis module {module} failed: {first_line(exc)}{advice}") from exc
     included.add(module)
