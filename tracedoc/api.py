@@ -91,12 +91,13 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
 
 
 def saved_report_path(paths: Sequence[Path | str] | Path | str) -> Path | None:
-    """The path when ``paths`` is one file holding a saved tracedoc JSON report, else None."""
+    """The path when ``paths`` is one ``*.json`` file holding a saved tracedoc JSON report, else None (as serve and
+    diff tell one: nothing else is opened here, so a file of the kernel's such as /proc/kmsg is never read)."""
     given = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     if len(given) != 1 or str(given[0]) == "-":
         return None
     path = Path(given[0])
-    return path if path.is_file() and looks_like_report(path) else None
+    return path if path.is_file() and path.suffix == ".json" and looks_like_report(path) else None
 
 
 def _saved_report(path: Path, thresholds: dict[str, dict[str, float]] | None, step_range: str | None,
