@@ -32,6 +32,7 @@ from tests.conftest import ROOT, SAMPLES
 from tracedoc.cli import cli
 from tracedoc.errors import InputError, TracedocError, first_line
 from tracedoc.ingest import compressed, ncu_csv
+from tracedoc.limits import Limits
 
 KINETO = SAMPLES / "decode-compile" / "trace.json.gz"  # one rank, 60 KB
 EAGER = SAMPLES / "decode-eager" / "trace.json.gz"  # 632 KB, 9.5 MB unpacked: more than the sniffed first MiB
@@ -324,33 +325,31 @@ def test_decompression_bomb_stops_at_the_cap(tmp_path: Path, monkeypatch: pytest
 def test_the_cap_has_a_command_line_option(tmp_path: Path) -> None:
     """The same kind of bomb refused through --max-inflate (the option sets the cap for this run only)."""
     bomb = gzip_bomb(tmp_path / "bomb.json.gz", 256)
-    try:
-        result = CliRunner().invoke(cli, ["analyze", str(bomb), "--no-cache", "--max-inflate", "32M"])
-    finally:
-        compressed.set_limits(None)
+    result = CliRunner().invoke(cli, ["analyze", str(bomb), "--no-cache", "--max-inflate", "32M"])
     assert_one_line_error(result.exit_code, result.stderr, str(bomb), f"more than {32 << 20:,} bytes", "--max-inflate")
 
 
 def test_inflate_cap_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """The default cap is the larger of 100x the compressed size and 64 MiB (standard input: 4 GiB); the
-    environment and set_limits replace both; a cap that is not a byte count is refused."""
+    environment and a cap given (the option) replace both; a cap that is not a byte count is refused."""
     monkeypatch.delenv(compressed.ENV_VAR, raising=False)
+    assert Limits.from_env() == Limits()
     assert compressed.max_inflate_bytes(470_000) == 64 << 20
     assert compressed.max_inflate_bytes(1 << 20) == 100 << 20
     assert compressed.max_inflate_bytes(1 << 30) == 100 << 30
     assert compressed.max_stdin_bytes() == 4 << 30
     monkeypatch.setenv(compressed.ENV_VAR, "8GiB")
-    assert compressed.max_inflate_bytes(1 << 30) == 8 << 30
-    assert compressed.max_stdin_bytes() == 8 << 30
-    compressed.set_limits(max_inflate_bytes=1000)
-    try:
-        assert compressed.max_inflate_bytes(1 << 30) == 1000
-        assert compressed.max_stdin_bytes() == 1000
-    finally:
-        compressed.set_limits(None)
+    cap = Limits.from_env().max_inflate_bytes
+    assert compressed.max_inflate_bytes(1 << 30, cap) == 8 << 30
+    assert compressed.max_stdin_bytes(cap) == 8 << 30
+    given = Limits.from_env(max_inflate_bytes=1000).max_inflate_bytes  # the option wins over the variable
+    assert compressed.max_inflate_bytes(1 << 30, given) == 1000
+    assert compressed.max_stdin_bytes(given) == 1000
     monkeypatch.setenv(compressed.ENV_VAR, "lots")
     with pytest.raises(TracedocError, match=compressed.ENV_VAR):
-        compressed.max_inflate_bytes(1)
+        Limits.from_env()
+    with pytest.raises(TracedocError, match="positive"):
+        Limits(max_inflate_bytes=0)
 
 
 def test_every_compressed_sample_is_far_below_the_default_cap(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -271,8 +271,7 @@ def test_without_the_flags_dask_is_not_imported(tmp_path: Path) -> None:
 def test_created_objects_are_found_behind_their_comments() -> None:
     """Newer DuckDB keeps the comments before a statement in its text: a provided object is still recognised (else
     the client would rebuild it from events it does not have), and a comment alone creates nothing."""
-    from tracedoc.scale.summary_store import created_object
-    from tracedoc.store.modules import module_file
+    from tracedoc.store.modules import created_object, module_file
 
     statements = duckdb.extract_statements(module_file("trace.window").read_text())
     assert "trace_wall" in {created_object(s.query) for s in statements}

@@ -11,8 +11,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tracedoc.api import input_files
-from tracedoc.api import open_store as open_inputs_store
+from tracedoc.limits import Limits
+from tracedoc.pipeline import input_files
+from tracedoc.pipeline import open_store as open_inputs_store
 from tracedoc.store import Store
 from tracedoc.store.cache import store_location
 
@@ -21,8 +22,10 @@ from tracedoc.store.cache import store_location
 def open_store(paths: Sequence[Path | str] | Path | str, cache_dir: Path | None = None,
                use_cache: bool = True) -> Iterator[Store]:
     """The store of the traces at ``paths`` (files or directories of ranks, as for ``analyze``; one path may be given
-    as it is), ingested unless cached, closed on leaving the ``with`` block. Without the cache it lives in memory."""
-    store, _ = open_inputs_store(input_files(paths), store_location(cache_dir, use_cache))
+    as it is), ingested unless cached, closed on leaving the ``with`` block. Without the cache it lives in memory.
+    The limits are those the environment sets (``tracedoc.limits``)."""
+    limits = Limits.from_env()
+    store, _ = open_inputs_store(input_files(paths, limits), store_location(cache_dir, use_cache), limits=limits)
     try:
         yield store
     finally:

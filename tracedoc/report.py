@@ -142,7 +142,7 @@ class Report:
         return next((w for w in self.what_if if w.get("finding") == number), None)
 
     def to_json(self, indent: int | None = 2) -> str:
-        return strict_json.dumps(self.to_dict(), indent=indent, default=_json_default)
+        return strict_json.dumps(self.to_dict(), indent=indent, default=strict_json.plain_number)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:
@@ -174,9 +174,3 @@ class Report:
         present = {f.severity for f in self.findings}
         return next((s for s in SEVERITIES if s in present), None)
 
-
-def _json_default(value: Any) -> Any:
-    """Numbers DuckDB returns as Decimal or numpy types serialize as floats/ints."""
-    if hasattr(value, "item"):
-        return value.item()
-    return float(value)

@@ -17,6 +17,7 @@ import duckdb
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
+from tracedoc.limits import Limits
 from tracedoc.report import REPORT_SCHEMA, SEVERITIES, Report, Scope
 from tracedoc.store import Store
 
@@ -158,9 +159,10 @@ def _expect(ok: bool, where: str, what: str) -> None:
 
 
 def open_complete_store(path: Path) -> Store:
-    """The cached store at ``path``, opened (for the caller to close) once known to be complete."""
+    """The cached store at ``path``, opened (for the caller to close) once known to be complete, under the limits
+    the environment sets."""
     try:
-        store = Store.open(path)
+        store = Store.open(path, Limits.from_env())
     except duckdb.Error as exc:
         raise InputError(f"{path}: not a tracedoc store ({first_line(exc)})") from None
     if not store.is_complete():

@@ -53,6 +53,14 @@ def _int(text: str) -> int:
     return value
 
 
+def plain_number(value: Any) -> Any:
+    """A number a store returns as a Decimal or a numpy scalar, as the Python int or float JSON writes (the
+    ``default`` of the report's and the diff's JSON)."""
+    if hasattr(value, "item"):
+        return value.item()
+    return float(value)
+
+
 def dumps(value: Any, default: Callable[[Any], Any] | None = None, **options: Any) -> str:
     """``value`` as JSON like json.dumps, but BadJson when a NaN or ±Infinity lies anywhere in it (the message says
     where): JSON has no such numbers."""

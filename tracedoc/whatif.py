@@ -64,6 +64,21 @@ def what_if(report: Report, number: int) -> WhatIf | None:
                   next_share_pct=round(share, 1), latent=_latent_syncs(report, finding, rank))
 
 
+def projection_for(report: Report, rule: str) -> dict[str, Any] | None:
+    """The projection for the largest finding of ``rule`` (``--what-if RULE``), added to the report's what_if when
+    not there yet; None when ``rule`` found nothing or nothing can be projected for it."""
+    number = next((i for i, f in enumerate(report.findings, 1) if f.rule == rule), None)
+    if number is None:
+        return None
+    if (known := report.what_if_for(number)) is not None:
+        return known
+    projection = what_if(report, number)
+    if projection is None:
+        return None
+    report.what_if.append(projection.to_dict())
+    return projection.to_dict()
+
+
 def top_what_ifs(report: Report, count: int = TOP_FINDINGS) -> list[WhatIf]:
     """The projections of the report's largest findings that own their time (not part of another)."""
     out = []

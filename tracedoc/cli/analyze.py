@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
 from rich.text import Text
 
 from tracedoc import efficiency
-from tracedoc.api import analyze, input_files, load_report
+from tracedoc.api import analyze
 from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import (
     OutputConsole,
@@ -28,15 +27,13 @@ from tracedoc.cli.options import (
     parse_settings,
     report_options,
 )
-from tracedoc.ingest.compressed import set_limits
-from tracedoc.judge import Rule, load_rules
+from tracedoc.judge import load_rules
+from tracedoc.limits import Limits
 from tracedoc.render.base import missing_ranks_lines, what_if_text
 from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Report
-from tracedoc.store.cache import store_location
-from tracedoc.store.memory import MEMORY_LIMIT_ENV_VAR
 from tracedoc.units import parse_size
-from tracedoc.whatif import what_if
+from tracedoc.whatif import projection_for
 
 
 @click.command("analyze")
@@ -88,14 +85,10 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         tracedoc analyze ranks/ --workers 8
     """
     fmt, target = output_target(fmt, out)
-    if max_inflate is not None:
-        set_limits(max_inflate_bytes=parse_size(max_inflate, "--max-inflate"))
-    if memory_limit is not None:  # checked here; the variable carries it to every store, local workers' too
-        os.environ[MEMORY_LIMIT_ENV_VAR] = str(parse_size(memory_limit, "--memory-limit"))
+    limits = Limits.from_env(memory_bytes=parse_size(memory_limit, "--memory-limit") if memory_limit else None,
+                             max_inflate_bytes=parse_size(max_inflate, "--max-inflate") if max_inflate else None)
     rules = load_rules(rules_dirs)
     thresholds = parse_settings(settings, rules)
-    if what_if_rule is not None and what_if_rule not in {r.id for r in rules}:
-        raise BadInput(f"--what-if {what_if_rule}: no such rule (tracedoc rules lists them)")
     cluster = cluster_spec(workers, dask_scheduler, dask_scheduler_file)
     given = (peak_tflops, peak_gbps, flops_per_step, bytes_per_step)
     peaks = efficiency.Options(*given) if any(v is not None for v in given) else None
@@ -103,32 +96,23 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         raise BadInput("--peak-tflops, --peak-gbps, --flops-per-step and --bytes-per-step apply to a local "
                        "analysis: not with --workers or a Dask scheduler")
     err = Console(stderr=True)
-    with err.status("reading traces…") as status:
+    with err.status("reading traces…") as status, _perfetto_file(fmt, target) as perfetto:
 
         def progress(message: str) -> None:
             status.update(Text(one_line(message)))
 
-        if fmt == "perfetto":
-            if cluster is not None:
-                raise BadInput("--format perfetto writes the events of one store: not with --workers or a Dask "
-                               "scheduler")
-            report = _analyze_to_perfetto(paths, cache_dir, no_cache, rules, thresholds, progress, target, step_range,
-                                          peaks)
-        elif cluster is None:
-            report = analyze(paths, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=not no_cache,
-                             thresholds=thresholds, progress=progress, step_range=step_range, peaks=peaks)
-        else:
-            from tracedoc.scale import analyze_distributed
-
-            report = analyze_distributed(paths, cluster, rules_dirs=rules_dirs, cache_dir=cache_dir,
-                                         use_cache=not no_cache, thresholds=thresholds, progress=progress,
-                                         step_range=step_range)
+        report = analyze(paths, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=not no_cache,
+                         thresholds=thresholds, progress=progress, step_range=step_range, cluster=cluster,
+                         limits=limits, what_if=what_if_rule, perfetto=perfetto, peaks=peaks)
+    if perfetto is not None and target is not None:
+        err.print(f"Perfetto trace written to {target}", highlight=False)
     projection_only = what_if_rule is not None and fmt == "text" and target is None
     if fmt != "text" or target is not None or projection_only:  # else the text report says it under its headline
         for line in missing_ranks_lines(report.summary):
             err.print(Text(one_line(line)), highlight=False)
-    projection = _what_if(report, what_if_rule) if what_if_rule else None
     if projection_only:  # the answer asked for, not the report again
+        assert what_if_rule is not None
+        projection = projection_for(report, what_if_rule)
         OutputConsole(highlight=False).print(Text(terminal_text(
             f"{what_if_rule} (#{projection['finding']}): {what_if_text(projection)}" if projection
             else _no_projection(report, what_if_rule))))
@@ -137,33 +121,21 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
     sys.exit(exit_code(report, fail_on))
 
 
-def _analyze_to_perfetto(paths: tuple[Path, ...], cache_dir: Path | None, no_cache: bool, rules: list[Rule],
-                         thresholds: dict[str, dict[str, float]], progress: Callable[[str], None],
-                         target: Path | None, step_range: str | None,
-                         peaks: efficiency.Options | None = None) -> Report:
-    """Analyse and write the Perfetto trace from the store just analysed (DuckDB writes the file; the events never
-    pass through Python), to ``target`` or standard output."""
-    from tracedoc.render.perfetto import write_trace
-
-    store, report = load_report(input_files(paths), store_location(cache_dir, not no_cache), rules, thresholds,
-                                 progress, step_range, peaks)
-    try:
-        progress("writing the Perfetto trace")
-        if target is not None:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            write_trace(store, report, target)
-        else:
-            with tempfile.TemporaryDirectory(prefix="tracedoc-perfetto-") as tmp:
-                written = Path(tmp) / "trace.perfetto.json"
-                write_trace(store, report, written)
-                with written.open("rb") as f:
-                    shutil.copyfileobj(f, sys.stdout.buffer)
-                sys.stdout.flush()
-    finally:
-        store.close()
-    if target is not None:
-        Console(stderr=True).print(f"Perfetto trace written to {target}", highlight=False)
-    return report
+@contextlib.contextmanager
+def _perfetto_file(fmt: str, target: Path | None) -> Iterator[Path | None]:
+    """Where the analysis writes the Perfetto trace (``--format perfetto``): ``target``, or a temporary file copied
+    to standard output once written; None for the other formats."""
+    if fmt != "perfetto":
+        yield None
+    elif target is not None:
+        yield target
+    else:
+        with tempfile.TemporaryDirectory(prefix="tracedoc-perfetto-") as tmp:
+            written = Path(tmp) / "trace.perfetto.json"
+            yield written
+            with written.open("rb") as f:
+                shutil.copyfileobj(f, sys.stdout.buffer)
+            sys.stdout.flush()
 
 
 def _no_projection(report: Report, rule: str) -> str:
@@ -172,17 +144,3 @@ def _no_projection(report: Report, rule: str) -> str:
         return (f"What if {rule} were fixed: tracedoc projects no step time for it: it is informational, or the "
                 "time it counts has a cause the trace does not name.")
     return f"What if {rule} were fixed: it found nothing with attributed time here, so nothing changes."
-
-
-def _what_if(report: Report, rule: str) -> dict[str, Any] | None:
-    """The projection for the largest finding of ``rule`` (added to the report's what_if when not there yet)."""
-    number = next((i for i, f in enumerate(report.findings, 1) if f.rule == rule), None)
-    if number is None:
-        return None
-    if (known := report.what_if_for(number)) is not None:
-        return known
-    projection = what_if(report, number)
-    if projection is None:
-        return None
-    report.what_if.append(projection.to_dict())
-    return projection.to_dict()

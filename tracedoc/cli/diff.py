@@ -3,28 +3,29 @@ problems went away — with CI gates on a regression and on new findings."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from tracedoc.cli.errors import BadInput, one_line_errors
+from tracedoc.cli.errors import one_line_errors
 from tracedoc.cli.options import (
     FiniteFloatRange,
     cache_dir_option,
+    out_path,
+    output_target,
     parse_settings,
     rules_option,
     set_option,
     table_console,
+    write_document,
 )
 from tracedoc.diff import build_diff, load_side
 from tracedoc.diff.gates import new_finding_failures, regression_failures
-from tracedoc.diff.render import EXTENSIONS, FORMATS, render
+from tracedoc.diff.render import FORMATS, render
 from tracedoc.diff.side import check_kinds, resolve_side
 from tracedoc.judge import load_rules
-from tracedoc.render.sanitize import one_line
 from tracedoc.report import SEVERITIES
 
 _STEM = "tracedoc-diff"
@@ -36,7 +37,7 @@ _MAX_ITEMS = 1e12  # items a step processes: beyond any batch, and throughputs s
 @click.argument("after", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default=None,
               help="Output format (default: text, or what --out's extension implies).")
-@click.option("--out", type=str, default=None,
+@click.option("--out", type=click.Path(), callback=out_path, default=None,
               help="Write the diff to this file (.txt .json .md .html), or into this directory as "
                    f"{_STEM}.<ext>.")
 @click.option("--fail-on-regression", type=FiniteFloatRange(min=0), metavar="PCT", default=None,
@@ -54,7 +55,7 @@ _MAX_ITEMS = 1e12  # items a step processes: beyond any batch, and throughputs s
 @cache_dir_option
 @click.option("--no-cache", is_flag=True, help="Ingest into temporary stores and discard them afterwards.")
 @one_line_errors
-def diff_command(before: Path, after: Path, fmt: str | None, out: str | None, fail_on_regression: float | None,
+def diff_command(before: Path, after: Path, fmt: str | None, out: Path | None, fail_on_regression: float | None,
                  fail_on_new: str | None, per_step_items: float | None, rank: int | None,
                  rules_dirs: tuple[Path, ...], settings: tuple[str, ...], cache_dir: Path | None,
                  no_cache: bool) -> None:
@@ -67,7 +68,7 @@ def diff_command(before: Path, after: Path, fmt: str | None, out: str | None, fa
 
         tracedoc diff base/ pr/ --format md --out diff.md --fail-on-regression 5 --fail-on-new warning
     """
-    fmt, target = _target(fmt, out)
+    fmt, target = output_target(fmt, out, _STEM, FORMATS, {".perfetto.json": "a diff has no Perfetto form"})
     rules = load_rules(rules_dirs)
     thresholds = parse_settings(settings, rules)
     source_b, source_a = resolve_side(before), resolve_side(after)
@@ -91,36 +92,10 @@ def diff_command(before: Path, after: Path, fmt: str | None, out: str | None, fa
         for part in diff_parts(diff):
             console.print(part)
     else:
-        text = render(diff, fmt)
-        if target is None:
-            click.echo(text, nl=False)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-            err.print(f"diff written to {one_line(target)}", highlight=False, markup=False)
+        write_document(render(diff, fmt), target, "diff")
     for reason in failures:
         click.echo(f"fail: {reason}", err=True)
     sys.exit(1 if failures else 0)
-
-
-def _target(fmt: str | None, out: str | None) -> tuple[str, Path | None]:
-    """The format and file to write: --out names a file by its extension, or a directory (trailing slash, an
-    existing one, or no extension) that receives tracedoc-diff.<ext>."""
-    if out is None:
-        return fmt or "text", None
-    path = Path(out)
-    is_dir = out.endswith(("/", os.sep)) or path.is_dir()
-    if path.name.lower().endswith(".perfetto.json"):
-        raise BadInput(f"--out {out}: a diff has no Perfetto form; use {' '.join(FORMATS.values())} or a directory")
-    by_extension = EXTENSIONS.get(path.suffix.lower())
-    if by_extension is not None and not is_dir:
-        if fmt is not None and fmt != by_extension:
-            raise BadInput(f"--format {fmt} does not match the extension of {out}")
-        return by_extension, path
-    if path.suffix and not is_dir:
-        raise BadInput(f"--out {out}: unknown extension; use {' '.join(FORMATS.values())} or a directory")
-    fmt = fmt or "text"
-    return fmt, path / f"{_STEM}{FORMATS[fmt]}"
 
 
 def _same_path(a: Path, b: Path) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,9 @@ from tracedoc.cli.errors import BadInput
 from tracedoc.errors import RuleError
 from tracedoc.judge import Rule
 from tracedoc.judge.rule import check_thresholds
-from tracedoc.render import RENDERERS, renderer_for_extension
+from tracedoc.render import RENDERERS
 from tracedoc.render.markdown import MarkdownRenderer
+from tracedoc.render.sanitize import one_line
 from tracedoc.render.text import TextRenderer
 from tracedoc.report import SEVERITIES, Report
 
@@ -98,7 +99,7 @@ def report_options(out_help: str = _OUT_HELP, formats: Sequence[str] | None = No
     options = [
         click.option("--format", "fmt", type=click.Choice(sorted(formats or RENDERERS)), default=None,
                      help="Output format (default: text, or what --out's extension implies)."),
-        click.option("--out", type=click.Path(), callback=_out_path, default=None, help=out_help),
+        click.option("--out", type=click.Path(), callback=out_path, default=None, help=out_help),
         rules_option,
         set_option(set_example),
         click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
@@ -128,42 +129,67 @@ class _DirectoryPath(type(Path())):  # type: ignore[misc]
     """An --out written with a trailing slash: a directory, whatever its name looks like."""
 
 
-def _out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+def out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
     """--out as a Path, remembering a trailing slash (which Path drops) as a _DirectoryPath."""
     if value is None:
         return None
     return _DirectoryPath(value) if value.endswith(("/", os.sep)) else Path(value)
 
 
-# Extensions that name a format besides each renderer's own (.html, .md, .json, .txt).
+# Extensions that name a format besides each format's own (.html, .md, .json, .txt).
 _EXTENSION_ALIASES = {".htm": "html", ".markdown": "md"}
 
 
-def _format_of_extension(suffix: str) -> str | None:
-    """The format a file extension names, if any."""
-    by_extension = renderer_for_extension(suffix)
-    return by_extension.name if by_extension is not None else _EXTENSION_ALIASES.get(suffix.lower())
+def report_formats() -> dict[str, str]:
+    """The report's output formats: each renderer's name and the extension of its files."""
+    return {name: renderer.extension for name, renderer in RENDERERS.items()}
 
 
-def output_target(fmt: str | None, out: Path | None, stem: str = "tracedoc-report") -> tuple[str, Path | None]:
-    """The format and file to write. --out is a directory (the report goes in as STEM.<ext>) when it ends with a
-    slash, exists as one, or has no extension; else a file, in --format when given (an explicit format wins over
-    the extension: --format perfetto --out trace.json), else in the format its extension names (an error when it
-    names none)."""
+def _format_of_extension(suffix: str, formats: Mapping[str, str]) -> str | None:
+    """The format of ``formats`` (name → extension) a file extension names, if any."""
+    suffix = suffix.lower()
+    named = next((name for name, extension in formats.items() if extension == suffix), None)
+    alias = _EXTENSION_ALIASES.get(suffix)
+    return named or (alias if alias in formats else None)
+
+
+def output_target(fmt: str | None, out: Path | None, stem: str = "tracedoc-report",
+                  formats: Mapping[str, str] | None = None,
+                  refused: Mapping[str, str] | None = None) -> tuple[str, Path | None]:
+    """The format and file to write, for any document a command writes (the report, the diff, a health report).
+
+    ``formats``: the document's formats, name → extension (default: the report's renderers); ``refused``: an
+    extension → why this document has no such form. --out is a directory (the document goes in as STEM.<ext>) when
+    it ends with a slash, exists as one, or has no extension; else a file, in --format when given (an explicit
+    format wins over the extension: --format perfetto --out trace.json), else in the format its extension names
+    (an error when it names none)."""
+    formats = report_formats() if formats is None else formats
     if out is None:
         return fmt or "text", None
-    # a two-part extension first (.perfetto.json), then the last part (.json)
-    by_extension = _format_of_extension("".join(out.suffixes[-2:])) or _format_of_extension(out.suffix)
+    known = " ".join(formats.values())
+    suffixes = ("".join(out.suffixes[-2:]).lower(), out.suffix.lower())  # a two-part extension first (.perfetto.json)
+    if (why := next((refused[s] for s in suffixes if refused and s in refused), None)) is not None:
+        raise BadInput(f"--out {out}: {why}; use {known} or a directory")
+    by_extension = _format_of_extension(suffixes[0], formats) or _format_of_extension(suffixes[1], formats)
     is_dir = isinstance(out, _DirectoryPath) or out.is_dir()
     if out.suffix and not is_dir and fmt is not None:
         return fmt, out
     if by_extension is not None and not is_dir:
         return by_extension, out
     if out.suffix and not is_dir:
-        known = " ".join(r.extension for r in RENDERERS.values())
         raise BadInput(f"--out {out}: unknown extension; use {known} or a directory")
     fmt = fmt or "text"
-    return fmt, out / f"{stem}{RENDERERS[fmt].extension}"
+    return fmt, out / f"{stem}{formats[fmt]}"
+
+
+def write_document(text: str, target: Path | None, what: str) -> None:
+    """Print ``text`` on stdout, or write it to ``target`` and say so on stderr (``what``: 'report', 'diff')."""
+    if target is None:
+        click.echo(text, nl=False)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    Console(stderr=True).print(f"{what} written to {one_line(target)}", highlight=False, markup=False)
 
 
 def parse_settings(settings: Sequence[str], rules: Sequence[Rule]) -> dict[str, dict[str, float]]:
@@ -217,9 +243,4 @@ def emit_report(report: Report, fmt: str, target: Path | None, text_head: Sequen
     else:
         renderer = MarkdownRenderer(headline=False) if fmt == "md" and markdown_head else RENDERERS[fmt]()
         text = (markdown_head if fmt == "md" else "") + renderer.render(report)
-    if target is None:
-        click.echo(text, nl=False)
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        Console(stderr=True).print(f"report written to {target}", highlight=False)
+    write_document(text, target, "report")

@@ -21,6 +21,7 @@ from tracedoc.api import build_report, load_report
 from tracedoc.errors import first_line
 from tracedoc.ingest import InputFile, discover
 from tracedoc.judge import Rule
+from tracedoc.limits import Limits
 from tracedoc.pages.timeline import Timeline, warm_up
 from tracedoc.render.sanitize import one_line
 from tracedoc.report import Report
@@ -106,7 +107,7 @@ class Loading(BackgroundLoad):
     def load(self) -> None:
         if self.report is None:
             if self.target.store_path is not None:
-                store = self.store = Store.open(self.target.store_path)
+                store = self.store = Store.open(self.target.store_path, Limits.from_env())
                 self.report = build_report(store, self.rules, self.thresholds, self._progress)
             else:  # a cached store found damaged is rebuilt
                 store, self.report = load_report(self.target.inputs, self.cache_dir, self.rules,

@@ -3,19 +3,17 @@ and HTML."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tracedoc import strict_json
 from tracedoc.diff.model import Diff
 
+# Format name: the extension of its files (.markdown and .htm are read as md and html too: cli.options).
 FORMATS = {"text": ".txt", "json": ".json", "md": ".md", "html": ".html"}
-EXTENSIONS = {".txt": "text", ".json": "json", ".md": "md", ".markdown": "md", ".html": "html", ".htm": "html"}
 
 
 def render(diff: Diff, fmt: str) -> str:
     """The diff as one document in ``fmt`` (one of FORMATS)."""
     if fmt == "json":
-        return strict_json.dumps(diff.to_dict(), indent=2, default=_json_default) + "\n"
+        return strict_json.dumps(diff.to_dict(), indent=2, default=strict_json.plain_number) + "\n"
     if fmt == "md":
         from tracedoc.diff.markdown import render_markdown
 
@@ -28,9 +26,3 @@ def render(diff: Diff, fmt: str) -> str:
 
     return render_text(diff)
 
-
-def _json_default(value: Any) -> Any:
-    """Numbers a store returns as Decimal or numpy types serialize as numbers."""
-    if hasattr(value, "item"):
-        return value.item()
-    return float(value)

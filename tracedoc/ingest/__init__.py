@@ -32,12 +32,11 @@ import duckdb
 from tracedoc.errors import InputError, TracedocError, first_line
 from tracedoc.ingest import compressed
 from tracedoc.ingest.base import LoadResult
-from tracedoc.ingest.compressed import set_limits
+from tracedoc.limits import Limits
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest
 
-__all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "InputFile", "assign_ranks", "discover", "format_module", "load_all",
-           "set_limits"]
+__all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "InputFile", "assign_ranks", "discover", "format_module", "load_all"]
 
 # Format name (the module's FORMAT): its reader module, in the order files are sniffed.
 FORMATS: dict[str, str] = {"torch": "tracedoc.ingest.kineto", "flight_recorder": "tracedoc.ingest.flight_recorder",
@@ -89,18 +88,19 @@ def format_module(name: str) -> ModuleType:
     return importlib.import_module(FORMATS[name])
 
 
-def discover(paths: Sequence[Path]) -> list[InputFile]:
+def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile]:
     """Expand files and directories into the trace files to analyse, each with its detected format.
 
     A path must be a regular file or a directory: a FIFO or device would block or never end (``-`` reads standard
     input instead). In a directory, anything else is skipped, and so is an xz file whose format a plain or gzipped
     file there has too: an archived copy of a report kept beside its export. A file reached under several names (a
-    symbolic or hard link beside it, or a file named and also inside a directory named) is one input.
+    symbolic or hard link beside it, or a file named and also inside a directory named) is one input. Standard
+    input is spooled to at most ``limits``' inflate cap.
     """
     found: list[InputFile] = []
     for path in paths:
         if path == STDIN:
-            found.append(_from_stdin())
+            found.append(_from_stdin(limits.max_inflate_bytes))
         elif path.is_dir():
             candidates = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")
                                 and not p.name.lower().endswith(_NOT_TRACES))
@@ -143,8 +143,8 @@ def _without_archives(files: list[InputFile]) -> list[InputFile]:
     return [f for f in files if f.compression != "xz" or f.format not in unpacked]
 
 
-def _from_stdin() -> InputFile:
-    """Standard input spooled to a temporary file (at most the inflate cap), identified by its content."""
+def _from_stdin(cap: int | None) -> InputFile:
+    """Standard input spooled to a temporary file (at most ``cap``, else the default), identified by its content."""
     stream = sys.stdin.buffer if sys.stdin is not None else None
     if stream is None or stream.isatty():
         raise InputError("-: standard input is a terminal; pipe a trace into it (tracedoc analyze - < trace.json)")
@@ -152,7 +152,7 @@ def _from_stdin() -> InputFile:
     os.close(fd)
     spooled = Path(name)
     try:
-        compressed.spool(stream, spooled, compressed.max_stdin_bytes())
+        compressed.spool(stream, spooled, compressed.max_stdin_bytes(cap))
         item = _identify(spooled, strict=True, name=STDIN)
     except BaseException:
         spooled.unlink(missing_ok=True)
@@ -285,11 +285,12 @@ def _load(store: Store, source_id: int, item: InputFile, workdir: Path) -> LoadR
     (``load_compressed``), else from a plain copy; every error names the input as the user gave it (not the copy)."""
     module = format_module(item.format)
     streamed = item.compression is not None and hasattr(module, "load_compressed")
-    plain = _unpacked(item, module, workdir) if item.compression and not streamed else item.file
+    cap = store.limits.max_inflate_bytes
+    plain = _unpacked(item, module, workdir, cap) if item.compression and not streamed else item.file
     try:
         if streamed:
             return module.load_compressed(store, source_id, item.file, item.compression,
-                                          compressed.max_inflate_bytes(item.size_bytes), workdir, item.path)
+                                          compressed.max_inflate_bytes(item.size_bytes, cap), workdir, item.path)
         return module.load(store, source_id, plain, workdir)
     except TracedocError as exc:
         if plain == item.path:
@@ -332,11 +333,12 @@ def _load_many(store: Store, batch: list[tuple[int, InputFile]], workdir: Path,
         raise InputError(f"{names}: {batch[0][1].format} data tracedoc cannot store ({first_line(exc)})") from None
 
 
-def _unpacked(item: InputFile, module: ModuleType, workdir: Path) -> Path:
-    """The input unpacked into ``workdir``, to at most the inflate cap or the format's own MAX_BYTES."""
+def _unpacked(item: InputFile, module: ModuleType, workdir: Path, cap: int | None) -> Path:
+    """The input unpacked into ``workdir``, to at most the inflate cap (``cap``, else the default for its size) or
+    the format's own MAX_BYTES."""
     assert item.compression is not None
     out = workdir / f"unpacked-{re.sub(r'[^A-Za-z0-9._-]', '_', item.path.name)[-80:]}"
-    limit = compressed.max_inflate_bytes(item.size_bytes)
+    limit = compressed.max_inflate_bytes(item.size_bytes, cap)
     format_max = getattr(module, "MAX_BYTES", None)
     try:
         compressed.inflate(item.file, item.compression, out, min(limit, format_max + 1) if format_max else limit,

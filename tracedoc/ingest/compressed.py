@@ -2,13 +2,13 @@
 
 A compressed file is untrusted like any input: it is streamed in chunks (never whole in memory; ``chunks`` for
 readers that parse as it unpacks, ``inflate`` into a file for the others), and unpacking stops with a one-line
-error once its output passes a cap, so a few megabytes that would inflate to terabytes (a
-decompression bomb) cost at most the cap in disk and seconds. The cap is ``TRACEDOC_MAX_INFLATE_BYTES`` (or
-``set_limits``) when given, else the larger of 100 times the compressed size and 64 MiB: real traces compress 2 to
-40 times with gzip and up to about 70 with xz, and the floor lets a small trace compressed better still be read,
-while a few hundred KB that unpack to gigabytes stop after 64 MiB. Standard input is not a multiple of anything:
-it is spooled to a file under the given cap, else at most 4 GiB. Every decompressor failure (isal's own error
-class, lzma's, a truncated stream) is bad input; a full disk while writing is said as such.
+error once its output passes a cap, so a few megabytes that would inflate to terabytes (a decompression bomb) cost
+at most the cap in disk and seconds. The cap is the run's ``Limits.max_inflate_bytes`` (`--max-inflate`,
+``TRACEDOC_MAX_INFLATE_BYTES``) when given, else the larger of 100 times the compressed size and 64 MiB: real
+traces compress 2 to 40 times with gzip and up to about 70 with xz, and the floor lets a small trace compressed
+better still be read, while a few hundred KB that unpack to gigabytes stop after 64 MiB. Standard input is not a
+multiple of anything: it is spooled to a file under the given cap, else at most 4 GiB. Every decompressor failure
+(isal's own error class, lzma's, a truncated stream) is bad input; a full disk while writing is said as such.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from typing import BinaryIO
 from isal import igzip, igzip_lib
 
 from tracedoc.errors import InputError, TracedocError, first_line
-from tracedoc.units import parse_size
+from tracedoc.limits import MAX_INFLATE_ENV_VAR as ENV_VAR
 
-ENV_VAR = "TRACEDOC_MAX_INFLATE_BYTES"
 DEFAULT_RATIO = 100
 DEFAULT_FLOOR = 64 << 20
 DEFAULT_STDIN_BYTES = 4 << 30
@@ -33,40 +32,22 @@ _MAGIC = {"gzip": b"\x1f\x8b", "xz": b"\xfd7zXZ\x00"}
 _CHUNK = 4 << 20
 _DECODE_ERRORS = (OSError, EOFError, ValueError, igzip_lib.IsalError, lzma.LZMAError)
 
-_limit: int | None = None
-
 
 class InflateLimitError(InputError):
     """A compressed input unpacks to more bytes than the cap allows."""
 
 
-def set_limits(max_inflate_bytes: int | None = None) -> None:
-    """Set the cap on unpacked bytes (a command-line option); None goes back to the environment or default."""
-    global _limit
-    if max_inflate_bytes is not None and max_inflate_bytes <= 0:
-        raise TracedocError(f"the cap on unpacked bytes must be positive, not {max_inflate_bytes}")
-    _limit = max_inflate_bytes
+def max_inflate_bytes(compressed_size: int, cap: int | None = None) -> int:
+    """How many bytes a compressed input of ``compressed_size`` bytes may unpack to: ``cap`` when given (the run's
+    ``Limits.max_inflate_bytes``), else a multiple of its size (with a floor), so that the work a compressed file
+    causes stays bounded by the file."""
+    return cap or max(DEFAULT_RATIO * compressed_size, DEFAULT_FLOOR)
 
 
-def max_inflate_bytes(compressed_size: int) -> int:
-    """How many bytes a compressed input of ``compressed_size`` bytes may unpack to: the cap given, else a multiple
-    of its size (with a floor), so that the work a compressed file causes stays bounded by the file."""
-    return _given_limit() or max(DEFAULT_RATIO * compressed_size, DEFAULT_FLOOR)
-
-
-def max_stdin_bytes() -> int:
-    """How many bytes standard input may hold: the cap given, else DEFAULT_STDIN_BYTES (its bytes are not
+def max_stdin_bytes(cap: int | None = None) -> int:
+    """How many bytes standard input may hold: ``cap`` when given, else DEFAULT_STDIN_BYTES (its bytes are not
     amplified, so no multiple applies; the cap keeps the spooled copy from filling the disk)."""
-    return _given_limit() or DEFAULT_STDIN_BYTES
-
-
-def _given_limit() -> int | None:
-    """The cap set by ``set_limits`` (the command-line option), else by TRACEDOC_MAX_INFLATE_BYTES, else None."""
-    if _limit is not None:
-        return _limit
-    if (text := os.environ.get(ENV_VAR, "").strip()):
-        return parse_size(text, ENV_VAR)
-    return None
+    return cap or DEFAULT_STDIN_BYTES
 
 
 def compression_of(start: bytes) -> str | None:

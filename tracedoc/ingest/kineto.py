@@ -116,9 +116,9 @@ def _load_many(store: Store, sources: Sequence[tuple[int, Path]], workdir: Path,
                         if part is not None:
                             pending.append(_Part(part, source_id, rank, path))
                         if len(pending) >= threads:
-                            _add_counts(counts, _ingest_parts(store.con, pending))
+                            _add_counts(counts, _ingest_parts(store, pending))
                             pending = []
-        _add_counts(counts, _ingest_parts(store.con, pending))
+        _add_counts(counts, _ingest_parts(store, pending))
     finally:
         for part in pending:
             part.file.unlink(missing_ok=True)
@@ -150,10 +150,10 @@ def _load_stream(store: Store, source_id: int, stream: Iterator[bytes], name: Pa
             pending += chunk
             parts.feed(pending)
             if len(parts.done) >= threads:
-                event_count += _ingest_parts(store.con, parts.take(source_id, head_rank, name)).get(source_id, 0)
+                event_count += _ingest_parts(store, parts.take(source_id, head_rank, name)).get(source_id, 0)
         meta, body_end = _find_tail(pending, head, max(0, len(pending) - _TAIL_BYTES), name, array_format)
         parts.finish(pending[:body_end])
-        event_count += _ingest_parts(store.con, parts.take(source_id, head_rank, name)).get(source_id, 0)
+        event_count += _ingest_parts(store, parts.take(source_id, head_rank, name)).get(source_id, 0)
     finally:
         parts.discard()
     rank = _distributed(meta)[0] or 0
@@ -199,19 +199,19 @@ def _part_bytes(body_bytes: int, threads: int) -> int:
     return min(_PART_BYTES, max(_MIN_PART_BYTES, -(-body_bytes // threads)))
 
 
-def _ingest_parts(con: duckdb.DuckDBPyConnection, parts: list[_Part]) -> dict[int, int]:
+def _ingest_parts(store: Store, parts: list[_Part]) -> dict[int, int]:
     """Parse the part files (removed afterwards) and normalize their events into the store; return the count of
     events per source."""
     if not parts:
         return {}
     try:
-        counts = _read_events(con, parts)
-        if kineto_memory.present(con):  # profile_memory=True: the allocator's events (kineto_memory)
-            kineto_memory.read(con, parts)
+        counts = _read_events(store.con, parts, store.limits.memory_bytes)
+        if kineto_memory.present(store.con):  # profile_memory=True: the allocator's events (kineto_memory)
+            kineto_memory.read(store.con, parts)
     finally:
         for part in parts:
             part.file.unlink(missing_ok=True)
-    _normalize(con, parts)
+    _normalize(store.con, parts)
     return counts
 
 
@@ -434,7 +434,7 @@ def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, path: Path) -
         count -= n
 
 
-def _read_events(con: duckdb.DuckDBPyConnection, parts: list[_Part]) -> dict[int, int]:
+def _read_events(con: duckdb.DuckDBPyConnection, parts: list[_Part], memory_bytes: int | None) -> dict[int, int]:
     """Parse the part files into the temp table ``_raw``, each row with its part's source id and rank; return the
     count of events per source."""
     files = [sql_literal(str(p.file)) for p in parts]
@@ -453,7 +453,7 @@ def _read_events(con: duckdb.DuckDBPyConnection, parts: list[_Part]) -> dict[int
     except duckdb.OutOfMemoryException as exc:
         names = ", ".join(dict.fromkeys(str(p.name) for p in parts))
         raise InputError(f"{names}: out of memory while reading the trace ({first_line(exc)})"
-                         f"{out_of_memory_advice()}") from None
+                         f"{out_of_memory_advice(memory_bytes)}") from None
     except duckdb.Error as exc:
         message = first_line(exc)
         name = next((p.name for p in parts if str(p.file) in message), parts[0].name)

@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tracedoc.api import METRICS, Progress, build_report, input_files
 from tracedoc.errors import InputError
 from tracedoc.ingest import RANK_IN_NAME, STDIN, InputFile, assign_ranks, format_module
-from tracedoc.ingest.compressed import max_inflate_bytes
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
+from tracedoc.limits import Limits
+from tracedoc.pipeline import METRICS, Progress, build_report, input_files
 from tracedoc.report import Report
 from tracedoc.scale.exports import BASE_TABLES, SUMMARY_EXPORTS, Export, report_exports
 from tracedoc.scale.spec import ClusterSpec
@@ -48,15 +48,16 @@ class MissingRank:
 def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: ClusterSpec,
                         rules_dirs: Sequence[Path] = (), cache_dir: Path | None = None, use_cache: bool = True,
                         thresholds: dict[str, dict[str, float]] | None = None,
-                        progress: Progress | None = None, step_range: str | None = None) -> Report:
+                        progress: Progress | None = None, step_range: str | None = None,
+                        limits: Limits = Limits()) -> Report:
     """``tracedoc.api.analyze`` with the per-rank work on a Dask cluster: the same report. A rank that cannot be
     read (bad input, a worker that died) is left out and named in ``summary['missing_ranks']``; only when no rank
-    can be read is that an error."""
+    can be read is that an error. ``limits`` go with each rank's task to the worker that ingests it."""
     from tracedoc.scale import cluster as dask_side  # Dask is imported here, only for distributed runs
 
     rules = load_rules(tuple(rules_dirs))
     check_thresholds(rules, thresholds or {})
-    inputs = input_files(paths)
+    inputs = input_files(paths, limits)
     _check_distributable(inputs)
     exports = report_exports(rules, thresholds, METRICS)
     with contextlib.ExitStack() as stack:
@@ -64,7 +65,7 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
             store_dir = store_location(cache_dir).absolute()
         else:  # the per-rank stores must outlive the first pass: on this machine, removed at the end
             store_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tracedoc-ranks-")))
-        tasks = _tasks(inputs, store_dir)
+        tasks = _tasks(inputs, store_dir, limits)
         client = stack.enter_context(dask_side.connect(cluster))
         slots = max(1, sum(client.nthreads().values())) * max(1, cluster.batches_per_thread)
         batches = plan_batches(tasks, slots)
@@ -131,7 +132,7 @@ def _check_distributable(inputs: Sequence[InputFile]) -> None:
                              f"analyse {item.format} inputs without --workers")
 
 
-def _tasks(inputs: Sequence[InputFile], store_dir: Path) -> list[RankInput]:
+def _tasks(inputs: Sequence[InputFile], store_dir: Path, limits: Limits) -> list[RankInput]:
     """One task per timeline, and one per rank's flight-recorder dumps (the rank in their file names): the
     dumps a rank left are read together, as one machine reads them, so that an empty one beside a full one is
     no error."""
@@ -141,7 +142,7 @@ def _tasks(inputs: Sequence[InputFile], store_dir: Path) -> list[RankInput]:
         several = getattr(format_module(item.format), "SEVERAL_PER_RANK", False) and rank is not None
         groups.setdefault((item.format, rank) if several else i, []).append(i)
     return [RankInput(tuple(ix), tuple(replace(inputs[i], data=inputs[i].file.absolute()) for i in ix), store_dir,
-                      max(max_inflate_bytes(inputs[i].size_bytes) for i in ix))
+                      limits)
             for ix in groups.values()]
 
 

@@ -8,20 +8,11 @@ a worker, a rank's collectives as the client lined them up are given the same wa
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import duckdb
 
-from tracedoc.errors import TracedocError, first_line
-from tracedoc.store import Store
-from tracedoc.store.modules import module_file
-
-_INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
-# A statement's text may begin with the comments before it (DuckDB 2.0.1's extract_statements keeps them).
-_CREATES = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
-                      r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:TABLE|VIEW|MACRO|FUNCTION)\s+"
-                      r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.]+)", re.IGNORECASE | re.DOTALL)
+from tracedoc.store import Store, modules
 
 
 class SummaryStore(Store):
@@ -34,24 +25,7 @@ class SummaryStore(Store):
 
     def include(self, module: str) -> None:
         """Run ``module`` after its includes, once, leaving out the statements that create a provided object."""
-        if module in self._included:
-            return
-        sql = module_file(module).read_text()
-        for dep in _INCLUDE.findall(sql):
-            self.include(dep)
-        try:
-            for statement in duckdb.extract_statements(sql):
-                if created_object(statement.query) not in self.provided:
-                    self.con.execute(statement.query)
-        except duckdb.Error as exc:
-            raise TracedocError(f"analysis module {module} failed: {first_line(exc)}") from exc
-        self._included.add(module)
-
-
-def created_object(statement: str) -> str | None:
-    """The object a CREATE statement makes (its name), else None."""
-    m = _CREATES.match(statement)
-    return m.group(1) if m else None
+        modules.include(self.con, self._included, module, self.limits.memory_bytes, self.provided)
 
 
 def summary_connection() -> duckdb.DuckDBPyConnection:

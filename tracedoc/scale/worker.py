@@ -14,10 +14,10 @@ from pathlib import Path
 
 import duckdb
 
-from tracedoc.api import open_store, store_key
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile
-from tracedoc.ingest.compressed import set_limits
+from tracedoc.limits import Limits
+from tracedoc.pipeline import open_store, store_key
 from tracedoc.scale.exports import BASE_TABLES, CLIENT_ONLY, SUMMARY_EXPORTS, Export
 from tracedoc.scale.summary_store import SummaryStore, summary_connection
 from tracedoc.scale.tables import Table, create_table, fetch, quote
@@ -28,12 +28,13 @@ from tracedoc.store.cache import discard_damaged, is_damage
 class RankInput:
     """The inputs of one rank that go into one store: a timeline, or the flight-recorder dumps of one rank (a
     rank may leave several, and the analyses choose among them). ``indices`` are their source ids in the job
-    (their positions among all the inputs, as on one machine); in their own store they are 0, 1, …"""
+    (their positions among all the inputs, as on one machine); in their own store they are 0, 1, … ``limits``:
+    the run's memory and inflate caps, for the store the worker ingests them into."""
 
     indices: tuple[int, ...]
     items: tuple[InputFile, ...]
     cache_dir: Path
-    max_inflate_bytes: int | None = None
+    limits: Limits = Limits()
 
     @property
     def label(self) -> str:
@@ -126,11 +127,10 @@ def _attach_rank(con: duckdb.DuckDBPyConnection, alias: str, task: RankInput,
                  reported: dict[int, int | None]) -> None:
     """Attach the rank's store from the cache (read-only), ingested first when it is not there; one found damaged
     or incomplete is ingested again, once. Notes the rank each input names itself (``sources.reported_rank``)."""
-    set_limits(task.max_inflate_bytes)
     path = _cached_path(task)
     for attempt in (1, 2):
         if not path.exists():
-            store, _ = open_store(list(task.items), task.cache_dir)
+            store, _ = open_store(list(task.items), task.cache_dir, limits=task.limits)
             store.close()
         else:
             with contextlib.suppress(OSError):

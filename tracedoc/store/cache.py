@@ -25,6 +25,7 @@ import duckdb
 import xxhash
 
 from tracedoc.errors import error_chain, first_line
+from tracedoc.limits import Limits
 from tracedoc.store.store import SCHEMA_VERSION, Store, schema_files
 from tracedoc.version import __version__
 
@@ -80,9 +81,10 @@ def content_key(digests: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def memory_store(build: Callable[[Store], None]) -> Store:
-    """A store in memory, built with ``build``: for one analysis that keeps nothing (no file, no flush)."""
-    store = Store.create(None)
+def memory_store(build: Callable[[Store], None], limits: Limits = Limits()) -> Store:
+    """A store in memory under ``limits``, built with ``build``: for one analysis that keeps nothing (no file, no
+    flush)."""
+    store = Store.create(None, limits)
     try:
         build(store)
         store.mark_complete()
@@ -92,21 +94,23 @@ def memory_store(build: Callable[[Store], None]) -> Store:
     return store
 
 
-def open_cached_store(key: str, cache_dir: Path, build: Callable[[Store], None]) -> tuple[Store, bool]:
-    """Open the complete store for ``key``, building it with ``build`` first when absent, incomplete or damaged.
+def open_cached_store(key: str, cache_dir: Path, build: Callable[[Store], None],
+                      limits: Limits = Limits()) -> tuple[Store, bool]:
+    """Open the complete store for ``key`` under ``limits``, building it with ``build`` first when absent,
+    incomplete or damaged.
 
     Returns the store (opened read-only) and whether it came from the cache. Sweeps what killed runs left first.
     """
     cache_dir.mkdir(parents=True, exist_ok=True)
     sweep_leftovers(cache_dir)
     final = cache_dir / f"{key}.duckdb"
-    if final.exists() and (store := _open_complete(final)) is not None:
+    if final.exists() and (store := _open_complete(final, limits)) is not None:
         with contextlib.suppress(OSError):
             os.utime(final)  # its age in `tracedoc cache list` counts from the last use
         return store, True
     partial = cache_dir / f"{key}.partial-{os.getpid()}.duckdb"
     try:
-        store = Store.create(partial)
+        store = Store.create(partial, limits)
         try:
             build(store)
             store.mark_complete()
@@ -118,14 +122,14 @@ def open_cached_store(key: str, cache_dir: Path, build: Callable[[Store], None])
         _fsync(cache_dir)
     finally:
         _remove_partial(partial)
-    return Store.open(final), False
+    return Store.open(final, limits), False
 
 
-def _open_complete(path: Path) -> Store | None:
+def _open_complete(path: Path, limits: Limits) -> Store | None:
     """The store at ``path`` when it is complete and readable; otherwise remove it (saying so when damaged). Any
     other error (one of the connection, not of the file) is raised and leaves the store in the cache."""
     try:
-        store = Store.open(path)
+        store = Store.open(path, limits)
     except duckdb.Error as exc:
         if not is_damage(exc, path):
             raise

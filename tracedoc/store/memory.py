@@ -1,34 +1,27 @@
 """The memory cap: how much DuckDB may hold for a store and its analyses before it spills to disk (store._connect
-sets both on every connection).
+sets both on every connection, from the store's ``Limits``).
 
-`tracedoc analyze --memory-limit` sets $TRACEDOC_MEMORY_LIMIT, so that local worker processes inherit it. Beyond the
-cap, DuckDB spills to a directory of this process's own under the system's temporary directory (slower, but the
-peak memory stays near the cap). Unset: DuckDB's default, 80 % of the machine's memory.
+The cap comes with the run (``tracedoc.limits.Limits.memory_bytes``: `--memory-limit`, $TRACEDOC_MEMORY_LIMIT).
+Beyond it, DuckDB spills to a directory of this process's own under the system's temporary directory (slower, but
+the peak memory stays near the cap). None: DuckDB's default, 80 % of the machine's memory.
 """
 
 from __future__ import annotations
 
 import atexit
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from tracedoc.units import parse_size
+from tracedoc.limits import MEMORY_LIMIT_ENV_VAR
 
-MEMORY_LIMIT_ENV_VAR = "TRACEDOC_MEMORY_LIMIT"
+__all__ = ["MEMORY_LIMIT_ENV_VAR", "out_of_memory_advice", "spill_directory"]
+
 _spill_dir: Path | None = None
 
 
-def memory_limit() -> int | None:
-    """The cap in bytes that $TRACEDOC_MEMORY_LIMIT sets (e.g. 2G), or None."""
-    text = os.environ.get(MEMORY_LIMIT_ENV_VAR, "").strip()
-    return parse_size(text, MEMORY_LIMIT_ENV_VAR) if text else None
-
-
-def out_of_memory_advice() -> str:
-    """What to say after DuckDB ran out of memory: raise the cap when one is set."""
-    limit = memory_limit()
+def out_of_memory_advice(limit: int | None) -> str:
+    """What to say after DuckDB ran out of memory under the cap ``limit`` (bytes): raise it when one is set."""
     if limit is None:
         return ""
     cap = f"{limit / (1 << 20):,.0f} MiB"

@@ -21,6 +21,10 @@ from tracedoc.errors import TracedocError, first_line
 from tracedoc.store.memory import out_of_memory_advice
 
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
+# A statement's text may begin with the comments before it (DuckDB 2.0.1's extract_statements keeps them).
+_CREATES = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
+                      r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:TABLE|VIEW|MACRO|FUNCTION)\s+"
+                      r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.]+)", re.IGNORECASE | re.DOTALL)
 
 # Analysis group: the input formats (ingest.FORMATS) its tables are made from; a group not named here reads the
 # timelines every trace format has.
@@ -61,16 +65,30 @@ def applies(module: str, formats: Collection[str], ranks: int) -> bool:
     return needs is None or not needs.isdisjoint(formats)
 
 
-def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str) -> None:
-    """Run ``module`` (after its includes) on the connection, once: ``included`` holds the modules run on it."""
+def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
+            memory_bytes: int | None = None, skip: Collection[str] = frozenset()) -> None:
+    """Run ``module`` (after its includes) on the connection, once: ``included`` holds the modules run on it;
+    ``memory_bytes``, the connection's memory cap, is named in the error when DuckDB runs out of memory. The
+    statements that create an object named in ``skip`` are left out (it is given already: a distributed run's
+    summaries)."""
     if module in included:
         return
     sql = module_file(module).read_text()
     for dep in _INCLUDE.findall(sql):
-        include(con, included, dep)
+        include(con, included, dep, memory_bytes, skip)
     try:
-        con.execute(sql)
+        if not skip:
+            con.execute(sql)
+        for statement in duckdb.extract_statements(sql) if skip else ():
+            if created_object(statement.query) not in skip:
+                con.execute(statement.query)
     except duckdb.Error as exc:
-        advice = out_of_memory_advice() if isinstance(exc, duckdb.OutOfMemoryException) else ""
+        advice = out_of_memory_advice(memory_bytes) if isinstance(exc, duckdb.OutOfMemoryException) else ""
         raise TracedocError(f"analysis module {module} failed: {first_line(exc)}{advice}") from exc
     included.add(module)
+
+
+def created_object(statement: str) -> str | None:
+    """The object a CREATE statement makes (its name), else None."""
+    m = _CREATES.match(statement)
+    return m.group(1) if m else None

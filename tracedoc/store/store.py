@@ -13,8 +13,9 @@ from typing import Any
 
 import duckdb
 
+from tracedoc.limits import Limits
 from tracedoc.store import modules
-from tracedoc.store.memory import memory_limit, spill_directory
+from tracedoc.store.memory import spill_directory
 
 SCHEMA_VERSION = 1
 # Small work runs on one DuckDB thread: there, parallel operators cost more than they save. Measured on 2 cores:
@@ -33,9 +34,10 @@ PARALLEL_INPUT_BYTES = 4 << 20
 class Store:
     """A connection to one store, with helpers to run SQL and load analysis modules."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None, limits: Limits = Limits()) -> None:
         self.con = con
         self.path = path
+        self.limits = limits
         self._included: set[str] = set()
         self._formats: frozenset[str] | None = None
         self._ranks: int | None = None
@@ -52,31 +54,31 @@ class Store:
         self._step_range = name
 
     @classmethod
-    def create(cls, path: Path | None) -> Store:
-        """Create an empty store with the normalized schema at ``path`` (None: in memory).
+    def create(cls, path: Path | None, limits: Limits = Limits()) -> Store:
+        """Create an empty store with the normalized schema at ``path`` (None: in memory), under ``limits``.
 
         A store in memory is compressed like a file's (``mark_complete`` checkpoints it): uncompressed, the 205 MB
         trace's store takes 80 MB instead of 8 MB for the whole analysis; the checkpoint costs 0.04–0.15 s there.
         """
         if path is not None:
-            con = _connect(str(path))
+            con = _connect(str(path), limits)
         else:
-            con = _connect(":memory:")
+            con = _connect(":memory:", limits)
             con.execute("ATTACH ':memory:' AS store (COMPRESS)")
             con.execute("USE store")
         for schema in schema_files():
             con.execute(schema.read_text())
         con.execute("INSERT INTO store_meta VALUES ('schema_version', ?), ('complete', 'false')",
                     [str(SCHEMA_VERSION)])
-        return cls(con, path)
+        return cls(con, path, limits)
 
     @classmethod
-    def open(cls, path: Path) -> Store:
-        """Open a finished store read-only; analyses then add TEMP objects on top of it."""
-        con = _connect(":memory:")
+    def open(cls, path: Path, limits: Limits = Limits()) -> Store:
+        """Open a finished store read-only, under ``limits``; analyses then add TEMP objects on top of it."""
+        con = _connect(":memory:", limits)
         con.execute(f"ATTACH {sql_literal(str(path))} AS store (READ_ONLY)")
         con.execute("USE store")
-        return cls(con, path)
+        return cls(con, path, limits)
 
     def query(self, sql: str, params: dict[str, Any] | list[Any] | None = None) -> list[dict[str, Any]]:
         """Run ``sql`` and return the rows as dicts."""
@@ -92,7 +94,7 @@ class Store:
 
     def include(self, module: str) -> None:
         """Load an analysis module (e.g. ``gpu.idle``) and its dependencies, once per connection."""
-        modules.include(self.con, self._included, module)
+        modules.include(self.con, self._included, module, self.limits.memory_bytes)
 
     def fit_threads(self, input_bytes: int | None = None) -> None:
         """Fewer DuckDB threads for less work, never more than already set: one to ingest inputs of ``input_bytes``
@@ -181,11 +183,11 @@ def schema_files() -> list[Traversable]:
     return [root.joinpath("schema.sql"), *extra]
 
 
-def _connect(database: str) -> duckdb.DuckDBPyConnection:
+def _connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
     """A connection that never draws DuckDB's progress bar, under the memory cap when one is set."""
     con = duckdb.connect(database)
     no_progress_bar(con)
-    if (limit := memory_limit()) is not None:
+    if (limit := limits.memory_bytes) is not None:
         con.execute(f"SET memory_limit = '{max(1, limit >> 10)}KiB'")
         con.execute(f"SET temp_directory = {sql_literal(str(spill_directory()))}")
     return con
