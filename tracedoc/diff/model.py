@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracedoc.diff.efficiency import EfficiencyRow, OperatorRow, compare_efficiency, compare_operators
 from tracedoc.diff.findings import CROSS_RANK_RULES, NEW, PERSISTING, RESOLVED, FindingChange, match_findings
 from tracedoc.diff.kernels import (
     KernelRow,
@@ -70,6 +71,8 @@ class Diff:
     ncu: list[NcuRow]
     findings: list[FindingChange]
     per_step_items: float | None = None
+    efficiency: list[EfficiencyRow] = field(default_factory=list)  # MFU/MBU per rank (tracedoc.diff.efficiency)
+    operators: list[OperatorRow] = field(default_factory=list)  # the aten ops whose GPU time changed most
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # why the verdict may compare runs that do not compare
 
@@ -144,6 +147,8 @@ class Diff:
                          "new": [c.to_dict() for c in self.by_status(NEW)],
                          "persisting": [c.to_dict() for c in self.by_status(PERSISTING)]},
             "cross_rank": [c.to_dict() for c in self.cross_rank()],
+            "efficiency": {"ranks": [r.to_dict() for r in self.efficiency],
+                           "operators": [o.to_dict() for o in self.operators]},
             "notes": self.notes,
             "warnings": self.warnings,
         }
@@ -213,7 +218,8 @@ def build_diff(before: Side, after: Side, per_step_items: float | None = None, r
             row.kernel = rewrite_label(rewrite) if row.kernel == rewrite[1] else row.kernel
     findings = match_findings(before.report.findings, after.report.findings, rewrite)
     return Diff(before, after, (tb.basis, ta.basis), job, ranks, (cause_b, cause_a), causes, kernels, kernel_basis,
-                ncu, findings, per_step_items, notes, warnings)
+                ncu, findings, per_step_items, compare_efficiency(before.report, after.report),
+                compare_operators(before.report, after.report), notes, warnings)
 
 
 def _kernels(before: Side, after: Side, before_steps: int, after_steps: int,

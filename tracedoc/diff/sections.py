@@ -289,9 +289,30 @@ def cross_rank_lines(diff: Diff) -> list[str]:
     return lines or ["No straggler-rank or expert-imbalance finding on either side."]
 
 
+def _pct_arrow(before: float | None, after: float | None) -> str:
+    return f"{'–' if before is None else f'{before:.1f}%'} → {'–' if after is None else f'{after:.1f}%'}"
+
+
+def _value_arrow(before: float | None, after: float | None, digits: int = 1) -> str:
+    return f"{'–' if before is None else f'{before:,.{digits}f}'} → {'–' if after is None else f'{after:,.{digits}f}'}"
+
+
+def efficiency_section(diff: Diff) -> Section | None:
+    """MFU (MBU) per rank before → after, and the operators whose GPU time per step changed most with their
+    TFLOP/s (tracedoc.diff.efficiency); None where neither side was measured."""
+    if not diff.efficiency and not diff.operators:
+        return None
+    figures = "; ".join(f"rank {r.rank}: {r.figure} {_pct_arrow(r.before, r.after)}" for r in diff.efficiency)
+    rows = [[str(o.rank), short_name(o.op, 60), _value_arrow(o.before_ms, o.after_ms, 2),
+             signed_ms(o.change_ms), _value_arrow(o.before_tflops, o.after_tflops)] for o in diff.operators]
+    note = (figures + ". " if figures else "") + "Operators whose GPU time per steady step changed most."
+    return Section("Efficiency", ["rank", "op", "GPU ms/step", "change", "TFLOP/s"], rows, note=note,
+                   numeric={0, 2, 3, 4})
+
+
 def sections(diff: Diff, name_chars: int = NAME_CHARS) -> list[Section]:
     """The tables of a diff, in reading order; kernel names cut to ``name_chars``."""
-    out = [s for s in (steps_section(diff), causes_section(diff)) if s is not None]
+    out = [s for s in (steps_section(diff), causes_section(diff), efficiency_section(diff)) if s is not None]
     out += kernel_sections(diff, name_chars)
     if (ncu := ncu_section(diff, name_chars)) is not None:
         out.append(ncu)
