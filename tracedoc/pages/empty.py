@@ -15,6 +15,8 @@ NCU_HOW = ("collect one with ncu --set full -o kernels python app.py and give ke
            "beside the timeline of the same program")
 DUMPS_HOW = ("PyTorch writes them when a collective times out, with TORCH_NCCL_DUMP_ON_TIMEOUT=1 and "
              "TORCH_FR_DUMP_TEMP_FILE set")
+MEMORY_HOW = ("record the trace with torch.profiler.profile(profile_memory=True, with_stack=True), or give an "
+              "allocator snapshot from torch.cuda.memory._dump_snapshot()")
 
 # page route → input kind → the sentence (kinds: see input_kind)
 SENTENCES: dict[str, dict[str, str]] = {
@@ -80,6 +82,13 @@ SENTENCES: dict[str, dict[str, str]] = {
                      f"hung ({DUMPS_HOW}).",
         "other": f"No NCCL flight-recorder dumps in these inputs ({DUMPS_HOW}).",
     },
+    "memory": {
+        "timeline": f"No GPU memory data in these traces: {MEMORY_HOW}.",
+        "ncu": f"An Nsight Compute profile holds no allocator data: {MEMORY_HOW}.",
+        "flight_recorder": f"NCCL flight-recorder dumps hold no allocator data: {MEMORY_HOW}.",
+        "telemetry": f"GPU telemetry samples the memory in use but not who allocated it: {MEMORY_HOW}.",
+        "other": f"No GPU memory data in these inputs: {MEMORY_HOW}.",
+    },
 }
 
 
@@ -110,6 +119,8 @@ def has_data(route: str, report: Report) -> bool:
         return bool(metrics.get("ncu_kernels"))
     if route == "hang":
         return bool(metrics.get("collectives"))
+    if route == "memory":
+        return bool(report.memory)
     return True
 
 
