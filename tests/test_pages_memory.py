@@ -109,3 +109,39 @@ def test_the_memory_page_in_the_browser(tmp_path: Path) -> None:
     # both charts are drawn: canvases of a plot's size with ink on them
     drawn = [c for c in canvases if c["w"] >= 300 and c["h"] >= 150 and c["inked"] > 2000]
     assert len(drawn) >= 2, canvases
+
+
+def test_the_failed_request_is_marked_where_it_happened() -> None:
+    """samples/memory-oom: the leak under a memory cap until Adam asks for 64 MiB and fails. The cross sits at the
+    trace's [OutOfMemory] event: its time from the first allocator event or step, and the allocated bytes it
+    reports."""
+    sample = SAMPLES / "memory-oom"
+    events = json.loads(gzip.decompress((sample / "trace.json.gz").read_bytes()))["traceEvents"]
+    gpu = [e for e in events if e.get("name") in ("[memory]", "[OutOfMemory]")
+           and e["args"].get("Device Type") == 1]
+    steps = [e["ts"] for e in events if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#")]
+    origin = min([e["ts"] for e in gpu if e["name"] == "[memory]"] + steps)
+    (oom,) = [e for e in gpu if e["name"] == "[OutOfMemory]"]
+    assert oom["args"]["Bytes"] == 64 * MIB
+    report = analyze([sample], use_cache=False)
+    chart = next(s for s in memory.sections(report) if s.title == "Memory over time").items[0]
+    crosses = [r for r in chart.renderers if getattr(r.glyph, "marker", None) == "x"]
+    (cross,) = crosses
+    data = cross.data_source.data
+    assert data["x"][0] == pytest.approx((oom["ts"] - origin) / 1000, abs=0.002)
+    assert data["y"][0] == pytest.approx(oom["args"]["Total Allocated"] / MIB)
+    legend = [item.label["value"] for item in chart.legend[0].items]
+    assert "out of memory: 64.0 MiB requested" in " ".join(legend)
+
+
+def test_a_snapshot_alone_shows_what_was_live_when_dumped(tmp_path: Path) -> None:
+    """samples/memory-fragment's snapshot without its trace: no curve (a snapshot has no totals over time), and the
+    bars of what was live by site: the fifty 4 MiB buffers still held at run.py:93 (main) are 200 MiB."""
+    snapshot = tmp_path / "snapshot.pickle"
+    snapshot.write_bytes(gzip.decompress((SAMPLES / "memory-fragment" / "snapshot.pickle.gz").read_bytes()))
+    sections = memory.sections(analyze([snapshot], use_cache=False))
+    assert "Memory over time" not in [s.title for s in sections]
+    chart = next(s for s in sections if s.title == "Live in the snapshot, by allocation site").items[0]
+    data = chart.renderers[0].data_source.data
+    by_site = dict(zip(data["site"], data["value"], strict=True))
+    assert by_site["mem-wl/run.py:93 (main)"] == pytest.approx(50 * 4)

@@ -25,6 +25,11 @@ MEMORY_METRICS: dict[str, tuple[str, str]] = {
     "memory_curve": ("memory.timeline", """
         SELECT rank, device, t_ns / 1e6 AS t_ms, allocated AS allocated_bytes, reserved AS reserved_bytes
         FROM memory_curve ORDER BY rank, device, t_ns"""),
+    # the trace's failed requests on the same time axis as memory_curve
+    "memory_oom_points": ("memory.oom", """
+        SELECT o.rank, o.device, (o.ts_ns - m.t0_ns) / 1e6 AS t_ms, o.requested_bytes, o.allocated_bytes, o.site
+        FROM memory_ooms o JOIN memory_origin m USING (source_id) WHERE o.ts_ns IS NOT NULL
+        ORDER BY o.rank, o.device, o.ts_ns"""),
     "memory_peak_sites": ("memory.peak", """
         SELECT rank, device, site, allocations, bytes FROM memory_peak_sites ORDER BY rank, device, bytes DESC"""),
     "memory_growth_sites": ("memory.growth", """

@@ -49,8 +49,10 @@ def _staircase(points: list[dict[str, Any]], key: str) -> tuple[list[float], lis
     return xs, ys
 
 
-def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], entry: dict[str, Any] | None) -> Any:
-    """Allocated and reserved MiB over ms, each step a shaded band labelled with its number, the peak marked."""
+def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], entry: dict[str, Any] | None,
+                   ooms: list[dict[str, Any]] | None = None) -> Any:
+    """Allocated and reserved MiB over ms, each step a shaded band labelled with its number, the peak marked, and
+    each failed request (``ooms``) a cross at the allocated memory it failed on."""
     from bokeh.plotting import figure
 
     xs, allocated = _staircase(points, "allocated_bytes")
@@ -87,6 +89,10 @@ def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], en
         fig.scatter([xs[i]], [allocated[i]], size=10, color=GROWING_COLOR, marker="diamond",
                     legend_label=f"peak {fmt_bytes(allocated[i] * _MIB)} at {xs[i]:,.1f} ms"
                                  + (f" (step {at['step']})" if at.get("step") is not None else ""))
+    for o in ooms or []:
+        fig.scatter([o["t_ms"]], [(o.get("allocated_bytes") or 0) / _MIB], size=14, color=GROWING_COLOR, marker="x",
+                    line_width=3, legend_label=f"out of memory: {fmt_bytes(o.get('requested_bytes') or 0)} "
+                                               f"requested at {o['t_ms']:,.1f} ms")
     style(fig, "ms from the first allocator event or step")
     fig.yaxis.axis_label = "MiB"
     fig.ygrid.visible = True
@@ -96,14 +102,15 @@ def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], en
     return fig
 
 
-def peak_sites_chart(sites: list[dict[str, Any]], growing: set[tuple[Any, Any, str]], several: bool) -> Any:
+def peak_sites_chart(sites: list[dict[str, Any]], growing: set[tuple[Any, Any, str]], several: bool,
+                     x_label: str = "MiB live at the peak") -> Any:
     """MiB live at the peak by site, largest first; red: a site that also holds memory step after step, grey: what
     was allocated before the trace."""
     rows = sorted(sites, key=lambda r: (_gpu_key(r) != _gpu_key(sites[0]), -(r.get("bytes") or 0)))
     factors = [(_gpu_label(_gpu_key(r)), short(r["site"], 60)) if several else short(r["site"], 60) for r in rows]
     colors = [CATEGORY_COLORS["step"] if r["site"] == BEFORE_TRACE else
               GROWING_COLOR if (*_gpu_key(r), r["site"]) in growing else OTHER_COLOR for r in rows]
-    return hbar_chart(factors, [(r.get("bytes") or 0) / _MIB for r in rows], colors, "MiB live at the peak",
+    return hbar_chart(factors, [(r.get("bytes") or 0) / _MIB for r in rows], colors, x_label,
                       [("site", "@site"), ("MiB", "@value{0,0.0}"), ("allocations", "@allocations")],
                       extra={"site": [str(r["site"]) for r in rows],
                              "allocations": ["—" if r.get("allocations") is None else str(r["allocations"])
@@ -112,6 +119,7 @@ def peak_sites_chart(sites: list[dict[str, Any]], growing: set[tuple[Any, Any, s
 
 def _chart_sections(report: Report) -> list[Section]:
     curve = report.metrics.get("memory_curve") or []
+    ooms = [o for o in report.metrics.get("memory_oom_points") or [] if o.get("t_ms") is not None]
     steps = report.metrics.get("memory_steps") or []
     entries = {_gpu_key(m): m for m in report.memory}
     gpus = list(dict.fromkeys(_gpu_key(r) for r in curve))
@@ -119,9 +127,11 @@ def _chart_sections(report: Report) -> list[Section]:
     if gpus:
         charts = [timeline_chart([r for r in curve if _gpu_key(r) == g],
                                  [s for s in steps if _gpu_key(s) == g and s.get("start_ms") is not None],
-                                 entries.get(g)) for g in gpus[:MAX_CHARTS]]
+                                 entries.get(g), [o for o in ooms if _gpu_key(o) == g][:20])
+                  for g in gpus[:MAX_CHARTS]]
         note = ("MiB over time, from the allocator events of the trace: allocated (live tensors) and reserved (held "
-                "by the caching allocator), each step a shaded band with its number, the peak marked")
+                "by the caching allocator), each step a shaded band with its number, the peak marked, and a failed "
+                "request a cross")
         if len(gpus) > 1:
             note += "; one chart per GPU, in the order " + ", ".join(_gpu_label(g) for g in gpus[:MAX_CHARTS])
         out.append(Section("Memory over time", note=note, items=charts))
@@ -132,6 +142,14 @@ def _chart_sections(report: Report) -> list[Section]:
                            note="MiB live when the most was allocated; red: a site that also holds memory step after "
                                 "step, grey: allocated before the trace (parameters, optimizer state)",
                            items=[peak_sites_chart(sites, growing, len({_gpu_key(r) for r in sites}) > 1)]))
+    # a snapshot given without its trace: what was live when it was dumped (its top sites)
+    dumped = [{"rank": m.get("rank"), "device": m.get("device"), **s} for m in report.memory
+              if m.get("peak_bytes") is None for s in m.get("top_sites") or [] if s.get("site") is not None]
+    if dumped:
+        out.append(Section("Live in the snapshot, by allocation site",
+                           note="MiB live when the snapshot was dumped, by the allocating line (the largest sites)",
+                           items=[peak_sites_chart(dumped, set(), len({_gpu_key(r) for r in dumped}) > 1,
+                                                   "MiB live in the snapshot")]))
     return out
 
 
