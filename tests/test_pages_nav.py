@@ -18,9 +18,9 @@ from tracedoc.dashboard.source import Loading, resolve
 from tracedoc.dashboard.views import ALL, overview_view, timeline_view
 from tracedoc.ingest import discover
 from tracedoc.judge import load_rules
-from tracedoc.pages import empty, hang, kernels, ncu, overlap, overview, ranks, timeline
+from tracedoc.pages import efficiency, empty, hang, kernels, memory, ncu, overlap, overview, ranks, timeline
 
-REPORT_PAGES = (kernels, ranks, overlap, ncu, hang)
+REPORT_PAGES = (kernels, efficiency, ranks, overlap, ncu, hang, memory)
 
 
 def loaded(sample: str, cache: Path) -> Loading:

@@ -17,10 +17,10 @@ from tracedoc.dashboard.panes import html_pane, sections_view
 from tracedoc.dashboard.source import BackgroundLoad, Loading
 from tracedoc.dashboard.views import overview_view, timeline_missing, timeline_view
 from tracedoc.errors import first_line
-from tracedoc.pages import efficiency, empty, hang, kernels, ncu, overlap, overview, ranks, timeline
+from tracedoc.pages import efficiency, empty, hang, kernels, memory, ncu, overlap, overview, ranks, timeline
 from tracedoc.pages.fragments import Html, esc, message_html
 
-PAGES: tuple[ModuleType, ...] = (overview, timeline, kernels, efficiency, ranks, overlap, ncu, hang)
+PAGES: tuple[ModuleType, ...] = (overview, timeline, kernels, efficiency, ranks, overlap, ncu, hang, memory)
 POLL_MS = 300
 
 
@@ -50,7 +50,8 @@ def empty_pages(loading: Loading) -> dict[ModuleType, str]:
     report = loading.report
     if loading.error is not None or report is None:
         return {}
-    out = {p: why for p in (kernels, ranks, overlap, ncu, hang) if (why := empty.why_empty(p.ROUTE, report))}
+    out = {p: why for p in (kernels, efficiency, ranks, overlap, ncu, hang, memory)
+           if (why := empty.why_empty(p.ROUTE, report))}
     if (why := timeline_missing(loading.timeline, report)) is not None:
         out[timeline] = why
     return out
