@@ -150,7 +150,8 @@ def test_plain_ranks_read_together_give_each_rank_its_own_rows(tmp_path: Path,
     monkeypatch.setattr(kineto, "_PART_BYTES", 600 << 10)  # 3 parts a rank, parsed 2 at a time
     passes = []
     real_read = kineto._read_events
-    monkeypatch.setattr(kineto, "_read_events", lambda con, parts: passes.append(parts) or real_read(con, parts))
+    monkeypatch.setattr(kineto, "_read_events",
+                        lambda con, parts, *limit: passes.append(parts) or real_read(con, parts, *limit))
     with ingest(tmp_path / "together", *_plain_ranks("moe-hot-expert-4rank", tmp_path / "plain")) as store:
         assert store.self_check() == []
         together = _per_source(store)
@@ -197,9 +198,9 @@ def test_a_trace_is_parsed_on_one_thread_per_bytes_per_thread(tmp_path: Path,
     seen: list[tuple[int, int]] = []
     read_events = kineto._read_events
 
-    def spy(con: duckdb.DuckDBPyConnection, parts: list[kineto._Part]) -> dict[int, int]:
+    def spy(con: duckdb.DuckDBPyConnection, parts: list[kineto._Part], *limit: int | None) -> dict[int, int]:
         seen.append((int(con.execute("SELECT current_setting('threads')").fetchone()[0]), len(parts)))
-        return read_events(con, parts)
+        return read_events(con, parts, *limit)
 
     counts = []
     for spied in (True, False):

@@ -28,6 +28,7 @@ from tracedoc.api import analyze, open_store  # noqa: E402
 from tracedoc.cli import cli  # noqa: E402
 from tracedoc.errors import InputError  # noqa: E402
 from tracedoc.ingest import discover  # noqa: E402
+from tracedoc.limits import Limits
 from tracedoc.pages.fragments import headline_html  # noqa: E402
 from tracedoc.render.markdown import MarkdownRenderer  # noqa: E402
 from tracedoc.render.text import TextRenderer  # noqa: E402
@@ -211,7 +212,7 @@ def test_worker_that_dies_is_one_failure(cluster: ClusterSpec) -> None:
 def test_batches_follow_job_order_and_input_bytes(tmp_path: Path) -> None:
     """The 4 ranks of moe-hot-expert-4rank as they are (about equal sizes) and with rank 1 made 10x the others:
     equal runs in job order, and the large rank alone."""
-    tasks = _tasks(discover([SAMPLES / "moe-hot-expert-4rank"]), tmp_path)
+    tasks = _tasks(discover([SAMPLES / "moe-hot-expert-4rank"]), tmp_path, Limits())
     assert [[t.indices for t in b] for b in plan_batches(tasks, 2)] in ([[(0,), (1,)], [(2,), (3,)]],
                                                                          [[(2,), (3,)], [(0,), (1,)]])
     assert [len(b) for b in plan_batches(tasks, 8)] == [1, 1, 1, 1]
