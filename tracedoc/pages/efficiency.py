@@ -10,6 +10,7 @@ from typing import Any
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
+from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, kernel_short, short
 from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
@@ -38,11 +39,8 @@ OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), Column("cou
 
 
 def sections(report: Report) -> list[Section]:
-    if not report.efficiency:
-        return [Section("MFU and MBU", empty="No efficiency figures: they are measured on PyTorch traces recorded with "
-                                             "record_shapes=True (or with --flops-per-step).")]
-    if all(r["note"] for r in report.efficiency):  # the headline says why; the page has nothing to show
-        return [Section("MFU and MBU", empty=f"MFU and MBU unavailable: {report.efficiency[0]['note']}.")]
+    if not empty.has_data(ROUTE, report):  # the headline says why figures are unavailable; the page, why none
+        return [Section("MFU and MBU", empty=empty.sentence(ROUTE, report))]
     rows = [{**r, "tflop": r["model_flops"] / 1e12 if r["model_flops"] is not None else None,
              "gb": r["bytes"] / 1e9 if r["bytes"] is not None else None,
              "step": "steady steps" if r["step"] is None else r["step"],

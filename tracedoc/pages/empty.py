@@ -80,6 +80,14 @@ SENTENCES: dict[str, dict[str, str]] = {
                      f"hung ({DUMPS_HOW}).",
         "other": f"No NCCL flight-recorder dumps in these inputs ({DUMPS_HOW}).",
     },
+    "efficiency": {
+        "other": "No efficiency figures: they are measured on PyTorch traces recorded with record_shapes=True (or "
+                 "with --flops-per-step).",
+    },
+    "memory": {
+        "other": "No allocator data: record the trace with profile_memory=True, or give a snapshot from "
+                 "torch.cuda.memory._dump_snapshot().",
+    },
 }
 
 
@@ -110,11 +118,17 @@ def has_data(route: str, report: Report) -> bool:
         return bool(metrics.get("ncu_kernels"))
     if route == "hang":
         return bool(metrics.get("collectives"))
+    if route == "efficiency":
+        return any(not r["note"] for r in report.efficiency)
+    if route == "memory":
+        return bool(report.memory)
     return True
 
 
 def sentence(route: str, report: Report) -> str:
     """Why the page at ``route`` has nothing to show for these inputs, in the words of their format."""
+    if route == "efficiency" and report.efficiency:  # figures, each unavailable: the first says why
+        return f"MFU and MBU unavailable: {report.efficiency[0]['note']}."
     kind = input_kind(report)
     if route == "ranks" and kind == "timeline" and (report.summary.get("ranks") or 0) <= 1:
         kind = "one_rank"

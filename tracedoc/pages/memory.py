@@ -4,6 +4,7 @@ memory_steps, memory_peak_sites, memory_growth_sites). Bytes are shown in MiB.""
 
 from __future__ import annotations
 
+from tracedoc.pages import empty
 from tracedoc.pages.charts import Section
 from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.render.memory import NOTE, memory_lines
@@ -20,8 +21,7 @@ def _mib(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
 
 def sections(report: Report) -> list[Section]:
     if not report.memory:
-        return [Section("GPU memory", empty="No allocator data: record the trace with profile_memory=True, or give "
-                                            "a snapshot from torch.cuda.memory._dump_snapshot().")]
+        return [Section("GPU memory", empty=empty.sentence(ROUTE, report))]
     summary = [{"device": heading, "facts": " · ".join(lines)} for heading, lines in memory_lines(report)]
     out = [Section("GPU memory", note=NOTE, items=[table_html(summary, [Column("device", "GPU"),
                                                                         Column("facts", "what the memory did")])])]
