@@ -43,9 +43,6 @@ from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "flight_recorder"
-# A rank may leave several dumps side by side (the automatic one and on-demand ones); the hang analyses use one
-# per rank (tracedoc/analyses/hang/dumps.sql), so two dumps claiming one rank are not an error.
-SEVERAL_PER_RANK = True
 
 _PICKLE_MAGIC = re.compile(rb"\A\x80[\x02-\x05]")
 MAX_BYTES = 1 << 30  # ingest unpacks a compressed dump no further: larger is not one (the ring buffer keeps a few MB)

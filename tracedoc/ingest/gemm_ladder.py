@@ -17,7 +17,6 @@ from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "gemm_ladder"
-PER_HOST = True
 
 TAG = "tracedoc-gemm-ladder"
 _TAG_FIELD = re.compile(rb'"format"\s*:\s*"' + TAG.encode() + rb'"')

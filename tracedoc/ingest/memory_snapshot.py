@@ -15,8 +15,8 @@ What a snapshot can make the reader do is bounded by limits, not by what it clai
 are open at once, and the reader turns at most ``TRACEDOC_MAX_SNAPSHOT_VALUES`` values into rows (by default one
 per 8 bytes of the file, at least 2,000,000: each segment, block, history entry and the frames of each distinct
 stack count, once per place that refers to them, before a batch's rows are built). Of each stack, 64 frames are looked
-at and 8 kept. A snapshot belongs to no rank of its own (``PER_HOST``): the memory analyses tie it to the trace of
-the same run by time and address.
+at and 8 kept. A snapshot belongs to no rank of its own (``per_host``, ingest/base.py): the memory analyses tie it
+to the trace of the same run by time and address.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "memory_snapshot"
-PER_HOST = True  # no rank of its own: joined with the trace of its run by time and address (analyses/memory)
 _PICKLE_MAGIC = re.compile(rb"\A\x80[\x02-\x05]")
 _BYTES_VAR, _DEFAULT_MAX_BYTES = "TRACEDOC_MAX_SNAPSHOT_BYTES", 4 << 30
 _VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_SNAPSHOT_VALUES", 2_000_000

@@ -17,7 +17,6 @@ from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "nvml"
-PER_HOST = True
 MAX_BYTES = replay.MAX_BYTES  # the largest recording: a compressed one is unpacked no further
 
 
