@@ -16,6 +16,7 @@ or rules.
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import re
 import stat
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 
@@ -144,7 +145,8 @@ def _without_archives(files: list[InputFile]) -> list[InputFile]:
 
 def _from_stdin(cap: int | None) -> InputFile:
     """Standard input spooled to a temporary file (at most ``cap``, else the default), identified by its content."""
-    stream = sys.stdin.buffer if sys.stdin is not None else None
+    # the buffer under sys.stdin is a BufferedReader (readinto), which typeshed calls a BinaryIO
+    stream = cast(io.BufferedReader, sys.stdin.buffer) if sys.stdin is not None else None
     if stream is None or stream.isatty():
         raise InputError("-: standard input is a terminal; pipe a trace into it (tracedoc analyze - < trace.json)")
     fd, name = tempfile.mkstemp(prefix="tracedoc-stdin-")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tracedoc.units import fmt_bytes, fmt_ms
 
@@ -79,7 +79,7 @@ def evidence_rows(evidence: Sequence[Evidence]) -> list[tuple[str, str]]:
     return [(name, values[0] + (f" ({', '.join(values[1:])})" if values[1:] else "")) for name, values in merged]
 
 
-def summary_text(summary: dict[str, object], inputs: int) -> str:
+def summary_text(summary: dict[str, Any], inputs: int) -> str:
     """The report's one-line headline; inputs without a timeline (e.g. hang dumps) have no wall time."""
     ranks = f"{summary['ranks']} of {summary['world_size']} ranks" if summary.get("world_size") else \
         f"{summary.get('ranks')} rank(s)"
@@ -96,7 +96,7 @@ def summary_text(summary: dict[str, object], inputs: int) -> str:
     return " · ".join(parts)
 
 
-def missing_ranks_lines(summary: dict[str, object]) -> list[str]:
+def missing_ranks_lines(summary: dict[str, Any]) -> list[str]:
     """Lines for under the headline: when the inputs are runs of different kinds (``summary['mixed_inputs']``),
     when the traces hold fewer ranks than their job has, and one per input a
     distributed run could not analyse (``summary['missing_ranks']``); the paths and reasons are untrusted text, for
@@ -114,7 +114,7 @@ def missing_ranks_lines(summary: dict[str, object]) -> list[str]:
     return lines
 
 
-def _busy_breakdown(summary: dict[str, object]) -> str:
+def _busy_breakdown(summary: dict[str, Any]) -> str:
     """' (computing 79.1%, communication 19.1%, of which 13.5% waiting for rank 1)' when the report knows."""
     computing, comm = summary.get("computing_pct"), summary.get("communication_pct")
     if computing is None or comm is None:
@@ -128,7 +128,7 @@ def _busy_breakdown(summary: dict[str, object]) -> str:
     return text + ")"
 
 
-def what_if_text(projection: dict[str, object]) -> str:
+def what_if_text(projection: dict[str, Any]) -> str:
     """'If fixed: step 68.9 ms → 18.2 ms (−73.6%); next: host-sync (#2), 28.6% of the projected step.'"""
     text = (f"If fixed: step {fmt_ms(float(projection['step_ms']))} → {fmt_ms(float(projection['projected_step_ms']))}"
             f" (−{float(projection['gain_pct']):.1f}%) on rank {projection['rank']}; next: {projection['next']}, "
@@ -154,7 +154,7 @@ def finding_saving_text(finding: Finding, wall_ms: float) -> str:
     return saving_text(finding.impact_ms, finding.impact_pct, wall_ms, finding.impact_bytes) + part
 
 
-def scope_text(scope: dict[str, object]) -> str:
+def scope_text(scope: dict[str, Any]) -> str:
     """'rank 0, device 1, kernel ...' from a finding's scope."""
     return ", ".join(f"{k} {v}" for k, v in scope.items()) or "whole job"
 

@@ -195,9 +195,9 @@ def finding_events(store: Store, report: Report) -> list[tuple[Any, ...]]:
     if zero is None:
         return []
     sources = {r["rank"]: r["source_id"] for r in store.query("SELECT source_id, rank FROM perfetto_sources")}
-    rows = store.query("SELECT * FROM trace_windows")
-    windows = {r["source_id"]: (r["start_ns"], r["end_ns"]) for r in rows}
-    origins = {r["source_id"]: r["capture_start_ns"] for r in rows}
+    window_rows = store.query("SELECT * FROM trace_windows")
+    windows = {r["source_id"]: (r["start_ns"], r["end_ns"]) for r in window_rows}
+    origins = {r["source_id"]: r["capture_start_ns"] for r in window_rows}
     steps = {(r["source_id"], r["step"]): (r["ts_ns"], r["ts_ns"] + r["dur_ns"])
              for r in store.query("SELECT source_id, step, ts_ns, dur_ns FROM trace_steps")}
     rows: list[tuple[Any, ...]] = []
