@@ -1,7 +1,9 @@
 """Load analysis modules: ``analyses/<group>/<name>.sql`` is the module ``group.name``.
 
 A module's header lists its dependencies as ``-- include: other.module`` lines; they are loaded first. Modules
-create only TEMP views, tables and macros, so analysing never changes a stored database.
+create only TEMP views, tables and macros, so analysing never changes a stored database. Before the first module
+on a connection, the declared input formats are written to the TEMP table ``input_formats(format, kind)``
+(ingest/base.py FORMATS), so that a module picks inputs by kind ('timeline') rather than by a list of names.
 
 Some groups measure one kind of input only (``group_formats``): Nsight Compute kernels, flight-recorder dumps,
 GPU health. Their modules are run only when an input of such a format is in the store; elsewhere their tables
@@ -73,6 +75,14 @@ def applies(module: str, formats: Collection[str], ranks: int) -> bool:
     return needs is None or not needs.isdisjoint(formats)
 
 
+def _declare_formats(con: duckdb.DuckDBPyConnection) -> None:
+    """The TEMP table ``input_formats``: each declared input format and its kind."""
+    from tracedoc.ingest.base import FORMATS  # here, not at the top: the ingest package imports the store
+
+    con.execute("CREATE OR REPLACE TEMP TABLE input_formats (format VARCHAR, kind VARCHAR)")
+    con.executemany("INSERT INTO input_formats VALUES (?, ?)", [(f.name, f.kind) for f in FORMATS])
+
+
 def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
             memory_bytes: int | None = None, skip: Collection[str] = frozenset()) -> None:
     """Run ``module`` (after its includes) on the connection, once: ``included`` holds the modules run on it;
@@ -81,6 +91,8 @@ def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
     summaries)."""
     if module in included:
         return
+    if not included:
+        _declare_formats(con)
     sql = module_file(module).read_text()
     for dep in _INCLUDE.findall(sql):
         include(con, included, dep, memory_bytes, skip)
