@@ -20,9 +20,9 @@ from tracedoc.judge.rule import check_thresholds
 from tracedoc.render import RENDERERS
 from tracedoc.render.base import Renderer
 from tracedoc.render.markdown import MarkdownRenderer
-from tracedoc.render.sanitize import one_line
 from tracedoc.render.text import TextRenderer
 from tracedoc.report import SEVERITIES, Report
+from tracedoc.words.sanitize import one_line
 
 _OUT_HELP = "Write the report to this file, or into this directory as tracedoc-report.<ext>."
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from tracedoc.pages import empty
 from tracedoc.pages.charts import Section
 from tracedoc.pages.fragments import Column, number, table_html
-from tracedoc.render.memory import NOTE, memory_lines
 from tracedoc.report import Report
+from tracedoc.words.memory import NOTE, memory_lines
 
 TITLE = "Memory"
 ROUTE = "memory"

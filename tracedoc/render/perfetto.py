@@ -27,10 +27,11 @@ from typing import Any
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError
-from tracedoc.render.base import Renderer, finding_span, scope_text
+from tracedoc.render.base import Renderer
 from tracedoc.report import Report
 from tracedoc.store import Store
 from tracedoc.store.store import sql_literal
+from tracedoc.words.findings import finding_span, scope_text
 
 # pid = PID_STRIDE * (source_id + 1) + role (+ device for GPUs); the whole job's findings have ALL_RANKS_PID.
 PID_STRIDE = 1000

@@ -15,9 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 from tracedoc.efficiency.render import OPERATOR_HEADERS, efficiency_lines, operator_rows
-from tracedoc.render.attribution import attribution_by_device, part_of_text, window_text
-from tracedoc.render.base import (
-    Renderer,
+from tracedoc.render.base import Renderer
+from tracedoc.render.ranks import rank_steps_parts, step_times_text
+from tracedoc.report import Finding, Report
+from tracedoc.words.attribution import attribution_by_device, part_of_text, window_text
+from tracedoc.words.findings import (
     evidence_rows,
     finding_saving_text,
     fmt_ms,
@@ -27,10 +29,8 @@ from tracedoc.render.base import (
     summary_text,
     what_if_text,
 )
-from tracedoc.render.memory import NOTE, memory_lines
-from tracedoc.render.ranks import rank_steps_parts, step_times_text
-from tracedoc.render.sanitize import one_line, terminal_text
-from tracedoc.report import Finding, Report
+from tracedoc.words.memory import NOTE, memory_lines
+from tracedoc.words.sanitize import one_line, terminal_text
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 KERNEL_CHARS = 40  # kernel names in the top-kernels table, cut with an ellipsis (the JSON has them whole)
