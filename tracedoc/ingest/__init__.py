@@ -3,7 +3,7 @@
 One module per format; each has ``FORMAT``, ``sniff(path, head) -> bool`` (``head``: the file's first MiB,
 decompressed when gzipped or xz-compressed) and ``load(store, source_id, path, workdir) -> LoadResult``, which
 reads a plain file: a compressed input is unpacked into ``workdir`` first (bounded: ``compressed``), to at most
-the format's ``MAX_BYTES`` when it declares one, unless the format reads it as it unpacks
+the format's ``max_bytes`` when it declares one (ingest/base.py), unless the format reads it as it unpacks
 (``load_compressed(store, source_id, path, kind, limit, workdir, name)``: PyTorch traces). A format may also read
 several plain files at once (``load_many(store, [(source_id, path)], workdir, started)``: PyTorch ranks, parsed
 together), and prepare its plain files together before any is loaded (``prepare(paths, workdir)``: Nsight Systems
@@ -336,11 +336,11 @@ def _load_many(store: Store, batch: list[tuple[int, InputFile]], workdir: Path,
 
 def _unpacked(item: InputFile, module: ModuleType, workdir: Path, cap: int | None) -> Path:
     """The input unpacked into ``workdir``, to at most the inflate cap (``cap``, else the default for its size) or
-    the format's own MAX_BYTES."""
+    the format's own ``max_bytes``."""
     assert item.compression is not None
     out = workdir / f"unpacked-{re.sub(r'[^A-Za-z0-9._-]', '_', item.path.name)[-80:]}"
     limit = compressed.max_inflate_bytes(item.size_bytes, cap)
-    format_max = getattr(module, "MAX_BYTES", None)
+    format_max = BY_NAME[item.format].max_bytes
     try:
         compressed.inflate(item.file, item.compression, out, min(limit, format_max + 1) if format_max else limit,
                            name=item.path)

@@ -45,7 +45,6 @@ from tracedoc.store import Store
 FORMAT = "flight_recorder"
 
 _PICKLE_MAGIC = re.compile(rb"\A\x80[\x02-\x05]")
-MAX_BYTES = 1 << 30  # ingest unpacks a compressed dump no further: larger is not one (the ring buffer keeps a few MB)
 _DIGITS = re.compile(r"-?\d{1,18}")
 _ASCII_DIGITS = re.compile(r"[0-9]{1,18}")
 _MAX_FRAMES = 64  # innermost Python frames kept per entry
@@ -143,7 +142,7 @@ def _insert(con: Any, table: str, rows: pa.Table) -> None:
 
 def _read(path: Path) -> tuple[dict[str, Any], str]:
     """The dump as a dict, and its encoding (pickle | json). ``path`` is a plain file: ingest unpacks a gzipped or
-    xz dump first, to at most MAX_BYTES."""
+    xz dump first, to at most its declared ``max_bytes`` (ingest/base.py)."""
     raw = path.read_bytes()
     encoding = "pickle" if _PICKLE_MAGIC.match(raw) else "json"
     dump = _unpickle(raw, path) if encoding == "pickle" else _parse_json(raw, path)

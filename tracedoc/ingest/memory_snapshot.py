@@ -40,7 +40,6 @@ _VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_SNAPSHOT_VALUES", 2_000_000
 _BYTES_PER_VALUE = 8  # torch's snapshots hold one record per 80 to 100 bytes, and a frame per 20 or more
 _FLUSH_ROWS = 200_000
 _FRAMES_CACHED = 100_000
-MAX_BYTES = 8 << 30  # ingest unpacks a compressed snapshot no further; the read limit above applies after
 _MAX_DEPTH = 32
 _FRAMES_SCANNED = 64
 _FRAMES_KEPT = 8
