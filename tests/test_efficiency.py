@@ -198,3 +198,24 @@ def test_distributed_report_gives_the_same_efficiency(tmp_path: Path) -> None:
     assert spread.efficiency == local.efficiency and spread.operators == local.operators
     assert spread.summary["efficiency"] == local.summary["efficiency"]
     assert [f.rule for f in spread.findings] == [f.rule for f in local.findings]
+
+
+def test_diff_compares_mfu_and_the_operators_time_and_tflops(tmp_path: Path) -> None:
+    """`tracedoc diff` of the GPT-2-shaped step (16 % MFU) against the GPT-style base step (54 %): each side's MFU
+    as its own report gives it, and the operators whose GPU time per step changed most, with their TFLOP/s."""
+    before, after = DATA / "gpt-step-gpt2.trace.json.gz", DATA / "gpt-step-base.trace.json.gz"
+    out = tmp_path / "diff.json"
+    result = CliRunner().invoke(cli, ["diff", str(before), str(after), "--format", "json", "--out", str(out),
+                                      "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    eff = json.loads(out.read_text())["efficiency"]
+    own = [rank_row(analyze([p], cache_dir=tmp_path / "cache"))["mfu_pct"] for p in (before, after)]
+    assert eff["ranks"] == [{"rank": 0, "figure": "MFU", "before": own[0], "after": own[1]}]
+    ops = {o["op"]: o for o in eff["operators"]}
+    changes = [abs(o["change_ms"]) for o in eff["operators"]]
+    assert changes == sorted(changes, reverse=True) and len(ops) == 10
+    mm = ops["aten::mm"]
+    assert mm["after_tflops"] > 3 * mm["before_tflops"]  # the 50257-wide products run far below the roof
+    assert mm["change_ms"] == pytest.approx(mm["after_ms"] - mm["before_ms"], abs=1e-3)
+    text = CliRunner().invoke(cli, ["diff", str(before), str(after), "--cache-dir", str(tmp_path / "cache")]).output
+    assert "MFU 16.1% → 53.9%" in text and "aten::mm" in text

@@ -110,3 +110,30 @@ def test_a_straggler_card_opens_every_rank_on_the_timeline(browser: Any, tmp_pat
         finally:
             page.close()
     assert dialogs == []
+
+
+@needs_chromium
+def test_the_efficiency_page_shows_mfu_and_the_roofline_of_operators(browser: Any, tmp_path: Path) -> None:
+    """A GPT-style step recorded with shapes on an H200 (tests/data/efficiency-h200, the GPT-2 vocabulary that
+    plants low-mfu): the Efficiency page gives its MFU against the H200's bf16 peak, draws the operators' roofline
+    (a Bokeh canvas that painted) and lists the operators; the screenshot is kept in the test's folder."""
+    from tests.conftest import ROOT
+    from tracedoc.pages import efficiency
+
+    trace = ROOT / "tests" / "data" / "efficiency-h200" / "gpt-step-gpt2.trace.json.gz"
+    report = analyze([trace])
+    mfu = report.summary["efficiency"]
+    assert mfu.startswith("MFU ") and "H200" in mfu
+    with served([trace], tmp_path / "cache", tmp_path / "server.log") as url:
+        page, dialogs = open_page(browser, url + route(efficiency), "Roofline of operators",
+                                  tmp_path / "efficiency.png")
+        try:
+            text = page_text(page)
+            assert "Operators" in text and "aten::mm" in text and "H200" in text
+            canvases = page.locator("canvas")
+            assert canvases.count() >= 1
+            box = canvases.first.bounding_box()
+            assert box is not None and box["width"] > 300 and box["height"] > 200
+        finally:
+            page.close()
+    assert dialogs == []

@@ -18,10 +18,22 @@ from tracedoc.dashboard.source import Loading, resolve
 from tracedoc.dashboard.views import ALL, overview_view, timeline_view
 from tracedoc.ingest import discover
 from tracedoc.judge import load_rules
-from tracedoc.pages import empty, hang, kernels, ncu, overlap, overview, page_modules, ranks, timeline
+from tracedoc.pages import (
+    efficiency,
+    empty,
+    hang,
+    kernels,
+    memory,
+    ncu,
+    overlap,
+    overview,
+    page_modules,
+    ranks,
+    timeline,
+)
 
 PAGES = page_modules()
-REPORT_PAGES = (kernels, ranks, overlap, ncu, hang)
+REPORT_PAGES = (kernels, efficiency, ranks, overlap, ncu, hang, memory)
 
 
 def loaded(sample: str, cache: Path) -> Loading:

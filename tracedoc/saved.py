@@ -84,6 +84,36 @@ def check_report(data: Any) -> None:
         _expect(isinstance(rows, list), f"metrics.{name}", "a list")
         for i, row in enumerate(rows):
             _check_row(row, f"metrics.{name}[{i}]")
+    _expect(isinstance(data.get("memory", []), list), "memory", "a list")
+    for i, entry in enumerate(data.get("memory", [])):
+        _check_memory(entry, f"memory[{i}]")
+
+
+# The memory section's fields whose names do not say their kind (tracedoc.memory_report).
+_MEMORY_KINDS = {"steps_to_oom": _NUM, "growth_r2": _NUM, "steady_steps": _INT, "bytes_per_step": _NUM,
+                 "allocations": _INT, "blocks": _INT, "site": _STR, "op": _STR}
+
+
+def _check_memory(entry: Any, where: str) -> None:
+    """A GPU's entry of the memory section: numbers where bytes and steps are, lists of rows for the sites and
+    OOMs, an object of scalars for the peak's place and for fragmentation."""
+    _expect(isinstance(entry, dict), where, "an object")
+    for key, value in entry.items():
+        if key in ("top_sites", "growth_sites", "ooms"):
+            _expect(isinstance(value, list), f"{where}.{key}", "a list")
+            for i, row in enumerate(value):
+                _check_memory_row(row, f"{where}.{key}[{i}]")
+        elif key in ("peak_at", "fragmentation"):
+            if value is not None:
+                _check_memory_row(value, f"{where}.{key}")
+        else:
+            _check_value(value, f"{where}.{key}", _MEMORY_KINDS.get(key, _kind_of(key)))
+
+
+def _check_memory_row(row: Any, where: str) -> None:
+    _expect(isinstance(row, dict), where, "an object")
+    for key, value in row.items():
+        _check_value(value, f"{where}.{key}", _MEMORY_KINDS.get(key, _kind_of(key)))
 
 
 def _check_summary(summary: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ DIFF_PAIRS = (
     ("ddp-straggler", "ddp-overlap", "the slow rank's extra fp32 work removed"),
     ("host-stall-item", "host-stall-fixed", "no per-step .item() and bookkeeping after it"),
     ("host-stall-sleep", "host-stall-fixed", "no un-instrumented host time between steps"),
+    ("memory-leak", "memory-fixed", "no reference kept to each step's output"),
     ("ncu-h100-transpose-naive", "ncu-h100-transpose-tiled", "the transpose staged through a shared-memory tile"),
     ("ncu-h100-gemm-naive", "ncu-h100-gemm-tiled", "GEMM tiles in shared memory, a register block per thread"),
     ("ncu-h100-gemm-tiled", "ncu-h100-gemm-wmma", "the same tiling on tensor cores (WMMA)"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracedoc.diff.efficiency import EfficiencyRow, OperatorRow, compare_efficiency, compare_operators
 from tracedoc.diff.findings import CROSS_RANK_RULES, NEW, PERSISTING, RESOLVED, FindingChange, match_findings
 from tracedoc.diff.kernels import (
     KernelRow,
@@ -21,6 +22,7 @@ from tracedoc.diff.kernels import (
     rewritten_kernel,
     with_stalls,
 )
+from tracedoc.diff.memory import GrowthSiteRow, MemoryRow, compare_memory
 from tracedoc.diff.side import KERNEL_PROFILE, Side, check_kinds
 from tracedoc.diff.steps import (
     BASIS_TEXT,
@@ -70,8 +72,12 @@ class Diff:
     ncu: list[NcuRow]
     findings: list[FindingChange]
     per_step_items: float | None = None
+    efficiency: list[EfficiencyRow] = field(default_factory=list)  # MFU/MBU per rank (tracedoc.diff.efficiency)
+    operators: list[OperatorRow] = field(default_factory=list)  # the aten ops whose GPU time changed most
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # why the verdict may compare runs that do not compare
+    memory: list[MemoryRow] = field(default_factory=list)  # per GPU with allocator data on either side
+    growth_sites: list[GrowthSiteRow] = field(default_factory=list)  # sites holding memory step after step
 
     def summary_value(self, key: str) -> tuple[float | None, float | None]:
         """A headline number (wall_ms, gpu_busy_pct) of both sides."""
@@ -116,7 +122,7 @@ class Diff:
     def to_dict(self) -> dict[str, Any]:
         wall, busy, rate = self.summary_value("wall_ms"), self.summary_value("gpu_busy_pct"), self.throughput()
         matched = [k for k in self.kernels if k.status == "matched"]
-        return {
+        out: dict[str, Any] = {
             "tracedoc": __version__, "schema": DIFF_SCHEMA, "kind": "diff",
             "before": _side_dict(self.before, self.step_basis[0]),
             "after": _side_dict(self.after, self.step_basis[1]),
@@ -144,9 +150,15 @@ class Diff:
                          "new": [c.to_dict() for c in self.by_status(NEW)],
                          "persisting": [c.to_dict() for c in self.by_status(PERSISTING)]},
             "cross_rank": [c.to_dict() for c in self.cross_rank()],
+            "efficiency": {"ranks": [r.to_dict() for r in self.efficiency],
+                           "operators": [o.to_dict() for o in self.operators]},
             "notes": self.notes,
             "warnings": self.warnings,
         }
+        if self.memory:  # only where either side holds allocator data (bytes)
+            out["memory"] = {"devices": [m.to_dict() for m in self.memory],
+                             "growth_sites": [s.to_dict() for s in self.growth_sites]}
+        return out
 
 
 TOP_KERNELS = 10
@@ -212,8 +224,11 @@ def build_diff(before: Side, after: Side, per_step_items: float | None = None, r
         for row in ncu:
             row.kernel = rewrite_label(rewrite) if row.kernel == rewrite[1] else row.kernel
     findings = match_findings(before.report.findings, after.report.findings, rewrite)
+    memory, growth_sites = compare_memory(before.report, after.report)
     return Diff(before, after, (tb.basis, ta.basis), job, ranks, (cause_b, cause_a), causes, kernels, kernel_basis,
-                ncu, findings, per_step_items, notes, warnings)
+                ncu, findings, per_step_items, efficiency=compare_efficiency(before.report, after.report),
+                operators=compare_operators(before.report, after.report), notes=notes, warnings=warnings,
+                memory=memory, growth_sites=growth_sites)
 
 
 def _kernels(before: Side, after: Side, before_steps: int, after_steps: int,

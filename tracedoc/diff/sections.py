@@ -10,7 +10,8 @@ from tracedoc.diff.kernels import KernelRow, KernelSide, NcuRow
 from tracedoc.diff.model import FROM_LAUNCHES, FROM_MEAN, KERNEL_NOISE_PCT, Diff, changed_by
 from tracedoc.diff.stats import Change, Distribution
 from tracedoc.diff.steps import BASIS_TEXT, NO_STEPS, StepComparison
-from tracedoc.units import fmt_ms
+from tracedoc.report import Finding
+from tracedoc.units import fmt_bytes, fmt_ms
 from tracedoc.words.attribution import cause_label
 from tracedoc.words.findings import scope_text
 
@@ -259,9 +260,68 @@ def ncu_section(diff: Diff, name_chars: int = NAME_CHARS) -> Section | None:
 
 
 def _saving(c: FindingChange) -> str:
-    b = fmt_ms(c.before.impact_ms) if c.before else "—"
-    a = fmt_ms(c.after.impact_ms) if c.after else "—"
-    return f"{b} → {a}"
+    """Time, or bytes for a memory finding (whose saving is in ``impact_bytes``)."""
+    def one(f: Finding | None) -> str:
+        if f is None:
+            return "—"
+        return fmt_bytes(f.impact_bytes) if f.impact_bytes is not None else fmt_ms(f.impact_ms)
+
+    return f"{one(c.before)} → {one(c.after)}"
+
+
+def _bytes(value: float | None) -> str:
+    return "—" if value is None else fmt_bytes(value)
+
+
+def _bytes_arrow(before: float | None, after: float | None, per_step: bool = False) -> str:
+    """'1.5 GiB → 1.1 GiB'."""
+    unit = "/step" if per_step else ""
+    return f"{_bytes(before)}{unit if before is not None else ''} → {_bytes(after)}{unit if after is not None else ''}"
+
+
+def _signed_bytes(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return "—"
+    delta = after - before
+    if delta == 0:
+        return "±0"
+    text = ("+" if delta > 0 else "−") + fmt_bytes(abs(delta))
+    return text + (f" ({signed_pct(100.0 * delta / before)})" if before else "")
+
+
+def _gpu(rank: int | None, device: int | None) -> str:
+    return f"rank {rank}, GPU {device}" if rank is not None else f"GPU {device} (snapshot)"
+
+
+def _steps_to_full(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def memory_sections(diff: Diff) -> list[Section]:
+    """Per GPU with allocator data: peak, reserved peak, growth per step and steps until full, before → after;
+    then the allocation sites that hold memory step after step."""
+    if not diff.memory:
+        return []
+    rows = []
+    for m in diff.memory:
+        peak, reserved = m.pair("peak_bytes"), m.pair("reserved_peak_bytes")
+        growth, full = m.pair("growth_bytes_per_step"), m.pair("steps_to_oom")
+        rows.append([_gpu(m.rank, m.device), _bytes_arrow(*peak), _signed_bytes(*peak), _bytes_arrow(*reserved),
+                     _bytes_arrow(*growth, per_step=True), _signed_bytes(*growth),
+                     f"{_steps_to_full(full[0])} → {_steps_to_full(full[1])}"])
+    out = [Section("GPU memory", ["GPU", "peak allocated", "change", "reserved peak", "growth per step", "change",
+                                  "steps until full"], rows,
+                   note="Bytes, from the allocator events of each side (and snapshots). Growth per step: the slope of "
+                        "allocated memory over steady steps; steps until full: at that rate (— where it does not "
+                        "grow).", numeric={1, 2, 3, 4, 5, 6})]
+    if diff.growth_sites:
+        out.append(Section("Memory held step after step, by allocation site",
+                           ["GPU", "site", "per step before → after", "change"],
+                           [[_gpu(s.rank, s.device), s.site, _bytes_arrow(s.before, s.after, per_step=True),
+                             _signed_bytes(s.before, s.after)] for s in diff.growth_sites],
+                           note="Allocations of steady steps never freed, per step; 0 where a side measured the "
+                                "growth and the site held nothing.", numeric={2, 3}))
+    return out
 
 
 def _severity(c: FindingChange) -> str:
@@ -289,9 +349,31 @@ def cross_rank_lines(diff: Diff) -> list[str]:
     return lines or ["No straggler-rank or expert-imbalance finding on either side."]
 
 
+def _pct_arrow(before: float | None, after: float | None) -> str:
+    return f"{'–' if before is None else f'{before:.1f}%'} → {'–' if after is None else f'{after:.1f}%'}"
+
+
+def _value_arrow(before: float | None, after: float | None, digits: int = 1) -> str:
+    return f"{'–' if before is None else f'{before:,.{digits}f}'} → {'–' if after is None else f'{after:,.{digits}f}'}"
+
+
+def efficiency_section(diff: Diff) -> Section | None:
+    """MFU (MBU) per rank before → after, and the operators whose GPU time per step changed most with their
+    TFLOP/s (tracedoc.diff.efficiency); None where neither side was measured."""
+    if not diff.efficiency and not diff.operators:
+        return None
+    figures = "; ".join(f"rank {r.rank}: {r.figure} {_pct_arrow(r.before, r.after)}" for r in diff.efficiency)
+    rows = [[str(o.rank), short_name(o.op, 60), _value_arrow(o.before_ms, o.after_ms, 2),
+             signed_ms(o.change_ms), _value_arrow(o.before_tflops, o.after_tflops)] for o in diff.operators]
+    note = (figures + ". " if figures else "") + "Operators whose GPU time per steady step changed most."
+    return Section("Efficiency", ["rank", "op", "GPU ms/step", "change", "TFLOP/s"], rows, note=note,
+                   numeric={0, 2, 3, 4})
+
+
 def sections(diff: Diff, name_chars: int = NAME_CHARS) -> list[Section]:
     """The tables of a diff, in reading order; kernel names cut to ``name_chars``."""
-    out = [s for s in (steps_section(diff), causes_section(diff)) if s is not None]
+    out = [s for s in (steps_section(diff), causes_section(diff), efficiency_section(diff)) if s is not None]
+    out += memory_sections(diff)
     out += kernel_sections(diff, name_chars)
     if (ncu := ncu_section(diff, name_chars)) is not None:
         out.append(ncu)

@@ -26,11 +26,8 @@ dropped. The rows go into the store as Arrow tables, one statement per table, wh
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import os
-import pickle
 import re
 from collections import Counter
 from pathlib import Path
@@ -40,13 +37,12 @@ import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit, load_plain
 from tracedoc.store import Store
 
 FORMAT = "flight_recorder"
 
-_PICKLE_MAGIC = re.compile(rb"\A\x80[\x02-\x05]")
 _DIGITS = re.compile(r"-?\d{1,18}")
-_ASCII_DIGITS = re.compile(r"[0-9]{1,18}")
 _MAX_FRAMES = 64  # innermost Python frames kept per entry
 _MAX_TEXT = 1000  # characters kept of any string from a dump
 _MAX_DIMS = 64  # dimensions of one tensor shape
@@ -78,7 +74,7 @@ _STATUS_SCHEMA = pa.schema([("source_id", pa.int32()), ("pg_id", pa.int64()), ("
 
 def sniff(path: Path, head: bytes) -> bool:
     """True for a pickle or JSON object that carries the flight recorder's top-level keys."""
-    if _PICKLE_MAGIC.match(head):
+    if PICKLE_MAGIC.match(head):
         return b"version" in head and (b"pg_config" in head or b"collective_seq_id" in head)
     text = head.lstrip()
     return (text[:1] == b"{" and b'"traceEvents"' not in head
@@ -91,12 +87,13 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     entries = dump.get("entries") or []
     if not isinstance(entries, list):
         raise InputError(f"{path}: malformed flight-recorder dump ('entries' is not a list of records)")
-    max_entries = _limit(_ENTRIES_VAR, _DEFAULT_MAX_ENTRIES)
+    max_entries = env_limit(_ENTRIES_VAR, _DEFAULT_MAX_ENTRIES)
     if len(entries) > max_entries:
         raise InputError(f"{path}: {len(entries):,} flight-recorder records, over the limit of {max_entries:,} "
                          f"(set {_ENTRIES_VAR} to read more)")
-    budget = _Budget(path)
-    _check_nesting(dump, path, budget)
+    budget = Budget(path, env_limit(_VALUES_VAR, _DEFAULT_MAX_VALUES), _VALUES_VAR, "the flight-recorder dump",
+                    "a value shared by many records counts once per record")
+    check_nesting(dump, path, _MAX_DEPTH, "a flight-recorder dump", budget)
     if not all(isinstance(e, dict) for e in entries):
         raise InputError(f"{path}: malformed flight-recorder dump ('entries' is not a list of records)")
     rows = [_entry(e, source_id, budget) for e in entries]
@@ -144,77 +141,14 @@ def _read(path: Path) -> tuple[dict[str, Any], str]:
     """The dump as a dict, and its encoding (pickle | json). ``path`` is a plain file: ingest unpacks a gzipped or
     xz dump first, to at most its declared ``max_bytes`` (ingest/base.py)."""
     raw = path.read_bytes()
-    encoding = "pickle" if _PICKLE_MAGIC.match(raw) else "json"
-    dump = _unpickle(raw, path) if encoding == "pickle" else _parse_json(raw, path)
+    encoding = "pickle" if PICKLE_MAGIC.match(raw) else "json"
+    if encoding == "pickle":
+        dump = load_plain(raw, path, "a flight-recorder dump", "flight-recorder pickle")
+    else:
+        dump = _parse_json(raw, path)
     if not isinstance(dump, dict) or not ({"entries", "pg_config"} & dump.keys()):
         raise InputError(f"{path}: not a flight-recorder dump (no entries or pg_config at the top level)")
     return dump, encoding
-
-
-def _limit(var: str, default: int) -> int:
-    """A positive integer limit from the environment variable ``var``, else ``default``."""
-    raw = os.environ.get(var, "").strip().replace("_", "")
-    if not raw:
-        return default
-    if not _ASCII_DIGITS.fullmatch(raw) or int(raw) <= 0:  # str.isdigit would take '²', which int() refuses
-        raise InputError(f"{var}={os.environ[var][:40]!r} is not a positive integer")
-    return int(raw)
-
-
-class _Budget:
-    """Counts the values the reader builds from one dump; past TRACEDOC_MAX_FR_VALUES the dump is refused."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.limit = _limit(_VALUES_VAR, _DEFAULT_MAX_VALUES)
-        self.left = self.limit
-
-    def spend(self, n: int) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise InputError(f"{self.path}: the flight-recorder dump would make the reader build over "
-                             f"{self.limit:,} values (a value shared by many records counts once per record; set "
-                             f"{_VALUES_VAR} to read more)")
-
-
-def _check_nesting(dump: Any, path: Path, budget: _Budget) -> None:
-    """Refuses a dump nested deeper than _MAX_DEPTH; its containers, each counted once, spend the budget."""
-    stack: list[tuple[Any, int]] = [(dump, 1)]
-    seen: set[int] = set()
-    while stack:
-        value, depth = stack.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if depth > _MAX_DEPTH:
-            raise InputError(f"{path}: nested more than {_MAX_DEPTH} levels deep: not a flight-recorder dump")
-        children = [*value.keys(), *value.values()] if isinstance(value, dict) else value
-        budget.spend(len(children))
-        stack.extend((c, depth + 1) for c in children
-                     if isinstance(c, dict | list | tuple) and id(c) not in seen)
-
-
-class _PlainDataUnpickler(pickle.Unpickler):
-    """Builds only plain containers and scalars: every request for a class or function is refused."""
-
-    def __init__(self, data: bytes, path: Path) -> None:
-        super().__init__(io.BytesIO(data))
-        self._path = path
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise InputError(f"{self._path}: refused: the pickle asks for {module[:80]}.{name[:80]}, but a "
-                         "flight-recorder dump holds only plain data (nothing in the file was run)")
-
-
-def _unpickle(raw: bytes, path: Path) -> Any:
-    try:
-        return _PlainDataUnpickler(raw, path).load()
-    except InputError:
-        raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError,
-            MemoryError, RecursionError, UnicodeDecodeError, OverflowError) as exc:
-        detail = first_line(exc)[:120]
-        raise InputError(f"{path}: truncated or corrupt flight-recorder pickle ({detail})") from None
 
 
 def _parse_json(raw: bytes, path: Path) -> Any:
@@ -225,7 +159,7 @@ def _parse_json(raw: bytes, path: Path) -> Any:
         raise InputError(f"{path}: truncated or malformed flight-recorder JSON ({detail})") from None
 
 
-def _entry(e: dict[str, Any], source_id: int, budget: _Budget) -> dict[str, Any]:
+def _entry(e: dict[str, Any], source_id: int, budget: Budget) -> dict[str, Any]:
     """One ring-buffer record as a row of fr_entries; fields of the wrong type become NULL."""
     name = _text(e.get("profiling_name"))
     backend, _, rest = (name or "").partition(":")
@@ -257,7 +191,7 @@ def _entry(e: dict[str, Any], source_id: int, budget: _Budget) -> dict[str, Any]
 
 
 def _process_groups(config: Any, source_id: int,
-                    budget: _Budget) -> list[tuple[int, str | None, str | None, list[int] | None]]:
+                    budget: Budget) -> list[tuple[int, str | None, str | None, list[int] | None]]:
     """pg_config: {name: {name, desc, ranks: "[0, 1]"}} (older dumps: {name: ranks})."""
     if not isinstance(config, dict):
         return []
@@ -281,7 +215,7 @@ class _Members:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.limit = _limit(_RANKS_VAR, _DEFAULT_MAX_RANKS)
+        self.limit = env_limit(_RANKS_VAR, _DEFAULT_MAX_RANKS)
         self.count = 0
 
     def add(self, ranks: list[int] | None) -> None:
@@ -292,7 +226,7 @@ class _Members:
 
 
 def _pg_status(status: Any, source_id: int,
-               budget: _Budget) -> list[tuple[int, int | None, int | None, int | None, int | None]]:
+               budget: Budget) -> list[tuple[int, int | None, int | None, int | None, int | None]]:
     """pg_status: {pg_id: {last_enqueued_collective, last_started_collective, last_completed_collective}}.
 
     −1 means none and becomes NULL.
@@ -309,7 +243,7 @@ def _pg_status(status: Any, source_id: int,
     return rows
 
 
-def _ranks(value: Any, budget: _Budget) -> list[int] | None:
+def _ranks(value: Any, budget: Budget) -> list[int] | None:
     """Global ranks of a group: a string such as "[0, 1]" in dumps, or a list."""
     if isinstance(value, str):
         budget.spend(len(value) // 2)
@@ -324,7 +258,7 @@ def _ranks(value: Any, budget: _Budget) -> list[int] | None:
     return None
 
 
-def _sizes(value: Any, budget: _Budget) -> list[list[int]] | None:
+def _sizes(value: Any, budget: Budget) -> list[list[int]] | None:
     """Tensor shapes: a list of lists of ints, or NULL; a shape of over _MAX_DIMS dimensions is refused."""
     if not isinstance(value, list | tuple):
         return None
@@ -350,7 +284,7 @@ def _numel(sizes: list[list[int]] | None) -> int | None:
     return total if total < 2**63 else None
 
 
-def _strings(value: Any, budget: _Budget) -> list[str] | None:
+def _strings(value: Any, budget: Budget) -> list[str] | None:
     if not isinstance(value, list | tuple):
         return None
     budget.spend(len(value))

@@ -21,7 +21,6 @@ to the trace of the same run by time and address.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -31,10 +30,10 @@ import pyarrow as pa
 from tracedoc.errors import InputError
 from tracedoc.ingest import snapshot_pickle
 from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit
 from tracedoc.store import Store
 
 FORMAT = "memory_snapshot"
-_PICKLE_MAGIC = re.compile(rb"\A\x80[\x02-\x05]")
 _BYTES_VAR, _DEFAULT_MAX_BYTES = "TRACEDOC_MAX_SNAPSHOT_BYTES", 4 << 30
 _VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_SNAPSHOT_VALUES", 2_000_000
 _BYTES_PER_VALUE = 8  # torch's snapshots hold one record per 80 to 100 bytes, and a frame per 20 or more
@@ -64,23 +63,25 @@ _ACTIONS = pa.schema([("source_id", pa.int32()), ("device", pa.int32()), ("seq",
 
 def sniff(path: Path, head: bytes) -> bool:
     """True for a pickle whose first keys are a snapshot's (``segments``, then segment fields or the history)."""
-    return (_PICKLE_MAGIC.match(head) is not None and b"segments" in head
+    return (PICKLE_MAGIC.match(head) is not None and b"segments" in head
             and (b"total_size" in head or b"device_traces" in head))
 
 
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     """Read one snapshot into the memory tables under ``source_id``, record by record (snapshot_pickle)."""
-    limit = _limit(_BYTES_VAR, _DEFAULT_MAX_BYTES)
+    limit = env_limit(_BYTES_VAR, _DEFAULT_MAX_BYTES)
     size = path.stat().st_size
     if size > limit:
         raise InputError(f"{path}: a {size:,}-byte allocator snapshot, over the limit of {limit:,} bytes (set "
                          f"{_BYTES_VAR} to read more)")
     with path.open("rb") as f:
-        if not _PICKLE_MAGIC.match(f.read(2)):
+        if not PICKLE_MAGIC.match(f.read(2)):
             raise InputError(f"{path}: not an allocator snapshot (not a pickle)")
-    rows = _Rows(store, source_id, _Budget(path, size), path)
+    budget = Budget(path, env_limit(_VALUES_VAR, max(_DEFAULT_MAX_VALUES, size // _BYTES_PER_VALUE)), _VALUES_VAR,
+                    "the allocator snapshot", "a record referred to from many places counts each time")
+    rows = _Rows(store, source_id, budget, path)
     snapshot = snapshot_pickle.read(path, rows.take, "allocator snapshot", _MAX_DEPTH)
-    _check_nesting(snapshot, path)
+    check_nesting(snapshot, path, _MAX_DEPTH, "an allocator snapshot")
     segments, traces = snapshot.get("segments"), snapshot.get("device_traces")
     if isinstance(segments, list):  # not streamed (not where torch puts it): read now
         rows.take(snapshot_pickle.Sink("segments", 0), segments)
@@ -103,7 +104,7 @@ class _Rows:
     """Rows of memory_segments, memory_blocks and memory_actions built from each batch of records as the reader
     hands them over, written to the store every _FLUSH_ROWS rows."""
 
-    def __init__(self, store: Store, source_id: int, budget: _Budget, path: Path) -> None:
+    def __init__(self, store: Store, source_id: int, budget: Budget, path: Path) -> None:
         self.store, self.source_id, self.budget, self.path = store, source_id, budget, path
         self.out: dict[str, list[dict]] = {"memory_segments": [], "memory_blocks": [], "memory_actions": []}
         self.segments = self.blocks = self.actions = 0
@@ -185,47 +186,6 @@ class _Rows:
                          else None, "site": site, "stack": stack})
 
 
-def _limit(var: str, default: int) -> int:
-    text = os.environ.get(var, "").strip()
-    if not text:
-        return default
-    if not text.isascii() or not text.isdigit() or int(text) <= 0:
-        raise InputError(f"{var}={text[:40]!r}: expected a positive whole number")
-    return int(text)
-
-
-class _Budget:
-    """Counts what the reader builds; past TRACEDOC_MAX_SNAPSHOT_VALUES (by default one value per
-    _BYTES_PER_VALUE bytes of the file, at least _DEFAULT_MAX_VALUES) the snapshot is refused."""
-
-    def __init__(self, path: Path, size: int) -> None:
-        self.path = path
-        self.limit = _limit(_VALUES_VAR, max(_DEFAULT_MAX_VALUES, size // _BYTES_PER_VALUE))
-        self.left = self.limit
-
-    def spend(self, n: int) -> None:
-        self.left -= n
-        if self.left < 0:
-            raise InputError(f"{self.path}: the allocator snapshot would make the reader build over {self.limit:,} "
-                             f"values (a record referred to from many places counts each time; set {_VALUES_VAR} "
-                             "to read more)")
-
-
-def _check_nesting(value: Any, path: Path) -> None:
-    """Refuse a snapshot nested deeper than _MAX_DEPTH (each container looked at once)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    seen: set[int] = set()
-    while stack:
-        item, depth = stack.pop()
-        if id(item) in seen:
-            continue
-        seen.add(id(item))
-        if depth > _MAX_DEPTH:
-            raise InputError(f"{path}: nested more than {_MAX_DEPTH} levels deep: not an allocator snapshot")
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
-
-
 def _int(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64:
         return value
@@ -238,7 +198,7 @@ def _text(value: Any) -> str | None:
     return _CONTROLS.sub("", value[:_MAX_TEXT])
 
 
-def _frames(frames: Any, budget: _Budget) -> tuple[str | None, str | None]:
+def _frames(frames: Any, budget: Budget) -> tuple[str | None, str | None]:
     """The allocation site (innermost frame outside the framework, else the innermost frame) and the stack."""
     if not isinstance(frames, list | tuple) or not frames:
         return None, None

@@ -39,7 +39,7 @@ OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), Column("cou
 
 
 def sections(report: Report) -> list[Section]:
-    if not empty.has_data(ROUTE, report):  # the headline says why figures are unavailable; the page, why none
+    if not empty.has_data(ROUTE, report):  # why, in the words of the inputs' format (or the efficiency's note)
         return [Section("MFU and MBU", empty=empty.sentence(ROUTE, report))]
     rows = [{**r, "tflop": r["model_flops"] / 1e12 if r["model_flops"] is not None else None,
              "gb": r["bytes"] / 1e9 if r["bytes"] is not None else None,

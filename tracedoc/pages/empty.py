@@ -16,8 +16,13 @@ NCU_HOW = ("collect one with ncu --set full -o kernels python app.py and give ke
            "beside the timeline of the same program")
 DUMPS_HOW = ("PyTorch writes them when a collective times out, with TORCH_NCCL_DUMP_ON_TIMEOUT=1 and "
              "TORCH_FR_DUMP_TEMP_FILE set")
+MEMORY_HOW = ("record the trace with torch.profiler.profile(profile_memory=True, with_stack=True), or give an "
+              "allocator snapshot from torch.cuda.memory._dump_snapshot()")
 
 # page route → input kind → the sentence (kinds: see input_kind)
+EFFICIENCY_HOW = ("MFU and MBU are measured on PyTorch traces recorded with torch.profiler.profile("
+                  "record_shapes=True), or from --flops-per-step / --bytes-per-step")
+
 SENTENCES: dict[str, dict[str, str]] = {
     "timeline": {
         "ncu": "No timeline: an Nsight Compute profile replays each kernel on its own, so it holds no time line of "
@@ -82,12 +87,19 @@ SENTENCES: dict[str, dict[str, str]] = {
         "other": f"No NCCL flight-recorder dumps in these inputs ({DUMPS_HOW}).",
     },
     "efficiency": {
-        "other": "No efficiency figures: they are measured on PyTorch traces recorded with record_shapes=True (or "
-                 "with --flops-per-step).",
+        "timeline": f"No efficiency figures for these traces: {EFFICIENCY_HOW}.",
+        "ncu": "An Nsight Compute profile measures kernels, not steps: its Nsight Compute page gives each kernel's "
+               "throughput against the chip's peak.",
+        "flight_recorder": "NCCL flight-recorder dumps hold no timeline to measure efficiency on.",
+        "telemetry": "GPU telemetry holds no operators to count FLOPs from.",
+        "other": f"No efficiency figures for these inputs: {EFFICIENCY_HOW}.",
     },
     "memory": {
-        "other": "No allocator data: record the trace with profile_memory=True, or give a snapshot from "
-                 "torch.cuda.memory._dump_snapshot().",
+        "timeline": f"No GPU memory data in these traces: {MEMORY_HOW}.",
+        "ncu": f"An Nsight Compute profile holds no allocator data: {MEMORY_HOW}.",
+        "flight_recorder": f"NCCL flight-recorder dumps hold no allocator data: {MEMORY_HOW}.",
+        "telemetry": f"GPU telemetry samples the memory in use but not who allocated it: {MEMORY_HOW}.",
+        "other": f"No GPU memory data in these inputs: {MEMORY_HOW}.",
     },
 }
 
@@ -119,17 +131,17 @@ def has_data(route: str, report: Report) -> bool:
         return bool(metrics.get("ncu_kernels"))
     if route == "hang":
         return bool(metrics.get("collectives"))
-    if route == "efficiency":
-        return any(not r["note"] for r in report.efficiency)
     if route == "memory":
         return bool(report.memory)
+    if route == "efficiency":
+        return bool(report.operators) or any(r.get("note") is None for r in report.efficiency)
     return True
 
 
 def sentence(route: str, report: Report) -> str:
     """Why the page at ``route`` has nothing to show for these inputs, in the words of their format."""
-    if route == "efficiency" and report.efficiency:  # figures, each unavailable: the first says why
-        return f"MFU and MBU unavailable: {report.efficiency[0]['note']}."
+    if route == "efficiency" and (notes := [r["note"] for r in report.efficiency if r.get("note")]):
+        return f"MFU and MBU unavailable: {notes[0]}."
     kind = input_kind(report)
     if route == "ranks" and kind == "timeline" and (report.summary.get("ranks") or 0) <= 1:
         kind = "one_rank"

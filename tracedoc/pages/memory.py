@@ -1,18 +1,156 @@
-"""Memory page: per GPU, the allocator's memory at each step's end (allocated and reserved), what is live at the
-peak by allocation site, and the sites whose tensors stay alive step after step (report.memory and the metrics
-memory_steps, memory_peak_sites, memory_growth_sites). Bytes are shown in MiB."""
+"""Memory page: per GPU, allocated and reserved memory over time with the steps on the same axis, what is live at
+the peak by allocation site (a chart and a table), the allocator's memory at each step's end, and the sites whose
+tensors stay alive step after step (report.memory and the metrics memory_curve, memory_steps, memory_peak_sites,
+memory_growth_sites). Bytes are shown in MiB."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from bokeh.models import ColumnDataSource, HoverTool, Range1d
+
 from tracedoc.pages import empty
-from tracedoc.pages.charts import Section
+from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, short, style
 from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.report import Report
+from tracedoc.units import fmt_bytes
 from tracedoc.words.memory import NOTE, memory_lines
 
 TITLE = "Memory"
 ROUTE = "memory"
 _MIB = 1 << 20
+ALLOCATED_COLOR, RESERVED_COLOR = "#4c72b0", "#dd8452"
+STEP_SHADES = ("#eef1f6", "#f8f9fb")
+BEFORE_TRACE = "(allocated before the trace)"
+GROWING_COLOR, OTHER_COLOR = "#c44e52", "#4c72b0"
+# GPUs drawn (one chart each); the tables hold every GPU.
+MAX_CHARTS = 8
+
+
+def _gpu_key(row: dict[str, Any]) -> tuple[Any, Any]:
+    return row.get("rank"), row.get("device")
+
+
+def _gpu_label(key: tuple[Any, Any]) -> str:
+    rank, device = key
+    return f"rank {rank}, GPU {device}" if rank is not None else f"GPU {device}"
+
+
+def _staircase(points: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """The allocator's totals as a step plot: each level holds until the next event."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for i, p in enumerate(points):
+        if i:
+            xs.append(p["t_ms"])
+            ys.append(ys[-1])
+        xs.append(p["t_ms"])
+        ys.append((p[key] or 0) / _MIB)
+    return xs, ys
+
+
+def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], entry: dict[str, Any] | None,
+                   ooms: list[dict[str, Any]] | None = None) -> Any:
+    """Allocated and reserved MiB over ms, each step a shaded band labelled with its number, the peak marked, and
+    each failed request (``ooms``) a cross at the allocated memory it failed on."""
+    from bokeh.plotting import figure
+
+    xs, allocated = _staircase(points, "allocated_bytes")
+    _, reserved = _staircase(points, "reserved_bytes")
+    top = max(allocated + reserved, default=1.0) * 1.12 or 1.0
+    ends = [s["end_ms"] for s in steps if s.get("end_ms") is not None]
+    right = max([*xs, *ends], default=1.0)
+    right *= 1.02  # room for the peak's marker at the end
+    fig = figure(height=340, sizing_mode="stretch_width", tools="xpan,xwheel_zoom,reset", toolbar_location="right",
+                 x_range=Range1d(0, right, bounds=(0, right)), y_range=Range1d(0, top))
+    if steps:
+        bands = ColumnDataSource({
+            "left": [s["start_ms"] for s in steps], "right": [s["end_ms"] for s in steps],
+            "mid": [(s["start_ms"] + s["end_ms"]) / 2 for s in steps], "top": [top] * len(steps),
+            "label": [str(s["step"]) for s in steps],
+            "fill": [STEP_SHADES[i % 2] for i in range(len(steps))],
+            "warmup": ["warm-up" if s.get("warmup") else "steady" for s in steps],
+            "end_mib": [(s.get("allocated_end_bytes") or 0) / _MIB for s in steps]})
+        rects = fig.quad(left="left", right="right", bottom=0, top="top", fill_color="fill", line_color="#d5dae3",
+                         line_width=0.5, source=bands)
+        fig.text(x="mid", y="top", text="label", source=bands, text_align="center", text_baseline="top",
+                 text_font_size="8pt", text_color=CATEGORY_COLORS["step"], y_offset=4)
+        fig.add_tools(HoverTool(renderers=[rects], tooltips=[("step", "@label (@warmup)"),
+                                                             ("allocated at its end", "@end_mib{0,0.0} MiB")]))
+    source = ColumnDataSource({"t": xs, "allocated": allocated, "reserved": reserved})
+    lines = [fig.line("t", "reserved", source=source, color=RESERVED_COLOR, line_width=2, legend_label="reserved"),
+             fig.line("t", "allocated", source=source, color=ALLOCATED_COLOR, line_width=2,
+                      legend_label="allocated")]
+    fig.add_tools(HoverTool(renderers=[lines[1]], mode="vline", tooltips=[
+        ("ms", "@t{0,0.000}"), ("allocated", "@allocated{0,0.0} MiB"), ("reserved", "@reserved{0,0.0} MiB")]))
+    if allocated:
+        i = max(range(len(allocated)), key=lambda j: (allocated[j], -j))
+        at = (entry or {}).get("peak_at") or {}
+        fig.scatter([xs[i]], [allocated[i]], size=10, color=GROWING_COLOR, marker="diamond",
+                    legend_label=f"peak {fmt_bytes(allocated[i] * _MIB)} at {xs[i]:,.1f} ms"
+                                 + (f" (step {at['step']})" if at.get("step") is not None else ""))
+    for o in ooms or []:
+        fig.scatter([o["t_ms"]], [(o.get("allocated_bytes") or 0) / _MIB], size=14, color=GROWING_COLOR, marker="x",
+                    line_width=3, legend_label=f"out of memory: {fmt_bytes(o.get('requested_bytes') or 0)} "
+                                               f"requested at {o['t_ms']:,.1f} ms")
+    style(fig, "ms from the first allocator event or step")
+    fig.yaxis.axis_label = "MiB"
+    fig.ygrid.visible = True
+    fig.legend.location = "bottom_right"
+    fig.legend.orientation = "horizontal"
+    fig.legend.background_fill_alpha = 0.8
+    return fig
+
+
+def peak_sites_chart(sites: list[dict[str, Any]], growing: set[tuple[Any, Any, str]], several: bool,
+                     x_label: str = "MiB live at the peak") -> Any:
+    """MiB live at the peak by site, largest first; red: a site that also holds memory step after step, grey: what
+    was allocated before the trace."""
+    rows = sorted(sites, key=lambda r: (_gpu_key(r) != _gpu_key(sites[0]), -(r.get("bytes") or 0)))
+    factors = [(_gpu_label(_gpu_key(r)), short(r["site"], 60)) if several else short(r["site"], 60) for r in rows]
+    colors = [CATEGORY_COLORS["step"] if r["site"] == BEFORE_TRACE else
+              GROWING_COLOR if (*_gpu_key(r), r["site"]) in growing else OTHER_COLOR for r in rows]
+    return hbar_chart(factors, [(r.get("bytes") or 0) / _MIB for r in rows], colors, x_label,
+                      [("site", "@site"), ("MiB", "@value{0,0.0}"), ("allocations", "@allocations")],
+                      extra={"site": [str(r["site"]) for r in rows],
+                             "allocations": ["—" if r.get("allocations") is None else str(r["allocations"])
+                                             for r in rows]})
+
+
+def _chart_sections(report: Report) -> list[Section]:
+    curve = report.metrics.get("memory_curve") or []
+    ooms = [o for o in report.metrics.get("memory_oom_points") or [] if o.get("t_ms") is not None]
+    steps = report.metrics.get("memory_steps") or []
+    entries = {_gpu_key(m): m for m in report.memory}
+    gpus = list(dict.fromkeys(_gpu_key(r) for r in curve))
+    out = []
+    if gpus:
+        charts = [timeline_chart([r for r in curve if _gpu_key(r) == g],
+                                 [s for s in steps if _gpu_key(s) == g and s.get("start_ms") is not None],
+                                 entries.get(g), [o for o in ooms if _gpu_key(o) == g][:20])
+                  for g in gpus[:MAX_CHARTS]]
+        note = ("MiB over time, from the allocator events of the trace: allocated (live tensors) and reserved (held "
+                "by the caching allocator), each step a shaded band with its number, the peak marked, and a failed "
+                "request a cross")
+        if len(gpus) > 1:
+            note += "; one chart per GPU, in the order " + ", ".join(_gpu_label(g) for g in gpus[:MAX_CHARTS])
+        out.append(Section("Memory over time", note=note, items=charts))
+    sites = [r for r in report.metrics.get("memory_peak_sites") or [] if r.get("site") is not None]
+    if sites:
+        growing = {(*_gpu_key(r), r["site"]) for r in report.metrics.get("memory_growth_sites") or []}
+        out.append(Section("Live at the peak, by allocation site",
+                           note="MiB live when the most was allocated; red: a site that also holds memory step after "
+                                "step, grey: allocated before the trace (parameters, optimizer state)",
+                           items=[peak_sites_chart(sites, growing, len({_gpu_key(r) for r in sites}) > 1)]))
+    # a snapshot given without its trace: what was live when it was dumped (its top sites)
+    dumped = [{"rank": m.get("rank"), "device": m.get("device"), **s} for m in report.memory
+              if m.get("peak_bytes") is None for s in m.get("top_sites") or [] if s.get("site") is not None]
+    if dumped:
+        out.append(Section("Live in the snapshot, by allocation site",
+                           note="MiB live when the snapshot was dumped, by the allocating line (the largest sites)",
+                           items=[peak_sites_chart(dumped, set(), len({_gpu_key(r) for r in dumped}) > 1,
+                                                   "MiB live in the snapshot")]))
+    return out
 
 
 def _mib(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
@@ -25,6 +163,7 @@ def sections(report: Report) -> list[Section]:
     summary = [{"device": heading, "facts": " · ".join(lines)} for heading, lines in memory_lines(report)]
     out = [Section("GPU memory", note=NOTE, items=[table_html(summary, [Column("device", "GPU"),
                                                                         Column("facts", "what the memory did")])])]
+    out += _chart_sections(report)
     steps = _mib(report.metrics.get("memory_steps") or [],
                  ("allocated_end_bytes", "reserved_end_bytes", "allocated_max_bytes"))
     if steps:
@@ -36,7 +175,7 @@ def sections(report: Report) -> list[Section]:
                     Column("allocated_max_bytes", "peak in step MiB", number(1), numeric=True)])]))
     sites = _mib(report.metrics.get("memory_peak_sites") or [], ("bytes",))
     if sites:
-        out.append(Section("Live at the peak, by allocation site", note="MiB", items=[table_html(
+        out.append(Section("Live at the peak, by allocation site (table)", note="MiB", items=[table_html(
             sites, [Column("rank", "rank"), Column("device", "GPU"), Column("site", "site"),
                     Column("allocations", "allocations", number(), numeric=True),
                     Column("bytes", "MiB", number(1), numeric=True)])]))

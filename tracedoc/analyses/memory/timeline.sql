@@ -93,3 +93,26 @@ LEFT JOIN memory_peaks p USING (source_id, device)
 LEFT JOIN memory_peak_where w USING (source_id, device)
 LEFT JOIN devices d ON d.source_id = e.source_id AND d.device = e.device
 GROUP BY e.source_id, e.device;
+
+-- The origin of each source's memory times (the first allocator event or step): the Memory page's curve and steps
+-- are drawn in ms from it.
+CREATE OR REPLACE TEMP TABLE memory_origin AS
+SELECT source_id, min(ts_ns) AS t0_ns
+FROM (SELECT source_id, ts_ns FROM memory_gpu_events
+      UNION ALL SELECT source_id, ts_ns FROM trace_steps WHERE source_id IN (SELECT source_id FROM memory_gpu_events))
+GROUP BY source_id;
+
+-- The curve to draw: per source and GPU, the allocator's totals in at most 2,000 equal slices of its time, each
+-- slice's highest allocated and reserved (so no peak is lost however many events there are) at its first event.
+CREATE OR REPLACE TEMP TABLE memory_curve AS
+WITH ev AS (
+    SELECT e.source_id, e.rank, e.device, e.ts_ns - o.t0_ns AS t_ns, e.total_allocated, e.total_reserved
+    FROM memory_gpu_events e JOIN memory_origin o USING (source_id)
+    WHERE e.total_allocated IS NOT NULL
+),
+span AS (SELECT source_id, device, min(t_ns) AS lo, max(t_ns) AS hi FROM ev GROUP BY ALL)
+SELECT ev.source_id, ev.rank, ev.device,
+       floor((ev.t_ns - span.lo) * 2000.0 / greatest(span.hi - span.lo, 1))::BIGINT AS slice,
+       min(ev.t_ns) AS t_ns, max(ev.total_allocated) AS allocated, max(ev.total_reserved) AS reserved
+FROM ev JOIN span USING (source_id, device)
+GROUP BY ALL;
