@@ -9,7 +9,9 @@ from click.testing import CliRunner
 
 from tests.conftest import ROOT
 from tracedoc.cli import cli
+from tracedoc.ingest.base import FORMATS
 from tracedoc.judge import load_rules
+from tracedoc.pages import PAGES
 from tracedoc.store.modules import all_modules, module_file
 
 _CREATE = re.compile(r"^CREATE (?:OR REPLACE )?(TEMP )?(TABLE|VIEW|MACRO)\s+(?:IF NOT EXISTS\s+)?(\w+)", re.M)
@@ -54,3 +56,19 @@ def test_readme_commands_exist() -> None:
     used = set(re.findall(r"^\s*(?:\$ )?tracedoc ([a-z-]+)", readme, re.M))
     assert used, "README shows no tracedoc command"
     assert used <= set(cli.commands), f"README uses unknown commands: {used - set(cli.commands)}"
+
+
+def test_architecture_steps_name_what_exists() -> None:
+    """The steps for adding a format, a page and a rule (docs/ARCHITECTURE.md) name files that exist, and every
+    "`NAME` in `FILE`" they give is defined in that file; the examples are a real format, page and rule."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    steps = text[text.index("## Adding a format, a page, a rule"):]
+    paths = {p for p in re.findall(r"`([\w./-]+/[\w./-]*)`", steps) if "<" not in p}
+    missing = sorted(p for p in paths if not (ROOT / p.rstrip("/")).exists())
+    assert not missing, f"ARCHITECTURE.md names missing files: {missing}"
+    for name, path in re.findall(r"`(\w+)` in\s+`([\w./-]+)`", steps):
+        source = (ROOT / path).read_text()
+        assert re.search(rf"^(?:def |class )?{name}\b|\b(?:def|class) {name}\b|^\s*{name}\b.*=|^{name}:", source,
+                         re.MULTILINE), f"{name} is not defined in {path}"
+    assert "telemetry" in {f.name for f in FORMATS} and "memory" in {p.module for p in PAGES}
+    assert "low-comm-overlap" in {r.id for r in load_rules()}

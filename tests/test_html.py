@@ -25,8 +25,8 @@ from tracedoc.cli import cli
 from tracedoc.pages import DASHBOARD_MODULES, attribution, overview, savings
 from tracedoc.pages.fragments import CAUSE_COLORS
 from tracedoc.pages.kinds import has_saving
-from tracedoc.render.base import summary_text, what_if_text
 from tracedoc.render.html import HtmlRenderer
+from tracedoc.words.findings import summary_text, what_if_text
 
 
 class Document(HTMLParser):

@@ -13,11 +13,12 @@ import pytest
 from tests.browser import chromium, needs_chromium, page_text, served
 from tests.conftest import SAMPLES
 from tracedoc import analyze
-from tracedoc.dashboard.app import PAGES, route
-from tracedoc.pages import empty, overview, timeline
+from tracedoc.dashboard.app import route
+from tracedoc.pages import empty, overview, page_modules, timeline
 from tracedoc.pages.charts import Section
 from tracedoc.pages.kinds import has_saving
 
+PAGES = page_modules()
 PAGE_TIMEOUT_MS = 60_000
 TIMELINE_FORMATS = {"nsys-ddp-larger-batch-ranks", "ddp-straggler"}
 INPUTS = ("nsys-ddp-larger-batch-ranks", "gemm-ladder-ncu", "ddp-straggler", "hang-4rank-stuck")

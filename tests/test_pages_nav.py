@@ -13,13 +13,26 @@ import pytest
 from tests.conftest import SAMPLES
 from tracedoc import analyze
 from tracedoc.api import open_store
-from tracedoc.dashboard.app import PAGES, empty_pages, navigation
+from tracedoc.dashboard.app import empty_pages, navigation
 from tracedoc.dashboard.source import Loading, resolve
 from tracedoc.dashboard.views import ALL, overview_view, timeline_view
 from tracedoc.ingest import discover
 from tracedoc.judge import load_rules
-from tracedoc.pages import efficiency, empty, hang, kernels, memory, ncu, overlap, overview, ranks, timeline
+from tracedoc.pages import (
+    efficiency,
+    empty,
+    hang,
+    kernels,
+    memory,
+    ncu,
+    overlap,
+    overview,
+    page_modules,
+    ranks,
+    timeline,
+)
 
+PAGES = page_modules()
 REPORT_PAGES = (kernels, efficiency, ranks, overlap, ncu, hang, memory)
 
 

@@ -14,9 +14,9 @@ from tests.conftest import SAMPLES
 from tracedoc import analyze
 from tracedoc.pages import hang
 from tracedoc.pages.fragments import Html, findings_html
-from tracedoc.render.base import fmt_value
 from tracedoc.render.markdown import MarkdownRenderer
 from tracedoc.render.text import TextRenderer
+from tracedoc.words.findings import fmt_value
 
 
 def card(report, rule: str) -> str:

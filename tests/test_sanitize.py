@@ -13,8 +13,8 @@ from tests.conftest import SAMPLES
 from tracedoc import analyze
 from tracedoc.cli import cli
 from tracedoc.render.markdown import MarkdownRenderer
-from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.render.text import TextRenderer
+from tracedoc.words.sanitize import one_line, terminal_text
 
 # Clear the screen, an OSC 8 hyperlink, Rich markup (a link and an unbalanced closing tag), a carriage return and
 # a line break that would start a Markdown heading, a bell, a right-to-left override and a lone surrogate.

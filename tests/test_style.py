@@ -98,6 +98,15 @@ def test_the_pages_import_without_circles() -> None:
     assert circles_through(graph, ("tracedoc.pages", "tracedoc.dashboard", "tracedoc.render")) == []
 
 
+
+def test_the_pages_and_the_words_do_not_import_the_renderers() -> None:
+    """The pages and the wording (tracedoc.words) sit below the renderers: the HTML renderer draws the pages, never
+    the other way round."""
+    graph = import_graph(ROOT / "tracedoc")
+    upward = sorted(f"{m} → {t}" for m, targets in graph.items() if m.startswith(("tracedoc.pages", "tracedoc.words"))
+                    for t in targets if t.startswith("tracedoc.render"))
+    assert upward == []
+
 def test_no_import_circles() -> None:
     graph = import_graph(ROOT / "tracedoc")
     assert len(graph) > 50 and graph["tracedoc.render.html"]  # the whole package is read

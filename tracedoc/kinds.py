@@ -7,23 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-TIMELINE, KERNEL_PROFILE, HANG_DUMPS, HEALTH = "timeline", "kernel profile", "hang dumps", "GPU health records"
-_TIMELINE_FORMATS = {"torch", "nsys"}
-_FORMAT_NAMES = {"torch": "PyTorch profiler", "nsys": "Nsight Systems", "ncu": "Nsight Compute",
-                 "flight_recorder": "flight recorder"}
+from tracedoc.ingest.base import BY_NAME, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
+
+__all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "TIMELINE", "kind_of", "mixed_runs"]
 
 
 def kind_of(formats: Sequence[str]) -> str:
     """timeline, kernel profile, hang dumps or GPU health records: what inputs of these formats are, whatever
     else rides along (e.g. telemetry beside a timeline)."""
-    present = set(formats)
-    if present & _TIMELINE_FORMATS:
-        return TIMELINE
-    if "ncu" in present:
-        return KERNEL_PROFILE
-    if "flight_recorder" in present:
-        return HANG_DUMPS
-    return HEALTH
+    present = {BY_NAME[f].kind if f in BY_NAME else HEALTH for f in formats}
+    return next((kind for kind in (TIMELINE, KERNEL_PROFILE, HANG_DUMPS) if kind in present), HEALTH)
 
 
 def mixed_runs(inputs: Iterable[tuple[str, int | None]]) -> str | None:
@@ -41,7 +34,7 @@ def mixed_runs(inputs: Iterable[tuple[str, int | None]]) -> str | None:
     parts = []
     for kind in (TIMELINE, KERNEL_PROFILE, HANG_DUMPS):
         if kind in by_kind:
-            formats = "; ".join(f"{_FORMAT_NAMES.get(fmt, fmt)}: {_ranks_text(ranks)}"
+            formats = "; ".join(f"{BY_NAME[fmt].title if fmt in BY_NAME else fmt}: {_ranks_text(ranks)}"
                                 for fmt, ranks in sorted(by_kind[kind].items()))
             parts.append(f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({formats})")
     return ", ".join(parts[:-1]) + " and " + parts[-1]

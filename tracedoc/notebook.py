@@ -19,8 +19,8 @@ from tracedoc.pages.fragments import (
     saving_html,
     table_html,
 )
-from tracedoc.render.attribution import part_of_text
-from tracedoc.render.base import scope_text, what_if_text
+from tracedoc.words.attribution import part_of_text
+from tracedoc.words.findings import scope_text, what_if_text
 
 if TYPE_CHECKING:
     from tracedoc.report import Finding, Report

@@ -295,7 +295,7 @@ METRICS: dict[str, tuple[str, str]] = {
 def collect_metrics(store: Store, tables: dict[str, tuple[str, str]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The measured tables the report carries for renderers and the dashboard (ms and %, rounded); ``tables``
     picks other ones than all of them. A table of an analysis of inputs the store does not hold is empty."""
-    metrics = {}
+    metrics: dict[str, list[dict[str, Any]]] = {}
     for name, (module, sql) in (tables or METRICS).items():
         if not store.applies(module):
             metrics[name] = []

@@ -81,7 +81,7 @@ def projection_for(report: Report, rule: str) -> dict[str, Any] | None:
 
 def top_what_ifs(report: Report, count: int = TOP_FINDINGS) -> list[WhatIf]:
     """The projections of the report's largest findings that own their time (not part of another)."""
-    out = []
+    out: list[WhatIf] = []
     for number, finding in enumerate(report.findings, 1):
         if len(out) == count:
             break

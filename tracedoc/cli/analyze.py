@@ -29,11 +29,11 @@ from tracedoc.cli.options import (
 )
 from tracedoc.judge import load_rules
 from tracedoc.limits import Limits
-from tracedoc.render.base import missing_ranks_lines, what_if_text
-from tracedoc.render.sanitize import one_line, terminal_text
 from tracedoc.report import Report
 from tracedoc.units import parse_size
 from tracedoc.whatif import projection_for
+from tracedoc.words.findings import missing_ranks_lines, what_if_text
+from tracedoc.words.sanitize import one_line, terminal_text
 
 
 @click.command("analyze")

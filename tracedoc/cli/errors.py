@@ -14,7 +14,7 @@ import click
 import duckdb
 
 from tracedoc.errors import TracedocError, error_chain, first_line
-from tracedoc.render.sanitize import one_line
+from tracedoc.words.sanitize import one_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,7 +28,7 @@ _DUCKDB_INTERRUPTED = "Query interrupted"
 
 class BadInput(click.ClickException):
     """Bad input or usage: one line on stderr, exit code 2. The message often quotes a file name or a library's
-    error about the file's content: control characters and escape sequences are taken out (render.sanitize)."""
+    error about the file's content: control characters and escape sequences are taken out (words.sanitize)."""
 
     exit_code = 2
 

@@ -18,10 +18,11 @@ from tracedoc.errors import RuleError
 from tracedoc.judge import Rule
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.render import RENDERERS
+from tracedoc.render.base import Renderer
 from tracedoc.render.markdown import MarkdownRenderer
-from tracedoc.render.sanitize import one_line
 from tracedoc.render.text import TextRenderer
 from tracedoc.report import SEVERITIES, Report
+from tracedoc.words.sanitize import one_line
 
 _OUT_HELP = "Write the report to this file, or into this directory as tracedoc-report.<ext>."
 
@@ -229,7 +230,7 @@ def emit_report(report: Report, fmt: str, target: Path | None, text_head: Sequen
     ``markdown_head`` goes before the Markdown report.
     """
     if fmt == "text" and (target is None or text_head is not None):
-        console = OutputConsole(highlight=False)
+        console: Console = OutputConsole(highlight=False)
         renderer = TextRenderer(width=min(console.width, 120)) if target is None else TextRenderer()
         buf = io.StringIO()
         if target is not None:
@@ -241,6 +242,6 @@ def emit_report(report: Report, fmt: str, target: Path | None, text_head: Sequen
             return
         text = buf.getvalue()
     else:
-        renderer = MarkdownRenderer(headline=False) if fmt == "md" and markdown_head else RENDERERS[fmt]()
-        text = (markdown_head if fmt == "md" else "") + renderer.render(report)
+        document: Renderer = MarkdownRenderer(headline=False) if fmt == "md" and markdown_head else RENDERERS[fmt]()
+        text = (markdown_head if fmt == "md" else "") + document.render(report)
     write_document(text, target, "report")

@@ -14,8 +14,8 @@ from tracedoc.cli.options import cache_dir_option, parse_settings, rules_option,
 from tracedoc.cli.ports import DEFAULT_PORT, listen_port
 from tracedoc.ingest import InputFile
 from tracedoc.judge import load_rules
-from tracedoc.render.sanitize import one_line
 from tracedoc.store.cache import default_cache_dir
+from tracedoc.words.sanitize import one_line
 
 
 @click.command("serve")

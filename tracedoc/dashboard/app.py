@@ -1,4 +1,4 @@
-"""The Panel app of `tracedoc serve`: one route per page (tracedoc.pages) under a navigation bar.
+"""The Panel app of `tracedoc serve`: one route per page of tracedoc.pages.PAGES under a navigation bar.
 
 The data loads on a background thread (tracedoc/dashboard/source.py); until it is ready every page shows what is
 being done, then draws itself. A failure shows as a one-line message in the page, never as a traceback.
@@ -17,10 +17,9 @@ from tracedoc.dashboard.panes import html_pane, sections_view
 from tracedoc.dashboard.source import BackgroundLoad, Loading
 from tracedoc.dashboard.views import overview_view, timeline_missing, timeline_view
 from tracedoc.errors import first_line
-from tracedoc.pages import efficiency, empty, hang, kernels, memory, ncu, overlap, overview, ranks, timeline
+from tracedoc.pages import empty, overview, page_modules, timeline
 from tracedoc.pages.fragments import Html, esc, message_html
 
-PAGES: tuple[ModuleType, ...] = (overview, timeline, kernels, efficiency, ranks, overlap, ncu, hang, memory)
 POLL_MS = 300
 
 
@@ -34,7 +33,7 @@ def navigation(current: ModuleType, empty_pages: dict[ModuleType, str] | None = 
     (``empty_pages``: page → why) greyed out, not a link, the reason on hover."""
     empty_pages = empty_pages or {}
     links = []
-    for p in PAGES:
+    for p in page_modules():
         weight = ' style="font-weight:700"' if p is current else ""
         if p in empty_pages:
             links.append(f'<span class="off" aria-disabled="true" title="{esc(empty_pages[p])}"{weight}>'
@@ -50,8 +49,8 @@ def empty_pages(loading: Loading) -> dict[ModuleType, str]:
     report = loading.report
     if loading.error is not None or report is None:
         return {}
-    out = {p: why for p in (kernels, efficiency, ranks, overlap, ncu, hang, memory)
-           if (why := empty.why_empty(p.ROUTE, report))}
+    out = {p: why for p in page_modules(store=False) if p is not overview
+           and (why := empty.why_empty(p.ROUTE, report))}
     if (why := timeline_missing(loading.timeline, report)) is not None:
         out[timeline] = why
     return out
@@ -132,5 +131,6 @@ def serve(loading: Loading, host: str, port: int, show: bool) -> None:
     def session(page: ModuleType) -> Callable[[], pn.viewable.Viewable]:
         return lambda: page_app(loading, page)  # a plain function: Panel calls it once per browser session
 
-    serve_routes(loading, {route(p): session(p) for p in PAGES}, {route(p): f"tracedoc · {p.TITLE}" for p in PAGES},
+    pages = page_modules()
+    serve_routes(loading, {route(p): session(p) for p in pages}, {route(p): f"tracedoc · {p.TITLE}" for p in pages},
                  host, port, show)

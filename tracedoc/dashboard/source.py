@@ -23,10 +23,10 @@ from tracedoc.ingest import InputFile, discover
 from tracedoc.judge import Rule
 from tracedoc.limits import Limits
 from tracedoc.pages.timeline import Timeline, warm_up
-from tracedoc.render.sanitize import one_line
 from tracedoc.report import Report
 from tracedoc.saved import looks_like_report, open_complete_store, read_report
 from tracedoc.store import Store
+from tracedoc.words.sanitize import one_line
 
 READY_LINE = "the pages are ready"
 

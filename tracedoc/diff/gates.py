@@ -6,8 +6,8 @@ from __future__ import annotations
 from tracedoc.diff.findings import NEW, at_or_above
 from tracedoc.diff.model import Diff
 from tracedoc.errors import InputError
-from tracedoc.render.base import scope_text
-from tracedoc.render.sanitize import one_line
+from tracedoc.words.findings import scope_text
+from tracedoc.words.sanitize import one_line
 
 
 def regression_failures(diff: Diff, pct: float) -> list[str]:

@@ -15,8 +15,8 @@ from tracedoc.diff.sections import (
     warning_lines,
 )
 from tracedoc.pages.fragments import STYLE, Column, cause_color, esc, table_html
-from tracedoc.render.attribution import cause_label
 from tracedoc.units import fmt_ms
+from tracedoc.words.attribution import cause_label
 
 _EXTRA_STYLE = """
 p.verdict { font-size: 1.1rem; font-weight: 600; margin: 0.6rem 0 0.2rem; }

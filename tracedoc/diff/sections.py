@@ -10,10 +10,10 @@ from tracedoc.diff.kernels import KernelRow, KernelSide, NcuRow
 from tracedoc.diff.model import FROM_LAUNCHES, FROM_MEAN, KERNEL_NOISE_PCT, Diff, changed_by
 from tracedoc.diff.stats import Change, Distribution
 from tracedoc.diff.steps import BASIS_TEXT, NO_STEPS, StepComparison
-from tracedoc.render.attribution import cause_label
-from tracedoc.render.base import scope_text
 from tracedoc.report import Finding
 from tracedoc.units import fmt_bytes, fmt_ms
+from tracedoc.words.attribution import cause_label
+from tracedoc.words.findings import scope_text
 
 MAX_LISTED = 10
 NAME_CHARS = 100

@@ -19,7 +19,7 @@ from tracedoc.diff.sections import (
     verdict_line,
     warning_lines,
 )
-from tracedoc.render.sanitize import one_line
+from tracedoc.words.sanitize import one_line
 
 _VERDICT_STYLE = {"faster": "bold green", "slower": "bold red"}
 

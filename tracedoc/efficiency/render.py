@@ -52,7 +52,7 @@ def efficiency_lines(report: Report) -> list[str]:
 def operator_rows(report: Report, count: int = SHOWN_OPERATORS) -> list[tuple[str, ...]]:
     """The operators with the most GPU time (per rank, as the report lists them), as cells of OPERATOR_HEADERS."""
     shown: dict[Any, int] = {}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for o in report.operators:
         shown[o["rank"]] = shown.get(o["rank"], 0) + 1
         if shown[o["rank"]] > count:

@@ -18,11 +18,12 @@ from typing import Any
 from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
 from tracedoc.health.nvml import Backend, NvmlError, pynvml_version
+from tracedoc.ingest.base import BY_NAME
 
 FORMAT_TAG = "tracedoc-nvml-replay"
 VERSION = 1
 ENV_VAR = "TRACEDOC_NVML_REPLAY"
-MAX_BYTES = 32 << 20
+MAX_BYTES: int = BY_NAME["nvml"].max_bytes or 0  # the largest recording, declared with the nvml format
 _TAG = re.compile(rb'^\s*\{\s*"format"\s*:\s*"' + FORMAT_TAG.encode() + rb'"')
 
 

@@ -3,18 +3,20 @@
 One module per format; each has ``FORMAT``, ``sniff(path, head) -> bool`` (``head``: the file's first MiB,
 decompressed when gzipped or xz-compressed) and ``load(store, source_id, path, workdir) -> LoadResult``, which
 reads a plain file: a compressed input is unpacked into ``workdir`` first (bounded: ``compressed``), to at most
-the format's ``MAX_BYTES`` when it declares one, unless the format reads it as it unpacks
+the format's ``max_bytes`` when it declares one (ingest/base.py), unless the format reads it as it unpacks
 (``load_compressed(store, source_id, path, kind, limit, workdir, name)``: PyTorch traces). A format may also read
 several plain files at once (``load_many(store, [(source_id, path)], workdir, started)``: PyTorch ranks, parsed
 together), and prepare its plain files together before any is loaded (``prepare(paths, workdir)``: Nsight Systems
 reports exported in parallel). ``-`` reads standard input (spooled to a temporary file).
-Register a new format in FORMATS (its module is imported only when a file is sniffed or read with it, so
-reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses or rules.
+Declare a new format in ingest/base.py's FORMATS (its module is imported only when a file is sniffed or read with
+it, so reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses
+or rules.
 """
 
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import re
 import stat
@@ -25,24 +27,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 
 from tracedoc.errors import InputError, TracedocError, first_line
 from tracedoc.ingest import compressed
-from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest.base import BY_NAME, LoadResult
+from tracedoc.ingest.base import FORMATS as _DECLARED
 from tracedoc.limits import Limits
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest
 
 __all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "InputFile", "assign_ranks", "discover", "format_module", "load_all"]
 
-# Format name (the module's FORMAT): its reader module, in the order files are sniffed.
-FORMATS: dict[str, str] = {"torch": "tracedoc.ingest.kineto", "flight_recorder": "tracedoc.ingest.flight_recorder",
-                           "nsys": "tracedoc.ingest.nsys", "ncu": "tracedoc.ingest.ncu", "nvml": "tracedoc.ingest.nvml",
-                           "telemetry": "tracedoc.ingest.telemetry", "gemm_ladder": "tracedoc.ingest.gemm_ladder",
-                           "memory_snapshot": "tracedoc.ingest.memory_snapshot"}
+# Format name (the module's FORMAT): its reader module, in the order files are sniffed (ingest/base.py FORMATS).
+FORMATS: dict[str, str] = {f.name: f.module for f in _DECLARED}
 
 STDIN = Path("-")
 # Files in a directory that are never traces: documentation and sample metadata beside the traces.
@@ -145,7 +145,8 @@ def _without_archives(files: list[InputFile]) -> list[InputFile]:
 
 def _from_stdin(cap: int | None) -> InputFile:
     """Standard input spooled to a temporary file (at most ``cap``, else the default), identified by its content."""
-    stream = sys.stdin.buffer if sys.stdin is not None else None
+    # the buffer under sys.stdin is a BufferedReader (readinto), which typeshed calls a BinaryIO
+    stream = cast(io.BufferedReader, sys.stdin.buffer) if sys.stdin is not None else None
     if stream is None or stream.isatty():
         raise InputError("-: standard input is a terminal; pipe a trace into it (tracedoc analyze - < trace.json)")
     fd, name = tempfile.mkstemp(prefix="tracedoc-stdin-")
@@ -335,11 +336,11 @@ def _load_many(store: Store, batch: list[tuple[int, InputFile]], workdir: Path,
 
 def _unpacked(item: InputFile, module: ModuleType, workdir: Path, cap: int | None) -> Path:
     """The input unpacked into ``workdir``, to at most the inflate cap (``cap``, else the default for its size) or
-    the format's own MAX_BYTES."""
+    the format's own ``max_bytes``."""
     assert item.compression is not None
     out = workdir / f"unpacked-{re.sub(r'[^A-Za-z0-9._-]', '_', item.path.name)[-80:]}"
     limit = compressed.max_inflate_bytes(item.size_bytes, cap)
-    format_max = getattr(module, "MAX_BYTES", None)
+    format_max = BY_NAME[item.format].max_bytes
     try:
         compressed.inflate(item.file, item.compression, out, min(limit, format_max + 1) if format_max else limit,
                            name=item.path)
@@ -371,12 +372,12 @@ def assign_ranks(inputs: Sequence[InputFile], reported: Sequence[int | None],
 
     ``inputs`` has one entry per source: an input that holds several ranks (``parts``: True for each of them) is
     named as often, and its ranks are never read from its name. Two sources of one format may not claim the same
-    rank, unless the format keeps several files per rank and its analyses choose among them (``SEVERAL_PER_RANK``:
-    automatic and on-demand flight-recorder dumps). Inputs that cover a whole host (``PER_HOST``: GPU health
+    rank, unless the format keeps several files per rank and its analyses choose among them (``several_per_rank``:
+    automatic and on-demand flight-recorder dumps). Inputs that cover a whole host (``per_host``: GPU health
     snapshots and telemetry) belong to no rank: None.
     """
     parts = parts or [False] * len(inputs)
-    per_host = [getattr(format_module(item.format), "PER_HOST", False) for item in inputs]
+    per_host = [BY_NAME[item.format].per_host for item in inputs]
     ranked_count = per_host.count(False)
     ranks: list[int | None] = []
     position = 0
@@ -391,7 +392,7 @@ def assign_ranks(inputs: Sequence[InputFile], reported: Sequence[int | None],
         position += 1
     seen: dict[tuple[str, int], Path] = {}
     for item, rank in zip(inputs, ranks):
-        if rank is None or getattr(format_module(item.format), "SEVERAL_PER_RANK", False):
+        if rank is None or BY_NAME[item.format].several_per_rank:
             continue
         if (item.format, rank) in seen:
             where = f"{item.path} twice" if seen[item.format, rank] == item.path else \

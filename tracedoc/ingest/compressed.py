@@ -14,11 +14,11 @@ multiple of anything: it is spooled to a file under the given cap, else at most 
 from __future__ import annotations
 
 import errno
+import io
 import lzma
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from isal import igzip, igzip_lib
 
@@ -30,7 +30,9 @@ DEFAULT_FLOOR = 64 << 20
 DEFAULT_STDIN_BYTES = 4 << 30
 _MAGIC = {"gzip": b"\x1f\x8b", "xz": b"\xfd7zXZ\x00"}
 _CHUNK = 4 << 20
-_DECODE_ERRORS = (OSError, EOFError, ValueError, igzip_lib.IsalError, lzma.LZMAError)
+# isal's stub declares IsalError an instance rather than a class
+_DECODE_ERRORS: tuple[type[Exception], ...] = (  # type: ignore[assignment]
+    OSError, EOFError, ValueError, igzip_lib.IsalError, lzma.LZMAError)
 
 
 class InflateLimitError(InputError):
@@ -55,7 +57,7 @@ def compression_of(start: bytes) -> str | None:
     return next((kind for kind, magic in _MAGIC.items() if start.startswith(magic)), None)
 
 
-def _open(path: Path, kind: str) -> BinaryIO:
+def _open(path: Path, kind: str) -> io.BufferedIOBase:
     return igzip.open(path, "rb") if kind == "gzip" else lzma.open(path, "rb")
 
 
@@ -122,7 +124,7 @@ def _too_large(limit: int) -> str:
             f"--max-inflate SIZE or {ENV_VAR} to read it)")
 
 
-def spool(stream: BinaryIO, out: Path, limit: int, name: str = "-") -> None:
+def spool(stream: io.BufferedIOBase, out: Path, limit: int, name: str = "-") -> None:
     """Copy a stream (standard input) into ``out``, stopping with InflateLimitError past ``limit`` bytes."""
     _copy(stream.readinto, out, limit, name, "cannot read standard input", "saving standard input",
           f"more than {limit:,} bytes on standard input (raise the cap with --max-inflate SIZE or {ENV_VAR})")

@@ -41,11 +41,7 @@ from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env
 from tracedoc.store import Store
 
 FORMAT = "flight_recorder"
-# A rank may leave several dumps side by side (the automatic one and on-demand ones); the hang analyses use one
-# per rank (tracedoc/analyses/hang/dumps.sql), so two dumps claiming one rank are not an error.
-SEVERAL_PER_RANK = True
 
-MAX_BYTES = 1 << 30  # ingest unpacks a compressed dump no further: larger is not one (the ring buffer keeps a few MB)
 _DIGITS = re.compile(r"-?\d{1,18}")
 _MAX_FRAMES = 64  # innermost Python frames kept per entry
 _MAX_TEXT = 1000  # characters kept of any string from a dump
@@ -143,7 +139,7 @@ def _insert(con: Any, table: str, rows: pa.Table) -> None:
 
 def _read(path: Path) -> tuple[dict[str, Any], str]:
     """The dump as a dict, and its encoding (pickle | json). ``path`` is a plain file: ingest unpacks a gzipped or
-    xz dump first, to at most MAX_BYTES."""
+    xz dump first, to at most its declared ``max_bytes`` (ingest/base.py)."""
     raw = path.read_bytes()
     encoding = "pickle" if PICKLE_MAGIC.match(raw) else "json"
     if encoding == "pickle":

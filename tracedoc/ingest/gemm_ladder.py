@@ -13,15 +13,14 @@ from typing import Any
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError
-from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest.base import BY_NAME, LoadResult
 from tracedoc.store import Store
 
 FORMAT = "gemm_ladder"
-PER_HOST = True
 
 TAG = "tracedoc-gemm-ladder"
 _TAG_FIELD = re.compile(rb'"format"\s*:\s*"' + TAG.encode() + rb'"')
-MAX_BYTES = 16 << 20  # the ladder writes a few KB; anything this large is not one of its files
+MAX_BYTES: int = BY_NAME[FORMAT].max_bytes or 0
 # Bounds on measured numbers: a GEMM of a nanosecond to a day, an SM clock up to 100 GHz, a relative error up
 # to 1e6; beyond them a number is corrupt (and FLOP/s computed from it would overflow).
 _MIN_MS, _MAX_MS, _MAX_CLOCK_MHZ, _MAX_REL_ERROR = 1e-6, 86_400_000.0, 100_000.0, 1e6

@@ -15,8 +15,8 @@ What a snapshot can make the reader do is bounded by limits, not by what it clai
 are open at once, and the reader turns at most ``TRACEDOC_MAX_SNAPSHOT_VALUES`` values into rows (by default one
 per 8 bytes of the file, at least 2,000,000: each segment, block, history entry and the frames of each distinct
 stack count, once per place that refers to them, before a batch's rows are built). Of each stack, 64 frames are looked
-at and 8 kept. A snapshot belongs to no rank of its own (``PER_HOST``): the memory analyses tie it to the trace of
-the same run by time and address.
+at and 8 kept. A snapshot belongs to no rank of its own (``per_host``, ingest/base.py): the memory analyses tie it
+to the trace of the same run by time and address.
 """
 
 from __future__ import annotations
@@ -34,13 +34,11 @@ from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env
 from tracedoc.store import Store
 
 FORMAT = "memory_snapshot"
-PER_HOST = True  # no rank of its own: joined with the trace of its run by time and address (analyses/memory)
 _BYTES_VAR, _DEFAULT_MAX_BYTES = "TRACEDOC_MAX_SNAPSHOT_BYTES", 4 << 30
 _VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_SNAPSHOT_VALUES", 2_000_000
 _BYTES_PER_VALUE = 8  # torch's snapshots hold one record per 80 to 100 bytes, and a frame per 20 or more
 _FLUSH_ROWS = 200_000
 _FRAMES_CACHED = 100_000
-MAX_BYTES = 8 << 30  # ingest unpacks a compressed snapshot no further; the read limit above applies after
 _MAX_DEPTH = 32
 _FRAMES_SCANNED = 64
 _FRAMES_KEPT = 8

@@ -127,7 +127,8 @@ def short_name(demangled: str) -> str:
     Template arguments and parameter lists are skipped by bracket depth, so nested lambdas and '>>' do not confuse it.
     """
     text = _ANONYMOUS.sub("anonymous", demangled.strip())
-    top, depth = [], 0
+    top: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(" and depth == 0 and top and "".join(top).strip():
             break  # the parameter list of the function itself

@@ -10,15 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracedoc.errors import InputError
-from tracedoc.health import replay
 from tracedoc.health.nvml import NoGpuError, Snapshot, read_snapshot
 from tracedoc.health.replay import Replay, is_recording
 from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "nvml"
-PER_HOST = True
-MAX_BYTES = replay.MAX_BYTES  # the largest recording: a compressed one is unpacked no further
 
 
 def sniff(path: Path, head: bytes) -> bool:

@@ -21,7 +21,6 @@ from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "telemetry"
-PER_HOST = True
 
 _MAGIC = b"PAR1"
 _SUFFIX = ".telemetry.parquet"

@@ -127,9 +127,9 @@ def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
         impact_bytes, impact_ms = max(0, int(_number(row.pop("__impact_bytes")) or 0)), 0.0
     impact_pct = 100.0 * impact_ms / wall_ms if wall_ms else 0.0
     scope = Scope(**{key: row.pop(f"__scope_{key}") for key in rule.scope})
-    values = [report_number(row.pop(f"__evidence_{i}")) for i in range(len(rule.evidence))]
+    measured = [report_number(row.pop(f"__evidence_{i}")) for i in range(len(rule.evidence))]
     evidence = [Evidence(spec.name, value, spec.unit)  # a number the trace cannot give is left out
-                for spec, value in zip(rule.evidence, values) if value is not None]
+                for spec, value in zip(rule.evidence, measured) if value is not None]
     values = {k: report_number(v) for k, v in row.items()}
     values.update({"impact_ms": impact_ms, "impact_pct": impact_pct})
     return Finding(rule=rule.id, severity=rule.severity, title=rule.title, message=_fill(rule, rule.message, values),

@@ -1,13 +1,16 @@
-"""The pages of a report: one module per page (overview, kernels, ranks, overlap, ncu, hang, timeline), each drawing
-what the Report (and, for the timeline, the store) holds as Sections of Bokeh charts and escaped HTML fragments.
-The HTML report (tracedoc.render.html) and the dashboard (tracedoc.dashboard, `tracedoc serve`) show the same
-pages. Bokeh, HoloViews, Panel and datashader come with the optional ``dashboard`` extra: this module imports
-none of them, so the core analyser runs without them; ``require`` says which is missing in one line.
+"""The pages of a report: one module per page, each drawing what the Report (and, for the timeline, the store) holds as
+Sections of Bokeh charts and escaped HTML fragments. ``PAGES`` is their one ordered list: the HTML report
+(tracedoc.render.html, every page but those that need the store) and the dashboard (tracedoc.dashboard, `tracedoc
+serve`, every page) both read it, so adding a page is one entry here. Bokeh, HoloViews, Panel and datashader come
+with the optional ``dashboard`` extra: this module imports none of them, so the core analyser runs without them;
+``require`` says which is missing in one line.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
+from types import ModuleType
 
 from tracedoc.errors import TracedocError
 
@@ -22,3 +25,21 @@ def require(what: str, modules: tuple[str, ...] = DASHBOARD_MODULES) -> None:
             importlib.import_module(name)
         except ImportError:
             raise TracedocError(f"{what} needs {name} (the dashboard extra): {INSTALL_HINT}") from None
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page: its module under tracedoc.pages (``TITLE``, ``ROUTE``, ``sections``) and whether it draws from the
+    store, which only the dashboard holds (the HTML report leaves such a page out)."""
+
+    module: str
+    needs_store: bool = False
+
+
+PAGES: tuple[Page, ...] = (Page("overview"), Page("timeline", needs_store=True), Page("kernels"), Page("efficiency"),
+                           Page("ranks"), Page("overlap"), Page("ncu"), Page("hang"), Page("memory"))
+
+
+def page_modules(*, store: bool = True) -> tuple[ModuleType, ...]:
+    """The page modules in order (``store``: with those that need the store), imported now: they need Bokeh."""
+    return tuple(importlib.import_module(f"{__name__}.{p.module}") for p in PAGES if store or not p.needs_store)

@@ -21,8 +21,8 @@ from tracedoc.causes import window_rows
 from tracedoc.pages import waits
 from tracedoc.pages.charts import Section, open_on_click, style
 from tracedoc.pages.fragments import CAUSE_COLORS, attribution_table_html, cause_color
-from tracedoc.render.attribution import cause_label, window_text
 from tracedoc.report import Report
+from tracedoc.words.attribution import cause_label, window_text
 
 MAX_DEVICES = 8   # rank·GPU groups charted (the table lists all)
 MAX_STEPS = 40    # steps charted per rank·GPU (the first ones)

@@ -8,7 +8,7 @@ section without data carries the sentence that says so (``empty``). Names from t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +56,7 @@ def hbar_chart(factors: Sequence[Any], values: Sequence[float], colors: Sequence
     return fig
 
 
-def stacked_hbar_chart(factors: Sequence[str], stacks: dict[str, Sequence[float]], colors: Sequence[str],
+def stacked_hbar_chart(factors: Sequence[str], stacks: Mapping[str, Sequence[float]], colors: Sequence[str],
                        x_label: str) -> Any:
     """Horizontal stacked bars, one per factor, one colour per stack (with a legend)."""
     source = ColumnDataSource({"y": list(factors), **{k: list(v) for k, v in stacks.items()}})

@@ -18,7 +18,7 @@ from tracedoc.diff.model import Diff
 from tracedoc.diff.sections import context_line, cross_rank_lines, sections, sides_line, verdict_line, warning_lines
 from tracedoc.pages.charts import BAR_HEIGHT_PX, Section, stacked_hbar_chart, style
 from tracedoc.pages.fragments import Html, cause_color, esc
-from tracedoc.render.attribution import cause_label
+from tracedoc.words.attribution import cause_label
 
 TITLE = "Diff"
 SIDE_COLORS = {"before": "#9aa1ad", "after": "#4c72b0"}

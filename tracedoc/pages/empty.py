@@ -6,9 +6,10 @@ the dashboard's navigation greys out the page with it as the tooltip. Needs no B
 
 from __future__ import annotations
 
+from tracedoc.ingest.base import FORMATS, TIMELINE
 from tracedoc.report import Report
 
-TIMELINE_FORMATS = frozenset({"torch", "nsys"})
+TIMELINE_FORMATS = frozenset(f.name for f in FORMATS if f.kind == TIMELINE)
 TELEMETRY_FORMATS = frozenset({"nvml", "telemetry"})
 
 NCU_HOW = ("collect one with ncu --set full -o kernels python app.py and give kernels.ncu-rep to tracedoc, alone or "

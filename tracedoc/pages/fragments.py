@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from tracedoc.causes import CAUSES, color
 from tracedoc.pages.kinds import has_saving, impact_text
 from tracedoc.pages.waits import headline_note
-from tracedoc.render.attribution import CauseShare, attribution_by_device, cause_label, part_of_text, window_text
-from tracedoc.render.base import evidence_rows as evidence_text_rows
-from tracedoc.render.base import missing_ranks_lines, saving_text, scope_text, summary_text, what_if_text
-from tracedoc.render.sanitize import one_line, visible_text
+from tracedoc.words.attribution import CauseShare, attribution_by_device, cause_label, part_of_text, window_text
+from tracedoc.words.findings import evidence_rows as evidence_text_rows
+from tracedoc.words.findings import missing_ranks_lines, saving_text, scope_text, summary_text, what_if_text
+from tracedoc.words.sanitize import one_line, visible_text
 
 if TYPE_CHECKING:
     from tracedoc.report import Finding, Report
@@ -64,7 +64,7 @@ DETAIL_CHARS = 48
 
 def esc(value: object) -> str:
     """Text from anywhere (traces included) as literal HTML text, its control and bidirectional characters written
-    visibly (render.sanitize.visible_text) rather than passed on raw."""
+    visibly (words.sanitize.visible_text) rather than passed on raw."""
     return escape(visible_text(value), quote=True)
 
 

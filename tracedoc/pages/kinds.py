@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from tracedoc.render.base import saving_text
 from tracedoc.units import fmt_ms
+from tracedoc.words.findings import saving_text
 
 if TYPE_CHECKING:  # the notebook view reaches this module from tracedoc.report: no import back at run time
     from tracedoc.report import Finding

@@ -12,9 +12,9 @@ from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from tracedoc.pages import empty
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, short, style
 from tracedoc.pages.fragments import Column, number, table_html
-from tracedoc.render.memory import NOTE, memory_lines
 from tracedoc.report import Report
 from tracedoc.units import fmt_bytes
+from tracedoc.words.memory import NOTE, memory_lines
 
 TITLE = "Memory"
 ROUTE = "memory"

@@ -16,8 +16,8 @@ from bokeh.models import LabelSet
 from tracedoc.pages.charts import hbar_chart, open_on_click, short
 from tracedoc.pages.fragments import SEVERITY_COLORS
 from tracedoc.pages.kinds import bar_text, charted, kind_of
-from tracedoc.render.base import scope_text
 from tracedoc.report import Finding, Report
+from tracedoc.words.findings import scope_text
 
 MAX_BARS = 20
 LOG_SPAN = 30.0  # largest saving over the smallest one from which the axis is logarithmic

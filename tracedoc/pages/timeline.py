@@ -26,9 +26,9 @@ import xarray as xr
 
 from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
 from tracedoc.pages.kinds import across_ranks
-from tracedoc.render.base import finding_span
 from tracedoc.report import Finding
 from tracedoc.store import Store
+from tracedoc.words.findings import finding_span
 
 TITLE = "Timeline"
 ROUTE = "timeline"

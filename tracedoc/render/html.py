@@ -2,7 +2,7 @@
 
 The charts are the pages' Bokeh figures, embedded with Bokeh's JavaScript inline, so the file needs no network;
 the text is the pages' escaped fragments (tracedoc/pages/fragments.py). The pages draw a copy of the report whose
-strings show their control and bidirectional characters as visible escapes (render.sanitize.visible_strings), so
+strings show their control and bidirectional characters as visible escapes (words.sanitize.visible_strings), so
 no raw escape, NUL or override from a trace reaches the file, in the text or in the charts' data. Bokeh is optional
 (``dashboard`` extra): the pages are imported only when a report is rendered.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from tracedoc.pages import require
 from tracedoc.render.base import Renderer
-from tracedoc.render.sanitize import visible_strings
 from tracedoc.report import Report
+from tracedoc.words.sanitize import visible_strings
 
 
 class HtmlRenderer(Renderer):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 from tracedoc.efficiency.render import OPERATOR_HEADERS, efficiency_lines, operator_rows
-from tracedoc.render.attribution import attribution_by_device, window_text
-from tracedoc.render.base import (
-    Renderer,
+from tracedoc.render.base import Renderer
+from tracedoc.report import Report
+from tracedoc.words.attribution import attribution_by_device, window_text
+from tracedoc.words.findings import (
     evidence_rows,
     finding_saving_text,
     missing_ranks_lines,
@@ -15,9 +16,8 @@ from tracedoc.render.base import (
     summary_text,
     what_if_text,
 )
-from tracedoc.render.memory import NOTE, memory_lines
-from tracedoc.render.sanitize import one_line
-from tracedoc.report import Report
+from tracedoc.words.memory import NOTE, memory_lines
+from tracedoc.words.sanitize import one_line
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|])")
 

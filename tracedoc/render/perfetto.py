@@ -27,10 +27,11 @@ from typing import Any
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError
-from tracedoc.render.base import Renderer, finding_span, scope_text
+from tracedoc.render.base import Renderer
 from tracedoc.report import Report
 from tracedoc.store import Store
 from tracedoc.store.store import sql_literal
+from tracedoc.words.findings import finding_span, scope_text
 
 # pid = PID_STRIDE * (source_id + 1) + role (+ device for GPUs); the whole job's findings have ALL_RANKS_PID.
 PID_STRIDE = 1000
@@ -195,9 +196,9 @@ def finding_events(store: Store, report: Report) -> list[tuple[Any, ...]]:
     if zero is None:
         return []
     sources = {r["rank"]: r["source_id"] for r in store.query("SELECT source_id, rank FROM perfetto_sources")}
-    rows = store.query("SELECT * FROM trace_windows")
-    windows = {r["source_id"]: (r["start_ns"], r["end_ns"]) for r in rows}
-    origins = {r["source_id"]: r["capture_start_ns"] for r in rows}
+    window_rows = store.query("SELECT * FROM trace_windows")
+    windows = {r["source_id"]: (r["start_ns"], r["end_ns"]) for r in window_rows}
+    origins = {r["source_id"]: r["capture_start_ns"] for r in window_rows}
     steps = {(r["source_id"], r["step"]): (r["ts_ns"], r["ts_ns"] + r["dur_ns"])
              for r in store.query("SELECT source_id, step, ts_ns, dur_ns FROM trace_steps")}
     rows: list[tuple[Any, ...]] = []

@@ -7,6 +7,7 @@ Every string that can hold text from a trace is passed to Rich as a ``Text`` (ne
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -14,9 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 from tracedoc.efficiency.render import OPERATOR_HEADERS, efficiency_lines, operator_rows
-from tracedoc.render.attribution import attribution_by_device, part_of_text, window_text
-from tracedoc.render.base import (
-    Renderer,
+from tracedoc.render.base import Renderer
+from tracedoc.render.ranks import rank_steps_parts, step_times_text
+from tracedoc.report import Finding, Report
+from tracedoc.words.attribution import attribution_by_device, part_of_text, window_text
+from tracedoc.words.findings import (
     evidence_rows,
     finding_saving_text,
     fmt_ms,
@@ -26,10 +29,8 @@ from tracedoc.render.base import (
     summary_text,
     what_if_text,
 )
-from tracedoc.render.memory import NOTE, memory_lines
-from tracedoc.render.ranks import rank_steps_parts, step_times_text
-from tracedoc.render.sanitize import one_line, terminal_text
-from tracedoc.report import Finding, Report
+from tracedoc.words.memory import NOTE, memory_lines
+from tracedoc.words.sanitize import one_line, terminal_text
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 KERNEL_CHARS = 40  # kernel names in the top-kernels table, cut with an ellipsis (the JSON has them whole)
@@ -65,8 +66,10 @@ class TextRenderer(Renderer):
             return (out + top_kernel_parts(report) + attribution_parts(report) + memory_parts(report)
                     + rank_steps_parts(report.metrics) + efficiency_parts(report))
         table = Table(show_header=True, header_style="bold", expand=False, box=None, pad_edge=False)
-        for col, kw in (("#", {"justify": "right"}), ("severity", {}), ("rule", {}), ("where", {}),
-                        ("est. saving", {"justify": "right"}), ("", {"justify": "right"})):
+        columns: tuple[tuple[str, dict[str, Any]], ...] = (
+            ("#", {"justify": "right"}), ("severity", {}), ("rule", {}), ("where", {}),
+            ("est. saving", {"justify": "right"}), ("", {"justify": "right"}))
+        for col, kw in columns:
             table.add_column(col, **kw)
         for i, f in enumerate(report.findings, 1):
             table.add_row(str(i), Text(f.severity, style=_STYLE.get(f.severity, "")), Text(one_line(f.rule)),
@@ -129,8 +132,8 @@ def efficiency_parts(report: Report) -> list:
         keep = [i for i, col in enumerate(OPERATOR_HEADERS) if col not in ("FLOP/B", "shape")]
         for i in keep:
             col = OPERATOR_HEADERS[i]
-            table.add_column(col, justify="left" if col == "op" else "right", no_wrap=True,
-                             **({"overflow": "ellipsis", "max_width": 28} if col == "op" else {}))
+            op: dict[str, Any] = {"overflow": "ellipsis", "max_width": 28} if col == "op" else {}
+            table.add_column(col, justify="left" if col == "op" else "right", no_wrap=True, **op)
         for row in rows:
             table.add_row(*(Text(one_line(row[i])) for i in keep))
         out += [Text("Operators (steady steps; share: of the GPU work; roofline: the op's time at peak FLOP/s or "
@@ -144,8 +147,9 @@ def top_kernel_parts(report: Report, count: int = 5) -> list:
     if not rows:
         return []
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col, justify in (("rank", "right"), ("kernel", "left"), ("launches", "right"), ("time", "right"),
-                         ("share", "right")):
+    aligned: tuple[tuple[str, Any], ...] = (("rank", "right"), ("kernel", "left"), ("launches", "right"),
+                                            ("time", "right"), ("share", "right"))
+    for col, justify in aligned:
         table.add_column(col, justify=justify, **({"no_wrap": True, "overflow": "ellipsis", "max_width": KERNEL_CHARS}
                                                   if col == "kernel" else {"no_wrap": True}))
     for r in rows:

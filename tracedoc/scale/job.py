@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tracedoc.errors import InputError
-from tracedoc.ingest import RANK_IN_NAME, STDIN, InputFile, assign_ranks, format_module
+from tracedoc.ingest import RANK_IN_NAME, STDIN, InputFile, assign_ranks
+from tracedoc.ingest.base import BY_NAME
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.limits import Limits
@@ -27,7 +28,6 @@ from tracedoc.store.cache import store_location
 
 # Inputs that are one rank each: timelines and flight-recorder dumps. Per-host health recordings and kernel
 # profiles are not split by rank; a distributed run refuses them (analyse them without --workers).
-_RANK_FORMATS = ("torch", "nsys", "flight_recorder")
 # The most input bytes (on disk) one batch takes, unless a single rank is larger: a batch's ranks are held in one
 # in-memory store on its worker.
 _BATCH_BYTES = 64 << 20
@@ -127,7 +127,7 @@ def _check_distributable(inputs: Sequence[InputFile]) -> None:
     for item in inputs:
         if item.path == STDIN:
             raise InputError("-: a distributed run reads files its workers can open, not standard input")
-        if item.format not in _RANK_FORMATS or getattr(format_module(item.format), "PER_HOST", False):
+        if not BY_NAME[item.format].distributable:
             raise InputError(f"{item.path}: a distributed run analyses per-rank timelines and flight-recorder dumps; "
                              f"analyse {item.format} inputs without --workers")
 
@@ -139,7 +139,7 @@ def _tasks(inputs: Sequence[InputFile], store_dir: Path, limits: Limits) -> list
     groups: dict[Any, list[int]] = {}
     for i, item in enumerate(inputs):
         rank = _rank_in_name(item)
-        several = getattr(format_module(item.format), "SEVERAL_PER_RANK", False) and rank is not None
+        several = BY_NAME[item.format].several_per_rank and rank is not None
         groups.setdefault((item.format, rank) if several else i, []).append(i)
     return [RankInput(tuple(ix), tuple(replace(inputs[i], data=inputs[i].file.absolute()) for i in ix), store_dir,
                       limits)

@@ -40,7 +40,7 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def create_table(con: duckdb.DuckDBPyConnection, name: str, parts: Sequence[Table], select: str = "*",
+def create_table(con: duckdb.DuckDBPyConnection, name: str, parts: Sequence[Table], select: str | Sequence[str] = "*",
                  temp: bool = True) -> None:
     """Create ``name`` with the columns of the first part (its DuckDB types) and insert every part, each through
     ``select`` (an SQL select list over the part's columns, e.g. ``* REPLACE (3 AS source_id)``; a list of them,

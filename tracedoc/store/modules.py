@@ -1,15 +1,18 @@
 """Load analysis modules: ``analyses/<group>/<name>.sql`` is the module ``group.name``.
 
 A module's header lists its dependencies as ``-- include: other.module`` lines; they are loaded first. Modules
-create only TEMP views, tables and macros, so analysing never changes a stored database.
+create only TEMP views, tables and macros, so analysing never changes a stored database. Before the first module
+on a connection, the declared input formats are written to the TEMP table ``input_formats(format, kind)``
+(ingest/base.py FORMATS), so that a module picks inputs by kind ('timeline') rather than by a list of names.
 
-Some groups measure one kind of input only (``GROUP_FORMATS``): Nsight Compute kernels, flight-recorder dumps,
+Some groups measure one kind of input only (``group_formats``): Nsight Compute kernels, flight-recorder dumps,
 GPU health. Their modules are run only when an input of such a format is in the store; elsewhere their tables
 would be empty, and planning their queries alone costs more than analysing a small trace.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 from importlib import resources
@@ -26,15 +29,22 @@ _CREATES = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
                       r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:TABLE|VIEW|MACRO|FUNCTION)\s+"
                       r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.]+)", re.IGNORECASE | re.DOTALL)
 
-# Analysis group: the input formats (ingest.FORMATS) its tables are made from; a group not named here reads the
-# timelines every trace format has.
-GROUP_FORMATS: dict[str, frozenset[str]] = {
-    "ncu": frozenset({"ncu", "gemm_ladder"}),
-    "hang": frozenset({"flight_recorder"}),
-    "health": frozenset({"nvml", "telemetry"}),
-    # GPU memory: allocator snapshots, and PyTorch traces recorded with profile_memory=True (Store.formats)
-    "memory": frozenset({"memory_snapshot", "torch_memory"}),
-}
+# Groups made from tables a PyTorch trace writes only when recorded with profile_memory=True (Store.formats names
+# such a trace 'torch_memory'); every other group's formats are declared with the formats (ingest/base.py FORMATS).
+_PSEUDO_FORMATS: dict[str, frozenset[str]] = {"memory": frozenset({"torch_memory"})}
+
+
+@functools.cache
+def group_formats() -> dict[str, frozenset[str]]:
+    """Analysis group: the input formats its tables are made from; a group not named here reads the timelines
+    every trace format has."""
+    from tracedoc.ingest.base import FORMATS  # here, not at the top: the ingest package imports the store
+
+    groups: dict[str, frozenset[str]] = dict(_PSEUDO_FORMATS)
+    for f in FORMATS:
+        for group in f.groups:
+            groups[group] = groups.get(group, frozenset()) | {f.name}
+    return groups
 
 
 def module_file(module: str) -> Traversable:
@@ -61,8 +71,16 @@ def applies(module: str, formats: Collection[str], ranks: int) -> bool:
     """True when ``module`` can find anything in a store holding inputs of ``formats`` from ``ranks`` ranks."""
     if module in CROSS_RANK and ranks < 2:
         return False
-    needs = GROUP_FORMATS.get(module.partition(".")[0])
+    needs = group_formats().get(module.partition(".")[0])
     return needs is None or not needs.isdisjoint(formats)
+
+
+def _declare_formats(con: duckdb.DuckDBPyConnection) -> None:
+    """The TEMP table ``input_formats``: each declared input format and its kind."""
+    from tracedoc.ingest.base import FORMATS  # here, not at the top: the ingest package imports the store
+
+    con.execute("CREATE OR REPLACE TEMP TABLE input_formats (format VARCHAR, kind VARCHAR)")
+    con.executemany("INSERT INTO input_formats VALUES (?, ?)", [(f.name, f.kind) for f in FORMATS])
 
 
 def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
@@ -73,6 +91,8 @@ def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
     summaries)."""
     if module in included:
         return
+    if not included:
+        _declare_formats(con)
     sql = module_file(module).read_text()
     for dep in _INCLUDE.findall(sql):
         include(con, included, dep, memory_bytes, skip)

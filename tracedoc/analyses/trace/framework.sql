@@ -25,4 +25,4 @@ SELECT s.source_id,
 FROM sources s
 LEFT JOIN host_names h USING (source_id)
 LEFT JOIN kernel_names k USING (source_id)
-WHERE s.format IN ('torch', 'nsys');
+WHERE s.format IN (SELECT format FROM input_formats WHERE kind = 'timeline');

@@ -3,8 +3,9 @@
 -- A PyTorch profiler trace recorded without ProfilerActivity.CUDA (or an Nsight Systems report captured without
 -- `--trace=cuda`) holds host operators and often the CUDA runtime calls that launched kernels, but no kernels,
 -- copies or memsets: every GPU rule then has nothing to judge and the report would read "no problems".
--- One row per timeline source (torch, nsys): counts of host ops, runtime/driver calls (launch calls among them)
--- and GPU activity rows; host_ms: the source's host activity span (ms).
+-- One row per timeline source (a format of kind 'timeline' in input_formats: torch, nsys): counts of host ops,
+-- runtime/driver calls (launch calls among them) and GPU activity rows; host_ms: the source's host activity span
+-- (ms).
 CREATE OR REPLACE TEMP VIEW trace_recording AS
 WITH cpu AS (
     SELECT source_id,
@@ -28,4 +29,4 @@ SELECT s.source_id, s.rank, s.path, s.format,
 FROM sources s
 LEFT JOIN cpu USING (source_id)
 LEFT JOIN gpu USING (source_id)
-WHERE s.format IN ('torch', 'nsys');
+WHERE s.format IN (SELECT format FROM input_formats WHERE kind = 'timeline');

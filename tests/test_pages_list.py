@@ -1,0 +1,58 @@
+"""The one ordered page list (tracedoc.pages.PAGES): the HTML report and the dashboard both show every page of it,
+in its order, so a page added to the list appears in both with nothing else to change."""
+
+from __future__ import annotations
+
+import re
+import sys
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.conftest import SAMPLES
+from tracedoc import analyze
+from tracedoc.dashboard import app
+from tracedoc.pages import PAGES, Page, overview, page_modules, timeline
+from tracedoc.pages.charts import Section
+from tracedoc.pages.fragments import Html
+from tracedoc.render.html import HtmlRenderer
+
+
+@pytest.fixture
+def probe(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """A page added to the list as one entry, with data for any report."""
+    page = ModuleType("tracedoc.pages.probe")
+    page.TITLE, page.ROUTE = "Probe", "probe"  # type: ignore[attr-defined]
+    page.sections = lambda report: [Section("Probe section", items=[Html("<p>probe body</p>")])]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, page.__name__, page)
+    monkeypatch.setattr("tracedoc.pages.PAGES", (*PAGES[:3], Page("probe"), *PAGES[3:]))
+    return page
+
+
+def test_every_page_has_a_title_and_a_route_of_its_own() -> None:
+    pages = page_modules()
+    assert [p.__name__.rsplit(".", 1)[1] for p in pages] == [p.module for p in PAGES]
+    assert len({p.ROUTE for p in pages}) == len(pages) and all(p.TITLE for p in pages)
+    assert all(callable(p.sections) for p in page_modules(store=False))  # the others draw from the store
+    assert page_modules(store=False) == tuple(p for p in pages if p is not timeline)
+
+
+def test_a_page_added_to_the_list_shows_in_the_html_report_and_the_dashboard(probe: ModuleType,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    report = analyze([SAMPLES / "decode-eager"])
+    html = HtmlRenderer().render(report)
+    shown = re.findall(r'<section id="([a-z]+)">', html)
+    assert "probe" in shown and "probe body" in html and '<a href="#probe">Probe</a>' in html
+    store_free = [p.ROUTE for p in page_modules(store=False)]
+    assert shown == [r for r in store_free if r in shown]  # the list's order
+    assert shown[0] == overview.ROUTE
+
+    nav = app.navigation(overview).markup
+    assert re.findall(r'<a href="\.(/[a-z]*)"', nav) == [app.route(p) for p in page_modules()]
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(app, "serve_routes", lambda loading, routes, titles, *a: served.update(routes=routes,
+                                                                                             titles=titles))
+    app.serve(None, "127.0.0.1", 0, False)  # type: ignore[arg-type]
+    assert list(served["routes"]) == [app.route(p) for p in page_modules()]
+    assert served["titles"]["/probe"] == "tracedoc · Probe"
