@@ -69,8 +69,10 @@ def compare_operators(before: Report, after: Report, limit: int = TOP_OPERATORS)
                 for o in report.operators}  # no TFLOP/s for an op without FLOPs
 
     b, a = per_step(before), per_step(after)
-    rows = [OperatorRow(rank, op, (b.get((rank, op)) or (None, None))[0], (a.get((rank, op)) or (None, None))[0],
-                        (b.get((rank, op)) or (None, None))[1], (a.get((rank, op)) or (None, None))[1])
-            for rank, op in sorted(set(b) | set(a))]
+    absent = (None, None)
+    rows = []
+    for rank, op in sorted(set(b) | set(a)):
+        (before_ms, before_tflops), (after_ms, after_tflops) = b.get((rank, op), absent), a.get((rank, op), absent)
+        rows.append(OperatorRow(rank, op, before_ms, after_ms, before_tflops, after_tflops))
     rows.sort(key=lambda r: (-abs(r.change_ms), r.rank, r.op))
     return rows[:limit]

@@ -15,7 +15,13 @@ from tracedoc.pages.kinds import has_saving, impact_text
 from tracedoc.pages.waits import headline_note
 from tracedoc.words.attribution import CauseShare, attribution_by_device, cause_label, part_of_text, window_text
 from tracedoc.words.findings import evidence_rows as evidence_text_rows
-from tracedoc.words.findings import missing_ranks_lines, saving_text, scope_text, summary_text, what_if_text
+from tracedoc.words.findings import (
+    finding_saving_text,
+    missing_ranks_lines,
+    scope_text,
+    summary_text,
+    what_if_text,
+)
 from tracedoc.words.sanitize import one_line, visible_text
 
 if TYPE_CHECKING:
@@ -125,11 +131,7 @@ def saving_html(finding: Finding, wall_ms: float) -> str:
     (tracedoc.pages.kinds)."""
     if not has_saving(finding):
         return f"<b>{esc(impact_text(finding, wall_ms))}</b>"
-    saving = saving_text(finding.impact_ms, finding.impact_pct, wall_ms, finding.impact_bytes)
-    if not finding.part_of:
-        return f"estimated saving <b>{esc(saving)}</b>"
-    part = f"part of #{finding.part_of}"
-    return f"estimated saving <b>{esc(f'{saving}, {part}' if finding.impact_ms > 0 else part)}</b>"
+    return f"estimated saving <b>{esc(finding_saving_text(finding, wall_ms))}</b>"
 
 
 def evidence_rows(finding: Finding) -> list[dict[str, str]]:

@@ -139,13 +139,11 @@ SELECT name, cat, ph, ts, dur, pid, tid, args FROM perfetto_findings;
 CREATE OR REPLACE TEMP VIEW perfetto_events AS
 SELECT name, cat, ph, ts, dur, pid, tid, args, NULL::BIGINT AS id, NULL::VARCHAR AS bp FROM perfetto_slices
 UNION ALL
-SELECT 'launch', 'launch', 's', perfetto_us(launch_ns), NULL, $stride * (source_id + 1) + $host, host_tid, '{}', id,
-       NULL
-FROM perfetto_flows
-UNION ALL
-SELECT 'launch', 'launch', 'f', perfetto_us(gpu_ns), NULL, $stride * (source_id + 1) + $gpu + device, gpu_tid, '{}',
-       id, 'e'
-FROM perfetto_flows;
+-- both ends of each flow from one pass over the launches and their work
+SELECT 'launch', 'launch', p.ph, perfetto_us(CASE p.ph WHEN 's' THEN launch_ns ELSE gpu_ns END), NULL,
+       $stride * (source_id + 1) + CASE p.ph WHEN 's' THEN $host ELSE $gpu + device END,
+       CASE p.ph WHEN 's' THEN host_tid ELSE gpu_tid END, '{}', id, CASE p.ph WHEN 'f' THEN 'e' END
+FROM perfetto_flows CROSS JOIN (VALUES ('s'), ('f')) p(ph);
 """
 
 
