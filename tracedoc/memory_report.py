@@ -1,6 +1,8 @@
 """The report's ``memory`` section and memory tables (``metrics``), from the memory analyses (analyses/memory).
 
-One entry per GPU with allocator events in a trace (or per device of a snapshot given alone): the curve summarised
+One entry per GPU with allocator events in a trace (or per device of a snapshot given alone), with what its
+figures count (``basis``: 'allocator', the caching allocator's tensors and reserve; 'cuda', memory taken from CUDA,
+from Nsight Systems' CUDA memory events): the curve summarised
 (allocated at the start and end, reserved), the peak and where it happened (step, operator, site), the growth per
 steady step and the sites behind it, what is live at the peak by site, fragmentation, and out-of-memory failures.
 Bytes throughout; a figure the inputs cannot give is None.
@@ -59,7 +61,7 @@ def memory_section(store: Store) -> list[dict[str, Any]]:
         ooms = store.query("SELECT step, requested_bytes, allocated_bytes, reserved_bytes, device_free_bytes, site, "
                            "op FROM memory_ooms WHERE source_id = ? AND device = ? ORDER BY ts_ns", key)
         entries.append(_numbers({
-            "rank": d["rank"], "device": d["device"], "capacity_bytes": d["capacity_bytes"],
+            "rank": d["rank"], "device": d["device"], "basis": d["basis"], "capacity_bytes": d["capacity_bytes"],
             "peak_bytes": d["peak_bytes"], "peak_at": {"step": d["peak_step"], "op": d["peak_op"],
                                                        "site": d["peak_site"]},
             "reserved_bytes": d["reserved_end"], "reserved_peak_bytes": d["reserved_peak_bytes"],
@@ -77,7 +79,8 @@ def memory_section(store: Store) -> list[dict[str, Any]]:
         ooms = store.query("SELECT requested_bytes, device_free_bytes, site FROM memory_ooms WHERE snapshot_id = ? "
                            "AND device = ? AND source_id IS NULL", [s["snapshot_id"], s["device"]])
         entries.append(_numbers({
-            "rank": None, "device": s["device"], "capacity_bytes": None, "peak_bytes": None, "peak_at": None,
+            "rank": None, "device": s["device"], "basis": "allocator", "capacity_bytes": None, "peak_bytes": None,
+            "peak_at": None,
             "reserved_bytes": s["snapshot_reserved_bytes"], "allocated_end_bytes": s["snapshot_allocated_bytes"],
             "growth_bytes_per_step": None,
             "top_sites": [{"site": r["site"], "bytes": r["bytes"], "allocations": r["blocks"]} for r in sites],

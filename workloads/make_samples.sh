@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every workload variant on this machine's GPU(s) and write one folder of traces per case.
 #
-#   bash workloads/make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|all]
+#   bash workloads/make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|memory|all]
 #
 # single: decode_loop (eager, cudagraph, compile), input_bound (slow, fast) and host_stall (item, sleep, fixed) on
 # one GPU;
@@ -18,13 +18,16 @@
 # efficiency (not part of all): gpt_step (base, checkpoint, gpt2, gemm) and the eager decode loop, recorded with
 # record_shapes=True, each with counts.json (FlopCounterMode's FLOPs per step, CUDA-event step times): the ground
 # truth of tracedoc's MFU and MBU.
+# memory (not part of all): memory_leak (leak, fixed, oom, fragment) with the profiler's allocator events and the
+# allocator snapshot; with nsys on PATH also leak and fixed under Nsight Systems with --cuda-memory-usage=true
+# (--profiler nvtx, 20 steps), exported to SQLite and redacted.
 # RUN_TIMEOUT (seconds, default 600) bounds each run.
 # Copy OUT_DIR/<case>/ into samples/<case>/ afterwards; the log holds the figures SOURCE.md quotes.
 set -uo pipefail
 
 out=${1:?usage: make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|all]}
 which=${2:-all}
-case $which in single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|all) ;; *) echo "unknown set: $which" >&2; exit 2 ;; esac
+case $which in single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|memory|all) ;; *) echo "unknown set: $which" >&2; exit 2 ;; esac
 limit=${RUN_TIMEOUT:-600}
 here=$(cd "$(dirname "$0")" && pwd)
 export PYTHONUNBUFFERED=1
@@ -120,6 +123,23 @@ if [[ $which == nsys-ranks ]]; then
             --variant "$v" --out "$out/fsdp-${v//_/-}"
         per_rank "nsys-fsdp-${v//_/-}-ranks" fsdp_step "$v"
     done
+fi
+
+if [[ $which == memory ]]; then
+    for v in leak fixed oom fragment; do
+        run "memory-$v" python3 "$here/memory_leak/run.py" --variant "$v" --out "$out/memory-$v"
+    done
+    if command -v nsys >/dev/null; then
+        for v in leak fixed; do
+            mkdir -p "$out/nsys-memory-$v"
+            run "nsys-memory-$v" nsys profile -t cuda,nvtx,osrt --cuda-memory-usage=true --force-overwrite true \
+                -o "$out/nsys-memory-$v/sample" python3 "$here/memory_leak/run.py" --variant "$v" --profiler nvtx \
+                --steps 20 --out "$out/nsys-memory-$v"
+            nsys export --type sqlite --force-overwrite true --output "$out/nsys-memory-$v/sample.sqlite" \
+                "$out/nsys-memory-$v/sample.nsys-rep" >/dev/null
+            python3 "$here/redact_export.py" "$out/nsys-memory-$v/sample.sqlite"
+        done
+    fi
 fi
 
 if [[ $which == efficiency ]]; then

@@ -25,6 +25,7 @@ DIFF_PAIRS = (
     ("host-stall-item", "host-stall-fixed", "no per-step .item() and bookkeeping after it"),
     ("host-stall-sleep", "host-stall-fixed", "no un-instrumented host time between steps"),
     ("memory-leak", "memory-fixed", "no reference kept to each step's output"),
+    ("nsys-memory-leak", "nsys-memory-fixed", "the same fix, seen in CUDA's memory events under Nsight Systems"),
     ("ncu-h100-transpose-naive", "ncu-h100-transpose-tiled", "the transpose staged through a shared-memory tile"),
     ("ncu-h100-gemm-naive", "ncu-h100-gemm-tiled", "GEMM tiles in shared memory, a register block per thread"),
     ("ncu-h100-gemm-tiled", "ncu-h100-gemm-wmma", "the same tiling on tensor cores (WMMA)"),

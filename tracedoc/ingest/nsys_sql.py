@@ -71,12 +71,18 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec(("CUPTI_ACTIVITY_KIND_OVERHEAD",), "_ns_cupti_overhead", (
         *_SPAN, ("gtid", "int", "globalTid"), ("name_id", "int", "nameId")), counts=False),
     TableSpec(("MPI_RANKS",), "_ns_mpi", (("gtid", "int", "globalTid"), ("rank", "int", "rank")), counts=False),
+    # Only with --cuda-memory-usage=true: each allocation and free of GPU memory (memoryOperationType 0 allocation,
+    # 1 deallocation; memKind as ENUM_CUDA_MEM_KIND). An instant: te is its start too.
+    TableSpec(("CUDA_GPU_MEMORY_USAGE_EVENTS",), "_ns_gpumem", (
+        ("ts", "int", "start"), ("te", "int", "start"), ("gpid", "int", "globalPid"), ("device", "int", "deviceId"),
+        ("address", "int", "address"), ("bytes", "int", "bytes"), ("mem_kind", "int", "memKind"),
+        ("operation", "int", "memoryOperationType"), ("correlation", "int", "correlationId"))),
 )
 
 # The temp tables whose times are on the export's session clock: shifted onto UTC when the export records when
 # the session started, so that reports of several processes or hosts share one clock.
 TIMED = ("_ns_kernel", "_ns_memcpy", "_ns_memset", "_ns_sync", "_ns_api", "_ns_osrt", "_ns_nvtx", "_ns_overhead",
-         "_ns_cupti_overhead")
+         "_ns_cupti_overhead", "_ns_gpumem")
 
 NORMALIZE_SQL = r"""
 CREATE OR REPLACE TEMP MACRO _ns_pid(gtid) AS (gtid >> 24) & 16777215;
@@ -257,6 +263,28 @@ INSERT INTO cpu_activity
 SELECT source_id, 0, pid, tid, CASE WHEN is_op THEN 'op' ELSE 'annotation' END,
        CASE WHEN is_op THEN split_part(name, ',', 1) ELSE name END, ts_ns, dur_ns, NULL, NULL
 FROM nvtx_ranges WHERE _ns_mine(source_id) AND name IS NOT NULL;
+
+-- GPU memory taken from and given back to CUDA (cudaMalloc, cudaFree, a module's static data; --cuda-memory-usage):
+-- device, array and static device memory, as the shared allocator events with the process's running total on the
+-- device as both totals. A process that uses a caching allocator (PyTorch) asks CUDA for segments, so what this
+-- sees is the allocator's reserved memory, not its tensors; memory taken before the capture started is not in it.
+-- Each event's thread is the CUDA call's (its correlation id); static data loaded with a module has none.
+INSERT INTO memory_events
+WITH calls AS (
+    SELECT _ns_corr(gtid, correlation) AS correlation, any_value(gtid) AS gtid FROM _ns_api
+    WHERE correlation IS NOT NULL AND correlation <> 0 GROUP BY ALL
+),
+ev AS (
+    SELECT m.source_id, _ns_tid(c.gtid) AS tid, g.ts, g.device, g.address,
+           CASE WHEN g.operation = 1 THEN -g.bytes ELSE g.bytes END AS bytes
+    FROM _ns_gpumem g JOIN _ns_pid_source m ON m.pid = _ns_src(g.gpid)
+    LEFT JOIN calls c ON g.correlation <> 0 AND c.correlation = _ns_corr(g.gpid, g.correlation)
+    WHERE g.mem_kind IN (2, 3, 5) AND g.operation IN (0, 1) AND g.ts IS NOT NULL AND g.bytes >= 0
+      AND g.device IS NOT NULL
+)
+SELECT source_id, 0, tid, ts, CASE WHEN bytes < 0 THEN 'free' ELSE 'alloc' END, 1, device, address, bytes,
+       sum(bytes) OVER w, sum(bytes) OVER w
+FROM ev WINDOW w AS (PARTITION BY source_id, device ORDER BY ts, bytes DESC, address ROWS UNBOUNDED PRECEDING);
 
 -- PyTorch's profiler steps, when it emitted them as NVTX ranges.
 INSERT INTO steps

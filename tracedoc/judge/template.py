@@ -3,9 +3,9 @@ trace knows.
 
 A template may hold optional parts in double brackets: ``[[ Of the host's time in them, {host_cause_pct:.0f}% is
 {host_cause_text}.]]`` is left out whole when any field inside it is NULL (a trace without long host gaps has no host
-cause to name). ``{x_ns:time}`` writes a duration given in ns readably ('1.2 ms'), ``{x:bytes}`` a byte count
-('32.0 MiB'). A NULL field outside an optional part reads 'unknown'; rules put every field a trace may lack inside
-an optional part, so that never shows.
+cause to name); parts do not nest. ``{x_ns:time}`` writes a duration given in ns readably ('1.2 ms'), ``{x:bytes}``
+a byte count ('32.0 MiB'). A NULL field outside an optional part reads 'unknown'; rules put every field a trace may
+lack inside an optional part, so that never shows.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ def fill(template: str, values: Mapping[str, Any]) -> str:
     Each part is formatted once, on its own, so braces in the values (a kernel named ``f<{x}>``) stay as they are.
     """
     pieces = _OPTIONAL.split(template)  # even indexes: always shown; odd: optional parts
+    if any("[[" in piece or "]]" in piece for piece in pieces):
+        raise TemplateError("optional parts [[...]] cannot nest, and each [[ needs its ]]")
     try:
         out = [_FORMATTER.vformat(piece, (), values) for i, piece in enumerate(pieces)
                if i % 2 == 0 or all(values.get(name) is not None for name in fields(piece))]

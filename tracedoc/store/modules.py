@@ -29,9 +29,10 @@ _CREATES = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
                       r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:TABLE|VIEW|MACRO|FUNCTION)\s+"
                       r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.]+)", re.IGNORECASE | re.DOTALL)
 
-# Groups made from tables a PyTorch trace writes only when recorded with profile_memory=True (Store.formats names
-# such a trace 'torch_memory'); every other group's formats are declared with the formats (ingest/base.py FORMATS).
-_PSEUDO_FORMATS: dict[str, frozenset[str]] = {"memory": frozenset({"torch_memory"})}
+# Groups made from tables a trace writes only when recorded with its memory events: a PyTorch trace with
+# profile_memory=True, an Nsight Systems export with --cuda-memory-usage=true (Store.formats names such a trace
+# 'torch_memory', 'nsys_memory'); every other group's formats are declared with the formats (ingest/base.py FORMATS).
+_PSEUDO_FORMATS: dict[str, frozenset[str]] = {"memory": frozenset({"torch_memory", "nsys_memory"})}
 
 
 @functools.cache

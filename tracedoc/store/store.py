@@ -112,12 +112,15 @@ class Store:
         return int(self.scalar("SELECT current_setting('threads')"))
 
     def formats(self) -> frozenset[str]:
-        """The formats of the store's inputs (``sources.format``), and 'torch_memory' when a PyTorch trace holds
-        allocator events (the memory analyses' input)."""
+        """The formats of the store's inputs (``sources.format``), and 'torch_memory' or 'nsys_memory' when a
+        PyTorch trace or an Nsight Systems export holds allocator events (the memory analyses' input)."""
         if self._formats is None:
             formats = {r[0] for r in self.con.execute("SELECT DISTINCT format FROM sources").fetchall()}
-            if "torch" in formats and self.scalar("SELECT count(*) > 0 FROM (SELECT 1 FROM memory_events LIMIT 1)"):
-                formats.add("torch_memory")
+            if formats & {"torch", "nsys"} and self.scalar(
+                    "SELECT count(*) > 0 FROM (SELECT 1 FROM memory_events LIMIT 1)"):
+                formats |= {f"{r[0]}_memory" for r in self.con.execute("""
+                    SELECT DISTINCT format FROM sources
+                    WHERE source_id IN (SELECT DISTINCT source_id FROM memory_events)""").fetchall()}
             self._formats = frozenset(formats)
         return self._formats
 

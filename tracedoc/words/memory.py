@@ -27,7 +27,13 @@ def _heading(m: dict[str, Any]) -> str:
 
 def _lines(m: dict[str, Any]) -> list[str]:
     out = []
-    if m.get("peak_bytes") is not None:
+    if m.get("basis") == "cuda" and m.get("peak_bytes") is not None:
+        at = m.get("peak_at") or {}
+        where = ", ".join(p for p in (f"step {at['step']}" if at.get("step") is not None else None, at.get("op")) if p)
+        out.append(f"peak taken from CUDA {_b(m['peak_bytes'])}" + (f" ({where})" if where else "")
+                   + f"; {_b(m.get('allocated_start_bytes'))} → {_b(m.get('allocated_end_bytes'))} over the trace "
+                   "(CUDA's memory events: a caching allocator's reserve, not its tensors)")
+    elif m.get("peak_bytes") is not None:
         at = m.get("peak_at") or {}
         where = ", ".join(p for p in (f"step {at['step']}" if at.get("step") is not None else None, at.get("op"),
                                       at.get("site")) if p)
@@ -52,7 +58,7 @@ def _lines(m: dict[str, Any]) -> list[str]:
         out.append(f"free inside segments that hold live tensors {_b(frag['stranded_bytes'])} "
                    f"({frag.get('stranded_pct') or 0:.0f}% of reserved), largest hole "
                    f"{_b(frag.get('largest_stranded_bytes'))}")
-    elif frag.get("trace_unused_bytes") is not None:
+    elif frag.get("trace_unused_bytes") is not None and m.get("basis") != "cuda":
         out.append(f"reserved but unallocated at the allocator's peak {_b(frag['trace_unused_bytes'])}")
     for o in m.get("ooms") or []:
         out.append(f"out of memory: {_b(o.get('requested_bytes'))} requested"

@@ -16,13 +16,20 @@ Variants:
 Writes into ``--out``: ``trace.json.gz`` (the profiled steps) and ``snapshot.pickle.gz`` (the allocator snapshot,
 ``_dump_snapshot``), and prints ``RESULT`` lines with the truth the variant was built with.
 
+``--profiler nvtx`` records neither: for a run under Nsight Systems (``nsys profile -t cuda,nvtx
+--cuda-memory-usage=true``), every step is the NVTX range ``train_step`` and its phases NVTX ranges, and the memory
+seen is what the caching allocator takes from CUDA (its reserved memory), not its tensors.
+
 Example:
   python workloads/memory_leak/run.py --variant leak --out out/memory-leak
+  nsys profile -t cuda,nvtx --cuda-memory-usage=true -o leak python workloads/memory_leak/run.py --variant leak \
+      --profiler nvtx --steps 20 --out out/memory-leak-nsys
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import shutil
 import sys
@@ -48,14 +55,22 @@ def forward(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return model(x)  # the output: batch × hidden floats
 
 
+_nvtx = False  # --profiler nvtx: phases and steps are NVTX ranges
+
+
+def phase(name: str) -> contextlib.AbstractContextManager:
+    """A named phase of a step: an NVTX range under --profiler nvtx, else the torch profiler's annotation."""
+    return torch.cuda.nvtx.range(name) if _nvtx else record_function(name)
+
+
 def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, target: torch.Tensor,
                history: list, variant: str) -> None:
-    with record_function("forward"):
+    with phase("forward"):
         out = forward(model, x)
         loss = nn.functional.mse_loss(out, target)
-    with record_function("backward"):
+    with phase("backward"):
         loss.backward()
-    with record_function("optimizer"):
+    with phase("optimizer"):
         opt.step()
         opt.zero_grad(set_to_none=True)
     if variant in ("leak", "oom"):
@@ -74,9 +89,17 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--oom-after", type=int, default=5, help="oom: leaked outputs that fit under the cap")
     parser.add_argument("--frag-count", type=int, default=100, help="fragment: 4 MiB buffers, every other freed")
+    parser.add_argument("--profiler", choices=("torch", "nvtx"), default="torch",
+                        help="torch: the profiler's trace and the allocator snapshot; nvtx: NVTX ranges only, for "
+                             "a run under nsys profile --cuda-memory-usage=true")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU")
+    if args.profiler == "nvtx":
+        if args.variant == "oom":
+            sys.exit("--profiler nvtx: the oom variant's cap stops the allocator before CUDA sees a request")
+        global _nvtx
+        _nvtx = True
     device = torch.device("cuda")
     torch.manual_seed(0)
     model = make_model(args.hidden, args.layers).to(device)
@@ -88,7 +111,8 @@ def main() -> None:
     leak_bytes = args.batch * args.hidden * 4 if args.variant in ("leak", "oom") else 0
     print(f"RESULT memory {args.variant}: leak per step {leak_bytes} bytes ({leak_bytes / MiB:.1f} MiB)")
     args.out.mkdir(parents=True, exist_ok=True)
-    torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
+    if not _nvtx:
+        torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
     if args.variant == "fragment":
         buffers = [torch.empty(MiB, device=device) for _ in range(args.frag_count)]  # 4 MiB each (float32)
         kept = buffers[1::2]
@@ -105,6 +129,9 @@ def main() -> None:
         cap = torch.cuda.memory_reserved() + (args.oom_after + 1) * leak_bytes + leak_bytes // 2
         torch.cuda.set_per_process_memory_fraction(cap / total, torch.cuda.current_device())
         print(f"RESULT memory oom: cap {cap} bytes ({cap / MiB:.1f} MiB) of {total} bytes")
+    if _nvtx:
+        run_nvtx(model, opt, x, target, history, args, warm)
+        return
     trace = args.out / "trace.json"
     failed = None
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
@@ -133,6 +160,20 @@ def main() -> None:
     print(f"RESULT memory {args.variant}: allocated {torch.cuda.memory_allocated()} reserved "
           f"{torch.cuda.memory_reserved()} max_allocated {torch.cuda.max_memory_allocated()} "
           f"steps kept {len(history)} failed {failed is not None}")
+
+
+def run_nvtx(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, target: torch.Tensor, history: list,
+             args: argparse.Namespace, warm: int) -> None:
+    """The steps under --profiler nvtx: each one the NVTX range train_step; what CUDA holds after each printed."""
+    for _ in range(args.steps):
+        with torch.cuda.nvtx.range("train_step"):
+            train_step(model, opt, x, target, history, args.variant)
+            torch.cuda.synchronize()
+        print(f"RESULT memory {args.variant}: step {len(history)} reserved {torch.cuda.memory_reserved()} "
+              f"allocated {torch.cuda.memory_allocated()}")
+    print(f"RESULT memory {args.variant}: allocated {torch.cuda.memory_allocated()} reserved "
+          f"{torch.cuda.memory_reserved()} max_reserved {torch.cuda.max_memory_reserved()} steps {args.steps} "
+          f"after {warm} warm-up steps")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 -- trace ended, leaving out the last two steps (whose tensors may still be freed by the next step: outputs kept one
 -- step for logging, double buffers); divided by the steps they come from, they give each site's bytes per step.
 -- A site is the user's innermost Python frame on the allocating thread (with_stack=True), else the operator that
--- allocated; where a snapshot of the same run was given, the snapshot's frames name it (memory.snapshot).
+-- allocated, else the innermost annotation (an NVTX range: all an Nsight Systems export names); where a snapshot of the same run was given, the snapshot's frames name it (memory.snapshot).
 -- include: memory.timeline
 -- include: memory.snapshot
 
@@ -52,13 +52,14 @@ frames AS (
     SELECT h.source_id, h.device, h.addr, h.ts_ns,
            arg_max(memory_user_frame(c.name), c.ts_ns)
                FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS py_site,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op
+           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op,
+           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation') AS annotation
     FROM held h
     JOIN cpu_activity c ON c.source_id = h.source_id AND c.tid = h.tid AND c.ts_ns <= h.ts_ns
-                       AND h.ts_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python')
+                       AND h.ts_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python', 'annotation')
     GROUP BY ALL
 )
-SELECT h.*, f.op, coalesce(j.site, f.py_site, f.op, '(unknown)') AS site, j.stack
+SELECT h.*, f.op, coalesce(j.site, f.py_site, f.op, f.annotation, '(unknown)') AS site, j.stack
 FROM held h
 LEFT JOIN frames f USING (source_id, device, addr, ts_ns)
 LEFT JOIN memory_snapshot_matches j ON j.source_id = h.source_id AND j.device = h.device AND j.addr = h.addr
@@ -76,12 +77,16 @@ SELECT h.source_id, any_value(h.rank) AS rank, h.device, h.site, any_value(h.op)
 FROM memory_held_allocs h JOIN steps s USING (source_id, device)
 GROUP BY h.source_id, h.device, h.site;
 
--- What the leak rule reads: per GPU with steady growth, the growth and its largest site.
+-- What the leak rule reads: per GPU with steady growth, the growth and its largest site; site_words: how the site
+-- is named, by what the events count (memory.timeline's basis).
 CREATE OR REPLACE TEMP VIEW memory_leaks AS
 SELECT g.*, s.site AS top_site, s.op AS top_op, s.bytes_per_step AS top_site_bytes_per_step,
+       CASE d.basis WHEN 'cuda' THEN 'It takes that memory from CUDA (cudaMalloc) inside the range'
+                    ELSE 'The tensors that stay alive were allocated at' END AS site_words,
        s.allocations AS top_site_allocations, s.stack AS top_site_stack,
        100.0 * s.bytes_per_step / nullif(g.growth_bytes_per_step, 0) AS top_site_share_pct
 FROM memory_growth g
+JOIN memory_by_device d USING (source_id, device)
 LEFT JOIN (SELECT * FROM memory_growth_sites
            QUALIFY row_number() OVER (PARTITION BY source_id, device ORDER BY bytes_per_step DESC, site) = 1) s
   USING (source_id, device);

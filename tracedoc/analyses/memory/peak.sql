@@ -3,7 +3,7 @@
 -- Live at the peak: allocations recorded in the trace before the peak and not freed by then; what the totals held
 -- that the trace never saw allocated (made before it started: parameters, optimizer state) is one row,
 -- '(allocated before the trace)'. Sites as memory.growth: the snapshot's frames, else the user's Python frame,
--- else the operator.
+-- else the operator, else the annotation.
 -- include: memory.timeline
 -- include: memory.snapshot
 
@@ -16,14 +16,15 @@ frames AS (
     SELECT l.source_id, l.device, l.addr, l.ts_ns,
            arg_max(memory_user_frame(c.name), c.ts_ns)
                FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS py_site,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op
+           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op,
+           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation') AS annotation
     FROM live l
     JOIN cpu_activity c ON c.source_id = l.source_id AND c.tid = l.tid AND c.ts_ns <= l.ts_ns
-                       AND l.ts_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python')
+                       AND l.ts_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python', 'annotation')
     GROUP BY ALL
 ),
 named AS (
-    SELECT l.source_id, l.rank, l.device, l.bytes, coalesce(j.site, f.py_site, f.op, '(unknown)') AS site
+    SELECT l.source_id, l.rank, l.device, l.bytes, coalesce(j.site, f.py_site, f.op, f.annotation, '(unknown)') AS site
     FROM live l
     LEFT JOIN frames f USING (source_id, device, addr, ts_ns)
     LEFT JOIN memory_snapshot_matches j ON j.source_id = l.source_id AND j.device = l.device AND j.addr = l.addr

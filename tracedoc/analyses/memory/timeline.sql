@@ -1,5 +1,6 @@
--- memory.timeline: GPU memory over time per device, from the PyTorch profiler's allocator events
--- (memory_events, a trace recorded with profile_memory=True), with the steps on the same axis. Bytes, ns.
+-- memory.timeline: GPU memory over time per device, from the allocator events of a trace (memory_events: the
+-- PyTorch profiler's with profile_memory=True, or Nsight Systems' CUDA memory events with
+-- --cuda-memory-usage=true), with the steps on the same axis. Bytes, ns.
 --
 -- Every event carries the allocator's totals just after it (Total Allocated: bytes in live tensors; Total
 -- Reserved: bytes the caching allocator holds from CUDA), so the curve is a step plot of those totals. The peak is
@@ -64,21 +65,26 @@ SELECT source_id, device, arg_min(ts_ns, (-total_allocated, ts_ns)) AS peak_ns, 
        arg_min(tid, (-total_allocated, ts_ns)) AS tid, arg_min(step, (-total_allocated, ts_ns)) AS step
 FROM memory_gpu_events WHERE kind <> 'oom' AND total_allocated IS NOT NULL GROUP BY ALL;
 
--- The innermost operator (and the user's innermost Python frame, with with_stack=True) on the allocating thread
--- at each peak.
+-- The innermost operator (else annotation: an NVTX range) and the user's innermost Python frame (with_stack=True)
+-- on the allocating thread at each peak.
 CREATE OR REPLACE TEMP TABLE memory_peak_where AS
 SELECT p.source_id, p.device,
-       arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op,
+       coalesce(arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op'),
+                arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation')) AS op,
        arg_max(memory_user_frame(c.name), c.ts_ns)
            FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS site
 FROM memory_peaks p
 JOIN cpu_activity c ON c.source_id = p.source_id AND c.tid = p.tid AND c.ts_ns <= p.peak_ns
-                   AND p.peak_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python')
+                   AND p.peak_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python', 'annotation')
 GROUP BY ALL;
 
 -- One row per source and GPU: the curve summarised. capacity_bytes: the device's memory from the trace header.
+-- basis: what the totals count, 'allocator' (a PyTorch trace: the caching allocator's tensors and its reserve) or
+-- 'cuda' (an Nsight Systems export: memory taken from CUDA, both totals alike; in a PyTorch job the allocator's
+-- reserve).
 CREATE OR REPLACE TEMP TABLE memory_by_device AS
 SELECT e.source_id, any_value(e.rank) AS rank, e.device,
+       CASE WHEN any_value(s.format) = 'nsys' THEN 'cuda' ELSE 'allocator' END AS basis,
        count(*) FILTER (WHERE e.kind <> 'oom') AS events,
        min(e.ts_ns) AS first_ns, max(e.ts_ns) AS last_ns,
        arg_min(e.total_allocated, e.ts_ns) AS allocated_start, arg_max(e.total_allocated, e.ts_ns) AS allocated_end,
@@ -92,6 +98,7 @@ FROM memory_gpu_events e
 LEFT JOIN memory_peaks p USING (source_id, device)
 LEFT JOIN memory_peak_where w USING (source_id, device)
 LEFT JOIN devices d ON d.source_id = e.source_id AND d.device = e.device
+LEFT JOIN sources s ON s.source_id = e.source_id
 GROUP BY e.source_id, e.device;
 
 -- The origin of each source's memory times (the first allocator event or step): the Memory page's curve and steps
