@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
+import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +148,26 @@ def test_a_snapshot_alone_shows_what_was_live_when_dumped(tmp_path: Path) -> Non
     data = chart.renderers[0].data_source.data
     by_site = dict(zip(data["site"], data["value"], strict=True))
     assert by_site["mem-wl/run.py:93 (main)"] == pytest.approx(50 * 4)
+
+
+def test_cuda_memory_events_draw_one_line_of_what_cuda_gave(tmp_path: Path) -> None:
+    """samples/nsys-memory-leak: Nsight Systems' CUDA memory events count one total, what the process took from
+    CUDA; the chart draws that one line (not allocated and reserved as if they were two) and says so. Its peak is
+    the export's own running sum of CUDA_GPU_MEMORY_USAGE_EVENTS."""
+    export = tmp_path / "leak.sqlite"
+    with lzma.open(SAMPLES / "nsys-memory-leak" / "sample.sqlite.xz") as src, export.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with sqlite3.connect(export) as con:
+        (peak,) = con.execute("""
+            SELECT max(total) FROM (SELECT sum(CASE memoryOperationType WHEN 1 THEN -bytes ELSE bytes END)
+                                        OVER (ORDER BY start ROWS UNBOUNDED PRECEDING) AS total
+                                    FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE memKind IN (2, 3, 5))""").fetchone()
+    report = analyze([export], use_cache=False)
+    section = next(s for s in memory.sections(report) if s.title == "Memory over time")
+    assert "what the process took from CUDA" in section.note
+    chart = section.items[0]
+    legend = [item.label["value"] for item in chart.legend[0].items]
+    assert "taken from CUDA" in legend and "allocated" not in legend and "reserved" not in legend
+    lines = [r for r in chart.renderers if type(r.glyph).__name__ == "Line"]
+    (line,) = lines
+    assert max(line.data_source.data["allocated"]) == pytest.approx(peak / MIB)

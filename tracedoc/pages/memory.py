@@ -78,11 +78,15 @@ def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], en
         fig.add_tools(HoverTool(renderers=[rects], tooltips=[("step", "@label (@warmup)"),
                                                              ("allocated at its end", "@end_mib{0,0.0} MiB")]))
     source = ColumnDataSource({"t": xs, "allocated": allocated, "reserved": reserved})
-    lines = [fig.line("t", "reserved", source=source, color=RESERVED_COLOR, line_width=2, legend_label="reserved"),
-             fig.line("t", "allocated", source=source, color=ALLOCATED_COLOR, line_width=2,
-                      legend_label="allocated")]
-    fig.add_tools(HoverTool(renderers=[lines[1]], mode="vline", tooltips=[
-        ("ms", "@t{0,0.000}"), ("allocated", "@allocated{0,0.0} MiB"), ("reserved", "@reserved{0,0.0} MiB")]))
+    if (entry or {}).get("basis") == "cuda":  # CUDA's memory events: one total, what the process took from CUDA
+        line = fig.line("t", "allocated", source=source, color=RESERVED_COLOR, line_width=2,
+                        legend_label="taken from CUDA")
+        tooltips = [("ms", "@t{0,0.000}"), ("taken from CUDA", "@allocated{0,0.0} MiB")]
+    else:
+        fig.line("t", "reserved", source=source, color=RESERVED_COLOR, line_width=2, legend_label="reserved")
+        line = fig.line("t", "allocated", source=source, color=ALLOCATED_COLOR, line_width=2, legend_label="allocated")
+        tooltips = [("ms", "@t{0,0.000}"), ("allocated", "@allocated{0,0.0} MiB"), ("reserved", "@reserved{0,0.0} MiB")]
+    fig.add_tools(HoverTool(renderers=[line], mode="vline", tooltips=tooltips))
     if allocated:
         i = max(range(len(allocated)), key=lambda j: (allocated[j], -j))
         at = (entry or {}).get("peak_at") or {}
@@ -132,6 +136,9 @@ def _chart_sections(report: Report) -> list[Section]:
         note = ("MiB over time, from the allocator events of the trace: allocated (live tensors) and reserved (held "
                 "by the caching allocator), each step a shaded band with its number, the peak marked, and a failed "
                 "request a cross")
+        if any(m.get("basis") == "cuda" for m in report.memory):
+            note += ("; from Nsight Systems' CUDA memory events the one line is what the process took from CUDA "
+                     "(a caching allocator's reserve, not its tensors)")
         if len(gpus) > 1:
             note += "; one chart per GPU, in the order " + ", ".join(_gpu_label(g) for g in gpus[:MAX_CHARTS])
         out.append(Section("Memory over time", note=note, items=charts))
