@@ -107,6 +107,20 @@ def test_the_pages_and_the_words_do_not_import_the_renderers() -> None:
                     for t in targets if t.startswith("tracedoc.render"))
     assert upward == []
 
+CORE = ("tracedoc.report", "tracedoc.store", "tracedoc.analyses", "tracedoc.judge", "tracedoc.ingest")
+FACES = ("tracedoc.cli", "tracedoc.dashboard", "tracedoc.pages", "tracedoc.render")
+
+
+def test_the_core_never_imports_the_faces() -> None:
+    """Reading, storing, measuring and judging import nothing that shows a report (the command line, the dashboard,
+    the pages, the renderers): a library user gets the core without them."""
+    graph = import_graph(ROOT / "tracedoc")
+    assert any(m.startswith("tracedoc.ingest.") for m in graph)  # the core is read
+    upward = sorted(f"{m} → {t}" for m, targets in graph.items() if m.startswith(CORE)
+                    for t in targets if t.startswith(FACES))
+    assert upward == []
+
+
 def test_no_import_circles() -> None:
     graph = import_graph(ROOT / "tracedoc")
     assert len(graph) > 50 and graph["tracedoc.render.html"]  # the whole package is read
