@@ -19,13 +19,26 @@ from tracedoc.dashboard.views import overview_view, timeline_missing, timeline_v
 from tracedoc.errors import first_line
 from tracedoc.pages import empty, overview, page_modules, timeline
 from tracedoc.pages.fragments import Html, esc, message_html
+from tracedoc.report import Report
 
 POLL_MS = 300
 
 
 def route(page: ModuleType) -> str:
-    """The page's URL path: the overview is the root."""
-    return "/" if page is overview else f"/{page.ROUTE}"
+    """The page's URL path: the first page (the overview) is the root."""
+    return "/" if page is page_modules()[0] else f"/{page.ROUTE}"
+
+
+# The pages drawn with widgets of their own (tracedoc.dashboard.views), by route; every other page is its sections.
+WIDGET_VIEWS: dict[str, Callable[[Report, Loading], pn.viewable.Viewable]] = {
+    overview.ROUTE: lambda report, loading: overview_view(report, loading.timeline),
+    timeline.ROUTE: lambda report, loading: timeline_view(
+        loading.timeline, pn.state.session_args if pn.state.curdoc else None, report),
+}
+# Why a page drawn from the store has nothing to show, by route (the others say it from the report: pages.empty).
+STORE_PAGE_MISSING: dict[str, Callable[[Loading], str | None]] = {
+    timeline.ROUTE: lambda loading: timeline_missing(loading.timeline, loading.report),
+}
 
 
 def navigation(current: ModuleType, empty_pages: dict[ModuleType, str] | None = None) -> Html:
@@ -49,10 +62,11 @@ def empty_pages(loading: Loading) -> dict[ModuleType, str]:
     report = loading.report
     if loading.error is not None or report is None:
         return {}
-    out = {p: why for p in page_modules(store=False) if p is not overview
+    pages = page_modules()
+    out = {p: why for p in pages[1:] if (missing := STORE_PAGE_MISSING.get(p.ROUTE)) is None
            and (why := empty.why_empty(p.ROUTE, report))}
-    if (why := timeline_missing(loading.timeline, report)) is not None:
-        out[timeline] = why
+    out.update({p: why for p in pages if (missing := STORE_PAGE_MISSING.get(p.ROUTE)) is not None
+                and (why := missing(loading)) is not None})
     return out
 
 
@@ -60,10 +74,8 @@ def body(loading: Loading, page: ModuleType) -> pn.viewable.Viewable:
     """The page's content once loading is over: the page, or the message saying why there is none."""
     if loading.error is not None or loading.report is None:
         return html_pane(message_html(f"Could not load the input: {loading.error}", "error"))
-    if page is overview:
-        return overview_view(loading.report, loading.timeline)
-    if page is timeline:
-        return timeline_view(loading.timeline, pn.state.session_args if pn.state.curdoc else None, loading.report)
+    if (view := WIDGET_VIEWS.get(page.ROUTE)) is not None:
+        return view(loading.report, loading)
     return sections_view(page.sections(loading.report))
 
 
