@@ -68,7 +68,7 @@ def cluster_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return stacked(options)
 
 
-def stacked(options: list[Callable[[Callable[..., Any]], Callable[..., Any]]]) -> Callable[..., Any]:
+def stacked(options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
     """One decorator applying click ``options`` in order (the first is listed first in --help)."""
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(options):
@@ -97,7 +97,7 @@ def report_options(out_help: str = _OUT_HELP, formats: Sequence[str] | None = No
     """The options of a command that judges with rules and writes a report: --format (``formats``, default every
     renderer), --out, --rules, --set (with ``set_example``), --fail-on (parameters fmt, out, rules_dirs, settings,
     fail_on)."""
-    options = [
+    options: list[Callable[..., Any]] = [
         click.option("--format", "fmt", type=click.Choice(sorted(formats or RENDERERS)), default=None,
                      help="Output format (default: text, or what --out's extension implies)."),
         click.option("--out", type=click.Path(), callback=out_path, default=None, help=out_help),

@@ -55,7 +55,7 @@ class NoGpuError(TracedocError):
 class Backend(Protocol):
     """Answers NVML queries: ``call('nvmlDeviceGetClockInfo', 0, 1)`` queries device 0's SM clock."""
 
-    def call(self, fn: str, *args: int) -> Any: ...
+    def call(self, fn: str, *args: Any) -> Any: ...
 
     def close(self) -> None: ...
 
@@ -134,7 +134,7 @@ class _Reader:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def get(self, fn: str, *args: int) -> Any:
+    def get(self, fn: str, *args: Any) -> Any:
         try:
             return self.backend.call(fn, *args)
         except NvmlError:
@@ -267,8 +267,9 @@ def _read_nvlinks(r: _Reader, d: int) -> list[dict[str, Any]]:
                 break
             state = None
         remote = _as_str(_field(r.get("nvmlDeviceGetNvLinkRemotePciInfo", d, link), "busId"))
+        version = r.integer("nvmlDeviceGetNvLinkVersion", d, link)
         row = {"device": d, "link": link, "active": _as_bool(state),
-               "version": _NVLINK_VERSIONS.get(r.integer("nvmlDeviceGetNvLinkVersion", d, link)),
+               "version": None if version is None else _NVLINK_VERSIONS.get(version),
                "remote_pci_bus_id": None if remote is None or remote.upper().startswith("FFFFFFFF") else remote}
         row.update({name: r.integer("nvmlDeviceGetNvLinkErrorCounter", d, link, counter)
                     for name, counter in _NVLINK_COUNTERS.items()})
@@ -342,8 +343,9 @@ def _memory_temperature(r: _Reader, d: int) -> int | None:
     fv = values[0]
     if fv.get("nvmlReturn") != 0 or not isinstance(fv.get("value"), dict):
         return None
+    value_type = fv.get("valueType")
     member = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(
-        fv.get("valueType"))
+        value_type) if isinstance(value_type, int) else None
     return _as_int(fv["value"].get(member)) if member else None
 
 

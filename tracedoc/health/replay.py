@@ -97,7 +97,7 @@ class Replay:
             isinstance(k, str) and isinstance(v, list) and v
             and all(isinstance(a, dict) and ("value" in a or isinstance(a.get("error"), str)) for a in v)
             for k, v in answers.items())
-        if not valid:
+        if not valid or not isinstance(answers, dict):
             raise InputError(f"{path}: malformed NVML recording (answers must map queries to lists of answers)")
         # The reader counts devices with range(): a count of 2.5 (or "2") would fail there, not as bad input.
         counts = [a["value"] for a in answers.get(query_key("nvmlDeviceGetCount", ()), []) if "value" in a]

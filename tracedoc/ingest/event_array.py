@@ -57,23 +57,22 @@ def events_end(tail: bytes) -> int | None:
     i = scan.skip_space(len(tail))
     if i == 0 or tail[i - 1] != ord("}"):
         return None
-    i -= 1
-    while True:
-        i = scan.skip_space(i)
-        if i == 0:
+    at: int | None = i - 1
+    while at is not None:
+        at = scan.skip_space(at)
+        if at == 0:
             return None
-        if tail[i - 1] == ord("]"):
-            close = i - 1
+        if tail[at - 1] == ord("]"):
+            close = at - 1
             if scan.ends_with_event(close):
                 return close
-            i = scan.opening(close)
-            if i is None:
+            at = scan.opening(close)
+            if at is None:
                 return close
         else:
-            i = scan.value_start(i)
-        i = scan.member_start(i) if i is not None else None
-        if i is None:
-            return None
+            at = scan.value_start(at)
+        at = scan.member_start(at) if at is not None else None
+    return None
 
 
 class _Backwards:

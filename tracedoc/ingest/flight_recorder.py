@@ -31,7 +31,7 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import pyarrow as pa
 
@@ -239,7 +239,8 @@ def _pg_status(status: Any, source_id: int,
         if isinstance(s, dict):
             seqs = [_int(s.get(k)) for k in ("last_enqueued_collective", "last_started_collective",
                                              "last_completed_collective")]
-            rows.append((source_id, _int(pg_id), *[v if v is not None and v >= 0 else None for v in seqs]))
+            enqueued, started, completed = (v if v is not None and v >= 0 else None for v in seqs)
+            rows.append((source_id, _int(pg_id), enqueued, started, completed))
     return rows
 
 
@@ -302,7 +303,7 @@ def _frames(value: Any) -> list[dict[str, Any]] | None:
             for f in kept if isinstance(f, dict)]
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     """An int that fits BIGINT (bool is not an int here)."""
     return type(value) is int and -(2**63) <= value < 2**63
 

@@ -46,7 +46,7 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
         raise InputError(f"{path}: not GEMM ladder measurements (no format tag {TAG!r})")
     if doc.get("version") != 1:
         raise InputError(f"{path}: GEMM ladder measurements of version {doc.get('version')!r}; tracedoc reads 1")
-    gpu = _text(doc, "gpu", path, required=True)
+    gpu = _required_text(doc, "gpu", path)
     results = doc.get("results")
     if not isinstance(results, list):
         raise InputError(f"{path}: GEMM ladder measurements without a results list")
@@ -74,7 +74,7 @@ def _row(result: Any, index: int, gpu: str, profiler: str | None, dtype: str | N
     ms = _number(result, "ms", where, _MAX_MS)
     if ms is not None and ms < _MIN_MS:
         raise InputError(f"{where}: ms must be at least {_MIN_MS:g} (a nanosecond)")
-    m, n, k = sizes
+    m, n, k = [s for s in sizes if isinstance(s, int)]
     flop = 2.0 * m * n * k
     clock = _number(result, "sm_clock_mhz", where, _MAX_CLOCK_MHZ)
     gpu_bound = result.get("gpu_bound")
@@ -98,10 +98,13 @@ def _number(obj: dict[str, Any], key: str, where: str, high: float) -> float | N
     return float(value)
 
 
-def _text(doc: dict[str, Any], key: str, path: Path, required: bool = False) -> str | None:
+def _text(doc: dict[str, Any], key: str, path: Path) -> str | None:
+    """``doc[key]`` as text, None when absent; anything else is bad input."""
+    return None if doc.get(key) is None else _required_text(doc, key, path)
+
+
+def _required_text(doc: dict[str, Any], key: str, path: Path) -> str:
     value = doc.get(key)
-    if value is None and not required:
-        return None
     if not isinstance(value, str) or not value:
         raise InputError(f"{path}: GEMM ladder measurements without a {key!r} string")
     return value[:256]

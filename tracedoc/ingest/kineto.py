@@ -30,7 +30,7 @@ from tracedoc.ingest import compressed, event_array, kineto_memory
 from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 from tracedoc.store.memory import out_of_memory_advice
-from tracedoc.store.store import sql_literal
+from tracedoc.store.store import scalar, sql_literal
 
 FORMAT = "torch"
 
@@ -112,9 +112,9 @@ def _load_many(store: Store, sources: Sequence[tuple[int, Path]], workdir: Path,
                     rank = _distributed(meta)[0] or 0
                     cuts = _event_cuts(mm, body_start, body_end, part_bytes)
                     for a, b in zip(cuts, cuts[1:]):
-                        part = _write_part(mm, f.fileno(), a, b, workdir / f"part{source_id}-{a}.json", path)
-                        if part is not None:
-                            pending.append(_Part(part, source_id, rank, path))
+                        written = _write_part(mm, f.fileno(), a, b, workdir / f"part{source_id}-{a}.json", path)
+                        if written is not None:
+                            pending.append(_Part(written, source_id, rank, path))
                         if len(pending) >= threads:
                             _add_counts(counts, _ingest_parts(store, pending))
                             pending = []
@@ -242,8 +242,8 @@ def _normalize(con: duckdb.DuckDBPyConnection, parts: list[_Part]) -> None:
     try:
         con.execute(_NORMALIZE_CHUNK_SQL)
     except duckdb.Error as exc:
-        bad = con.execute(f"SELECT min(source_id) FROM _raw WHERE (ts IS NOT NULL AND {_try(_TS_NS)} IS NULL) "
-                          f"OR {_try(_DUR_NS)} IS NULL").fetchone()[0]
+        bad = scalar(con, f"SELECT min(source_id) FROM _raw WHERE (ts IS NOT NULL AND {_try(_TS_NS)} IS NULL) "
+                          f"OR {_try(_DUR_NS)} IS NULL")
         raise _out_of_range(next((p.name for p in parts if p.source_id == bad), parts[0].name), exc) from None
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from tracedoc.store.store import sql_literal
+from tracedoc.store.store import scalar, sql_literal
 
 NAMES = ("[memory]", "[OutOfMemory]")
 _COLUMNS = (
@@ -27,8 +27,7 @@ _COLUMNS = (
 
 def present(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the events just parsed (the temp table ``_raw``) hold allocator events."""
-    return bool(con.execute("SELECT count(*) FROM _raw WHERE ph = 'i' AND name IN ('[memory]', '[OutOfMemory]')")
-                .fetchone()[0])
+    return bool(scalar(con, "SELECT count(*) FROM _raw WHERE ph = 'i' AND name IN ('[memory]', '[OutOfMemory]')"))
 
 
 def read(con: duckdb.DuckDBPyConnection, parts: Sequence[Any]) -> None:
@@ -56,5 +55,5 @@ def record_clock(con: duckdb.DuckDBPyConnection, source_id: int, meta: dict[str,
     epoch times, so this puts both on one clock."""
     base = meta.get("baseTimeNanoseconds")
     if (isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 1 << 63
-            and con.execute("SELECT count(*) FROM memory_events WHERE source_id = ?", [source_id]).fetchone()[0]):
+            and scalar(con, "SELECT count(*) FROM memory_events WHERE source_id = ?", [source_id])):
         con.execute("INSERT INTO memory_trace_clock VALUES (?, ?)", [source_id, base])

@@ -174,6 +174,8 @@ def _kernels(path: Path, cells: list[pa.ChunkedArray], columns: dict[str, int], 
         return None if i is None else pc.utf8_trim_whitespace(cells[i]).combine_chunks()
 
     raw_ids = column("ID")
+    if raw_ids is None:
+        raise InputError(f"{path}: ncu CSV without an ID column")
     ids = _integers(path, raw_ids, "launch_id", None)
     if (bad := pc.index(pc.is_null(ids), True).as_py()) >= 0:
         raise InputError(f"{path}: ncu CSV row with a non-numeric ID ({raw_ids[bad].as_py()!r})")
@@ -271,6 +273,8 @@ def _converted(cells: list[pa.ChunkedArray | None], metric_cols: list[tuple[int,
     size = 0
     for i, _, _, factor in metric_cols:
         raw, cells[i] = cells[i], None
+        if raw is None:  # each column is converted once
+            continue
         group.append((raw, factor))
         size += raw.nbytes
         if len(group) * count >= _BATCH_ROWS or size >= _GROUP_BYTES:

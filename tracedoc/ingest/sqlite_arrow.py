@@ -14,6 +14,7 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Protocol
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -50,6 +51,12 @@ def check_header(path: Path) -> None:
                          f"{page_size * page_count} bytes)")
 
 
+class _Closable(Protocol):
+    """A connection, cursor or reader: whatever the source keeps open until it is closed."""
+
+    def close(self) -> None: ...
+
+
 class SqliteSource:
     """One SQLite file opened read-only: its tables and columns, and queries streamed as Arrow."""
 
@@ -64,7 +71,7 @@ class SqliteSource:
                             for n in names}
         except sqlite3.Error as exc:
             raise InputError(f"{path}: unreadable SQLite database ({exc})") from None
-        self._keep: list[object] = []
+        self._keep: list[_Closable] = []
 
     def has(self, table: str, *columns: str) -> bool:
         """True when the table exists and has every named column."""

@@ -126,9 +126,9 @@ class Timeline:
             self.lanes = [Lane(**r) for r in store.query("SELECT lane, rank, label, mark FROM timeline_lanes "
                                                          "ORDER BY lane")]
             self.zero_ns = int(store.scalar("SELECT zero_ns FROM timeline_zero"))
-            first, last = store.con.execute(
+            ((first, last),) = store.con.execute(
                 "SELECT min(ts_ns), max(end_ns) FROM (SELECT ts_ns, end_ns FROM timeline_marks UNION ALL "
-                "SELECT ts_ns, end_ns FROM timeline_work)").fetchone()
+                "SELECT ts_ns, end_ns FROM timeline_work)").fetchall()
             windows = [r for r in store.query(
                 "SELECT rank, min(start_ns) AS start_ns, max(end_ns) AS end_ns, min(capture_start_ns) AS first_ns "
                 "FROM trace_windows GROUP BY rank") if r["start_ns"] is not None]
@@ -185,12 +185,13 @@ class Timeline:
         out = {}
         with self.lock:
             for table in ("timeline_marks", "timeline_work"):
-                frame, binned = None, False
+                frame: pd.DataFrame | None = None
+                binned = False
                 if table == "timeline_work" and grid.level is not None:
                     frame = self.store.con.execute("SELECT * FROM timeline_rebinned(?, ?, ?, ?)",
                                                    [grid.level, grid.x0_ns, grid.end_ns, grid.px_ns]).df()
                     binned = frame["intervals"].sum() > DETAIL_MAX
-                if not binned:  # one scan: the intervals, stopping as soon as there are too many
+                if frame is None or not binned:  # one scan: the intervals, stopping as soon as there are too many
                     frame = self.store.con.execute("SELECT * FROM timeline_in_view(?, ?, ?, ?)",
                                                    [table, x0, x1, DETAIL_MAX + 1]).df()
                     binned = len(frame) > DETAIL_MAX

@@ -88,9 +88,7 @@ class Store:
 
     def scalar(self, sql: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
         """Run ``sql`` and return the first column of the first row (None when there is no row)."""
-        cur = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
-        rows = cur.fetchall()  # fetch to the end: a half-read result would block the next statement
-        return rows[0][0] if rows else None
+        return scalar(self.con, sql, params)
 
     def include(self, module: str) -> None:
         """Load an analysis module (e.g. ``gpu.idle``) and its dependencies, once per connection."""
@@ -200,7 +198,7 @@ def no_progress_bar(con: duckdb.DuckDBPyConnection) -> None:
     """Turn DuckDB's progress bar off (it writes to stdout for queries slower than 2 s, which would land inside a JSON
     or Markdown report). Only when it is on: in a Jupyter kernel without ipywidgets it starts off, and DuckDB refuses
     to change the setting there at all."""
-    if con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0]:
+    if scalar(con, "SELECT current_setting('enable_progress_bar')"):
         con.execute("SET enable_progress_bar = false")
 
 
@@ -208,3 +206,10 @@ def sql_literal(text: str) -> str:
     """``text`` as a single-quoted SQL string literal (a path or name given to a statement that takes no
     parameters: ATTACH, COPY, SET, read_json)."""
     return "'" + text.replace("'", "''") + "'"
+
+
+def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
+    """Run ``sql`` on ``con`` and return the first column of the first row (None when there is no row)."""
+    cur = con.execute(sql, params) if params is not None else con.execute(sql)
+    rows = cur.fetchall()  # fetch to the end: a half-read result would block the next statement
+    return rows[0][0] if rows else None
