@@ -15,7 +15,10 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
     from, so that findings never claim the same time twice; see tracedoc.judge.savings), and absorbs
     (optional: {rule: id, when: SQL condition on the view's columns} — where the condition holds, the other rule's
     finding on the same rank is a link in this finding's causal chain: its saving joins this one's and it is shown
-    as part of it, so one diagnosis carries one fix and one saving).
+    as part of it, so one diagnosis carries one fix and one saving), and span (optional: {start_ms: SQL, dur_ms:
+    SQL} — the time the finding is about on its rank's timeline, ms after the rank's first recorded activity and
+    how long, evaluated like evidence and written into the finding; the timeline and the Perfetto trace place the
+    finding there, else on the step it names or its rank's window).
 """
 
 from __future__ import annotations
@@ -49,6 +52,15 @@ class EvidenceSpec:
 
 
 @dataclass(frozen=True)
+class SpanSpec:
+    """Where a finding lies on its rank's timeline, as SQL over the view's columns: ms after the rank's first
+    recorded activity, and how long."""
+
+    start_ms: str
+    dur_ms: str
+
+
+@dataclass(frozen=True)
 class Absorbs:
     """Another rule whose finding on the same rank is part of this rule's diagnosis where ``when`` holds."""
 
@@ -77,6 +89,7 @@ class Rule:
     claims: Claim | None = None
     absorbs: Absorbs | None = None
     impact_bytes: str | None = None  # memory rules: the saving in bytes (their impact_ms is 0)
+    span: SpanSpec | None = None
     source: str = "built-in"
 
     @classmethod
@@ -108,7 +121,8 @@ class Rule:
                    view=data["view"], when=data["when"], impact_ms=str(data["impact_ms"]),
                    message=data["message"].strip(), fix=data["fix"].strip(), thresholds=thresholds,
                    critical_above_pct=data.get("critical_above_pct"), claims=_claims(path, data.get("claims")),
-                   absorbs=_absorbs(path, data.get("absorbs")), scope=data.get("scope") or {},
+                   absorbs=_absorbs(path, data.get("absorbs")), span=_span(path, data.get("span")),
+                   scope=data.get("scope") or {},
                    impact_bytes=None if data.get("impact_bytes") is None else str(data["impact_bytes"]),
                    evidence=evidence, references=list(data.get("references") or []), source=source)
 
@@ -149,6 +163,17 @@ def _absorbs(path: Path | Any, spec: Any) -> Absorbs | None:
     if not isinstance(spec, dict) or not _ID.match(str(spec.get("rule", ""))) or not spec.get("when"):
         raise RuleError(f"{path}: absorbs needs a rule id and a when condition")
     return Absorbs(str(spec["rule"]), str(spec["when"]))
+
+
+def _span(path: Path | Any, spec: Any) -> SpanSpec | None:
+    """A rule's ``span``: SQL for where its finding starts (ms after the rank's first recorded activity) and how
+    long it lasts."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or set(spec) != {"start_ms", "dur_ms"} or any(
+            not isinstance(v, str | int | float) or isinstance(v, bool) or v == "" for v in spec.values()):
+        raise RuleError(f"{path}: span needs start_ms and dur_ms, each a SQL expression")
+    return SpanSpec(str(spec["start_ms"]), str(spec["dur_ms"]))
 
 
 @functools.cache
