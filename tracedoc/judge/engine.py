@@ -27,8 +27,7 @@ def judge(store: Store, rules: list[Rule], wall_ms: float,
     judged: list[tuple[Finding, Rule, float]] = []
     absorbing: list[tuple[Finding, str]] = []
     for rule in (r for r in rules if store.applies(r.reads)):
-        thresholds = {**rule.thresholds, **(overrides or {}).get(rule.id, {})}
-        for row in _matching_rows(store, rule, thresholds):
+        for row in _matching_rows(store, rule, rule.bindings(overrides)):
             fraction = _number(row.pop("__claim_fraction", 1.0))
             absorbs = row.pop("__absorbs", None)
             finding = _finding(rule, row, wall_ms)
@@ -96,8 +95,9 @@ def _rank_key(finding: Finding) -> tuple[Any, ...]:
             finding.message)
 
 
-def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> list[dict[str, Any]]:
-    """The rows of the rule's view that meet its condition, with impact, scope and evidence computed."""
+def _matching_rows(store: Store, rule: Rule, bindings: dict[str, str | float]) -> list[dict[str, Any]]:
+    """The rows of the rule's view that meet its condition, with impact, scope and evidence computed; ``$name``
+    in its SQL is bound from ``bindings`` (Rule.bindings: its id, params and thresholds)."""
     store.include(rule.reads)
     selects = [f"({rule.impact_ms}) AS __impact_ms"]
     if rule.impact_bytes is not None:
@@ -112,11 +112,11 @@ def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> li
         selects += [f"({rule.span.start_ms}) AS __span_start_ms", f"({rule.span.dur_ms}) AS __span_dur_ms"]
     sql = f"SELECT *, {', '.join(selects)} FROM {rule.view} WHERE {rule.when}"
     names = set(_PARAM.findall(sql))
-    unknown = names - thresholds.keys()
+    unknown = names - bindings.keys()
     if unknown:
-        raise RuleError(f"rule {rule.id}: no threshold named {', '.join(sorted(unknown))}")
+        raise RuleError(f"rule {rule.id}: no threshold or param named {', '.join(sorted(unknown))}")
     try:
-        return store.query(sql, {n: thresholds[n] for n in names} if names else None)
+        return store.query(sql, {n: bindings[n] for n in names} if names else None)
     except duckdb.Error as exc:
         raise RuleError(f"rule {rule.id} ({rule.source}): {first_line(exc)}") from None
 
