@@ -21,8 +21,8 @@ Mutations, by the format of the input:
   structure (no units row, repeated header, ragged rows, ncu's own log lines), encodings (BOM, UTF-16, bad UTF-8);
 - SQLite (Nsight Systems exports): UPDATEs with extreme, negative, NULL, wrong-typed or hostile values, dropped
   tables and columns, deleted rows;
-- pickle (flight-recorder dumps): opcode-level edits only (dropped or repeated opcodes, replaced values, deep
-  nesting, bad memo references, a forbidden global); the harness never unpickles anything;
+- pickle (flight-recorder dumps, allocator snapshots): opcode-level edits only (dropped or repeated opcodes,
+  replaced values, deep nesting, bad memo references, a forbidden global); the harness never unpickles anything;
 - Parquet (telemetry): extreme, wrong-typed, dropped and hostile columns, broken schema metadata, no rows;
 - Nsight Compute reports (.ncu-rep, .ncu-rep.xz): flips, zeroed ranges, truncation, corrupt xz.
 """
@@ -61,6 +61,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from tracedoc.ingest.base import FORMATS as DECLARED
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
@@ -129,7 +131,8 @@ class Base:
     """A seed input: files copied (or trimmed) from a sample, one of which (``target``) is mutated.
 
     ``codec`` says how the target is structured (json, kineto, csv, sqlite, pickle, parquet, binary, xz);
-    ``single`` analyses the target file alone, otherwise the directory of all ``files``.
+    ``single`` analyses the target file alone, otherwise the directory of all ``files``. A sample's ``.gz`` file
+    copied under a name without ``.gz`` is unpacked (an allocator snapshot's pickle, mutated as a pickle).
     """
 
     name: str
@@ -153,8 +156,10 @@ class Mutant:
 
 @dataclass(frozen=True)
 class FormatSpec:
-    """The bases of one input format and the kinds of mutation it gets."""
+    """The bases of one kind of input, the tracedoc format they are read as (``reads``: a name in
+    tracedoc.ingest.base.FORMATS) and the kinds of mutation they get."""
 
+    reads: str
     bases: tuple[Base, ...]
     kinds: tuple[str, ...]
 
@@ -163,15 +168,15 @@ _BYTES = ("flip", "truncate")
 _GZIP = ("gz-flip", "gz-truncate", "gz-crc", "gz-deflate", "gz-trailing", "gz-header", "gz-multi")
 _JSON = ("delete", "wrongtype", "extreme", "deep", "hostile")
 
-FORMATS: dict[str, FormatSpec] = {
-    "kineto": FormatSpec((
+_SPECS: dict[str, FormatSpec] = {
+    "kineto": FormatSpec("torch", (
         Base("decode-eager", "kineto", (("trace.json.gz", "decode-eager/trace.json.gz"),), "trace.json.gz",
              trim=3000),
         Base("input-slow", "kineto", (("trace.json.gz", "input-slow/trace.json.gz"),), "trace.json.gz", trim=3000),
         Base("decode-compile", "kineto", (("trace.json.gz", "decode-compile/trace.json.gz"),), "trace.json.gz",
              trim=3000),
     ), _BYTES + _GZIP + _JSON),
-    "kineto-ranks": FormatSpec((
+    "kineto-ranks": FormatSpec("torch", (
         Base("ddp-straggler", "kineto", (("rank0.trace.json.gz", "ddp-straggler/rank0.trace.json.gz"),
                                          ("rank1.trace.json.gz", "ddp-straggler/rank1.trace.json.gz")),
              "rank1.trace.json.gz", single=False, trim=4000),
@@ -179,11 +184,11 @@ FORMATS: dict[str, FormatSpec] = {
                                           ("rank1.trace.json.gz", "moe-hot-expert/rank1.trace.json.gz")),
              "rank0.trace.json.gz", single=False, trim=3000),
     ), _BYTES + _GZIP + _JSON),
-    "nsys": FormatSpec((
+    "nsys": FormatSpec("nsys", (
         Base("nsys-nvfuser-h200", "sqlite", (("report1.sqlite", "nsys-nvfuser-h200/report1.sqlite"),),
              "report1.sqlite"),
     ), _BYTES + ("sql-update", "sql-drop", "sql-delete", "sql-hostile")),
-    "ncu-csv": FormatSpec((
+    "ncu-csv": FormatSpec("ncu", (
         Base("ncu-a40-julia-csv", "csv", (("kernels.raw.csv",
                                            "ncu-a40-julia-csv/a40_julia_indexspaces.raw.base-units.csv"),),
              "kernels.raw.csv"),
@@ -191,13 +196,13 @@ FORMATS: dict[str, FormatSpec] = {
                                             "ncu-h200-torch-csv/h200_torch_gemm_softmax_full.raw.base-units.csv"),),
              "kernels.raw.csv"),
     ), _BYTES + ("csv-delete", "wrongtype", "extreme", "hostile", "csv-structure", "csv-encoding")),
-    "ncu-rep": FormatSpec((
+    "ncu-rep": FormatSpec("ncu", (
         Base("ncu-a40-julia", "binary", (("kernels.ncu-rep", "ncu-a40-julia/a40_julia_indexspaces.ncu-rep"),),
              "kernels.ncu-rep"),
         Base("gemm-ladder-ncu", "xz", (("kernels.ncu-rep.xz", "gemm-ladder-ncu/gemm_ladder_h100_full.ncu-rep.xz"),),
              "kernels.ncu-rep.xz"),
     ), _BYTES + ("zero-range", "xz-flip", "xz-truncate")),
-    "fr-pickle": FormatSpec((
+    "fr-pickle": FormatSpec("flight_recorder", (
         Base("hang-4rank-stuck", "pickle", tuple((f"trace_rank_{r}", f"hang-4rank-stuck/trace_rank_{r}")
                                                  for r in range(4)), "trace_rank_2", single=False),
         Base("hang-type-mismatch", "pickle", tuple((f"trace_rank_{r}", f"hang-type-mismatch/trace_rank_{r}")
@@ -206,7 +211,7 @@ FORMATS: dict[str, FormatSpec] = {
                                                  "hang-ondemand-healthy/ondemand_dump_nccl_trace.pickle.rank0"),),
              "ondemand_dump_nccl_trace.pickle.rank0"),
     ), _BYTES + ("pk-drop", "pk-dup", "pk-value", "pk-nest", "pk-global", "pk-memo") + _GZIP),
-    "fr-json": FormatSpec((
+    "fr-json": FormatSpec("flight_recorder", (
         Base("hang-ondemand-json", "json", tuple(
             (f"ondemand_dump_nccl_trace_json.json.rank{r}",
              f"hang-ondemand-healthy/ondemand_dump_nccl_trace_json.json.rank{r}") for r in range(2)),
@@ -215,27 +220,35 @@ FORMATS: dict[str, FormatSpec] = {
                                                "hang-ondemand-healthy/ondemand_dump_nccl_trace_json.json.rank1"),),
              "ondemand_dump_nccl_trace_json.json.rank1"),
     ), _BYTES + _JSON + _GZIP),
-    "nvml": FormatSpec((
+    "nvml": FormatSpec("nvml", (
         Base("health-h100", "json", (("nvml-idle.replay.json", "health-h100/nvml-idle.replay.json"),),
              "nvml-idle.replay.json"),
         Base("health-2xh200", "json", (("nvml-load.replay.json", "health-2xh200/nvml-load.replay.json"),),
              "nvml-load.replay.json"),
     ), _BYTES + _JSON + ("gz-header",)),
-    "telemetry": FormatSpec((
+    "telemetry": FormatSpec("telemetry", (
         Base("health-h100-telemetry", "parquet", (("run.telemetry.parquet", "health-h100/run.telemetry.parquet"),),
              "run.telemetry.parquet"),
         Base("health-2xh200-telemetry", "parquet", (("run.telemetry.parquet",
                                                      "health-2xh200/run.telemetry.parquet"),),
              "run.telemetry.parquet"),
     ), _BYTES + ("pq-extreme", "pq-wrongtype", "pq-drop", "pq-hostile", "pq-meta", "pq-empty")),
-    "gemm-ladder": FormatSpec((
+    "gemm-ladder": FormatSpec("gemm_ladder", (
         Base("gemm-ladder", "json", (("gemm_ladder.json", "gemm-ladder-ncu/gemm_ladder.json"),), "gemm_ladder.json"),
         Base("gemm-ladder-with-ncu", "json", (
             ("gemm_ladder.json", "gemm-ladder-ncu/gemm_ladder.json"),
             ("kernels.raw.csv", "gemm-ladder-ncu/gemm_ladder_h100_full.raw.base-units.csv")),
              "gemm_ladder.json", single=False),
     ), _BYTES + _JSON),
+    "memory-snapshot": FormatSpec("memory_snapshot", (
+        Base("memory-oom", "pickle", (("snapshot.pickle", "memory-oom/snapshot.pickle.gz"),), "snapshot.pickle"),
+        Base("memory-fragment", "pickle", (("snapshot.pickle", "memory-fragment/snapshot.pickle.gz"),),
+             "snapshot.pickle"),
+    ), _BYTES + ("pk-drop", "pk-dup", "pk-value", "pk-nest", "pk-global", "pk-memo") + _GZIP),
 }
+# The mutants' formats, in the order tracedoc sniffs the formats they are read as (every declared format has
+# bases here: tests/test_fuzz.py).
+FORMATS: dict[str, FormatSpec] = {name: spec for f in DECLARED for name, spec in _SPECS.items() if spec.reads == f.name}
 
 # Codecs whose kinds do not apply to every base of a format.
 _KIND_CODECS = {"xz-flip": {"xz"}, "xz-truncate": {"xz"}}
@@ -252,6 +265,8 @@ def base_content(base: Base) -> dict[str, bytes]:
     files = {}
     for name, rel in base.files:
         data = (SAMPLES / rel).read_bytes()
+        if rel.endswith(".gz") and not name.endswith(".gz"):
+            data = gzip.decompress(data)
         if base.trim and name.endswith(".json.gz"):
             data = gzip.compress(kineto_text(trim_kineto(json.loads(gzip.decompress(data)), base.trim)), mtime=0)
         files[name] = data

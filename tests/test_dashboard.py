@@ -235,8 +235,8 @@ def test_timeline_zero_is_the_reports(nsys_timeline: timeline.Timeline) -> None:
     gap's length; the finding opens the timeline around it."""
     report = analyze([SAMPLES / "nsys-torch-h100"])
     gaps = next(f for f in report.findings if f.rule == "gpu-gaps")
-    evidence = {e.name: e.value for e in gaps.evidence}
-    at, length = evidence["longest gap starts after"], evidence["longest gap"]
+    assert gaps.span is not None
+    at, length = gaps.span.start_ms, gaps.span.dur_ms
     assert f"{at:,.0f} ms into the trace" in gaps.message.replace(",", ",")
     focus = nsys_timeline.focus_of(gaps)
     assert focus.ranks == (0,) and focus.x0_ms < at and focus.x1_ms > at + length
@@ -645,8 +645,8 @@ def test_timeline_in_the_browser(browser: Any, tmp_path: Path) -> None:
     'checkpoint' range shows in its own row; the wheel zooms time only and the lane labels stay."""
     report = analyze([SAMPLES / "nsys-torch-h100"])
     gaps = next(f for f in report.findings if f.rule == "gpu-gaps")
-    evidence = {e.name: e.value for e in gaps.evidence}
-    at, length = evidence["longest gap starts after"], evidence["longest gap"]
+    assert gaps.span is not None
+    at, length = gaps.span.start_ms, gaps.span.dur_ms
     with served([SAMPLES / "nsys-torch-h100"], tmp_path / "cache", tmp_path / "server.log") as url:
         page, dialogs = visit(browser, url + "/", tmp_path / "nsys-overview.png", ["The GPU stops for long stretches"],
                               1)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import inspect
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -14,7 +16,17 @@ import pytest
 from tracedoc import analyze, kinds
 from tracedoc.errors import InputError
 from tracedoc.ingest import FORMATS as READERS
-from tracedoc.ingest.base import FORMATS, HEALTH
+from tracedoc.ingest import reader
+from tracedoc.ingest.base import (
+    FORMATS,
+    HEALTH,
+    Format,
+    PreparesFiles,
+    Reader,
+    ReadsCompressed,
+    ReadsMany,
+    SetsAsideInDirectory,
+)
 from tracedoc.store.modules import applies, group_formats
 
 
@@ -25,6 +37,29 @@ def test_every_declared_format_has_its_reader_and_its_groups() -> None:
         assert f.name == importlib.import_module(f.module).FORMAT
         assert set(f.groups) <= groups, f.name
         assert all(f.name in group_formats()[g] for g in f.groups)
+
+
+def _parameters(function: Callable[..., object]) -> list[tuple[str, bool]]:
+    """A function's parameters (self left out): each name and whether it is required."""
+    return [(p.name, p.default is inspect.Parameter.empty) for p in inspect.signature(function).parameters.values()
+            if p.name != "self"]
+
+
+@pytest.mark.parametrize("declared", FORMATS, ids=lambda f: f.name)
+def test_every_reader_module_keeps_the_reader_contract(declared: Format) -> None:
+    """Each declared format's module has the Reader members, and each optional member it has takes the parameters
+    its protocol states (the type checker checks the types; this catches a format missing from its list)."""
+    module = importlib.import_module(declared.module)
+    assert isinstance(module, Reader)
+    for protocol, member in ((Reader, "sniff"), (Reader, "load"), (ReadsMany, "load_many"),
+                             (ReadsCompressed, "load_compressed"), (PreparesFiles, "prepare"),
+                             (SetsAsideInDirectory, "redundant_in_directory")):
+        if hasattr(module, member):
+            assert _parameters(getattr(module, member)) == _parameters(getattr(protocol, member)), member
+    found = reader(declared.name)
+    assert (found.many is not None, found.streamed is not None, found.prepares is not None,
+            found.sets_aside is not None) == tuple(hasattr(module, m) for m in (
+                "load_many", "load_compressed", "prepare", "redundant_in_directory"))
 
 
 def test_the_run_kinds_and_the_analyses_follow_the_declarations() -> None:

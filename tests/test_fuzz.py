@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz import FORMATS, failure_report, plan, run_batch, summary_table
+from tests.fuzz import FORMATS, base_content, failure_report, plan, run_batch, summary_table
+from tracedoc.ingest import discover
+from tracedoc.ingest.base import FORMATS as DECLARED
 
 SEED = 20250101
 MUTANTS = int(os.environ.get("TRACEDOC_FUZZ_MUTANTS", "200"))
@@ -27,6 +29,18 @@ def test_plan_covers_every_format_and_is_stable() -> None:
     ids = plan(MUTANTS, SEED)
     assert {i.fmt for i in ids} == set(FORMATS)
     assert ids == plan(MUTANTS, SEED)
+
+
+def test_every_declared_format_is_fuzzed_from_seeds_it_reads(tmp_path: Path) -> None:
+    """The fuzzer's formats follow tracedoc's declared ones, in their order, and each base's target, unmutated,
+    is read as the format its spec names."""
+    assert list(dict.fromkeys(spec.reads for spec in FORMATS.values())) == [f.name for f in DECLARED]
+    for name, spec in FORMATS.items():
+        for base in spec.bases:
+            target = tmp_path / name / base.name / base.target
+            target.parent.mkdir(parents=True)
+            target.write_bytes(base_content(base)[base.target])
+            assert [item.format for item in discover([target])] == [spec.reads], f"{name}: {base.name}"
 
 
 @fuzz

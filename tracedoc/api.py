@@ -14,6 +14,7 @@ from tracedoc import efficiency
 from tracedoc.errors import InputError
 from tracedoc.health.metrics import HEALTH_METRICS
 from tracedoc.ingest import discover
+from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.judge import Rule, judge, load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.limits import Limits
@@ -142,8 +143,8 @@ def health_snapshot_report(snapshot: Snapshot, label: str, rules: Sequence[Rule]
     from tracedoc.ingest.nvml import FORMAT, insert_snapshot, snapshot_tool
 
     def build(store: Store) -> None:
-        store.con.execute("INSERT INTO sources VALUES (0, ?, ?, NULL, NULL, NULL, NULL, ?, ?, NULL, 0, NULL)",
-                          [label, FORMAT, len(snapshot.gpus), snapshot_tool(snapshot)])
+        insert_sources(store.con, [SourceRow(0, label, FORMAT, event_count=len(snapshot.gpus),
+                                             tool=snapshot_tool(snapshot), input_index=0)])
         insert_snapshot(store, 0, snapshot)
 
     with memory_store(build, Limits.from_env()) as store:

@@ -1,7 +1,8 @@
 """Report: what tracedoc concluded about a set of inputs. Renderers and the dashboard only read it.
 
 The JSON form is a contract (schema 1, see README): inputs, summary, findings ranked by estimated saving, metrics.
-A saved report re-renders without analysing again (``Report.from_json``).
+Fields added since are optional (a finding's ``span``), so a report of schema 1 reads the same either way. A saved
+report re-renders without analysing again (``Report.from_json``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,15 @@ class Evidence:
 
 
 @dataclass
+class Span:
+    """Where on its rank's timeline a finding lies: from ``start_ms`` after the rank's first recorded activity (the
+    zero of 'ms into the trace') for ``dur_ms``. Set by the rules that declare a ``span``."""
+
+    start_ms: float
+    dur_ms: float
+
+
+@dataclass
 class Finding:
     """A judged problem: what, where, how much it costs and how to fix it."""
 
@@ -65,19 +75,24 @@ class Finding:
     # Memory findings: the saving in bytes (impact_ms and impact_pct are 0: bytes are not time, and these findings
     # are ranked among themselves, after the time findings).
     impact_bytes: int | None = None
+    # The time the finding is about on its rank's timeline, where its rule says (the timeline and the Perfetto
+    # trace place it there; else by its step or its rank's window).
+    span: Span | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["scope"] = self.scope.to_dict()
-        for optional in ("part_of", "drawn_from", "impact_bytes"):
+        for optional in ("part_of", "drawn_from", "impact_bytes", "span"):
             if d[optional] is None or d[optional] == []:
                 del d[optional]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Finding:
+        span = d.get("span")
         return cls(**{**d, "scope": Scope(**d.get("scope", {})),
-                      "evidence": [Evidence(**e) for e in d.get("evidence", [])]})
+                      "evidence": [Evidence(**e) for e in d.get("evidence", [])],
+                      "span": None if span is None else Span(**span)})
 
 
 @dataclass

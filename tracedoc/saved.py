@@ -137,6 +137,8 @@ def _check_finding(finding: Any, where: str) -> None:
         _expect(key in _SCOPE_FIELDS, f"{where}.scope.{key}", f"one of {', '.join(_SCOPE_FIELDS)}")
         _check_value(value, f"{where}.scope.{key}", _SCOPE_FIELDS[key])
     _check_value(finding.get("part_of"), f"{where}.part_of", _INT)
+    if finding.get("span") is not None:
+        _check_row(finding["span"], f"{where}.span", required=("start_ms", "dur_ms"))
     for key in ("references", "drawn_from"):
         items = finding.get(key, [])
         _expect(isinstance(items, list) and all(isinstance(v, str) for v in items), f"{where}.{key}",

@@ -42,6 +42,8 @@ def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...], settings: t
     console.print(f"[bold]{rule.id}[/bold] ({rule.severity}, {rule.source}): {rule.title}")
     console.print(f"reads: {rule.reads} → {rule.view}")
     console.print(f"fires when: {rule.when}")
+    for name, fixed in rule.params.items():
+        console.print(f"  param {name} = {fixed!r}" if isinstance(fixed, str) else f"  param {name} = {fixed:g}")
     set_here = overrides.get(rule.id, {})
     for name, value in rule.thresholds.items():
         if name in set_here:

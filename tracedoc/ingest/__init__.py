@@ -1,13 +1,11 @@
 """Ingest: find the trace files among the user's paths, detect their format, and load them into a store.
 
-One module per format; each has ``FORMAT``, ``sniff(path, head) -> bool`` (``head``: the file's first MiB,
-decompressed when gzipped or xz-compressed) and ``load(store, source_id, path, workdir) -> LoadResult``, which
-reads a plain file: a compressed input is unpacked into ``workdir`` first (bounded: ``compressed``), to at most
-the format's ``max_bytes`` when it declares one (ingest/base.py), unless the format reads it as it unpacks
-(``load_compressed(store, source_id, path, kind, limit, workdir, name)``: PyTorch traces). A format may also read
-several plain files at once (``load_many(store, [(source_id, path)], workdir, started)``: PyTorch ranks, parsed
-together), and prepare its plain files together before any is loaded (``prepare(paths, workdir)``: Nsight Systems
-reports exported in parallel). ``-`` reads standard input (spooled to a temporary file).
+One reader module per format, held to the contract in ingest/base.py (``Reader``: ``FORMAT``, ``sniff``,
+``load``, which reads a plain file; optionally ``load_many``, ``load_compressed``, ``prepare`` and
+``redundant_in_directory``), looked up once per format by ``reader``. A compressed input is unpacked into the
+work directory first (bounded: ``compressed``), to at most the format's ``max_bytes`` when it declares one,
+unless the format reads it as it unpacks (``load_compressed``: PyTorch traces). ``-`` reads standard input
+(spooled to a temporary file). Every source is written to the ``sources`` table by ``sources.insert_sources``.
 Declare a new format in ingest/base.py's FORMATS (its module is imported only when a file is sniffed or read with
 it, so reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses
 or rules.
@@ -15,6 +13,7 @@ or rules.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import io
 import os
@@ -24,22 +23,31 @@ import sys
 import tempfile
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 import duckdb
 
 from tracedoc.errors import InputError, TracedocError, first_line
 from tracedoc.ingest import compressed
-from tracedoc.ingest.base import BY_NAME, LoadResult
+from tracedoc.ingest.base import (
+    BY_NAME,
+    LoadResult,
+    PreparesFiles,
+    Reader,
+    ReadsCompressed,
+    ReadsMany,
+    SetsAsideInDirectory,
+)
 from tracedoc.ingest.base import FORMATS as _DECLARED
+from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.limits import Limits
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest
 
-__all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "InputFile", "assign_ranks", "discover", "format_module", "load_all"]
+__all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "FormatReader", "InputFile", "assign_ranks", "discover", "load_all",
+           "reader"]
 
 # Format name (the module's FORMAT): its reader module, in the order files are sniffed (ingest/base.py FORMATS).
 FORMATS: dict[str, str] = {f.name: f.module for f in _DECLARED}
@@ -83,9 +91,38 @@ class InputFile:
         return self.data or self.path
 
 
-def format_module(name: str) -> ModuleType:
-    """The reader module of a format in FORMATS, imported on first use."""
-    return importlib.import_module(FORMATS[name])
+@dataclass(frozen=True)
+class FormatReader:
+    """A format's reader module (``Reader``) and the optional members it has, each the module seen through its
+    protocol (ingest/base.py), None where it lacks the member."""
+
+    module: Reader
+    many: ReadsMany | None
+    streamed: ReadsCompressed | None
+    prepares: PreparesFiles | None
+    sets_aside: SetsAsideInDirectory | None
+
+
+@functools.cache
+def reader(name: str) -> FormatReader:
+    """The reader of a format in FORMATS, its module imported on first use: the one place ingest asks what a
+    reader module offers."""
+    module = importlib.import_module(FORMATS[name])
+    if not isinstance(module, Reader):
+        raise TypeError(f"{module.__name__} is no reader module (FORMAT, sniff and load)")
+    return FormatReader(module,
+                        cast(ReadsMany, module) if hasattr(module, "load_many") else None,
+                        cast(ReadsCompressed, module) if hasattr(module, "load_compressed") else None,
+                        cast(PreparesFiles, module) if hasattr(module, "prepare") else None,
+                        cast(SetsAsideInDirectory, module) if hasattr(module, "redundant_in_directory") else None)
+
+
+if TYPE_CHECKING:  # the type checker holds each reader module to the contract it declares
+    from tracedoc.ingest import flight_recorder, gemm_ladder, kineto, memory_snapshot, ncu, nsys, nvml, telemetry
+
+    _READERS: tuple[Reader, ...] = (kineto, flight_recorder, nsys, ncu, nvml, telemetry, gemm_ladder,
+                                    memory_snapshot)
+    _OPTIONAL: tuple[ReadsMany, ReadsCompressed, PreparesFiles, SetsAsideInDirectory] = (kineto, kineto, nsys, nsys)
 
 
 def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile]:
@@ -112,7 +149,9 @@ def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile
         elif not path.exists():
             raise InputError(f"{path}: no such file or directory")
         else:
-            found.append(_identify(path, strict=True))
+            item = _identify(path, strict=True)
+            assert item is not None  # strict: a file of no known format raised
+            found.append(item)
     return _distinct(found)
 
 
@@ -184,10 +223,9 @@ def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path |
             raise InputError(f"{name}: empty file")
         return None
     for format_name in FORMATS:
-        module = format_module(format_name)
-        if module.sniff(path, head):
-            redundant = getattr(module, "redundant_in_directory", None)
-            if in_directory and redundant is not None and redundant(path, head):
+        read = reader(format_name)
+        if read.module.sniff(path, head):
+            if in_directory and read.sets_aside is not None and read.sets_aside.redundant_in_directory(path, head):
                 return None
             return InputFile(name, format_name, path.stat().st_size, kind)
     if strict:
@@ -223,7 +261,8 @@ def _start(path: Path, name: Path) -> bytes:
 def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str], None] | None = None) -> None:
     """Load every input into the store and record the sources with their ranks: one source per input, or one per
     rank of an input that holds several (``LoadResult.parts``), numbered in input order."""
-    rows: list[list[Any]] = []
+    rows: list[SourceRow] = []
+    read: list[InputFile] = []  # the input each source was read from
     store.fit_threads(input_bytes=sum(i.size_bytes for i in inputs))
 
     def reading(index: int) -> None:
@@ -240,17 +279,19 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
                 reading(batch[0])
                 results = [_load(store, first_id, inputs[batch[0]], Path(tmp))]
             else:
+                def started(n: int, batch: list[int] = batch) -> None:
+                    reading(batch[n])
+
                 results = _load_many(store, [(first_id + n, inputs[i]) for n, i in enumerate(batch)], Path(tmp),
-                                     lambda n, batch=batch: reading(batch[n]))
+                                     started)
             for index, result in zip(batch, results):
                 rows.extend(_source_rows(len(rows), index, inputs[index], result))
-    if rows and not any(r[7] for r in rows):
-        raise InputError(f"{rows[0][1]}: nothing to analyse ({rows[0][8]})")
-    _check_times(store, [inputs[r[10]] for r in rows])
-    ranks = assign_ranks([inputs[r[10]] for r in rows], [r[3] for r in rows], [r[11] is not None for r in rows])
-    for row, rank in zip(rows, ranks):
-        row[3] = rank
-    store.con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                read.extend([inputs[index]] * result.sources)
+    if rows and not any(r.event_count for r in rows):
+        raise InputError(f"{rows[0].path}: nothing to analyse ({rows[0].tool})")
+    _check_times(store, read)
+    ranks = assign_ranks(read, [r.reported_rank for r in rows], [r.is_part for r in rows])
+    insert_sources(store.con, [replace(row, rank=rank) for row, rank in zip(rows, ranks)])
     for table in ("gpu_activity", "cpu_activity", "steps", "nvtx_ranges", "memory_events"):
         store.con.execute(
             f"UPDATE {table} t SET rank = s.rank FROM sources s WHERE t.source_id = s.source_id AND t.rank <> s.rank")
@@ -263,36 +304,38 @@ def _prepare(inputs: Sequence[InputFile], workdir: Path, progress: Callable[[str
         if item.compression is None:
             by_format.setdefault(item.format, []).append(item.file)
     for name, paths in by_format.items():
-        prepare = getattr(format_module(name), "prepare", None)
-        if prepare is not None and len(paths) > 1:
+        prepares = reader(name).prepares
+        if prepares is not None and len(paths) > 1:
             if progress:
                 progress(f"preparing {len(paths)} {name} inputs")
-            prepare(paths, workdir)
+            prepares.prepare(paths, workdir)
 
 
-def _source_rows(first_id: int, index: int, item: InputFile, result: LoadResult) -> list[list[Any]]:
+def _source_rows(first_id: int, index: int, item: InputFile, result: LoadResult) -> list[SourceRow]:
     """The sources table's rows of one loaded input: its own, or one per rank it holds (each rank reported as the
-    file names it, else None; the world size is the number of ranks in the file)."""
-    common = [str(item.path), item.format]
+    file names it, else None; the world size is the number of ranks in the file). ``rank`` is assigned later
+    (assign_ranks), from the reported one."""
+    own = SourceRow(first_id, str(item.path), item.format, world_size=result.world_size, content_key=item._digest,
+                    size_bytes=item.size_bytes, event_count=result.event_count, tool=result.tool,
+                    reported_rank=result.rank, input_index=index)
     if not result.parts:
-        return [[first_id, *common, result.rank, result.world_size, item._digest, item.size_bytes,
-                 result.event_count, result.tool, result.rank, index, None]]
-    return [[first_id + n, *common, part.rank, result.world_size, item._digest, item.size_bytes, part.event_count,
-             result.tool, part.rank, index, part.pid] for n, part in enumerate(result.parts)]
+        return [own]
+    return [replace(own, source_id=first_id + n, event_count=part.event_count, reported_rank=part.rank, pid=part.pid)
+            for n, part in enumerate(result.parts)]
 
 
 def _load(store: Store, source_id: int, item: InputFile, workdir: Path) -> LoadResult:
     """Load one input with its format's reader: a compressed one as it unpacks when the format reads streams
     (``load_compressed``), else from a plain copy; every error names the input as the user gave it (not the copy)."""
-    module = format_module(item.format)
-    streamed = item.compression is not None and hasattr(module, "load_compressed")
+    read = reader(item.format)
+    streamed = read.streamed if item.compression is not None else None
     cap = store.limits.max_inflate_bytes
-    plain = _unpacked(item, module, workdir, cap) if item.compression and not streamed else item.file
+    plain = _unpacked(item, workdir, cap) if item.compression and streamed is None else item.file
     try:
-        if streamed:
-            return module.load_compressed(store, source_id, item.file, item.compression,
-                                          compressed.max_inflate_bytes(item.size_bytes, cap), workdir, item.path)
-        return module.load(store, source_id, plain, workdir)
+        if streamed is not None and item.compression is not None:
+            return streamed.load_compressed(store, source_id, item.file, item.compression,
+                                            compressed.max_inflate_bytes(item.size_bytes, cap), workdir, item.path)
+        return read.module.load(store, source_id, plain, workdir)
     except TracedocError as exc:
         if plain == item.path:
             raise
@@ -320,21 +363,22 @@ def _together(first: InputFile, second: InputFile) -> bool:
     """Whether two inputs can be read in one batch: plain files (not unpacked or spooled copies) of one format
     whose reader reads several at once."""
     return (first.format == second.format and first.compression is None and second.compression is None
-            and first.data is None and second.data is None and hasattr(format_module(first.format), "load_many"))
+            and first.data is None and second.data is None and reader(first.format).many is not None)
 
 
 def _load_many(store: Store, batch: list[tuple[int, InputFile]], workdir: Path,
                started: Callable[[int], None]) -> list[LoadResult]:
     """Load a batch of plain inputs of one format together (``load_many``)."""
-    module = format_module(batch[0][1].format)
+    many = reader(batch[0][1].format).many
+    assert many is not None  # _together put them in one batch
     try:
-        return module.load_many(store, [(source_id, item.file) for source_id, item in batch], workdir, started)
+        return many.load_many(store, [(source_id, item.file) for source_id, item in batch], workdir, started)
     except duckdb.Error as exc:  # a value the store's columns cannot hold
         names = ", ".join(str(item.path) for _, item in batch)
         raise InputError(f"{names}: {batch[0][1].format} data tracedoc cannot store ({first_line(exc)})") from None
 
 
-def _unpacked(item: InputFile, module: ModuleType, workdir: Path, cap: int | None) -> Path:
+def _unpacked(item: InputFile, workdir: Path, cap: int | None) -> Path:
     """The input unpacked into ``workdir``, to at most the inflate cap (``cap``, else the default for its size) or
     the format's own ``max_bytes``."""
     assert item.compression is not None
@@ -360,7 +404,8 @@ def _check_times(store: Store, inputs: Sequence[InputFile]) -> None:
         bad_dur = f" OR {dur} < 0 OR {dur} >= {_MAX_NS}" if dur else ""
         checks.append(f"(SELECT source_id FROM {table} WHERE ts_ns < {_MIN_NS} OR ts_ns >= {_MAX_NS}{bad_dur} "
                       "LIMIT 1)")
-    bad = store.con.execute(f"SELECT min(s) FROM (SELECT unnest([{', '.join(checks)}]) AS s)").fetchone()[0]
+    row = store.con.execute(f"SELECT min(s) FROM (SELECT unnest([{', '.join(checks)}]) AS s)").fetchone()
+    bad = row[0] if row else None
     if bad is not None:
         raise InputError(f"{inputs[bad].path}: timestamps or durations beyond any profiler clock (more than 2^62 ns, "
                          "146 years): a corrupt or edited trace")

@@ -1,11 +1,18 @@
-"""What every input format is (``Format``, one entry each in ``FORMATS``) and what its reader hands back about a
-file it loaded (``load`` → LoadResult). The store's choice of analyses, scale-out, the diff's side kinds and the
-checks of how a trace was recorded read ``FORMATS`` rather than lists of their own. Imports nothing of tracedoc,
-so that the store may read it."""
+"""What every input format is (``Format``, one entry each in ``FORMATS``), what its reader module offers
+(``Reader`` and the optional members' protocols) and what it hands back about a file it loaded (``load`` →
+LoadResult). The store's choice of analyses, scale-out, the diff's side kinds and the checks of how a trace was
+recorded read ``FORMATS`` rather than lists of their own. Imports nothing of tracedoc when run, so that the store
+may read it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from tracedoc.store import Store
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,51 @@ class LoadResult:
     def sources(self) -> int:
         """How many source ids the file's rows took."""
         return max(1, len(self.parts))
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """A format's reader module (``Format.module``), as ingest calls it: ``FORMAT`` (the format's name),
+    ``sniff(path, head)`` (``head``: the file's first MiB, unpacked when compressed) and ``load``, which reads one
+    plain file into the store under ``source_id`` (``workdir``: room for temporary files). A module may also have
+    the members of ``ReadsMany``, ``ReadsCompressed``, ``PreparesFiles`` and ``SetsAsideInDirectory``; ingest looks
+    them up once per format (``tracedoc.ingest.reader``)."""
+
+    FORMAT: str
+
+    def sniff(self, path: Path, head: bytes) -> bool: ...
+
+    def load(self, store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult: ...
+
+
+class ReadsMany(Protocol):
+    """Optional: read several plain files at once, each under its source id (PyTorch ranks, parsed together);
+    ``started(i)`` is told as the i-th begins."""
+
+    def load_many(self, store: Store, sources: Sequence[tuple[int, Path]], workdir: Path,
+                  started: Callable[[int], None] | None = None) -> list[LoadResult]: ...
+
+
+class ReadsCompressed(Protocol):
+    """Optional: read a gzip or xz file (``kind``) as it unpacks, at most ``limit`` bytes, instead of from an
+    unpacked copy; errors name the input as the user gave it (``name``)."""
+
+    def load_compressed(self, store: Store, source_id: int, path: Path, kind: str, limit: int, workdir: Path,
+                        name: Path) -> LoadResult: ...
+
+
+class PreparesFiles(Protocol):
+    """Optional: work on all of a format's plain files before any is loaded (Nsight Systems reports exported in
+    parallel into ``workdir``, where ``load`` finds them)."""
+
+    def prepare(self, paths: Sequence[Path], workdir: Path) -> None: ...
+
+
+class SetsAsideInDirectory(Protocol):
+    """Optional: whether a file found in a directory holds data another file there holds too (an Nsight Systems
+    report beside its SQLite export), so that only the other is read."""
+
+    def redundant_in_directory(self, path: Path, head: bytes) -> bool: ...
 
 
 # What a run of a format's inputs is: a diff compares two runs of one kind (tracedoc.kinds).

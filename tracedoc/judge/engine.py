@@ -13,7 +13,7 @@ from tracedoc.judge.rule import Rule
 from tracedoc.judge.savings import allocate, empty_claim_owners, facet_owners
 from tracedoc.judge.template import TemplateError
 from tracedoc.judge.template import fill as template_fill
-from tracedoc.report import Evidence, Finding, Scope
+from tracedoc.report import Evidence, Finding, Scope, Span
 from tracedoc.store import Store
 from tracedoc.units import report_number
 
@@ -27,8 +27,7 @@ def judge(store: Store, rules: list[Rule], wall_ms: float,
     judged: list[tuple[Finding, Rule, float]] = []
     absorbing: list[tuple[Finding, str]] = []
     for rule in (r for r in rules if store.applies(r.reads)):
-        thresholds = {**rule.thresholds, **(overrides or {}).get(rule.id, {})}
-        for row in _matching_rows(store, rule, thresholds):
+        for row in _matching_rows(store, rule, rule.bindings(overrides)):
             fraction = _number(row.pop("__claim_fraction", 1.0))
             absorbs = row.pop("__absorbs", None)
             finding = _finding(rule, row, wall_ms)
@@ -96,8 +95,9 @@ def _rank_key(finding: Finding) -> tuple[Any, ...]:
             finding.message)
 
 
-def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> list[dict[str, Any]]:
-    """The rows of the rule's view that meet its condition, with impact, scope and evidence computed."""
+def _matching_rows(store: Store, rule: Rule, bindings: dict[str, str | float]) -> list[dict[str, Any]]:
+    """The rows of the rule's view that meet its condition, with impact, scope and evidence computed; ``$name``
+    in its SQL is bound from ``bindings`` (Rule.bindings: its id, params and thresholds)."""
     store.include(rule.reads)
     selects = [f"({rule.impact_ms}) AS __impact_ms"]
     if rule.impact_bytes is not None:
@@ -108,13 +108,15 @@ def _matching_rows(store: Store, rule: Rule, thresholds: dict[str, float]) -> li
         selects.append(f"({rule.claims.fraction}) AS __claim_fraction")
     if rule.absorbs is not None:
         selects.append(f"coalesce(({rule.absorbs.when}), false) AS __absorbs")
+    if rule.span is not None:
+        selects += [f"({rule.span.start_ms}) AS __span_start_ms", f"({rule.span.dur_ms}) AS __span_dur_ms"]
     sql = f"SELECT *, {', '.join(selects)} FROM {rule.view} WHERE {rule.when}"
     names = set(_PARAM.findall(sql))
-    unknown = names - thresholds.keys()
+    unknown = names - bindings.keys()
     if unknown:
-        raise RuleError(f"rule {rule.id}: no threshold named {', '.join(sorted(unknown))}")
+        raise RuleError(f"rule {rule.id}: no threshold or param named {', '.join(sorted(unknown))}")
     try:
-        return store.query(sql, {n: thresholds[n] for n in names} if names else None)
+        return store.query(sql, {n: bindings[n] for n in names} if names else None)
     except duckdb.Error as exc:
         raise RuleError(f"rule {rule.id} ({rule.source}): {first_line(exc)}") from None
 
@@ -130,12 +132,21 @@ def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
     measured = [report_number(row.pop(f"__evidence_{i}")) for i in range(len(rule.evidence))]
     evidence = [Evidence(spec.name, value, spec.unit)  # a number the trace cannot give is left out
                 for spec, value in zip(rule.evidence, measured) if value is not None]
+    span = _span(row) if rule.span is not None else None
     values = {k: report_number(v) for k, v in row.items()}
     values.update({"impact_ms": impact_ms, "impact_pct": impact_pct})
     return Finding(rule=rule.id, severity=rule.severity, title=rule.title, message=_fill(rule, rule.message, values),
                    impact_ms=round(impact_ms, 3), impact_pct=round(impact_pct, 2), scope=scope,
                    evidence=evidence, fix=_fill(rule, rule.fix, values), references=rule.references,
-                   impact_bytes=impact_bytes)
+                   impact_bytes=impact_bytes, span=span)
+
+
+def _span(row: dict[str, Any]) -> Span | None:
+    """The finding's span from its row (rounded as evidence is); None when the trace cannot give both ends."""
+    start, dur = (report_number(row.pop(f"__span_{end}_ms")) for end in ("start", "dur"))
+    if not isinstance(start, int | float) or not isinstance(dur, int | float):
+        return None
+    return Span(start, dur)
 
 
 def _fill(rule: Rule, template: str, values: dict[str, Any]) -> str:

@@ -3,8 +3,13 @@
 Built-in rules ship in the top-level ``rules/`` folder (installed as ``tracedoc.builtin_rules``); users add
 folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. Fields:
 
-    id, title, severity (critical|warning|info), reads (analysis module), view (its view or table),
-    when (SQL condition on the view's columns; thresholds as $name), thresholds ({name: number}),
+    extends (optional: the file name, without .yaml, of a base whose fields the rule takes unless it gives them
+    itself, key by key; a base is a file whose name starts with '_' (never a rule itself), looked for beside the
+    rule, then among the built-in rules: tracedoc.judge.files), id, title, severity (critical|warning|info),
+    reads (analysis module), view (its view or table),
+    when (SQL condition on the view's columns; thresholds and params as $name, the rule's own id as $rule_id),
+    thresholds ({name: number}, each overridable with --set), params (optional: {name: text or number}, fixed
+    values its SQL names as $name, such as the stall reason of a rule that extends a shared base),
     impact_ms (SQL expression: estimated saving in ms), impact_bytes (optional, memory rules: the saving in bytes,
     with impact_ms 0; such findings are ranked among themselves, after the time findings), critical_above_pct
     (optional: severity becomes critical when the saving is at least this % of wall time),
@@ -15,7 +20,10 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
     from, so that findings never claim the same time twice; see tracedoc.judge.savings), and absorbs
     (optional: {rule: id, when: SQL condition on the view's columns} — where the condition holds, the other rule's
     finding on the same rank is a link in this finding's causal chain: its saving joins this one's and it is shown
-    as part of it, so one diagnosis carries one fix and one saving).
+    as part of it, so one diagnosis carries one fix and one saving), and span (optional: {start_ms: SQL, dur_ms:
+    SQL} — the time the finding is about on its rank's timeline, ms after the rank's first recorded activity and
+    how long, evaluated like evidence and written into the finding; the timeline and the Perfetto trace place the
+    finding there, else on the step it names or its rank's window).
 """
 
 from __future__ import annotations
@@ -25,20 +33,20 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tracedoc.errors import RuleError, first_line
+from tracedoc.errors import RuleError
+from tracedoc.judge.files import builtin_folder, read_rule, rule_files
 from tracedoc.judge.savings import CAUSES, Claim
 from tracedoc.report import SEVERITIES
 
 _REQUIRED = ("id", "title", "severity", "reads", "view", "when", "impact_ms", "message", "fix")
 _SCOPE_KEYS = {"rank", "device", "stream", "kernel", "step", "pg", "seq"}
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there: 5x faster
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_PARAM_NAME = re.compile(r"^[A-Za-z_]\w*$")
+RULE_ID_PARAM = "rule_id"  # the rule's own id, as its SQL names it ($rule_id)
 
 
 @dataclass
@@ -46,6 +54,15 @@ class EvidenceSpec:
     name: str
     value: str
     unit: str = ""
+
+
+@dataclass(frozen=True)
+class SpanSpec:
+    """Where a finding lies on its rank's timeline, as SQL over the view's columns: ms after the rank's first
+    recorded activity, and how long."""
+
+    start_ms: str
+    dur_ms: str
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,7 @@ class Rule:
     message: str
     fix: str
     thresholds: dict[str, float] = field(default_factory=dict)
+    params: dict[str, str | float] = field(default_factory=dict)
     critical_above_pct: float | None = None
     scope: dict[str, str] = field(default_factory=dict)
     evidence: list[EvidenceSpec] = field(default_factory=list)
@@ -77,17 +95,19 @@ class Rule:
     claims: Claim | None = None
     absorbs: Absorbs | None = None
     impact_bytes: str | None = None  # memory rules: the saving in bytes (their impact_ms is 0)
+    span: SpanSpec | None = None
     source: str = "built-in"
 
+    def bindings(self, overrides: dict[str, dict[str, float]] | None = None) -> dict[str, str | float]:
+        """What the rule's SQL may name as ``$name``: its id (``$rule_id``), its params and its thresholds, as
+        ``overrides`` (``--set``) set them."""
+        return {RULE_ID_PARAM: self.id, **self.params, **self.thresholds, **(overrides or {}).get(self.id, {})}
+
     @classmethod
-    def from_file(cls, path: Path | Any, source: str) -> Rule:
-        """Parse and validate one rule file; a malformed one raises RuleError naming the file."""
-        try:
-            data = yaml.load(path.read_text(), Loader=_YAML_LOADER)
-        except (OSError, yaml.YAMLError) as exc:
-            raise RuleError(f"{path}: cannot read rule ({first_line(exc)})") from None
-        if not isinstance(data, dict):
-            raise RuleError(f"{path}: a rule file must be a YAML mapping")
+    def from_file(cls, path: Path | Traversable, source: str) -> Rule:
+        """Parse and validate one rule file (with the bases it extends); a malformed one raises RuleError naming
+        the file."""
+        data = read_rule(path)
         missing = [k for k in _REQUIRED if data.get(k) in (None, "")]
         if missing:
             raise RuleError(f"{path}: rule is missing {', '.join(missing)}")
@@ -107,8 +127,10 @@ class Rule:
         return cls(id=data["id"], title=data["title"], severity=data["severity"], reads=data["reads"],
                    view=data["view"], when=data["when"], impact_ms=str(data["impact_ms"]),
                    message=data["message"].strip(), fix=data["fix"].strip(), thresholds=thresholds,
+                   params=_params(path, data.get("params"), thresholds),
                    critical_above_pct=data.get("critical_above_pct"), claims=_claims(path, data.get("claims")),
-                   absorbs=_absorbs(path, data.get("absorbs")), scope=data.get("scope") or {},
+                   absorbs=_absorbs(path, data.get("absorbs")), span=_span(path, data.get("span")),
+                   scope=data.get("scope") or {},
                    impact_bytes=None if data.get("impact_bytes") is None else str(data["impact_bytes"]),
                    evidence=evidence, references=list(data.get("references") or []), source=source)
 
@@ -151,12 +173,35 @@ def _absorbs(path: Path | Any, spec: Any) -> Absorbs | None:
     return Absorbs(str(spec["rule"]), str(spec["when"]))
 
 
+def _params(path: Path | Any, spec: Any, thresholds: dict[str, float]) -> dict[str, str | float]:
+    """A rule's ``params``: fixed values its SQL names as ``$name``, beside its thresholds and ``$rule_id``."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict) or any(
+            not isinstance(k, str) or not _PARAM_NAME.match(k) or isinstance(v, bool)
+            or not isinstance(v, str | int | float) for k, v in spec.items()):
+        raise RuleError(f"{path}: params needs names, each with a text or a number")
+    taken = sorted(set(spec) & {*thresholds, RULE_ID_PARAM})
+    if taken:
+        raise RuleError(f"{path}: param '{taken[0]}' is already a threshold's name or the rule's id ($rule_id)")
+    return {k: v if isinstance(v, str) else float(v) for k, v in spec.items()}
+
+
+def _span(path: Path | Any, spec: Any) -> SpanSpec | None:
+    """A rule's ``span``: SQL for where its finding starts (ms after the rank's first recorded activity) and how
+    long it lasts."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or set(spec) != {"start_ms", "dur_ms"} or any(
+            not isinstance(v, str | int | float) or isinstance(v, bool) or v == "" for v in spec.values()):
+        raise RuleError(f"{path}: span needs start_ms and dur_ms, each a SQL expression")
+    return SpanSpec(str(spec["start_ms"]), str(spec["dur_ms"]))
+
+
 @functools.cache
 def _builtin_rules() -> tuple[Rule, ...]:
     """The rules shipped with tracedoc, parsed once per process (the CLI and the API both ask for them)."""
-    builtin = resources.files("tracedoc.builtin_rules")
-    return tuple(Rule.from_file(f, "built-in") for f in sorted(builtin.iterdir(), key=lambda p: p.name)
-                 if f.name.endswith(".yaml"))
+    return tuple(Rule.from_file(f, "built-in") for f in rule_files(builtin_folder()))
 
 
 def load_rules(user_dirs: tuple[Path, ...] | list[Path] = ()) -> list[Rule]:
@@ -165,7 +210,7 @@ def load_rules(user_dirs: tuple[Path, ...] | list[Path] = ()) -> list[Rule]:
     for d in user_dirs:
         if not d.is_dir():
             raise RuleError(f"{d}: rules folder not found")
-        files = sorted(d.glob("*.yaml"))
+        files = rule_files(d)
         if not files:
             raise RuleError(f"{d}: no rule files (*.yaml) in this folder")
         for f in files:

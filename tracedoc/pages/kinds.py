@@ -13,11 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from tracedoc.judge.files import builtin_folder, read_rule, rule_files
 from tracedoc.units import fmt_ms
 from tracedoc.words.findings import saving_text
 
@@ -27,14 +25,14 @@ if TYPE_CHECKING:  # the notebook view reaches this module from tracedoc.report:
 
 @lru_cache(maxsize=1)
 def _reads() -> dict[str, str]:
-    """Each built-in rule's analysis (``reads``), by rule id, read from the rule files themselves (tracedoc.judge,
-    which parses them in full, imports the report, which imports the notebook view, which imports this)."""
+    """Each built-in rule's analysis (``reads``), by rule id, read from the rule files themselves with the bases
+    they extend (tracedoc.judge.files; the rule parser in tracedoc.judge.rule imports the report, which imports
+    the notebook view, which imports this)."""
     out = {}
-    for item in resources.files("tracedoc.builtin_rules").iterdir():
-        if item.name.endswith(".yaml"):
-            data = yaml.load(item.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-            if isinstance(data, dict) and isinstance(data.get("id"), str):
-                out[data["id"]] = str(data.get("reads") or "")
+    for item in rule_files(builtin_folder()):
+        data = read_rule(item)
+        if isinstance(data.get("id"), str):
+            out[data["id"]] = str(data.get("reads") or "")
     return out
 
 

@@ -250,7 +250,7 @@ class Timeline:
             hooks=[time_axis_only]))
 
     def focus_of(self, finding: Finding) -> Focus | None:
-        """Where a finding points on the timeline: the longest gap of a gpu-gaps finding, the step of a finding
+        """Where a finding points on the timeline: its span (a gpu-gaps finding's longest gap), the step of a finding
         about one step, else the window of its rank; every rank's window, all ranks shown, for a finding without a
         rank or about ranks waiting for one another (a straggler and the ranks it holds up); None without a
         timeline."""

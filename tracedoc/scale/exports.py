@@ -39,14 +39,14 @@ BASE_TABLES = ("sources", "devices", "steps", "fr_dumps", "fr_process_groups", "
 @dataclass(frozen=True)
 class Export:
     """One object a rank hands back: ``name`` (the object's name on the client), the ``module`` that makes it and
-    the ``query`` that reads it on the worker (``params``: the rule's thresholds). ``macro_args``: for a rule
-    view that is a table macro (``gpu_gaps_long($min_gap_ms)``), its argument count; the client calls it the same
-    way and gets the rows the worker computed with those thresholds."""
+    the ``query`` that reads it on the worker (``params``: what the rule binds, Rule.bindings). ``macro_args``: for
+    a rule view that is a table macro (``gpu_gaps_long($min_gap_ms)``), its argument count; the client calls it the
+    same way and gets the rows the worker computed with those thresholds."""
 
     name: str
     module: str
     query: str
-    params: dict[str, float] = field(default_factory=dict)
+    params: dict[str, str | float] = field(default_factory=dict)
     macro_args: int | None = None
 
 
@@ -96,14 +96,15 @@ def report_exports(rules: Sequence[Rule], thresholds: dict[str, dict[str, float]
     for rule in rules:
         if on_client(rule.reads) or rule.view.strip() in summarized:
             continue
-        values = {**rule.thresholds, **(thresholds or {}).get(rule.id, {})}
+        values = rule.bindings(thresholds)
         params = {name: values[name] for name in _PARAM.findall(rule.view) if name in values}
         call = _CALL.match(rule.view)
         name = call.group(1) if call else rule.view.strip()
         export = Export(name, rule.reads, f"SELECT * FROM {rule.view}", params,
                         len([a for a in call.group(2).split(",") if a.strip()]) if call else None)
         if name in exports and exports[name] != export:
-            raise InputError(f"rules read {name} with different thresholds; a distributed run needs the same ones")
+            raise InputError(f"rules read {name} with different thresholds or params; a distributed run needs the "
+                             "same ones")
         exports[name] = export
     for module, sql in metrics.values():
         if on_client(module):

@@ -145,16 +145,15 @@ def scope_text(scope: dict[str, Any]) -> str:
 def finding_span(finding: Finding, window: tuple[float, float] | None, steps: Mapping[int, tuple[float, float]],
                  per_ms: float, origin: float | None = None) -> tuple[float, float] | None:
     """The time a finding is about, in the unit of ``window`` and ``steps`` (its rank's window and its steps' spans;
-    ``per_ms`` units make a ms): its longest gap (gpu-gaps' evidence, ms into the trace: after ``origin``, the
-    rank's first recorded activity, the window's start when not given), else the step it names, else the window;
-    None without a window. The timeline and the Perfetto trace place findings by it."""
+    ``per_ms`` units make a ms): the span its rule gives it (``Finding.span``, e.g. gpu-gaps' longest gap; ms
+    into the trace: after ``origin``, the rank's first recorded activity, the window's start when not given), else
+    the step it names, else the window; None without a window. The timeline and the Perfetto trace place findings
+    by it."""
     if window is None:
         return None
-    evidence = {e.name: e.value for e in finding.evidence}
-    at, length = evidence.get("longest gap starts after"), evidence.get("longest gap")
-    if isinstance(at, int | float) and isinstance(length, int | float):
-        start = (window[0] if origin is None else origin) + float(at) * per_ms
-        return start, start + float(length) * per_ms
+    if finding.span is not None:
+        start = (window[0] if origin is None else origin) + float(finding.span.start_ms) * per_ms
+        return start, start + float(finding.span.dur_ms) * per_ms
     if finding.scope.step is not None and finding.scope.step in steps:
         return steps[finding.scope.step]
     return window

@@ -1,0 +1,44 @@
+"""The rows of the store's ``sources`` table (store/schema.sql): one ``SourceRow`` per source, written by
+``insert_sources``, the table's one writer (ingest, and the health report of a live NVML snapshot)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass, fields
+
+import duckdb
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One source: an input file, or one rank of an input that holds several (schema.sql says what each column
+    holds). ``reported_rank`` is the rank the input names itself, ``rank`` the one assigned from it
+    (ingest.assign_ranks); ``pid`` is set only for a rank of an input that holds several."""
+
+    source_id: int
+    path: str
+    format: str
+    rank: int | None = None
+    world_size: int | None = None
+    content_key: str | None = None
+    size_bytes: int | None = None
+    event_count: int | None = None
+    tool: str | None = None
+    reported_rank: int | None = None
+    input_index: int | None = None
+    pid: int | None = None
+
+    @property
+    def is_part(self) -> bool:
+        """Whether the source is one rank of an input that holds several (its rank is never read from the name)."""
+        return self.pid is not None
+
+
+_COLUMNS = tuple(f.name for f in fields(SourceRow))
+
+
+def insert_sources(con: duckdb.DuckDBPyConnection, rows: Sequence[SourceRow]) -> None:
+    """Write the rows into ``sources``, by column name."""
+    if rows:
+        con.executemany(f"INSERT INTO sources ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+                        [astuple(row) for row in rows])

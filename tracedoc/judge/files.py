@@ -1,0 +1,83 @@
+"""Rule files as mappings: a folder's rule files, and one file read with the bases it ``extends`` merged in.
+
+A file whose name starts with an underscore (``rules/_warp-stall.yaml``) is a base, never a rule: rules share it
+with ``extends: _warp-stall``. The base's keys come first and the rule's own win, key by key (a whole ``evidence``
+list or ``thresholds`` mapping is replaced, not merged); a base may extend another. A base is looked for beside
+the rule, then among the built-in rules. Imports nothing of tracedoc but its errors, so that the pages can read
+the built-in rules' fields without the judge.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any
+
+import yaml
+
+from tracedoc.errors import RuleError, first_line
+
+BASE_PREFIX = "_"
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there: 5x faster
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
+
+
+def builtin_folder() -> Traversable:
+    """The folder of the rules shipped with tracedoc (``rules/``, installed as ``tracedoc.builtin_rules``)."""
+    return resources.files("tracedoc.builtin_rules")
+
+
+def rule_files(folder: Traversable) -> list[Traversable]:
+    """The rule files of a folder (``*.yaml``, bases left out), by name."""
+    return sorted((f for f in folder.iterdir() if f.name.endswith(".yaml") and not f.name.startswith(BASE_PREFIX)),
+                  key=lambda f: f.name)
+
+
+def read_rule(path: Traversable) -> dict[str, Any]:
+    """The rule file at ``path`` as a mapping, the bases it extends merged in; RuleError (one line, naming the
+    file) when a file cannot be read, is not a mapping, or extends a base that is missing or extends it back."""
+    return _merged(path, [])
+
+
+def _merged(path: Traversable, chain: list[str]) -> dict[str, Any]:
+    data = _mapping(path)
+    name = data.pop("extends", None)
+    if name is None:
+        return data
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise RuleError(f"{path}: extends names a base by its file name without .yaml (e.g. extends: _warp-stall)")
+    base = _find(path, name)
+    if base is None:
+        raise RuleError(f"{path}: extends '{name}', but there is no {name}.yaml beside it or among the built-in "
+                        "rules")
+    here = [*chain, str(path)]
+    if str(base) in here:
+        circle = " → ".join(_stem(p) for p in [*here[here.index(str(base)):], str(base)])
+        raise RuleError(f"{here[0]}: extends goes round in a circle ({circle})")
+    return {**_merged(base, here), **data}
+
+
+def _mapping(path: Traversable) -> dict[str, Any]:
+    try:
+        data = yaml.load(path.read_text(), Loader=_YAML_LOADER)
+    except (OSError, yaml.YAMLError) as exc:
+        raise RuleError(f"{path}: cannot read rule ({first_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise RuleError(f"{path}: a rule file must be a YAML mapping")
+    return data
+
+
+def _find(path: Traversable, name: str) -> Traversable | None:
+    """The base ``name`` beside ``path``, else among the built-in rules."""
+    folders: Sequence[Traversable] = (*([path.parent] if hasattr(path, "parent") else []), builtin_folder())
+    for folder in folders:
+        candidate = folder.joinpath(f"{name}.yaml")
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".yaml")
