@@ -122,7 +122,6 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
                     efficiency=eff, operators=efficiency.operator_rows(store) if eff else [])
     report.memory = memory_section(store)
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
-    report.store_path = store.path
     return report
 
 
