@@ -12,6 +12,8 @@ from tracedoc.cli import cli
 from tracedoc.ingest.base import FORMATS
 from tracedoc.judge import load_rules
 from tracedoc.pages import PAGES
+from tracedoc.pipeline import ATTRIBUTION, METRICS, WINDOWS
+from tracedoc.store import Store
 from tracedoc.store.modules import all_modules, module_file
 
 _CREATE = re.compile(r"^CREATE (?:OR REPLACE )?(TEMP )?(TABLE|VIEW|MACRO)\s+(?:IF NOT EXISTS\s+)?(\w+)", re.M)
@@ -30,6 +32,51 @@ def test_analysis_module_is_documented(module: str) -> None:
         preceding = sql[: match.start()].rstrip().splitlines()[-1]
         assert preceding.startswith("--"), f"{module}: {name} needs a comment above it"
 
+
+
+def _comment_above(sql: str, name: str) -> str:
+    """The comment lines right above the statement that creates ``name``."""
+    match = next(m for m in _CREATE.finditer(sql) if m.group(3) == name)
+    lines = sql[: match.start()].rstrip().splitlines()
+    comment: list[str] = []
+    while lines and lines[-1].startswith("--"):
+        comment.insert(0, lines.pop())
+    return "\n".join(comment)
+
+
+@pytest.fixture(scope="module")
+def every_module() -> Store:
+    """An empty store with every analysis module run, to read the columns of their views."""
+    store = Store.create(None)
+    for module in all_modules():
+        store.include(module)
+    return store
+
+
+@pytest.mark.parametrize("module", all_modules())
+def test_report_views_name_every_column(module: str, every_module: Store) -> None:
+    """A report view (<group>_report_<name>: a table of the report, its measures in the report's units) names each
+    of its columns in the comment above it: the columns pages and renderers read."""
+    sql = module_file(module).read_text()
+    group = module.split(".")[0]
+    for name in (m.group(3) for m in _CREATE.finditer(sql) if m.group(3).startswith(f"{group}_report_")):
+        comment = _comment_above(sql, name)
+        columns = [r["column_name"] for r in every_module.query(f"DESCRIBE {name}")]
+        missing = [c for c in columns if not re.search(rf"\b{c}\b", comment)]
+        assert not missing, f"{module}: the comment above {name} does not name {missing}"
+
+
+@pytest.mark.parametrize("name", [*METRICS, "attribution", "window"])
+def test_report_tables_read_report_views(name: str, every_module: Store) -> None:
+    """Each table of the report is a <group>_report_<name> view of its module, ordered by its own columns."""
+    table = {**METRICS, "attribution": ATTRIBUTION, "window": WINDOWS}[name]
+    group = table.module.split(".")[0]
+    assert table.view.startswith(f"{group}_report_"), table.view
+    assert re.search(rf"^CREATE OR REPLACE TEMP VIEW {table.view} AS$", module_file(table.module).read_text(), re.M)
+    columns = {r["column_name"] for r in every_module.query(f"DESCRIBE {table.view}")}
+    assert set(table.order_only) <= columns
+    order = set(re.findall(r"\b[a-z_]+\b", table.order))  # the column names (SQL's words are in capitals)
+    assert order <= columns, order - columns
 
 def test_every_rule_has_fix_and_references() -> None:
     for rule in load_rules():

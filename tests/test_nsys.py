@@ -19,8 +19,8 @@ from tests.conftest import SAMPLES
 from tracedoc import analyze
 from tracedoc.api import open_store
 from tracedoc.cli import cli
+from tracedoc.cli.options import report_formats
 from tracedoc.ingest import discover, nsys, sqlite_arrow
-from tracedoc.render import RENDERERS
 from tracedoc.store import Store
 
 TORCH = SAMPLES / "nsys-torch-h100"
@@ -290,7 +290,7 @@ def test_environment_variables_never_reach_store_or_report(tmp_path: Path) -> No
     con.close()
     cache = tmp_path / "cache"
     runner = CliRunner()
-    for fmt in sorted(RENDERERS):
+    for fmt in sorted(report_formats()):  # the renderers' and the exports' (the Perfetto trace)
         result = runner.invoke(cli, ["analyze", str(planted), "--format", fmt, "--cache-dir", str(cache)])
         assert result.exit_code == 0, result.output
         assert SECRET not in result.output

@@ -33,6 +33,6 @@ def test_the_diff_reads_out_as_the_report_does_over_its_own_formats() -> None:
         output_target(None, Path("d.pdf"), "tracedoc-diff", DIFF_FORMATS, NO_PERFETTO)
 
 
-def test_the_report_formats_are_the_renderers() -> None:
+def test_the_report_formats_are_the_renderers_and_the_exports() -> None:
     assert report_formats() == {"text": ".txt", "json": ".json", "md": ".md", "html": ".html",
                                 "perfetto": ".perfetto.json"}

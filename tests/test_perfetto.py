@@ -23,12 +23,11 @@ from tracedoc.api import analyze
 from tracedoc.cli import cli
 from tracedoc.errors import InputError
 from tracedoc.explore import open_store
-from tracedoc.render.perfetto import PerfettoRenderer
 from tracedoc.report import Report
 
 
-def read_back(report: Report) -> list[dict[str, Any]]:
-    events = json.loads(PerfettoRenderer().render(report))
+def read_back(path: Path) -> list[dict[str, Any]]:
+    events = json.loads(path.read_text())
     assert isinstance(events, list) and events
     return events
 
@@ -77,9 +76,10 @@ def assert_nested(slices: list[dict[str, Any]], track: tuple[str, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def straggler() -> tuple[Report, list[dict[str, Any]]]:
-    report = analyze(SAMPLES / "ddp-straggler")
-    return report, read_back(report)
+def straggler(tmp_path_factory: pytest.TempPathFactory) -> tuple[Report, list[dict[str, Any]]]:
+    path = tmp_path_factory.mktemp("perfetto") / "ddp-straggler.perfetto.json"
+    report = analyze(SAMPLES / "ddp-straggler", perfetto=path)
+    return report, read_back(path)
 
 
 def test_events_equal_the_stores_on_named_tracks(straggler: tuple[Report, list[dict[str, Any]]]) -> None:
@@ -205,7 +205,7 @@ def test_cli_writes_it_by_extension_and_by_format(tmp_path: Path) -> None:
 
 
 def test_what_cannot_be_written_is_one_line_exit_2(tmp_path: Path) -> None:
-    """An input without a timeline, a Dask run (no single store), and a report without a store each say why."""
+    """An input without a timeline, a Dask run (no single store), and a saved report (no store) each say why."""
     runner = CliRunner()
     result = runner.invoke(cli, ["analyze", str(SAMPLES / "ncu-h100-transpose-naive"), "--format", "perfetto",
                                  "--out", str(tmp_path / "ncu.perfetto.json")])
@@ -214,10 +214,13 @@ def test_what_cannot_be_written_is_one_line_exit_2(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["analyze", str(SAMPLES / "ddp-straggler"), "--format", "perfetto", "--workers", "2",
                                  "--out", str(tmp_path / "ddp.perfetto.json")])
     assert result.exit_code == 2 and "not with --workers" in result.output
-    from tracedoc import analyze
-
-    with pytest.raises(InputError, match="has none"):
-        PerfettoRenderer().render(analyze(SAMPLES / "decode-eager", use_cache=False))
+    saved = tmp_path / "saved.json"
+    assert runner.invoke(cli, ["analyze", str(SAMPLES / "decode-eager"), "--out", str(saved)]).exit_code == 0
+    result = runner.invoke(cli, ["analyze", str(saved), "--out", str(tmp_path / "saved.perfetto.json")])
+    assert result.exit_code == 2 and "give the traces for --format perfetto" in result.output
+    assert not (tmp_path / "saved.perfetto.json").exists()
+    with pytest.raises(InputError, match="no timeline to write"):
+        analyze(SAMPLES / "ncu-h100-transpose-naive", perfetto=tmp_path / "api.perfetto.json")
 
 
 def test_standard_input_without_the_cache(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from click.testing import CliRunner  # noqa: E402
 from distributed import LocalCluster  # noqa: E402
 
 from tests.conftest import SAMPLES  # noqa: E402
-from tracedoc.api import analyze, open_store  # noqa: E402
+from tracedoc.api import METRICS, analyze, open_store  # noqa: E402
 from tracedoc.cli import cli  # noqa: E402
 from tracedoc.errors import InputError  # noqa: E402
 from tracedoc.ingest import discover  # noqa: E402
@@ -36,6 +36,7 @@ from tracedoc.report import Report  # noqa: E402
 from tracedoc.scale import ClusterSpec, analyze_distributed  # noqa: E402
 from tracedoc.scale import job as job_module  # noqa: E402
 from tracedoc.scale.cluster import RankFailure, connect, map_batches  # noqa: E402
+from tracedoc.scale.exports import on_client, report_exports  # noqa: E402
 from tracedoc.scale.job import _tasks, plan_batches  # noqa: E402
 from tracedoc.scale.worker import analyse_ranks  # noqa: E402
 
@@ -278,3 +279,14 @@ def test_created_objects_are_found_behind_their_comments() -> None:
     assert "trace_wall" in {created_object(s.query) for s in statements}
     assert created_object("-- the wall\n/* of each\n source */\nCREATE OR REPLACE TEMP VIEW w AS SELECT 1") == "w"
     assert created_object("-- CREATE TABLE z\nSELECT 1") is None
+
+
+def test_the_ranks_report_views_are_shipped_by_their_names() -> None:
+    """The second pass hands back the report's per-rank tables as their declared views (pipeline.METRICS); the
+    cross-rank ones are made on the client."""
+    shipped = {e.name: e for e in report_exports([], None, METRICS)}
+    per_rank = [t for t in METRICS.values() if not on_client(t.module)]
+    assert {"gpu_report_idle", "comm_report_overlap", "memory_report_curve"} <= {t.view for t in per_rank}
+    assert all(shipped[t.view].query == f"SELECT * FROM {t.view}" and shipped[t.view].module == t.module
+               for t in per_rank)
+    assert not {"ranks_report_steps", "hang_report_collectives", "trace_report_step_times"} & shipped.keys()

@@ -89,7 +89,7 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
                                     thresholds, progress, step_range, limits, peaks)
         try:
             if perfetto is not None:
-                _write_perfetto(store, report, perfetto, progress)
+                _write_export(store, report, "perfetto", perfetto, progress)
         finally:
             store.close()
     if what_if is not None:
@@ -120,15 +120,16 @@ def _saved_report(path: Path, thresholds: dict[str, dict[str, float]] | None, st
     return read_report(path)
 
 
-def _write_perfetto(store: Store, report: Report, path: Path, progress: Progress | None) -> None:
-    """The Perfetto trace of the analysed store, written to ``path`` by DuckDB (the events never pass through
-    Python)."""
-    from tracedoc.render.perfetto import write_trace
+def _write_export(store: Store, report: Report, name: str, path: Path, progress: Progress | None) -> None:
+    """The export ``name`` (tracedoc.export.EXPORTS) of the analysed store, written to ``path`` (by DuckDB: the
+    events never pass through Python)."""
+    from tracedoc.export import EXPORTS
 
+    export = EXPORTS[name]
     if progress:
-        progress("writing the Perfetto trace")
+        progress(f"writing the {export.title}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_trace(store, report, path)
+    export.write(store, report, path)
 
 
 def health_rules(rules: Sequence[Rule]) -> list[Rule]:

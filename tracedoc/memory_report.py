@@ -12,31 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracedoc.report_tables import ReportTable
 from tracedoc.store import Store
 from tracedoc.units import report_number
 
-MEMORY_METRICS: dict[str, tuple[str, str]] = {
-    # per source, GPU and step: allocated and reserved at the step's end and the most allocated inside it
-    "memory_steps": ("memory.timeline", """
-        SELECT s.rank, s.device, s.step, s.warmup, s.allocated_end AS allocated_end_bytes,
-               s.reserved_end AS reserved_end_bytes, s.allocated_max AS allocated_max_bytes,
-               (s.ts_ns - o.t0_ns) / 1e6 AS start_ms, (s.ts_ns + s.dur_ns - o.t0_ns) / 1e6 AS end_ms
-        FROM memory_steps s JOIN memory_origin o USING (source_id) ORDER BY s.rank, s.device, s.step"""),
-    # per source and GPU: allocated and reserved over time (ms from the first allocator event or step), at most
-    # 2,000 points, each the highest of its slice of time
-    "memory_curve": ("memory.timeline", """
-        SELECT rank, device, t_ns / 1e6 AS t_ms, allocated AS allocated_bytes, reserved AS reserved_bytes
-        FROM memory_curve ORDER BY rank, device, t_ns"""),
-    # the trace's failed requests on the same time axis as memory_curve
-    "memory_oom_points": ("memory.oom", """
-        SELECT o.rank, o.device, (o.ts_ns - m.t0_ns) / 1e6 AS t_ms, o.requested_bytes, o.allocated_bytes, o.site
-        FROM memory_ooms o JOIN memory_origin m USING (source_id) WHERE o.ts_ns IS NOT NULL
-        ORDER BY o.rank, o.device, o.ts_ns"""),
-    "memory_peak_sites": ("memory.peak", """
-        SELECT rank, device, site, allocations, bytes FROM memory_peak_sites ORDER BY rank, device, bytes DESC"""),
-    "memory_growth_sites": ("memory.growth", """
-        SELECT rank, device, site, op, allocations, held_bytes, bytes_per_step FROM memory_growth_sites
-        ORDER BY rank, device, bytes_per_step DESC"""),
+MEMORY_METRICS: dict[str, ReportTable] = {
+    "memory_steps": ReportTable("memory.timeline", "memory_report_steps", "rank, device, step"),
+    "memory_curve": ReportTable("memory.timeline", "memory_report_curve", "rank, device, t_ns", ("t_ns",)),
+    "memory_oom_points": ReportTable("memory.oom", "memory_report_oom_points", "rank, device, ts_ns", ("ts_ns",)),
+    "memory_peak_sites": ReportTable("memory.peak", "memory_report_peak_sites", "rank, device, bytes DESC"),
+    "memory_growth_sites": ReportTable("memory.growth", "memory_report_growth_sites",
+                                       "rank, device, bytes_per_step DESC"),
 }
 
 

@@ -20,6 +20,7 @@ from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
 from tracedoc.memory_report import MEMORY_METRICS, memory_section
 from tracedoc.report import InputInfo, Report
+from tracedoc.report_tables import ReportTable, report_rows
 from tracedoc.store import Store, memory_store, open_cached_store
 from tracedoc.store.cache import content_key, discard_damaged, is_damage
 from tracedoc.units import report_number
@@ -121,7 +122,6 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
                     efficiency=eff, operators=efficiency.operator_rows(store) if eff else [])
     report.memory = memory_section(store)
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
-    report.store_path = store.path
     return report
 
 
@@ -130,16 +130,7 @@ def gpu_states(store: Store) -> dict[str, Any]:
     collectives for a later rank (and the rank waited for most), so that the headline's busy time says what
     it was busy with."""
     store.include("attribution.time")
-    row = store.query("""
-        SELECT 100.0 * sum(computing_ns) / sum(computing_ns + communicating_ns + waiting_ns + idle_ns) AS computing_pct,
-               100.0 * sum(communicating_ns + waiting_ns)
-                   / sum(computing_ns + communicating_ns + waiting_ns + idle_ns) AS communication_pct,
-               100.0 * sum(waiting_ns) / sum(computing_ns + communicating_ns + waiting_ns + idle_ns) AS waiting_pct,
-               arg_max(waited_for, waiting_ns) AS waiting_for_rank
-        FROM (SELECT * REPLACE (coalesce(computing_ns, 0) AS computing_ns,
-                                coalesce(communicating_ns, 0) AS communicating_ns,
-                                coalesce(waiting_ns, 0) AS waiting_ns, coalesce(idle_ns, 0) AS idle_ns)
-              FROM attribution_gpu_states)""")[0]
+    row = store.query("SELECT * FROM attribution_report_gpu_states")[0]
     return {k: report_number(v) for k, v in row.items()}
 
 
@@ -159,13 +150,9 @@ def window_info(store: Store) -> dict[str, Any]:
     """The window the findings judge, per rank and for the report (trace.window): its kind ('steps',
     'capture_range', 'whole_trace'), how its steps were found (``steps``), its bounds (ns), its steady steps and
     the warm-up steps before it. The report's own is the first rank's, over every rank's bounds."""
-    store.include("trace.window")
     ranks = [{"rank": r["rank"], "kind": r["kind"], "steps": steps_found(r), "start_ns": r["start_ns"],
               "end_ns": r["end_ns"], "step_count": r["step_count"], "warmup_steps": r["warmup_steps"]}
-             for r in store.query("""
-                 SELECT w.rank, w.kind, w.start_ns, w.end_ns, w.step_count, m.method, m.detail, m.warmup_steps
-                 FROM trace_windows w JOIN trace_step_method m USING (source_id)
-                 WHERE w.start_ns IS NOT NULL ORDER BY w.rank NULLS LAST, w.source_id""")]
+             for r in report_rows(store, WINDOWS)]
     if not ranks:
         return {}
     return {**ranks[0], "start_ns": min(r["start_ns"] for r in ranks), "end_ns": max(r["end_ns"] for r in ranks),
@@ -191,115 +178,49 @@ def steps_found(row: dict[str, Any]) -> str:
 def attribution_rows(store: Store) -> list[dict[str, Any]]:
     """The attribution of every GPU's time (the report's ``attribution``): rank, device, step, cause, detail, ms.
     Per rank and device the rows sum to its window."""
-    store.include("attribution.time")
-    return [{k: report_number(v) for k, v in row.items()} for row in store.query("""
-        SELECT rank, device, step, cause, detail, ns / 1e6 AS ms FROM attribution_slices
-        ORDER BY rank, device, step NULLS FIRST, ms DESC, cause, detail""")]
+    return report_rows(store, ATTRIBUTION)
 
 
-METRICS: dict[str, tuple[str, str]] = {
-    # name: (module, query) — every number in ms or %, per rank/device.
-    "gpu_idle": ("gpu.idle", """
-        SELECT rank, device, wall_ns / 1e6 AS wall_ms, busy_pct, idle_ns / 1e6 AS idle_ms,
-               host_wait_short_ns / 1e6 AS host_wait_short_ms, host_wait_long_ns / 1e6 AS host_wait_long_ms,
-               kernel_wait_ns / 1e6 AS kernel_wait_ms, other_ns / 1e6 AS other_ms
-        FROM gpu_idle_by_device ORDER BY rank, device"""),
-    "gpu_time_by_category": ("gpu.kernels", """
-        SELECT rank, category, activity_count, total_ns / 1e6 AS total_ms, share_pct
-        FROM gpu_time_by_category ORDER BY rank, total_ms DESC"""),
-    "top_kernels": ("gpu.kernels", """
-        SELECT rank, name, category, launch_count, total_ns / 1e6 AS total_ms, mean_ns / 1e3 AS mean_us, share_pct
-        FROM gpu_top_kernels QUALIFY row_number() OVER (PARTITION BY rank ORDER BY total_ns DESC) <= 10
-        ORDER BY rank, total_ms DESC"""),
-    "launch": ("gpu.launch", """
-        SELECT rank, device, kernel_count, kernels_per_step, median_kernel_ns / 1e3 AS median_kernel_us,
-               tiny_kernel_pct, median_launch_latency_ns / 1e3 AS median_launch_latency_us,
-               p90_launch_latency_ns / 1e3 AS p90_launch_latency_us, graph_kernel_count
-        FROM gpu_launch_stats ORDER BY rank, device"""),
-    "host_syncs": ("host.sync", """
-        SELECT rank, sync_count, syncs_per_step, blocked_ns / 1e6 AS blocked_ms, gpu_idle_ns / 1e6 AS gpu_idle_ms,
-               top_origin FROM host_sync_by_rank ORDER BY rank"""),
-    "copies": ("host.memcpy", """
-        SELECT rank, copy_kind, host_memory, copy_count, total_bytes, total_ns / 1e6 AS total_ms, bandwidth_gbps
-        FROM host_copies_by_rank ORDER BY rank, copy_kind, host_memory"""),
-    "comm_overlap": ("comm.overlap", """
-        SELECT rank, device, comm_ns / 1e6 AS comm_ms, compute_ns / 1e6 AS compute_ms,
-               overlap_ns / 1e6 AS overlap_ms, exposed_comm_ns / 1e6 AS exposed_comm_ms, overlap_pct
-        FROM comm_overlap_by_device ORDER BY rank, device"""),
-    "step_times": ("trace.summary", "SELECT rank, step, step_ms, warmup FROM trace_step_times"),
-    # Rank × step (the ranks heatmap): GPU step time, compute, waits inside collectives, arrival lateness (ms).
-    "rank_steps": ("ranks.steps", """
-        SELECT rank, step, step_ns / 1e6 AS step_ms, compute_ns / 1e6 AS compute_ms,
-               comm_wait_ns / 1e6 AS comm_wait_ms, lateness_ns / 1e6 AS arrival_lateness_ms,
-               exposed_wait_ns / 1e6 AS exposed_wait_ms, blocked_exposed_ns / 1e6 AS others_wait_ms,
-               comm_ns / 1e6 AS comm_ms, host_step_ns / 1e6 AS host_step_ms, host_gap_ns / 1e6 AS host_gap_ms,
-               kernels, collectives
-        FROM ranks_steps ORDER BY rank, step"""),
-    "collectives": ("hang.progress", """
-        SELECT backend, pg_name AS pg, label AS pg_label, rank, has_dump, last_enqueued_seq, last_described,
-               last_state, last_started_seq, last_completed_seq, pending_seq, pending_described, waited_ms,
-               last_call_site FROM hang_progress ORDER BY backend, pg_name, rank"""),
-    "flight_recorder_dumps": ("hang.dumps", """
-        SELECT rank, path, version, encoding, comm_lib_version, entry_count AS entries, used, note
-        FROM hang_dumps ORDER BY rank, NOT used, path"""),
-    # Nsight Compute: per kernel (all profiled launches of one function and launch configuration), times in ms.
-    "ncu_kernels": ("ncu.sol", """
-        SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, launches, total_ns / 1e6 AS total_ms,
-               kernel_class, busiest_unit, busiest_unit_pct, sm_pct, mem_pct, dram_pct, l2_pct, l1_pct, tensor_pct,
-               achieved_occupancy_pct, theoretical_occupancy_pct, waves, registers_per_thread, device_name
-        FROM ncu_kernel_sol ORDER BY rank, total_ns DESC"""),
-    "ncu_warp_stalls": ("ncu.stalls", """
-        SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, reason, share_pct, cycles_per_issue,
-               source, judged
-        FROM ncu_warp_stalls
-        QUALIFY row_number() OVER (PARTITION BY source_id, demangled_name, grid, block ORDER BY share_pct DESC) <= 3
-        ORDER BY rank, total_ns DESC, share_pct DESC"""),
-    "ncu_roofline": ("ncu.roofline", """
-        SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, precision,
-               flop_per_s / 1e12 AS tflop_per_s, dram_bytes_per_s / 1e9 AS dram_gb_per_s, arithmetic_intensity,
-               peak_flop_per_s / 1e12 AS peak_tflop_per_s, peak_bytes_per_s / 1e9 AS peak_gb_per_s, ridge_point,
-               pct_of_roof, roof_side, peak_source
-        FROM ncu_roofline ORDER BY rank, total_ns DESC"""),
-    "ncu_coverage": ("ncu.coverage", """
-        SELECT rank, path, launches, unmeasured_launches, unmeasured_kernels, collected_set, sections, not_judged
-        FROM ncu_coverage ORDER BY rank"""),
-    "ncu_rules_vs_tracedoc": ("ncu.verdicts", """
-        SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, ncu_rule, ncu_title, ncu_type,
-               ncu_speedup_pct, tracedoc_rule,
-               CASE WHEN tracedoc_rule IS NULL THEN 'no tracedoc counterpart'
-                    WHEN not_limiting_reason IS NOT NULL THEN 'overruled: ' || not_limiting_reason
-                    ELSE 'judged by tracedoc rule ' || tracedoc_rule END AS tracedoc_view
-        FROM ncu_rule_verdicts
-        ORDER BY rank, total_ns DESC, name, grid, block, ncu_speedup_pct DESC NULLS LAST, ncu_rule"""),
-    # ncu GEMM kernels against cuBLAS on a product of the same size (GEMM ladder measurements given with the report).
-    "ncu_cublas_ceiling": ("ncu.cublas_ceiling", """
-        SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, product, dtype, tflop_per_s,
-               cublas_tflop_per_s, pct_of_cublas, sm_clock_mhz, cublas_sm_clock_mhz, total_ns / 1e6 AS total_ms,
-               saving_ns / 1e6 AS saving_ms
-        FROM ncu_cublas_ceiling ORDER BY rank, total_ns DESC"""),
-    # The GEMM ladder's cuBLAS timings given (gemm_ladder.json): the ceilings on offer, matched or not.
-    "gemm_ladder_cublas": ("ncu.cublas_ceiling", """
-        SELECT gpu, m || '×' || n || '×' || k AS product, dtype, ms, flop_per_s / 1e12 AS tflop_per_s, sm_clock_mhz,
-               gpu_bound, profiler
-        FROM gemm_ladder_results WHERE rung = 'cublas' ORDER BY gpu, flop, ms"""),
-    # ncu kernels found in a timeline given with the report (same demangled name, grid and block), times in ms.
-    "ncu_trace_links": ("ncu.links", """
-        SELECT rank, name AS kernel, grid, block, launches, total_ns / 1e6 AS total_ms, timeline_sources,
-               timeline_launches, timeline_total_ns / 1e6 AS timeline_total_ms,
-               timeline_mean_ns / 1e3 AS timeline_mean_us, impact_scale, timeline_name
-        FROM ncu_trace_links WHERE timeline_launches > 0 ORDER BY rank, timeline_total_ns DESC"""),
+# The report's tables (``Report.metrics``): name → the analysis module and its <group>_report_<name> view, every
+# number in ms, µs, % or bytes, per rank or device.
+METRICS: dict[str, ReportTable] = {
+    "gpu_idle": ReportTable("gpu.idle", "gpu_report_idle", "rank, device"),
+    "gpu_time_by_category": ReportTable("gpu.kernels", "gpu_report_time_by_category", "rank, total_ms DESC"),
+    "top_kernels": ReportTable("gpu.kernels", "gpu_report_top_kernels", "rank, total_ms DESC"),
+    "launch": ReportTable("gpu.launch", "gpu_report_launch", "rank, device"),
+    "host_syncs": ReportTable("host.sync", "host_report_syncs", "rank"),
+    "copies": ReportTable("host.memcpy", "host_report_copies", "rank, copy_kind, host_memory"),
+    "comm_overlap": ReportTable("comm.overlap", "comm_report_overlap", "rank, device"),
+    "step_times": ReportTable("trace.summary", "trace_report_step_times", "rank, step"),
+    "rank_steps": ReportTable("ranks.steps", "ranks_report_steps", "rank, step"),
+    "collectives": ReportTable("hang.progress", "hang_report_collectives", "backend, pg, rank"),
+    "flight_recorder_dumps": ReportTable("hang.dumps", "hang_report_dumps", "rank, NOT used, path"),
+    "ncu_kernels": ReportTable("ncu.sol", "ncu_report_kernels", "rank, total_ns DESC", ("total_ns",)),
+    "ncu_warp_stalls": ReportTable("ncu.stalls", "ncu_report_warp_stalls", "rank, total_ns DESC, share_pct DESC",
+                                   ("total_ns",)),
+    "ncu_roofline": ReportTable("ncu.roofline", "ncu_report_roofline", "rank, total_ns DESC", ("total_ns",)),
+    "ncu_coverage": ReportTable("ncu.coverage", "ncu_report_coverage", "rank"),
+    "ncu_rules_vs_tracedoc": ReportTable(
+        "ncu.verdicts", "ncu_report_rules_vs_tracedoc",
+        "rank, total_ns DESC, kernel, grid, block, ncu_speedup_pct DESC NULLS LAST, ncu_rule", ("total_ns",)),
+    "ncu_cublas_ceiling": ReportTable("ncu.cublas_ceiling", "ncu_report_cublas_ceiling", "rank, total_ns DESC",
+                                      ("total_ns",)),
+    "gemm_ladder_cublas": ReportTable("ncu.cublas_ceiling", "ncu_report_gemm_ladder_cublas", "gpu, flop, ms",
+                                      ("flop",)),
+    "ncu_trace_links": ReportTable("ncu.links", "ncu_report_trace_links", "rank, timeline_total_ns DESC",
+                                   ("timeline_total_ns",)),
     **MEMORY_METRICS,  # GPU memory: allocator events and snapshots (tracedoc.memory_report)
     **HEALTH_METRICS,  # GPU health: NVML snapshots and telemetry (tracedoc.health.metrics)
 }
 
-def collect_metrics(store: Store, tables: dict[str, tuple[str, str]] | None = None) -> dict[str, list[dict[str, Any]]]:
+# The report's attribution and window (Report.attribution, Report.window).
+ATTRIBUTION = ReportTable("attribution.time", "attribution_report_slices",
+                          "rank, device, step NULLS FIRST, ms DESC, cause, detail")
+WINDOWS = ReportTable("trace.window", "trace_report_windows", "rank NULLS LAST, source_id")
+
+
+def collect_metrics(store: Store, tables: dict[str, ReportTable] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The measured tables the report carries for renderers and the dashboard (ms and %, rounded); ``tables``
     picks other ones than all of them. A table of an analysis of inputs the store does not hold is empty."""
-    metrics: dict[str, list[dict[str, Any]]] = {}
-    for name, (module, sql) in (tables or METRICS).items():
-        if not store.applies(module):
-            metrics[name] = []
-            continue
-        store.include(module)
-        metrics[name] = [{k: report_number(v) for k, v in row.items()} for row in store.query(sql)]
-    return metrics
+    return {name: report_rows(store, table) if store.applies(table.module) else []
+            for name, table in (tables or METRICS).items()}

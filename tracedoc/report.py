@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracedoc import strict_json
@@ -129,9 +128,6 @@ class Report:
     efficiency: list[dict[str, Any]] = field(default_factory=list)
     # The operator view: per rank, the aten ops with the most GPU time, their FLOPs, bytes and kernels.
     operators: list[dict[str, Any]] = field(default_factory=list)
-    # Where the store the report was made from lies (a cached store; None in memory or when loaded from JSON): what
-    # renderers that draw the events read (--format perfetto). Not part of the JSON report.
-    store_path: Path | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"tracedoc": __version__, "schema": REPORT_SCHEMA,

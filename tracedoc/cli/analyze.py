@@ -27,6 +27,7 @@ from tracedoc.cli.options import (
     parse_settings,
     report_options,
 )
+from tracedoc.export import EXPORTS
 from tracedoc.judge import load_rules
 from tracedoc.limits import Limits
 from tracedoc.report import Report
@@ -96,16 +97,16 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         raise BadInput("--peak-tflops, --peak-gbps, --flops-per-step and --bytes-per-step apply to a local "
                        "analysis: not with --workers or a Dask scheduler")
     err = Console(stderr=True)
-    with err.status("reading traces…") as status, _perfetto_file(fmt, target) as perfetto:
+    with err.status("reading traces…") as status, _export_file(fmt, target) as exported:
 
         def progress(message: str) -> None:
             status.update(Text(one_line(message)))
 
         report = analyze(paths, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=not no_cache,
                          thresholds=thresholds, progress=progress, step_range=step_range, cluster=cluster,
-                         limits=limits, what_if=what_if_rule, perfetto=perfetto, peaks=peaks)
-    if perfetto is not None and target is not None:
-        err.print(f"Perfetto trace written to {target}", highlight=False)
+                         limits=limits, what_if=what_if_rule, perfetto=exported, peaks=peaks)
+    if exported is not None and target is not None:
+        err.print(f"{EXPORTS[fmt].title} written to {target}", highlight=False)
     projection_only = what_if_rule is not None and fmt == "text" and target is None
     if fmt != "text" or target is not None or projection_only:  # else the text report says it under its headline
         for line in missing_ranks_lines(report.summary):
@@ -116,22 +117,23 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         OutputConsole(highlight=False).print(Text(terminal_text(
             f"{what_if_rule} (#{projection['finding']}): {what_if_text(projection)}" if projection
             else _no_projection(report, what_if_rule))))
-    elif fmt != "perfetto":
+    elif fmt not in EXPORTS:
         emit_report(report, fmt, target)
     sys.exit(exit_code(report, fail_on))
 
 
 @contextlib.contextmanager
-def _perfetto_file(fmt: str, target: Path | None) -> Iterator[Path | None]:
-    """Where the analysis writes the Perfetto trace (``--format perfetto``): ``target``, or a temporary file copied
-    to standard output once written; None for the other formats."""
-    if fmt != "perfetto":
+def _export_file(fmt: str, target: Path | None) -> Iterator[Path | None]:
+    """Where the analysis writes an export (tracedoc.export.EXPORTS; the one there is, ``--format perfetto``, is the
+    API's ``perfetto``): ``target``, or a temporary file copied to standard output once written; None for the
+    renderers' formats."""
+    if fmt not in EXPORTS:
         yield None
     elif target is not None:
         yield target
     else:
-        with tempfile.TemporaryDirectory(prefix="tracedoc-perfetto-") as tmp:
-            written = Path(tmp) / "trace.perfetto.json"
+        with tempfile.TemporaryDirectory(prefix=f"tracedoc-{fmt}-") as tmp:
+            written = Path(tmp) / f"trace{EXPORTS[fmt].extension}"
             yield written
             with written.open("rb") as f:
                 shutil.copyfileobj(f, sys.stdout.buffer)

@@ -15,6 +15,7 @@ from rich.console import Console, RenderableType
 
 from tracedoc.cli.errors import BadInput
 from tracedoc.errors import RuleError
+from tracedoc.export import EXPORTS
 from tracedoc.judge import Rule
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.render import RENDERERS
@@ -95,10 +96,10 @@ def report_options(out_help: str = _OUT_HELP, formats: Sequence[str] | None = No
                    set_example: str = "launch-bound.min_idle_pct=25",
                    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options of a command that judges with rules and writes a report: --format (``formats``, default every
-    renderer), --out, --rules, --set (with ``set_example``), --fail-on (parameters fmt, out, rules_dirs, settings,
-    fail_on)."""
+    renderer and export), --out, --rules, --set (with ``set_example``), --fail-on (parameters fmt, out, rules_dirs,
+    settings, fail_on)."""
     options: list[Callable[..., Any]] = [
-        click.option("--format", "fmt", type=click.Choice(sorted(formats or RENDERERS)), default=None,
+        click.option("--format", "fmt", type=click.Choice(sorted(formats or report_formats())), default=None,
                      help="Output format (default: text, or what --out's extension implies)."),
         click.option("--out", type=click.Path(), callback=out_path, default=None, help=out_help),
         rules_option,
@@ -142,8 +143,9 @@ _EXTENSION_ALIASES = {".htm": "html", ".markdown": "md"}
 
 
 def report_formats() -> dict[str, str]:
-    """The report's output formats: each renderer's name and the extension of its files."""
-    return {name: renderer.extension for name, renderer in RENDERERS.items()}
+    """The report's output formats: each renderer's and each export's name and the extension of its files."""
+    return {**{name: renderer.extension for name, renderer in RENDERERS.items()},
+            **{name: export.extension for name, export in EXPORTS.items()}}
 
 
 def _format_of_extension(suffix: str, formats: Mapping[str, str]) -> str | None:
@@ -159,11 +161,11 @@ def output_target(fmt: str | None, out: Path | None, stem: str = "tracedoc-repor
                   refused: Mapping[str, str] | None = None) -> tuple[str, Path | None]:
     """The format and file to write, for any document a command writes (the report, the diff, a health report).
 
-    ``formats``: the document's formats, name → extension (default: the report's renderers); ``refused``: an
-    extension → why this document has no such form. --out is a directory (the document goes in as STEM.<ext>) when
-    it ends with a slash, exists as one, or has no extension; else a file, in --format when given (an explicit
-    format wins over the extension: --format perfetto --out trace.json), else in the format its extension names
-    (an error when it names none)."""
+    ``formats``: the document's formats, name → extension (default: the report's renderers and exports);
+    ``refused``: an extension → why this document has no such form. --out is a directory (the document goes in as
+    STEM.<ext>) when it ends with a slash, exists as one, or has no extension; else a file, in --format when given
+    (an explicit format wins over the extension: --format perfetto --out trace.json), else in the format its
+    extension names (an error when it names none)."""
     formats = report_formats() if formats is None else formats
     if out is None:
         return fmt or "text", None

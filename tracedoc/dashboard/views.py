@@ -105,12 +105,12 @@ def timeline_view(timeline: Timeline | None, args: dict[str, Any] | None = None,
 def perfetto_download(timeline: Timeline, report: Report) -> pn.widgets.FileDownload:
     """A button that writes the trace for Perfetto (`--format perfetto`: the timeline, the findings and the time
     attribution as tracks) from the served store and downloads it."""
-    from tracedoc.render.perfetto import write_trace
+    from tracedoc.export import perfetto
 
     def trace() -> io.BytesIO:
         with tempfile.TemporaryDirectory(prefix="tracedoc-perfetto-") as tmp, timeline.lock:
             path = Path(tmp) / "trace.perfetto.json"
-            write_trace(timeline.store, report, path)
+            perfetto.write(timeline.store, report, path)
             return io.BytesIO(path.read_bytes())
 
     return pn.widgets.FileDownload(callback=trace, filename="trace.perfetto.json", button_type="primary",

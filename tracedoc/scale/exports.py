@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from tracedoc.errors import InputError
 from tracedoc.judge import Rule
+from tracedoc.report_tables import ReportTable
 
 _CLIENT_GROUPS = ("ranks", "hang", "health", "ncu")
 _CLIENT_MODULES = ("trace.summary",)
@@ -29,7 +30,7 @@ def on_client(module: str) -> bool:
 # reads it). A worker leaves these statements out (a batch's ranks are not the job); in the second pass it is
 # given ranks_collectives as the client lined it up.
 CLIENT_ONLY = ("ranks_alignment", "ranks_matched_kernels", "ranks_clock_offsets", "ranks_collectives",
-               "ranks_alignment_quality", "ranks_steps")
+               "ranks_alignment_quality", "ranks_steps", "ranks_report_steps")
 
 # Store tables a rank hands back whole: its profiler steps, GPUs and flight-recorder dumps (a dump is bounded by
 # its ring buffer; steps and devices by the window).
@@ -82,15 +83,14 @@ _EFFICIENCY_EXPORTS = tuple(Export(name, module, f"SELECT * FROM {name}") for na
     ("efficiency_steps", "efficiency.steps"), ("efficiency_by_rank", "efficiency.steps"),
     ("efficiency_operators", "efficiency.operators"), ("efficiency_operator_kernels", "efficiency.operators")))
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
-_FROM = re.compile(r"\bFROM\s+([A-Za-z_]\w*)", re.IGNORECASE)
 _CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
 
 
 def report_exports(rules: Sequence[Rule], thresholds: dict[str, dict[str, float]] | None,
-                   metrics: dict[str, tuple[str, str]]) -> list[Export]:
+                   metrics: dict[str, ReportTable]) -> list[Export]:
     """The second pass: the views the per-rank rules read (a table macro evaluated with the rule's thresholds),
-    the objects the per-rank metrics read, and the time attribution (what the first pass handed back already is
-    not asked for again)."""
+    the report views of the per-rank tables of the report (``metrics``: each rank's rows, ordered on the client),
+    and the time attribution (what the first pass handed back already is not asked for again)."""
     exports: dict[str, Export] = {e.name: e for e in (*_ATTRIBUTION_EXPORTS, *_EFFICIENCY_EXPORTS)}
     summarized = {e.name for e in SUMMARY_EXPORTS}
     for rule in rules:
@@ -106,10 +106,7 @@ def report_exports(rules: Sequence[Rule], thresholds: dict[str, dict[str, float]
             raise InputError(f"rules read {name} with different thresholds or params; a distributed run needs the "
                              "same ones")
         exports[name] = export
-    for module, sql in metrics.values():
-        if on_client(module):
-            continue
-        m = _FROM.search(sql)
-        if m and m.group(1) not in exports and m.group(1) not in summarized:
-            exports[m.group(1)] = Export(m.group(1), module, f"SELECT * FROM {m.group(1)}")
+    for table in metrics.values():
+        if not on_client(table.module):
+            exports.setdefault(table.view, Export(table.view, table.module, f"SELECT * FROM {table.view}"))
     return list(exports.values())

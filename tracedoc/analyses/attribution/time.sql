@@ -400,3 +400,23 @@ SELECT l.source_id, l.rank, l.device,
            AS waited_for
 FROM attribution_segment_causes c JOIN attribution_lanes l USING (k)
 GROUP BY l.source_id, l.rank, l.device;
+
+-- The report's attribution (attribution_slices; ms). Columns: rank, device, step, cause, detail, ms; per rank and
+-- device the rows sum to its window and what was recorded around it.
+CREATE OR REPLACE TEMP VIEW attribution_report_slices AS
+SELECT rank, device, step, cause, detail, ns / 1e6 AS ms FROM attribution_slices;
+
+-- The report's headline of what the GPUs did, one row over every GPU's window (attribution_gpu_states, a GPU
+-- without a state counted 0), as % of the windows. Columns: computing_pct, communication_pct (communicating and
+-- waiting in collectives), waiting_pct (waiting in collectives for a later rank), waiting_for_rank (the rank
+-- waited for most).
+CREATE OR REPLACE TEMP VIEW attribution_report_gpu_states AS
+SELECT 100.0 * sum(computing_ns) / sum(computing_ns + communicating_ns + waiting_ns + idle_ns) AS computing_pct,
+       100.0 * sum(communicating_ns + waiting_ns)
+           / sum(computing_ns + communicating_ns + waiting_ns + idle_ns) AS communication_pct,
+       100.0 * sum(waiting_ns) / sum(computing_ns + communicating_ns + waiting_ns + idle_ns) AS waiting_pct,
+       arg_max(waited_for, waiting_ns) AS waiting_for_rank
+FROM (SELECT * REPLACE (coalesce(computing_ns, 0) AS computing_ns,
+                        coalesce(communicating_ns, 0) AS communicating_ns,
+                        coalesce(waiting_ns, 0) AS waiting_ns, coalesce(idle_ns, 0) AS idle_ns)
+      FROM attribution_gpu_states);

@@ -137,3 +137,10 @@ LEFT JOIN trace_framework f USING (source_id)
 LEFT JOIN (SELECT source_id, device, sum(exposed_wait_ns) AS peer_wait_ns FROM ranks_collectives
            GROUP BY source_id, device) p USING (source_id, device)
 WHERE o.comm_ns > 0;
+
+-- The report's communication overlap per device (comm_overlap_by_device; ms). Columns: rank, device, comm_ms,
+-- compute_ms, overlap_ms (comm ∩ compute), exposed_comm_ms, overlap_pct.
+CREATE OR REPLACE TEMP VIEW comm_report_overlap AS
+SELECT rank, device, comm_ns / 1e6 AS comm_ms, compute_ns / 1e6 AS compute_ms, overlap_ns / 1e6 AS overlap_ms,
+       exposed_comm_ns / 1e6 AS exposed_comm_ms, overlap_pct
+FROM comm_overlap_by_device;

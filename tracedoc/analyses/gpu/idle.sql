@@ -77,3 +77,12 @@ SELECT g.source_id, g.rank, g.device, c.name, c.kind,
        sum(least(g.end_ns, c.ts_ns + c.dur_ns) - greatest(g.ts_ns, c.ts_ns)) AS overlap_ns
 FROM g JOIN c ON c.k_start < g.k_end AND c.k_end > g.k_start
 GROUP BY g.source_id, g.rank, g.device, c.name, c.kind;
+
+-- The report's idle time per device (ms; gpu_idle_by_device). Columns: rank, device, wall_ms (the window),
+-- busy_pct, idle_ms, host_wait_short_ms, host_wait_long_ms (host waits under and over 100 µs), kernel_wait_ms,
+-- other_ms.
+CREATE OR REPLACE TEMP VIEW gpu_report_idle AS
+SELECT rank, device, wall_ns / 1e6 AS wall_ms, busy_pct, idle_ns / 1e6 AS idle_ms,
+       host_wait_short_ns / 1e6 AS host_wait_short_ms, host_wait_long_ns / 1e6 AS host_wait_long_ms,
+       kernel_wait_ns / 1e6 AS kernel_wait_ms, other_ns / 1e6 AS other_ms
+FROM gpu_idle_by_device;

@@ -16,3 +16,14 @@ SELECT source_id, rank, name, category, count(*) AS launch_count, sum(dur_ns) AS
        avg(dur_ns) AS mean_ns,
        100.0 * sum(dur_ns) / sum(sum(dur_ns)) OVER (PARTITION BY source_id) AS share_pct
 FROM gpu_work WHERE kind = 'kernel' GROUP BY source_id, rank, name, category;
+
+-- The report's GPU time per rank and category (gpu_time_by_category). Columns: rank, category, activity_count,
+-- total_ms, share_pct (of all GPU work time).
+CREATE OR REPLACE TEMP VIEW gpu_report_time_by_category AS
+SELECT rank, category, activity_count, total_ns / 1e6 AS total_ms, share_pct FROM gpu_time_by_category;
+
+-- The report's top kernels: the 10 that take the most GPU time per rank (gpu_top_kernels). Columns: rank, name,
+-- category, launch_count, total_ms, mean_us (mean duration), share_pct (of kernel time).
+CREATE OR REPLACE TEMP VIEW gpu_report_top_kernels AS
+SELECT rank, name, category, launch_count, total_ns / 1e6 AS total_ms, mean_ns / 1e3 AS mean_us, share_pct
+FROM gpu_top_kernels QUALIFY row_number() OVER (PARTITION BY rank ORDER BY total_ns DESC) <= 10;

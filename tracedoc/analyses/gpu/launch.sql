@@ -46,3 +46,12 @@ SELECT i.*, l.kernel_count, l.kernels_per_step, l.median_kernel_ns, l.tiny_kerne
        END AS fix_text
 FROM gpu_idle_by_device i JOIN gpu_launch_stats l USING (source_id, rank, device)
 LEFT JOIN trace_framework f USING (source_id);
+
+-- The report's launch statistics per device (gpu_launch_stats; durations and latencies in µs). Columns: rank,
+-- device, kernel_count, kernels_per_step, median_kernel_us, tiny_kernel_pct, median_launch_latency_us,
+-- p90_launch_latency_us, graph_kernel_count.
+CREATE OR REPLACE TEMP VIEW gpu_report_launch AS
+SELECT rank, device, kernel_count, kernels_per_step, median_kernel_ns / 1e3 AS median_kernel_us,
+       tiny_kernel_pct, median_launch_latency_ns / 1e3 AS median_launch_latency_us,
+       p90_launch_latency_ns / 1e3 AS p90_launch_latency_us, graph_kernel_count
+FROM gpu_launch_stats;

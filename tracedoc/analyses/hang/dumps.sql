@@ -74,3 +74,8 @@ SELECT backend, pg_name, max(pg_desc) AS pg_desc,
        pg_name || coalesce(' (' || nullif(max(pg_desc), '') || ')', '') AS label,
        list_sort(list_distinct(flatten(list(ranks) FILTER (WHERE ranks IS NOT NULL)))) AS ranks
 FROM known GROUP BY backend, pg_name;
+
+-- The report's flight-recorder dump files (hang_dumps). Columns: rank, path, version, encoding, comm_lib_version,
+-- entries (records it holds), used (whether the analyses read it), note (why).
+CREATE OR REPLACE TEMP VIEW hang_report_dumps AS
+SELECT rank, path, version, encoding, comm_lib_version, entry_count AS entries, used, note FROM hang_dumps;

@@ -171,3 +171,11 @@ CREATE OR REPLACE TEMP MACRO hang_unmeasured_note(backend, timed, waited_ms, wai
                           THEN '. Set TORCH_NCCL_ENABLE_TIMING=1 to record when collectives start and measure it.'
                       ELSE '.' END
     END;
+
+-- The report's progress of each rank in each process group (hang_progress). Columns: backend, pg (the group's
+-- name), pg_label, rank, has_dump, last_enqueued_seq, last_described, last_state, last_started_seq,
+-- last_completed_seq, pending_seq, pending_described, waited_ms, last_call_site.
+CREATE OR REPLACE TEMP VIEW hang_report_collectives AS
+SELECT backend, pg_name AS pg, label AS pg_label, rank, has_dump, last_enqueued_seq, last_described, last_state,
+       last_started_seq, last_completed_seq, pending_seq, pending_described, waited_ms, last_call_site
+FROM hang_progress;

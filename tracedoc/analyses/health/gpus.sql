@@ -26,3 +26,21 @@ SELECT h.*, r.rank,
         WHERE n.source_id = h.source_id AND n.device = h.device AND n.active) AS nvlink_up
 FROM gpu_health h
 LEFT JOIN health_device_ranks r USING (device);
+
+-- The report's GPU health, one row per GPU (health_gpus). Columns: rank, device, name, pci_bus_id, driver_version,
+-- cuda_driver_version, nvml_error, pstate, gpu_util_pct, sm_clock_mhz, sm_clock_max_mhz, mem_clock_mhz,
+-- mem_clock_max_mhz, reasons, temperature_c, temperature_slowdown_c, memory_temperature_c, power_w, power_limit_w,
+-- power_default_limit_w, ecc_enabled, ecc_volatile_corrected, ecc_volatile_uncorrected, ecc_aggregate_corrected,
+-- ecc_aggregate_uncorrected, remapped_rows_corrected, remapped_rows_uncorrected, remap_pending, remap_failed,
+-- retired_pages_sbe, retired_pages_dbe, retired_pages_pending, pcie_gen, pcie_gen_max, pcie_gen_gpu_max,
+-- pcie_width, pcie_width_max, pcie_replay_count, nvlink_links, nvlink_up; source_id orders the rows and is left
+-- out of the report.
+CREATE OR REPLACE TEMP VIEW health_report_gpus AS
+SELECT rank, device, name, pci_bus_id, driver_version, cuda_driver_version, nvml_error, pstate, gpu_util_pct,
+       sm_clock_mhz, sm_clock_max_mhz, mem_clock_mhz, mem_clock_max_mhz, reasons, temperature_c,
+       temperature_slowdown_c, memory_temperature_c, power_w, power_limit_w, power_default_limit_w, ecc_enabled,
+       ecc_volatile_corrected, ecc_volatile_uncorrected, ecc_aggregate_corrected, ecc_aggregate_uncorrected,
+       remapped_rows_corrected, remapped_rows_uncorrected, remap_pending, remap_failed, retired_pages_sbe,
+       retired_pages_dbe, retired_pages_pending, pcie_gen, pcie_gen_max, pcie_gen_gpu_max, pcie_width,
+       pcie_width_max, pcie_replay_count, nvlink_links, nvlink_up, source_id
+FROM health_gpus;

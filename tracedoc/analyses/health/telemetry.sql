@@ -75,3 +75,15 @@ SELECT s.source_id, s.device, any_value(r.rank) AS rank, any_value(s.uuid) AS uu
 FROM health_telemetry_samples s
 LEFT JOIN health_device_ranks r USING (device)
 GROUP BY s.source_id, s.device;
+
+-- The report's telemetry per GPU (health_telemetry_by_device; ms). Columns: rank, device, samples, duration_ms,
+-- busy_pct, gpu_util_mean_pct, sm_clock_mean_mhz, sm_clock_min_mhz, sm_clock_max_mhz, sm_clock_pct,
+-- temperature_max_c, power_mean_w, power_max_w, power_limit_w, fault_pct, power_cap_busy_pct, slowdown_reasons,
+-- pcie_gen_busy_min, pcie_gen_max, pcie_width_min, pcie_width_max; source_id orders the rows and is left out of
+-- the report.
+CREATE OR REPLACE TEMP VIEW health_report_telemetry AS
+SELECT rank, device, samples, duration_ns / 1e6 AS duration_ms, busy_pct, gpu_util_mean_pct, sm_clock_mean_mhz,
+       sm_clock_min_mhz, sm_clock_max_mhz, sm_clock_pct, temperature_max_c, power_mean_w, power_max_w,
+       power_limit_w, fault_pct, power_cap_busy_pct, slowdown_reasons, pcie_gen_busy_min, pcie_gen_max,
+       pcie_width_min, pcie_width_max, source_id
+FROM health_telemetry_by_device;

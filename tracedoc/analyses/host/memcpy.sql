@@ -30,3 +30,9 @@ FROM host_copies_by_rank c JOIN trace_wall w USING (source_id)
 LEFT JOIN trace_framework f USING (source_id)
 WHERE c.host_memory = 'pageable'
 GROUP BY c.source_id, c.rank;
+
+-- The report's copies per rank, direction and host memory kind (host_copies_by_rank). Columns: rank, copy_kind,
+-- host_memory, copy_count, total_bytes, total_ms (GPU time), bandwidth_gbps.
+CREATE OR REPLACE TEMP VIEW host_report_copies AS
+SELECT rank, copy_kind, host_memory, copy_count, total_bytes, total_ns / 1e6 AS total_ms, bandwidth_gbps
+FROM host_copies_by_rank;

@@ -122,3 +122,10 @@ SELECT s.source_id, s.rank, count(*) AS sync_count, count(*) FILTER (WHERE s.pag
 FROM host_sync_calls s JOIN trace_wall w USING (source_id)
 LEFT JOIN trace_framework f USING (source_id)
 GROUP BY s.source_id, s.rank;
+
+-- The report's syncs per rank (host_sync_by_rank; ms). Columns: rank, sync_count, syncs_per_step, blocked_ms
+-- (the host blocked), gpu_idle_ms (GPU idle charged to the syncs), top_origin (the operator that made most).
+CREATE OR REPLACE TEMP VIEW host_report_syncs AS
+SELECT rank, sync_count, syncs_per_step, blocked_ns / 1e6 AS blocked_ms, gpu_idle_ns / 1e6 AS gpu_idle_ms,
+       top_origin
+FROM host_sync_by_rank;

@@ -90,3 +90,8 @@ JOIN memory_by_device d USING (source_id, device)
 LEFT JOIN (SELECT * FROM memory_growth_sites
            QUALIFY row_number() OVER (PARTITION BY source_id, device ORDER BY bytes_per_step DESC, site) = 1) s
   USING (source_id, device);
+
+-- The report's sites behind each GPU's growth (memory_growth_sites). Columns: rank, device, site, op,
+-- allocations, held_bytes, bytes_per_step.
+CREATE OR REPLACE TEMP VIEW memory_report_growth_sites AS
+SELECT rank, device, site, op, allocations, held_bytes, bytes_per_step FROM memory_growth_sites;

@@ -49,3 +49,9 @@ SELECT j.* EXCLUDE (tid), f.op, coalesce(j.snapshot_site, f.py_site, f.op) AS si
 FROM joined j
 LEFT JOIN frames f ON f.source_id = j.source_id AND f.device = j.device AND f.ts_ns = j.ts_ns
 LEFT JOIN memory_by_device d ON d.source_id = j.source_id AND d.device = j.device;
+
+-- The report's failed requests of a trace, on memory_report_curve's time axis (memory_ooms). Columns: rank,
+-- device, t_ms, requested_bytes, allocated_bytes, site; ts_ns orders the rows and is left out of the report.
+CREATE OR REPLACE TEMP VIEW memory_report_oom_points AS
+SELECT o.rank, o.device, (o.ts_ns - m.t0_ns) / 1e6 AS t_ms, o.requested_bytes, o.allocated_bytes, o.site, o.ts_ns
+FROM memory_ooms o JOIN memory_origin m USING (source_id) WHERE o.ts_ns IS NOT NULL;

@@ -48,3 +48,7 @@ SELECT d.*, 100.0 * d.peak_bytes / d.capacity_bytes AS peak_pct,
        100.0 * d.reserved_peak_bytes / d.capacity_bytes AS reserved_peak_pct,
        d.capacity_bytes - d.reserved_peak_bytes AS headroom_bytes
 FROM memory_by_device d WHERE d.capacity_bytes > 0 AND d.ooms = 0;
+
+-- The report's sites live at each GPU's peak (memory_peak_sites). Columns: rank, device, site, allocations, bytes.
+CREATE OR REPLACE TEMP VIEW memory_report_peak_sites AS
+SELECT rank, device, site, allocations, bytes FROM memory_peak_sites;

@@ -123,3 +123,19 @@ SELECT ev.source_id, ev.rank, ev.device,
        min(ev.t_ns) AS t_ns, max(ev.total_allocated) AS allocated, max(ev.total_reserved) AS reserved
 FROM ev JOIN span USING (source_id, device)
 GROUP BY ALL;
+
+-- The report's memory per source, GPU and step (memory_steps; bytes, ms from memory_origin). Columns: rank,
+-- device, step, warmup, allocated_end_bytes and reserved_end_bytes (at the step's end), allocated_max_bytes (the
+-- most allocated inside it), start_ms, end_ms.
+CREATE OR REPLACE TEMP VIEW memory_report_steps AS
+SELECT s.rank, s.device, s.step, s.warmup, s.allocated_end AS allocated_end_bytes,
+       s.reserved_end AS reserved_end_bytes, s.allocated_max AS allocated_max_bytes,
+       (s.ts_ns - o.t0_ns) / 1e6 AS start_ms, (s.ts_ns + s.dur_ns - o.t0_ns) / 1e6 AS end_ms
+FROM memory_steps s JOIN memory_origin o USING (source_id);
+
+-- The report's memory curve per source and GPU (memory_curve): allocated and reserved over time, at most 2,000
+-- points, each the highest of its slice of time. Columns: rank, device, t_ms (from the first allocator event or
+-- step), allocated_bytes, reserved_bytes; t_ns orders the rows and is left out of the report.
+CREATE OR REPLACE TEMP VIEW memory_report_curve AS
+SELECT rank, device, t_ns / 1e6 AS t_ms, allocated AS allocated_bytes, reserved AS reserved_bytes, t_ns
+FROM memory_curve;

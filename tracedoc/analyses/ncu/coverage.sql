@@ -94,3 +94,9 @@ LEFT JOIN missing_by_source mb USING (source_id)
 WHERE s.format = 'ncu'
 GROUP BY s.source_id, s.rank, s.path, l.launches, l.unmeasured_launches, l.unmeasured_kernels, mb.not_judged,
          mb.not_judged_count;
+
+-- The report's coverage of each Nsight Compute report (ncu_coverage). Columns: rank, path, launches,
+-- unmeasured_launches, unmeasured_kernels, collected_set, sections, not_judged.
+CREATE OR REPLACE TEMP VIEW ncu_report_coverage AS
+SELECT rank, path, launches, unmeasured_launches, unmeasured_kernels, collected_set, sections, not_judged
+FROM ncu_coverage;

@@ -46,3 +46,20 @@ SELECT source_id, rank, name, demangled_name, grid, block, launches, total_ns, d
        pct_of_cublas < ncu_max_pct_of_cublas() AS far_below,
        greatest(0.0, total_ns - flop / c.flop_per_s * 1e9) AS saving_ns
 FROM matched;
+
+-- The report's GEMM kernels against cuBLAS on a product of the same size (ncu_cublas_ceiling; ms). Columns: rank,
+-- kernel, demangled, grid, block, product, dtype, tflop_per_s, cublas_tflop_per_s, pct_of_cublas, sm_clock_mhz,
+-- cublas_sm_clock_mhz, total_ms, saving_ms; total_ns orders the rows and is left out of the report.
+CREATE OR REPLACE TEMP VIEW ncu_report_cublas_ceiling AS
+SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, product, dtype, tflop_per_s,
+       cublas_tflop_per_s, pct_of_cublas, sm_clock_mhz, cublas_sm_clock_mhz, total_ns / 1e6 AS total_ms,
+       saving_ns / 1e6 AS saving_ms, total_ns
+FROM ncu_cublas_ceiling;
+
+-- The report's cuBLAS timings of the GEMM ladder given (gemm_ladder_results): the ceilings on offer, matched or
+-- not. Columns: gpu, product ('m×n×k'), dtype, ms, tflop_per_s, sm_clock_mhz, gpu_bound, profiler; flop orders
+-- the rows and is left out of the report.
+CREATE OR REPLACE TEMP VIEW ncu_report_gemm_ladder_cublas AS
+SELECT gpu, m || '×' || n || '×' || k AS product, dtype, ms, flop_per_s / 1e12 AS tflop_per_s, sm_clock_mhz,
+       gpu_bound, profiler, flop
+FROM gemm_ladder_results WHERE rung = 'cublas';

@@ -128,3 +128,13 @@ CREATE OR REPLACE TEMP MACRO ncu_timeline_launches(src, kernel, kgrid, kblock) A
 CREATE OR REPLACE TEMP MACRO ncu_timeline_saving_per_launch_us(saving_ms, src, kernel, kgrid, kblock) AS
     saving_ms * 1e3 * ncu_link(src, kernel, kgrid, kblock).timeline_mean_ns
     / nullif(ncu_link(src, kernel, kgrid, kblock).total_ns, 0);
+
+-- The report's ncu kernels found in a timeline given with the report (ncu_trace_links: the same demangled name,
+-- grid and block). Columns: rank, kernel, grid, block, launches, total_ms, timeline_sources, timeline_launches,
+-- timeline_total_ms, timeline_mean_us, impact_scale, timeline_name; timeline_total_ns orders the rows and is left
+-- out of the report.
+CREATE OR REPLACE TEMP VIEW ncu_report_trace_links AS
+SELECT rank, name AS kernel, grid, block, launches, total_ns / 1e6 AS total_ms, timeline_sources,
+       timeline_launches, timeline_total_ns / 1e6 AS timeline_total_ms, timeline_mean_ns / 1e3 AS timeline_mean_us,
+       impact_scale, timeline_name, timeline_total_ns
+FROM ncu_trace_links WHERE timeline_launches > 0;

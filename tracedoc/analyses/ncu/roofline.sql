@@ -98,3 +98,13 @@ SELECT k.source_id, k.rank, k.name, k.demangled_name, k.grid, k.block, k.launche
            AS impact_ns
 FROM ncu_kernel_sol k
 LEFT JOIN peaks USING (source_id, demangled_name, grid, block);
+
+-- The report's roofline (ncu_roofline; TFLOP/s and GB/s). Columns: rank, kernel, demangled, grid, block,
+-- precision, tflop_per_s, dram_gb_per_s, arithmetic_intensity, peak_tflop_per_s, peak_gb_per_s, ridge_point,
+-- pct_of_roof, roof_side, peak_source; total_ns orders the rows and is left out of the report.
+CREATE OR REPLACE TEMP VIEW ncu_report_roofline AS
+SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, precision,
+       flop_per_s / 1e12 AS tflop_per_s, dram_bytes_per_s / 1e9 AS dram_gb_per_s, arithmetic_intensity,
+       peak_flop_per_s / 1e12 AS peak_tflop_per_s, peak_bytes_per_s / 1e9 AS peak_gb_per_s, ridge_point,
+       pct_of_roof, roof_side, peak_source, total_ns
+FROM ncu_roofline;

@@ -120,3 +120,13 @@ SELECT *,
             WHEN kernel_class = 'compute' THEN compute_unit_pct
             WHEN kernel_class = 'memory' THEN memory_unit_pct END AS busiest_unit_pct
 FROM units;
+
+-- The report's kernels (ncu_kernel_sol): all profiled launches of one function and launch configuration. Columns:
+-- rank, kernel, demangled, grid, block, launches, total_ms, kernel_class, busiest_unit, busiest_unit_pct, sm_pct,
+-- mem_pct, dram_pct, l2_pct, l1_pct, tensor_pct, achieved_occupancy_pct, theoretical_occupancy_pct, waves,
+-- registers_per_thread, device_name; total_ns orders the rows and is left out of the report.
+CREATE OR REPLACE TEMP VIEW ncu_report_kernels AS
+SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, launches, total_ns / 1e6 AS total_ms,
+       kernel_class, busiest_unit, busiest_unit_pct, sm_pct, mem_pct, dram_pct, l2_pct, l1_pct, tensor_pct,
+       achieved_occupancy_pct, theoretical_occupancy_pct, waves, registers_per_thread, device_name, total_ns
+FROM ncu_kernel_sol;

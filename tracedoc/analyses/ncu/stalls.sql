@@ -107,3 +107,12 @@ FROM (
     QUALIFY row_number() OVER (PARTITION BY source_id, demangled_name, grid, block ORDER BY share_pct DESC, reason) <= 3
 )
 GROUP BY ALL;
+
+-- The report's warp stalls: the 3 largest reasons of each kernel (ncu_warp_stalls). Columns: rank, kernel,
+-- demangled, grid, block, reason, share_pct, cycles_per_issue, source, judged; total_ns (the kernel's) orders the
+-- rows and is left out of the report.
+CREATE OR REPLACE TEMP VIEW ncu_report_warp_stalls AS
+SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, reason, share_pct, cycles_per_issue, source,
+       judged, total_ns
+FROM ncu_warp_stalls
+QUALIFY row_number() OVER (PARTITION BY source_id, demangled_name, grid, block ORDER BY share_pct DESC) <= 3;

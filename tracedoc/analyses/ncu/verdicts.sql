@@ -119,3 +119,16 @@ SELECT source_id, rank, name, demangled_name, grid, block, launches, total_ns, k
 FROM ncu_rule_verdicts
 WHERE not_limiting_reason IS NOT NULL
 GROUP BY ALL;
+
+-- The report's Nsight Compute rules beside tracedoc's (ncu_rule_verdicts). Columns: rank, kernel, demangled,
+-- grid, block, ncu_rule, ncu_title, ncu_type, ncu_speedup_pct, tracedoc_rule, tracedoc_view (in words: no
+-- counterpart, overruled and why, or judged by which rule); total_ns (the kernel's) orders the rows and is left
+-- out of the report.
+CREATE OR REPLACE TEMP VIEW ncu_report_rules_vs_tracedoc AS
+SELECT rank, name AS kernel, demangled_name AS demangled, grid, block, ncu_rule, ncu_title, ncu_type,
+       ncu_speedup_pct, tracedoc_rule,
+       CASE WHEN tracedoc_rule IS NULL THEN 'no tracedoc counterpart'
+            WHEN not_limiting_reason IS NOT NULL THEN 'overruled: ' || not_limiting_reason
+            ELSE 'judged by tracedoc rule ' || tracedoc_rule END AS tracedoc_view,
+       total_ns
+FROM ncu_rule_verdicts;

@@ -72,3 +72,14 @@ SELECT s.source_id, s.rank, s.step, s.dur_ns AS host_step_ns, w.last_ns - w.firs
 FROM trace_steady_steps s
 LEFT JOIN ranks_step_work w USING (source_id, step)
 LEFT JOIN comm c USING (source_id, step);
+
+-- The report's rank × step table (ranks_steps; ms), the ranks heatmap's. Columns: rank, step, step_ms (GPU time
+-- of the step), compute_ms, comm_wait_ms (waits inside collectives), arrival_lateness_ms, exposed_wait_ms,
+-- others_wait_ms (what this rank's late arrival cost the others), comm_ms, host_step_ms, host_gap_ms, kernels,
+-- collectives.
+CREATE OR REPLACE TEMP VIEW ranks_report_steps AS
+SELECT rank, step, step_ns / 1e6 AS step_ms, compute_ns / 1e6 AS compute_ms, comm_wait_ns / 1e6 AS comm_wait_ms,
+       lateness_ns / 1e6 AS arrival_lateness_ms, exposed_wait_ns / 1e6 AS exposed_wait_ms,
+       blocked_exposed_ns / 1e6 AS others_wait_ms, comm_ns / 1e6 AS comm_ms, host_step_ns / 1e6 AS host_step_ms,
+       host_gap_ns / 1e6 AS host_gap_ms, kernels, collectives
+FROM ranks_steps;

@@ -17,6 +17,7 @@ SELECT coalesce((SELECT max(wall_ns) FROM trace_wall), (SELECT sum(duration_ns) 
        (SELECT max(world_size) FROM sources WHERE format = 'torch') AS world_size,
        (SELECT max(step_count) FROM trace_wall) AS steps;
 
--- Step durations per rank on the host (ms), warm-up steps marked (trace.steps).
-CREATE OR REPLACE TEMP VIEW trace_step_times AS
-SELECT rank, step, dur_ns / 1e6 AS step_ms, warmup FROM trace_steps ORDER BY rank, step;
+-- The report's step durations on the host (trace.steps). Columns: rank, step, step_ms (its duration), warmup
+-- (a warm-up step).
+CREATE OR REPLACE TEMP VIEW trace_report_step_times AS
+SELECT rank, step, dur_ns / 1e6 AS step_ms, warmup FROM trace_steps;

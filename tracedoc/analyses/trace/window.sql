@@ -111,3 +111,9 @@ FROM trace_windows WHERE kind = 'graph_capture';
 -- The window's length per source, ns.
 CREATE OR REPLACE TEMP VIEW trace_wall AS
 SELECT source_id, rank, start_ns, end_ns, end_ns - start_ns AS wall_ns, step_count FROM trace_windows;
+
+-- The report's window per source that has one, with how its steps were found (trace_step_method). Columns:
+-- source_id, rank, kind, start_ns, end_ns, step_count, method, detail, warmup_steps.
+CREATE OR REPLACE TEMP VIEW trace_report_windows AS
+SELECT w.source_id, w.rank, w.kind, w.start_ns, w.end_ns, w.step_count, m.method, m.detail, m.warmup_steps
+FROM trace_windows w JOIN trace_step_method m USING (source_id) WHERE w.start_ns IS NOT NULL;
