@@ -131,8 +131,9 @@ class Base:
     """A seed input: files copied (or trimmed) from a sample, one of which (``target``) is mutated.
 
     ``codec`` says how the target is structured (json, kineto, csv, sqlite, pickle, parquet, binary, xz);
-    ``single`` analyses the target file alone, otherwise the directory of all ``files``. A sample's ``.gz`` file
-    copied under a name without ``.gz`` is unpacked (an allocator snapshot's pickle, mutated as a pickle).
+    ``single`` analyses the target file alone, otherwise the directory of all ``files``. A sample's ``.gz`` (or ``.xz``)
+    file copied under a name without it is unpacked (an allocator snapshot's pickle, mutated as a pickle; an
+    xz-compressed Nsight Systems export, mutated through SQLite).
     """
 
     name: str
@@ -187,6 +188,7 @@ _SPECS: dict[str, FormatSpec] = {
     "nsys": FormatSpec("nsys", (
         Base("nsys-nvfuser-h200", "sqlite", (("report1.sqlite", "nsys-nvfuser-h200/report1.sqlite"),),
              "report1.sqlite"),
+        Base("nsys-memory-leak", "sqlite", (("report.sqlite", "nsys-memory-leak/sample.sqlite.xz"),), "report.sqlite"),
     ), _BYTES + ("sql-update", "sql-drop", "sql-delete", "sql-hostile")),
     "ncu-csv": FormatSpec("ncu", (
         Base("ncu-a40-julia-csv", "csv", (("kernels.raw.csv",
@@ -267,6 +269,8 @@ def base_content(base: Base) -> dict[str, bytes]:
         data = (SAMPLES / rel).read_bytes()
         if rel.endswith(".gz") and not name.endswith(".gz"):
             data = gzip.decompress(data)
+        elif rel.endswith(".xz") and not name.endswith(".xz"):
+            data = lzma.decompress(data)
         if base.trim and name.endswith(".json.gz"):
             data = gzip.compress(kineto_text(trim_kineto(json.loads(gzip.decompress(data)), base.trim)), mtime=0)
         files[name] = data
@@ -733,7 +737,8 @@ def _csv_encoding(data: bytes, rng: random.Random) -> tuple[bytes, str]:
 _NSYS_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS", "StringIds",
                 "TARGET_INFO_GPU", "TARGET_INFO_CUDA_DEVICE", "PROCESSES", "ThreadNames", "PROFILER_OVERHEAD",
-                "OSRT_API", "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT", "META_DATA_CAPTURE")
+                "OSRT_API", "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT", "META_DATA_CAPTURE",
+                "CUDA_GPU_MEMORY_USAGE_EVENTS")
 _SQL_VALUES: tuple[Any, ...] = (None, -1, 0, 2**63 - 1, -(2**63), 1e308, -1e308, 2**31, -(2**31) - 1, 1.5, "abc",
                                 "", b"\xde\xad\xbe\xef")
 
