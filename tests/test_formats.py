@@ -56,10 +56,20 @@ def test_every_reader_module_keeps_the_reader_contract(declared: Format) -> None
                              (SetsAsideInDirectory, "redundant_in_directory")):
         if hasattr(module, member):
             assert _parameters(getattr(module, member)) == _parameters(getattr(protocol, member)), member
-    found = reader(declared.name)
-    assert (found.many is not None, found.streamed is not None, found.prepares is not None,
-            found.sets_aside is not None) == tuple(hasattr(module, m) for m in (
-                "load_many", "load_compressed", "prepare", "redundant_in_directory"))
+
+
+def test_the_readers_offer_what_their_formats_need() -> None:
+    """PyTorch ranks are parsed together and as they unpack; Nsight Systems reports are exported together first
+    and an export beside its report is set aside; every other format is one file at a time."""
+    offered = {}
+    for f in FORMATS:
+        found = reader(f.name)
+        members = {"many": found.many, "streamed": found.streamed, "prepares": found.prepares,
+                   "sets_aside": found.sets_aside}
+        offered[f.name] = tuple(name for name, member in members.items() if member is not None)
+    assert offered.pop("torch") == ("many", "streamed")
+    assert offered.pop("nsys") == ("prepares", "sets_aside")
+    assert set(offered.values()) == {()}
 
 
 def test_the_run_kinds_and_the_analyses_follow_the_declarations() -> None:

@@ -90,3 +90,60 @@ def test_fixed_twin_is_quiet_and_the_diff_shows_the_growth_gone(tmp_path: Path) 
 def test_export_without_memory_events_has_no_memory_section() -> None:
     report = analyze([SAMPLES / "nsys-torch-h100" / "sample.sqlite"], use_cache=False)
     assert report.memory == [] and not [f for f in report.findings if f.rule.startswith("memory")]
+
+
+def edited_copy(tmp: Path, name: str, rows: list[tuple[int, int, int, int]]) -> Path:
+    """An edited copy of the leak's export with extra CUDA memory events: (start, address, bytes, operation)."""
+    path = tmp / f"{name}.sqlite"
+    shutil.copyfile(export(LEAK, tmp), path)
+    with sqlite3.connect(path) as con:
+        (gpid, context) = con.execute("SELECT globalPid, contextId FROM CUDA_GPU_MEMORY_USAGE_EVENTS "
+                                      "WHERE memKind = 2 LIMIT 1").fetchone()
+        con.executemany("""
+            INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS (start, globalPid, deviceId, contextId, address, pc, bytes,
+                                                      memKind, memoryOperationType, correlationId)
+            VALUES (?, ?, 0, ?, ?, 0, ?, 2, ?, 0)""",
+                        [(start, gpid, context, address, size, op) for start, address, size, op in rows])
+    return path
+
+
+def test_frees_bring_the_total_down_and_the_leak_goes(tmp_path: Path) -> None:
+    """An edited copy of the leak's export in which every allocation made in the steps is freed 1 µs later: what
+    CUDA gave the process no longer grows, and the peak is the total before the steps plus the largest segment."""
+    with sqlite3.connect(export(LEAK, tmp_path)) as con:
+        (first_step,) = con.execute("SELECT min(start) FROM NVTX_EVENTS WHERE text = 'train_step'").fetchone()
+        in_steps = con.execute("SELECT start, address, bytes FROM CUDA_GPU_MEMORY_USAGE_EVENTS "
+                               "WHERE memKind = 2 AND start > ?", [first_step]).fetchall()
+    assert len(in_steps) == 10  # one 64 MiB segment every second step
+    before = sum(d for t, d in device_memory(export(LEAK, tmp_path)) if t <= first_step)
+    path = edited_copy(tmp_path, "freed", [(start + 1000, address, size, 1) for start, address, size in in_steps])
+    report = analyze([path], use_cache=False)
+    (gpu,) = report.memory
+    assert gpu["growth_bytes_per_step"] == 0 and not [f for f in report.findings if f.rule == "memory-leak"]
+    assert gpu["peak_bytes"] == before + 64 * 1024 * 1024
+    assert gpu["allocated_end_bytes"] == before
+
+
+def test_a_free_of_memory_taken_before_the_capture_keeps_the_total_above_zero(tmp_path: Path) -> None:
+    """An edited copy with a free of 1 GiB, never allocated in the capture, before its first event (a capture that
+    started mid-run): the process held at least that much then, so the curve starts at 0 and then follows the
+    export's own allocations, never below zero."""
+    events = device_memory(export(LEAK, tmp_path))
+    path = edited_copy(tmp_path, "early-free", [(events[0][0] - 1000, 0x7000_0000_0000, 1 << 30, 1)])
+    report = analyze([path], use_cache=False)
+    (gpu,) = report.memory
+    totals = []
+    for _, delta in events:
+        totals.append((totals[-1] if totals else 0) + delta)
+    assert gpu["allocated_start_bytes"] == 0
+    assert (gpu["peak_bytes"], gpu["allocated_end_bytes"]) == (max(totals), totals[-1])
+    assert min(r["allocated_bytes"] for r in report.metrics["memory_curve"]) >= 0
+
+
+def test_a_diff_does_not_compare_tensors_with_what_cuda_gave(tmp_path: Path) -> None:
+    """samples/memory-leak (the PyTorch profiler's allocator events) against nsys-memory-leak (CUDA's): the same
+    leak counted two ways, so the diff warns and compares no GPU memory rather than call the reserve growth."""
+    rules = load_rules(())
+    diff = build_diff(load_side(SAMPLES / "memory-leak", rules), load_side(export(LEAK, tmp_path), rules))
+    assert diff.memory == [] and diff.growth_sites == []
+    assert any("GPU memory is not compared" in w for w in diff.warnings)

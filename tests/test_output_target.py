@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from tests.conftest import SAMPLES
+from tracedoc.cli import cli
 from tracedoc.cli.errors import BadInput
 from tracedoc.cli.options import _DirectoryPath, output_target, report_formats
 from tracedoc.diff.render import FORMATS as DIFF_FORMATS
@@ -36,3 +39,13 @@ def test_the_diff_reads_out_as_the_report_does_over_its_own_formats() -> None:
 def test_the_report_formats_are_the_renderers_and_the_exports() -> None:
     assert report_formats() == {"text": ".txt", "json": ".json", "md": ".md", "html": ".html",
                                 "perfetto": ".perfetto.json"}
+
+
+def test_health_refuses_the_perfetto_form_in_one_line(tmp_path: Path) -> None:
+    """A health report is rendered, never exported: --out h.perfetto.json is one line and exit 2 (the replay is
+    samples/health-2xh200's NVML recording)."""
+    result = CliRunner().invoke(cli, ["health", "--replay", str(SAMPLES / "health-2xh200" / "nvml-load.replay.json"),
+                                      "--out", str(tmp_path / "h.perfetto.json")])
+    assert result.exit_code == 2, result.output
+    assert "a health report has no Perfetto form" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "h.perfetto.json").exists()

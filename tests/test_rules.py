@@ -144,13 +144,29 @@ def test_a_base_in_a_user_folder_is_no_rule(tmp_path: Path) -> None:
         load_rules([tmp_path])
 
 
+def test_a_user_rule_extends_the_built_in_rule_of_its_own_id(tmp_path: Path) -> None:
+    """A user's gpu-gaps.yaml with `extends: gpu-gaps` takes the built-in rule and changes what it gives: the way to
+    adjust a built-in rule without copying it."""
+    _write_rule(tmp_path, {"extends": "gpu-gaps", "id": "gpu-gaps", "severity": "critical"})
+    built_in = next(r for r in load_rules() if r.id == "gpu-gaps")
+    mine = next(r for r in load_rules([tmp_path]) if r.id == "gpu-gaps")
+    assert (mine.source, mine.severity) == (str(tmp_path), "critical") and built_in.severity != "critical"
+    assert (mine.when, mine.evidence, mine.thresholds) == (built_in.when, built_in.evidence, built_in.thresholds)
+
+
+def test_a_bad_message_template_is_refused_when_the_rule_loads(tmp_path: Path) -> None:
+    _write_rule(tmp_path, {"extends": "gpu-gaps", "id": "gpu-gaps", "message": "Gap[[ of {gap_ms}[[ ms]]]]"})
+    with pytest.raises(RuleError, match=r"gpu-gaps\.yaml: bad message template \(optional parts"):
+        load_rules([tmp_path])
+
+
 @pytest.mark.parametrize(("files", "message"), [
     ({"odd-one": {"extends": "_nowhere", "id": "odd-one"}},
      r"odd-one\.yaml: extends '_nowhere', but there is no _nowhere\.yaml beside it or among the built-in rules"),
     ({"odd-one": {"extends": "_b", "id": "odd-one"}, "_b": {"extends": "odd-one"}},
      r"odd-one\.yaml: extends goes round in a circle \(odd-one → _b → odd-one\)"),
     ({"odd-one": {"extends": "odd-one", "id": "odd-one"}},
-     r"odd-one\.yaml: extends goes round in a circle \(odd-one → odd-one\)"),
+     r"odd-one\.yaml: extends 'odd-one', but there is no odd-one\.yaml beside it or among the built-in rules"),
     ({"odd-one": {"extends": ["_b"], "id": "odd-one"}}, r"odd-one\.yaml: extends names a base by its file name"),
 ])
 def test_a_missing_base_or_a_circle_is_one_line(tmp_path: Path, files: dict[str, dict[str, object]],

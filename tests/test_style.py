@@ -4,6 +4,7 @@ circles."""
 import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -129,3 +130,12 @@ def test_no_import_circles() -> None:
 
 def test_the_cycle_check_finds_a_circle() -> None:
     assert cycle_in({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+
+
+def test_every_package_is_installed() -> None:
+    """Each folder of the package with an __init__.py is listed in pyproject.toml's packages, so a built wheel holds
+    it (an editable install would hide one left out)."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "tracedoc").rglob("__init__.py")
+             if "__pycache__" not in p.parts and "builtin_rules" not in p.parts}
+    assert found - listed == set()

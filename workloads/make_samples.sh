@@ -25,7 +25,7 @@
 # Copy OUT_DIR/<case>/ into samples/<case>/ afterwards; the log holds the figures SOURCE.md quotes.
 set -uo pipefail
 
-out=${1:?usage: make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|all]}
+out=${1:?usage: make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|memory|all]}
 which=${2:-all}
 case $which in single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|memory|all) ;; *) echo "unknown set: $which" >&2; exit 2 ;; esac
 limit=${RUN_TIMEOUT:-600}

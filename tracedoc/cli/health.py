@@ -20,6 +20,7 @@ from tracedoc.cli.options import (
     exit_code,
     output_target,
     parse_settings,
+    renderer_formats,
     report_options,
 )
 from tracedoc.health.nvml import Backend, LiveNvml, read_snapshot
@@ -72,7 +73,8 @@ def health_command(fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ..
         else:
             if interval is not None or duration is not None:
                 raise BadInput("--interval and --duration apply to --watch")
-            fmt, target = output_target(fmt, out, stem="tracedoc-health")
+            fmt, target = output_target(fmt, out, "tracedoc-health", renderer_formats(),
+                                        {".perfetto.json": "a health report has no Perfetto form"})
             report = _check(backend, replay, record, rules, thresholds)
             emit_report(report, fmt, target, text_head=_snapshot_head(report), markdown_head=_markdown_head(report))
     finally:

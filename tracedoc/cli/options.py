@@ -142,10 +142,14 @@ def out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> P
 _EXTENSION_ALIASES = {".htm": "html", ".markdown": "md"}
 
 
+def renderer_formats() -> dict[str, str]:
+    """The formats a report renders to (no export: those need the analysed store): name → extension."""
+    return {name: renderer.extension for name, renderer in RENDERERS.items()}
+
+
 def report_formats() -> dict[str, str]:
     """The report's output formats: each renderer's and each export's name and the extension of its files."""
-    return {**{name: renderer.extension for name, renderer in RENDERERS.items()},
-            **{name: export.extension for name, export in EXPORTS.items()}}
+    return {**renderer_formats(), **{name: export.extension for name, export in EXPORTS.items()}}
 
 
 def _format_of_extension(suffix: str, formats: Mapping[str, str]) -> str | None:

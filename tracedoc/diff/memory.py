@@ -75,8 +75,26 @@ def _sort_key(key: tuple[int | None, int | None]) -> tuple[int, int, int, int]:
     return (rank is None, rank or 0, device is None, device or 0)
 
 
+_BASIS_WORDS = {"allocator": "the caching allocator's tensors and reserve", "cuda": "what CUDA gave the process"}
+
+
+def basis_mismatch(before: Report, after: Report) -> str | None:
+    """Why the sides' memory cannot be compared, when one GPU's figures count other things on each side (a PyTorch
+    trace's allocator events against Nsight Systems' CUDA memory events): None when they can."""
+    by_a = {_key(m): m.get("basis") for m in after.memory}
+    for m in before.memory:
+        b, a = m.get("basis"), by_a.get(_key(m))
+        if a is not None and b is not None and a != b:
+            return (f"GPU memory is not compared: BEFORE counts {_BASIS_WORDS.get(b, b)}, AFTER "
+                    f"{_BASIS_WORDS.get(a, a)}")
+    return None
+
+
 def compare_memory(before: Report, after: Report) -> tuple[list[MemoryRow], list[GrowthSiteRow]]:
-    """The GPUs of either side's memory section, and the growth sites of either side, largest first."""
+    """The GPUs of either side's memory section, and the growth sites of either side, largest first; nothing when
+    the sides count different things (``basis_mismatch``)."""
+    if basis_mismatch(before, after) is not None:
+        return [], []
     by_b = {_key(m): m for m in before.memory}
     by_a = {_key(m): m for m in after.memory}
     rows = [MemoryRow(k[0], k[1], by_b.get(k), by_a.get(k)) for k in sorted(set(by_b) | set(by_a), key=_sort_key)]

@@ -22,7 +22,7 @@ from tracedoc.diff.kernels import (
     rewritten_kernel,
     with_stalls,
 )
-from tracedoc.diff.memory import GrowthSiteRow, MemoryRow, compare_memory
+from tracedoc.diff.memory import GrowthSiteRow, MemoryRow, basis_mismatch, compare_memory
 from tracedoc.diff.side import KERNEL_PROFILE, Side, check_kinds
 from tracedoc.diff.steps import (
     BASIS_TEXT,
@@ -215,7 +215,8 @@ def build_diff(before: Side, after: Side, per_step_items: float | None = None, r
         notes.append(f"{rewrite[0]} and {rewrite[1]} are compared as one kernel rewritten: the only kernel of each "
                      "side that the other lacks")
     kernels, kernel_basis = _kernels(before, after, len(tb.job()), len(ta.job()), rewrite)
-    warnings = [w for w in (_ranks_differ(before, after), _few_in_common(kernels)) if w is not None]
+    warnings = [w for w in (_ranks_differ(before, after), _few_in_common(kernels),
+                            basis_mismatch(before.report, after.report)) if w is not None]
     if not (before.kernels_complete and after.kernels_complete):
         notes.append("a saved report keeps only each rank's top kernels: kernels outside them show as new or "
                      "vanished")

@@ -311,7 +311,7 @@ def memory_sections(diff: Diff) -> list[Section]:
                      f"{_steps_to_full(full[0])} → {_steps_to_full(full[1])}"])
     out = [Section("GPU memory", ["GPU", "peak allocated", "change", "reserved peak", "growth per step", "change",
                                   "steps until full"], rows,
-                   note="Bytes, from the allocator events of each side (and snapshots). Growth per step: the slope of "
+                   note="Bytes, from the memory events of each side (and snapshots). Growth per step: the slope of "
                         "allocated memory over steady steps; steps until full: at that rate (— where it does not "
                         "grow).", numeric={1, 2, 3, 4, 5, 6})]
     if diff.growth_sites:

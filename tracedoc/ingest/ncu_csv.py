@@ -273,8 +273,7 @@ def _converted(cells: list[pa.ChunkedArray | None], metric_cols: list[tuple[int,
     size = 0
     for i, _, _, factor in metric_cols:
         raw, cells[i] = cells[i], None
-        if raw is None:  # each column is converted once
-            continue
+        assert raw is not None, "each metric column is converted once"
         group.append((raw, factor))
         size += raw.nbytes
         if len(group) * count >= _BATCH_ROWS or size >= _GROUP_BYTES:

@@ -267,7 +267,8 @@ FROM nvtx_ranges WHERE _ns_mine(source_id) AND name IS NOT NULL;
 -- GPU memory taken from and given back to CUDA (cudaMalloc, cudaFree, a module's static data; --cuda-memory-usage):
 -- device, array and static device memory, as the shared allocator events with the process's running total on the
 -- device as both totals. A process that uses a caching allocator (PyTorch) asks CUDA for segments, so what this
--- sees is the allocator's reserved memory, not its tensors; memory taken before the capture started is not in it.
+-- sees is the allocator's reserved memory, not its tensors; memory taken before the capture started is in it only
+-- as far as the capture sees it freed.
 -- Each event's thread is the CUDA call's (its correlation id); static data loaded with a module has none.
 INSERT INTO memory_events
 WITH calls AS (
@@ -281,10 +282,20 @@ ev AS (
     LEFT JOIN calls c ON g.correlation <> 0 AND c.correlation = _ns_corr(g.gpid, g.correlation)
     WHERE g.mem_kind IN (2, 3, 5) AND g.operation IN (0, 1) AND g.ts IS NOT NULL AND g.bytes >= 0
       AND g.device IS NOT NULL
+),
+-- Frees first at equal times (a peak is not counted before what left at that moment). A capture that starts
+-- mid-run sees frees of memory taken before it: the totals are raised by the least that must have been held then,
+-- so that they never fall below zero.
+running AS (
+    SELECT *, sum(bytes) OVER (PARTITION BY source_id, device ORDER BY ts, bytes, address
+                               ROWS UNBOUNDED PRECEDING) AS total
+    FROM ev
+),
+held AS (
+    SELECT *, total - least(min(total) OVER (PARTITION BY source_id, device), 0) AS held FROM running
 )
-SELECT source_id, 0, tid, ts, CASE WHEN bytes < 0 THEN 'free' ELSE 'alloc' END, 1, device, address, bytes,
-       sum(bytes) OVER w, sum(bytes) OVER w
-FROM ev WINDOW w AS (PARTITION BY source_id, device ORDER BY ts, bytes DESC, address ROWS UNBOUNDED PRECEDING);
+SELECT source_id, 0, tid, ts, CASE WHEN bytes < 0 THEN 'free' ELSE 'alloc' END, 1, device, address, bytes, held, held
+FROM held;
 
 -- PyTorch's profiler steps, when it emitted them as NVTX ranges.
 INSERT INTO steps

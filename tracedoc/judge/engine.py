@@ -142,9 +142,10 @@ def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
 
 
 def _span(row: dict[str, Any]) -> Span | None:
-    """The finding's span from its row (rounded as evidence is); None when the trace cannot give both ends."""
+    """The finding's span from its row (rounded as evidence is); None when the trace cannot give both ends or they
+    make no span (a negative duration from a user's rule)."""
     start, dur = (report_number(row.pop(f"__span_{end}_ms")) for end in ("start", "dur"))
-    if not isinstance(start, int | float) or not isinstance(dur, int | float):
+    if not isinstance(start, int | float) or not isinstance(dur, int | float) or dur < 0:
         return None
     return Span(start, dur)
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -61,7 +62,7 @@ def _merged(path: Traversable, chain: list[str]) -> dict[str, Any]:
 
 def _mapping(path: Traversable) -> dict[str, Any]:
     try:
-        data = yaml.load(path.read_text(), Loader=_YAML_LOADER)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
     except (OSError, yaml.YAMLError) as exc:
         raise RuleError(f"{path}: cannot read rule ({first_line(exc)})") from None
     if not isinstance(data, dict):
@@ -70,8 +71,10 @@ def _mapping(path: Traversable) -> dict[str, Any]:
 
 
 def _find(path: Traversable, name: str) -> Traversable | None:
-    """The base ``name`` beside ``path``, else among the built-in rules."""
-    folders: Sequence[Traversable] = (*([path.parent] if hasattr(path, "parent") else []), builtin_folder())
+    """The base ``name`` beside ``path``, else among the built-in rules; a rule extending its own name (a user's
+    rule over the built-in one of that id) finds the built-in one."""
+    beside = [path.parent] if hasattr(path, "parent") and name != Path(str(path)).stem else []
+    folders: Sequence[Traversable] = (*beside, builtin_folder())
     for folder in folders:
         candidate = folder.joinpath(f"{name}.yaml")
         if candidate.is_file():

@@ -40,6 +40,7 @@ from typing import Any
 from tracedoc.errors import RuleError
 from tracedoc.judge.files import builtin_folder, read_rule, rule_files
 from tracedoc.judge.savings import CAUSES, Claim
+from tracedoc.judge.template import TemplateError, fill
 from tracedoc.report import SEVERITIES
 
 _REQUIRED = ("id", "title", "severity", "reads", "view", "when", "impact_ms", "message", "fix")
@@ -119,6 +120,11 @@ class Rule:
             raise RuleError(f"{path}: severity must be one of {', '.join(SEVERITIES)}")
         if not set(data.get("scope") or {}) <= _SCOPE_KEYS:
             raise RuleError(f"{path}: scope keys must be among {', '.join(sorted(_SCOPE_KEYS))}")
+        for key in ("message", "fix"):
+            try:
+                fill(str(data[key]), {})  # balanced, unnested optional parts; fields read 'unknown' here
+            except TemplateError as exc:
+                raise RuleError(f"{path}: bad {key} template ({exc})") from None
         try:
             evidence = [EvidenceSpec(**e) for e in data.get("evidence") or []]
             thresholds = {str(k): float(v) for k, v in (data.get("thresholds") or {}).items()}

@@ -10,6 +10,7 @@ from outside (truncated, overwritten) is noticed when opening or reading it fail
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -19,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import duckdb
@@ -71,13 +73,24 @@ def file_digest(path: Path) -> str:
 
 
 def content_key(digests: Sequence[str]) -> str:
-    """The cache key of an input set: its files' digests, the store schema (its text) and tracedoc's version."""
+    """The cache key of an input set: its files' digests, tracedoc's version and what builds a store from them (the
+    schema's text and the readers' code: a store made before a reader learned a table is not reused)."""
     h = hashlib.blake2b(digest_size=16)
-    h.update(f"schema={SCHEMA_VERSION};tracedoc={__version__}".encode())
-    for schema in schema_files():
-        h.update(schema.read_bytes())
+    h.update(f"schema={SCHEMA_VERSION};tracedoc={__version__};ingest={ingest_digest()}".encode())
     for d in digests:
         h.update(d.encode())
+    return h.hexdigest()
+
+
+@functools.cache
+def ingest_digest() -> str:
+    """A digest of the store's schema files and the readers' modules (tracedoc.ingest), once per process."""
+    h = hashlib.blake2b(digest_size=16)
+    for schema in schema_files():
+        h.update(schema.read_bytes())
+    readers = resources.files("tracedoc.ingest")
+    for name in sorted(f.name for f in readers.iterdir() if f.name.endswith((".py", ".sql"))):
+        h.update(name.encode() + b"\0" + readers.joinpath(name).read_bytes())
     return h.hexdigest()
 
 

@@ -8,7 +8,8 @@ from typing import Any
 from tracedoc.report import Report
 from tracedoc.units import fmt_bytes
 
-NOTE = "GPU memory per device (allocator events of the trace, and snapshots); savings of memory findings are bytes"
+NOTE = ("GPU memory per device (the trace's allocator or CUDA memory events, and snapshots); savings of memory "
+        "findings are bytes")
 
 
 def memory_lines(report: Report) -> list[tuple[str, list[str]]]:

@@ -53,7 +53,7 @@ frames AS (
            arg_max(memory_user_frame(c.name), c.ts_ns)
                FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS py_site,
            arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation') AS annotation
+           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation' AND c.name NOT LIKE 'ProfilerStep#%') AS annotation
     FROM held h
     JOIN cpu_activity c ON c.source_id = h.source_id AND c.tid = h.tid AND c.ts_ns <= h.ts_ns
                        AND h.ts_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python', 'annotation')
@@ -77,12 +77,13 @@ SELECT h.source_id, any_value(h.rank) AS rank, h.device, h.site, any_value(h.op)
 FROM memory_held_allocs h JOIN steps s USING (source_id, device)
 GROUP BY h.source_id, h.device, h.site;
 
--- What the leak rule reads: per GPU with steady growth, the growth and its largest site; site_words: how the site
--- is named, by what the events count (memory.timeline's basis).
+-- What the leak rule reads: per GPU with steady growth, the growth and its largest site, also as tensor_site
+-- where the events are the allocator's (its tensors' site) or as cuda_range where they are CUDA's (the range in
+-- which the process took more from CUDA; memory.timeline's basis).
 CREATE OR REPLACE TEMP VIEW memory_leaks AS
 SELECT g.*, s.site AS top_site, s.op AS top_op, s.bytes_per_step AS top_site_bytes_per_step,
-       CASE d.basis WHEN 'cuda' THEN 'It takes that memory from CUDA (cudaMalloc) inside the range'
-                    ELSE 'The tensors that stay alive were allocated at' END AS site_words,
+       CASE WHEN d.basis = 'allocator' THEN s.site END AS tensor_site,
+       CASE WHEN d.basis = 'cuda' THEN s.site END AS cuda_range,
        s.allocations AS top_site_allocations, s.stack AS top_site_stack,
        100.0 * s.bytes_per_step / nullif(g.growth_bytes_per_step, 0) AS top_site_share_pct
 FROM memory_growth g

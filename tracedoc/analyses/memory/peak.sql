@@ -17,7 +17,7 @@ frames AS (
            arg_max(memory_user_frame(c.name), c.ts_ns)
                FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS py_site,
            arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation') AS annotation
+           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation' AND c.name NOT LIKE 'ProfilerStep#%') AS annotation
     FROM live l
     JOIN cpu_activity c ON c.source_id = l.source_id AND c.tid = l.tid AND c.ts_ns <= l.ts_ns
                        AND l.ts_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python', 'annotation')

@@ -70,7 +70,7 @@ FROM memory_gpu_events WHERE kind <> 'oom' AND total_allocated IS NOT NULL GROUP
 CREATE OR REPLACE TEMP TABLE memory_peak_where AS
 SELECT p.source_id, p.device,
        coalesce(arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op'),
-                arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation')) AS op,
+                arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation' AND c.name NOT LIKE 'ProfilerStep#%')) AS op,
        arg_max(memory_user_frame(c.name), c.ts_ns)
            FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS site
 FROM memory_peaks p
