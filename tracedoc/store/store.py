@@ -177,11 +177,12 @@ class Store:
 
 
 def schema_files() -> list[Traversable]:
-    """schema.sql (the tables every format shares), then each format's own schema_<format>.sql."""
-    root = resources.files("tracedoc.store")
-    extra = sorted((f for f in root.iterdir() if f.name.startswith("schema_") and f.name.endswith(".sql")),
+    """schema.sql (the tables every format shares), then the tables readers write beyond them: each
+    schema_<name>.sql beside the readers in tracedoc/ingest/."""
+    readers = resources.files("tracedoc.ingest")
+    extra = sorted((f for f in readers.iterdir() if f.name.startswith("schema_") and f.name.endswith(".sql")),
                    key=lambda f: f.name)
-    return [root.joinpath("schema.sql"), *extra]
+    return [resources.files("tracedoc.store").joinpath("schema.sql"), *extra]
 
 
 def _connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
