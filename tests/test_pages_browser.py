@@ -62,7 +62,7 @@ def test_every_page_of_each_kind_of_input(browser: Any, tmp_path: Path, sample: 
     report = analyze([SAMPLES / sample])
     sections = {p: (p.sections(report) if p is not timeline else []) for p in PAGES}
     with_data = {p for p in PAGES if p in (overview, timeline) and (p is overview or sample in TIMELINE_FORMATS)
-                 or (p not in (overview, timeline) and empty.has_data(p.ROUTE, report))}
+                 or (p not in (overview, timeline) and empty.why_empty(p, report) is None)}
     with served([SAMPLES / sample], tmp_path / "cache", tmp_path / "server.log") as url:
         for p in PAGES:
             shot = tmp_path / f"{sample}-{p.ROUTE}.png"

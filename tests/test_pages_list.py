@@ -3,6 +3,7 @@ in its order, so a page added to the list appears in both with nothing else to c
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 from types import ModuleType
@@ -13,7 +14,7 @@ import pytest
 from tests.conftest import SAMPLES
 from tracedoc import analyze
 from tracedoc.dashboard import app
-from tracedoc.pages import PAGES, Page, overview, page_modules, timeline
+from tracedoc.pages import PAGES, Page, empty, overview, page_modules, timeline
 from tracedoc.pages.charts import Section
 from tracedoc.pages.fragments import Html
 from tracedoc.render.html import HtmlRenderer
@@ -38,6 +39,29 @@ def test_every_page_has_a_title_and_a_route_of_its_own() -> None:
     assert page_modules(store=False) == tuple(p for p in pages if p is not timeline)
 
 
+def test_every_page_words_its_own_empty_state() -> None:
+    """Every page after the overview says in its own module when and why it has nothing to show: ``EMPTY`` (input
+    kind → sentence, with 'other') and ``has_data``, or, drawn from the store, the dashboard's check of the store.
+    What the navigation greys out is what the page draws empty, on reports of two kinds and one rank's timeline
+    without steps (an edited copy of decode-eager's report)."""
+    for entry, page in zip(PAGES[1:], page_modules()[1:], strict=True):
+        sentences = getattr(page, "EMPTY", None)
+        assert isinstance(sentences, dict) and sentences.get("other"), page.ROUTE
+        assert all(isinstance(s, str) and s.endswith(".") for s in sentences.values()), page.ROUTE
+        assert set(sentences) <= set(empty.INPUT_KINDS) or hasattr(page, "empty_sentence"), page.ROUTE
+        if entry.needs_store:
+            assert page.ROUTE in app.STORE_PAGE_MISSING and not hasattr(page, "has_data"), page.ROUTE
+        else:
+            assert callable(getattr(page, "has_data", None)), page.ROUTE
+    reports = {sample: analyze([SAMPLES / sample]) for sample in ("ncu-h800-sglang-csv", "decode-eager")}
+    reports["one rank, no steps"] = copy.deepcopy(reports["decode-eager"])
+    reports["one rank, no steps"].metrics["rank_steps"] = []
+    for name, report in reports.items():
+        for page in page_modules(store=False)[1:]:
+            assert page.sections(report)[0].empty == (empty.why_empty(page, report) or ""), (name, page.ROUTE)
+        assert empty.why_empty(overview, report) is None
+
+
 def test_a_page_added_to_the_list_shows_in_the_html_report_and_the_dashboard(probe: ModuleType,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     report = analyze([SAMPLES / "decode-eager"])
@@ -47,6 +71,7 @@ def test_a_page_added_to_the_list_shows_in_the_html_report_and_the_dashboard(pro
     store_free = [p.ROUTE for p in page_modules(store=False)]
     assert shown == [r for r in store_free if r in shown]  # the list's order
     assert shown[0] == overview.ROUTE
+    assert empty.why_empty(probe, report) is None  # without has_data: always drawn, never greyed out
 
     nav = app.navigation(overview).markup
     assert re.findall(r'<a href="\.(/[a-z]*)"', nav) == [app.route(p) for p in page_modules()]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -74,7 +75,7 @@ def test_before_loading_every_page_is_a_link() -> None:
 
 
 @pytest.mark.parametrize("page", REPORT_PAGES, ids=lambda p: p.ROUTE)
-def test_empty_states_are_worded_for_the_format(page: object) -> None:
+def test_empty_states_are_worded_for_the_format(page: ModuleType) -> None:
     """A page without data says why in the words of what was given: an Nsight Compute profile, flight-recorder
     dumps, a single-rank trace; never one sentence for all of them."""
     reports = {sample: analyze([SAMPLES / sample]) for sample in ("ncu-h800-sglang-csv", "hang-slow-rank",
@@ -85,7 +86,7 @@ def test_empty_states_are_worded_for_the_format(page: object) -> None:
         if sections[0].empty:
             assert len(sections) == 1 and not sections[0].items
             said[sample] = sections[0].empty
-            assert said[sample] == empty.sentence(page.ROUTE, report)
+            assert said[sample] == empty.sentence(page, report)
     assert len(said) >= 3 and len(set(said.values())) == len(said)
     words = {"ncu-h800-sglang-csv": "Nsight Compute", "hang-slow-rank": "flight-recorder", "health-h100": "telemetry",
              "decode-eager": "trace"}

@@ -35,7 +35,8 @@ WIDGET_VIEWS: dict[str, Callable[[Report, Loading], pn.viewable.Viewable]] = {
     timeline.ROUTE: lambda report, loading: timeline_view(
         loading.timeline, pn.state.session_args if pn.state.curdoc else None, report),
 }
-# Why a page drawn from the store has nothing to show, by route (the others say it from the report: pages.empty).
+# Why a page drawn from the store has nothing to show, by route (the others say it from the report, with their
+# has_data and EMPTY: pages.empty).
 STORE_PAGE_MISSING: dict[str, Callable[[Loading], str | None]] = {
     timeline.ROUTE: lambda loading: timeline_missing(loading.timeline, loading.report),
 }
@@ -63,8 +64,7 @@ def empty_pages(loading: Loading) -> dict[ModuleType, str]:
     if loading.error is not None or report is None:
         return {}
     pages = page_modules()
-    out = {p: why for p in pages[1:] if (missing := STORE_PAGE_MISSING.get(p.ROUTE)) is None
-           and (why := empty.why_empty(p.ROUTE, report))}
+    out = {p: why for p in pages[1:] if p.ROUTE not in STORE_PAGE_MISSING and (why := empty.why_empty(p, report))}
     out.update({p: why for p in pages if (missing := STORE_PAGE_MISSING.get(p.ROUTE)) is not None
                 and (why := missing(loading)) is not None})
     return out

@@ -14,7 +14,7 @@ from tracedoc.dashboard.panes import html_pane, sections_view
 from tracedoc.pages import empty, overview
 from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
 from tracedoc.pages.fragments import Html, esc, message_html
-from tracedoc.pages.timeline import DETAIL_MAX, MIN_ALPHA, Focus, Timeline
+from tracedoc.pages.timeline import DETAIL_MAX, EMPTY, MIN_ALPHA, Focus, Timeline
 from tracedoc.report import SEVERITIES, Finding, Report
 
 TIMELINE_URL = "./timeline"
@@ -69,8 +69,7 @@ def timeline_missing(timeline: Timeline | None, report: Report | None) -> str | 
         return ("No timeline: a saved report holds no events. Serve the traces (or their cached store, *.duckdb) to "
                 "see it.")
     if not timeline.labels:
-        return empty.SENTENCES["timeline"].get(empty.input_kind(report) if report else "other",
-                                               empty.SENTENCES["timeline"]["other"])
+        return empty.worded(EMPTY, report)
     return None
 
 

@@ -18,6 +18,18 @@ from tracedoc.report import Report
 TITLE = "Efficiency"
 ROUTE = "efficiency"
 
+EFFICIENCY_HOW = ("MFU and MBU are measured on PyTorch traces recorded with torch.profiler.profile("
+                  "record_shapes=True), or from --flops-per-step / --bytes-per-step")
+# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+EMPTY: dict[str, str] = {
+    "timeline": f"No efficiency figures for these traces: {EFFICIENCY_HOW}.",
+    "ncu": "An Nsight Compute profile measures kernels, not steps: its Nsight Compute page gives each kernel's "
+           "throughput against the chip's peak.",
+    "flight_recorder": "NCCL flight-recorder dumps hold no timeline to measure efficiency on.",
+    "telemetry": "GPU telemetry holds no operators to count FLOPs from.",
+    "other": f"No efficiency figures for these inputs: {EFFICIENCY_HOW}.",
+}
+
 STEP_COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms", "step ms", number(2), numeric=True),
                 Column("mfu_pct", "MFU %", number(1), numeric=True),
                 Column("hfu_pct", "HFU %", number(1), numeric=True),
@@ -38,9 +50,21 @@ OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), Column("cou
               Column("kernel_text", "top kernel", wide=True, abbreviate=lambda text: kernel_short(text.split("; ")[0]))]
 
 
+def has_data(report: Report) -> bool:
+    """Whether the report holds operators to count FLOPs from, or an efficiency figure measured."""
+    return bool(report.operators) or any(r.get("note") is None for r in report.efficiency)
+
+
+def empty_sentence(report: Report) -> str:
+    """Why there are no figures: the efficiency's own note where it gives one, else the inputs' format."""
+    if notes := [r["note"] for r in report.efficiency if r.get("note")]:
+        return f"MFU and MBU unavailable: {notes[0]}."
+    return empty.worded(EMPTY, report)
+
+
 def sections(report: Report) -> list[Section]:
-    if not empty.has_data(ROUTE, report):  # why, in the words of the inputs' format (or the efficiency's note)
-        return [Section("MFU and MBU", empty=empty.sentence(ROUTE, report))]
+    if not has_data(report):
+        return [Section("MFU and MBU", empty=empty_sentence(report))]
     rows = [{**r, "tflop": r["model_flops"] / 1e12 if r["model_flops"] is not None else None,
              "gb": r["bytes"] / 1e9 if r["bytes"] is not None else None,
              "step": "steady steps" if r["step"] is None else r["step"],

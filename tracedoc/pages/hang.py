@@ -16,6 +16,20 @@ from tracedoc.report import Report
 
 TITLE = "Hang"
 ROUTE = "hang"
+
+DUMPS_HOW = ("PyTorch writes them when a collective times out, with TORCH_NCCL_DUMP_ON_TIMEOUT=1 and "
+             "TORCH_FR_DUMP_TEMP_FILE set")
+# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+EMPTY: dict[str, str] = {
+    "timeline": f"No NCCL flight-recorder dumps in these inputs: this page is for a job that hung, from the "
+                f"dumps of its ranks ({DUMPS_HOW}). A trace that finished did not hang.",
+    "ncu": f"No NCCL flight-recorder dumps in these inputs (an Nsight Compute profile): this page is for a job "
+           f"that hung ({DUMPS_HOW}).",
+    "telemetry": f"No NCCL flight-recorder dumps in these inputs (GPU telemetry): this page is for a job that "
+                 f"hung ({DUMPS_HOW}).",
+    "other": f"No NCCL flight-recorder dumps in these inputs ({DUMPS_HOW}).",
+}
+
 STAGES = (("last_enqueued_seq", "enqueued", "#9aa1ad"), ("last_started_seq", "started", "#e6a23c"),
           ("last_completed_seq", "completed", "#55a868"))
 
@@ -30,10 +44,15 @@ DUMP_COLUMNS = [Column("rank", "rank"), Column("path", "path", wide=True), Colum
                 Column("used", "used"), Column("note", "note", wide=True)]
 
 
+def has_data(report: Report) -> bool:
+    """Whether the report holds collectives from flight-recorder dumps."""
+    return bool(report.metrics.get("collectives"))
+
+
 def sections(report: Report) -> list[Section]:
     rows = report.metrics.get("collectives") or []
-    if (why := empty.why_empty(ROUTE, report)) is not None:
-        return [Section("Collectives per rank", empty=why)]
+    if not has_data(report):
+        return [Section("Collectives per rank", empty=empty.worded(EMPTY, report))]
     culprits = {(str(f.scope.pg), f.scope.rank): f for f in report.findings
                 if f.rule == "collective-hang" and f.scope.rank is not None}
     mismatched = {(str(f.scope.pg), f.scope.rank) for f in report.findings if f.rule == "collective-mismatch"}

@@ -14,6 +14,22 @@ from tracedoc.report import Report
 
 TITLE = "Kernels"
 ROUTE = "kernels"
+
+# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+EMPTY: dict[str, str] = {
+    "timeline": "No GPU kernels in these traces: the profiler recorded the host only (a CPU-only run, or CUDA "
+                "activity not enabled in the profiler).",
+    "ncu": "An Nsight Compute profile measures each kernel on its own: its kernels are on the ncu page, with "
+           "their speed of light, warp stalls and roofline. This page charts the kernels of a timeline (PyTorch "
+           "profiler traces, Nsight Systems reports).",
+    "flight_recorder": "NCCL flight-recorder dumps hold the collectives each rank issued, not its GPU kernels: "
+                       "see the Hang page. This page charts the kernels of a timeline (PyTorch profiler traces, "
+                       "Nsight Systems reports).",
+    "telemetry": "GPU telemetry holds clocks, power and temperatures, not kernels. This page charts the kernels "
+                 "of a timeline (PyTorch profiler traces, Nsight Systems reports).",
+    "other": "No GPU kernels in these inputs.",
+}
+
 MAX_RANKS = 8
 TABLE_CHARS, CHART_CHARS = 80, 76  # kernel names shortened to these lengths where they can be
 SHARE = "% of kernel time"
@@ -32,11 +48,17 @@ def top_columns(labels: dict[str, str]) -> list[Column]:
             Column("share_pct", SHARE, number(1), numeric=True, help=SHARE_HELP)]
 
 
+def has_data(report: Report) -> bool:
+    """Whether the report holds GPU kernels of a timeline."""
+    metrics = report.metrics
+    return bool(metrics.get("gpu_time_by_category") or metrics.get("top_kernels"))
+
+
 def sections(report: Report) -> list[Section]:
     by_category = report.metrics.get("gpu_time_by_category") or []
     top = report.metrics.get("top_kernels") or []
-    if (why := empty.why_empty(ROUTE, report)) is not None:
-        return [Section("Kernels", empty=why)]
+    if not has_data(report):
+        return [Section("Kernels", empty=empty.worded(EMPTY, report))]
     ranks = sorted({r["rank"] for r in top})
     shown = [r for r in top if r["rank"] in ranks[:MAX_RANKS]]
     left = f" Charted: the first {MAX_RANKS} of {len(ranks)} ranks; the table lists all." \

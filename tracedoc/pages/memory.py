@@ -18,6 +18,18 @@ from tracedoc.words.memory import NOTE, memory_lines
 
 TITLE = "Memory"
 ROUTE = "memory"
+
+MEMORY_HOW = ("record the trace with torch.profiler.profile(profile_memory=True, with_stack=True), or give an "
+              "allocator snapshot from torch.cuda.memory._dump_snapshot()")
+# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+EMPTY: dict[str, str] = {
+    "timeline": f"No GPU memory data in these traces: {MEMORY_HOW}.",
+    "ncu": f"An Nsight Compute profile holds no allocator data: {MEMORY_HOW}.",
+    "flight_recorder": f"NCCL flight-recorder dumps hold no allocator data: {MEMORY_HOW}.",
+    "telemetry": f"GPU telemetry samples the memory in use but not who allocated it: {MEMORY_HOW}.",
+    "other": f"No GPU memory data in these inputs: {MEMORY_HOW}.",
+}
+
 _MIB = 1 << 20
 ALLOCATED_COLOR, RESERVED_COLOR = "#4c72b0", "#dd8452"
 STEP_SHADES = ("#eef1f6", "#f8f9fb")
@@ -164,9 +176,14 @@ def _mib(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
     return [{**r, **{k: None if r.get(k) is None else r[k] / _MIB for k in keys}} for r in rows]
 
 
+def has_data(report: Report) -> bool:
+    """Whether the report holds allocator data."""
+    return bool(report.memory)
+
+
 def sections(report: Report) -> list[Section]:
-    if not report.memory:
-        return [Section("GPU memory", empty=empty.sentence(ROUTE, report))]
+    if not has_data(report):
+        return [Section("GPU memory", empty=empty.worded(EMPTY, report))]
     summary = [{"device": heading, "facts": " · ".join(lines)} for heading, lines in memory_lines(report)]
     out = [Section("GPU memory", note=NOTE, items=[table_html(summary, [Column("device", "GPU"),
                                                                         Column("facts", "what the memory did")])])]

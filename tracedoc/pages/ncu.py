@@ -15,6 +15,18 @@ from tracedoc.report import Report
 
 TITLE = "ncu"
 ROUTE = "ncu"
+
+NCU_HOW = ("collect one with ncu --set full -o kernels python app.py and give kernels.ncu-rep to tracedoc, alone or "
+           "beside the timeline of the same program")
+# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+EMPTY: dict[str, str] = {
+    "timeline": f"No Nsight Compute profile here: these traces time every kernel, but a kernel's speed of light, "
+                f"warp stalls and roofline come from Nsight Compute; {NCU_HOW}.",
+    "flight_recorder": f"No Nsight Compute profile in these inputs (flight-recorder dumps): {NCU_HOW}.",
+    "telemetry": f"No Nsight Compute profile in these inputs (GPU telemetry): {NCU_HOW}.",
+    "other": f"No Nsight Compute profile in these inputs: {NCU_HOW}.",
+}
+
 MAX_KERNELS = 12
 CHART_CHARS, TABLE_CHARS = 44, 80  # kernel names shortened to these lengths where they can be
 
@@ -61,10 +73,15 @@ def with_short_names(columns: list[Column], rows: list[dict[str, Any]]) -> list[
             if c.key == "full" else c for c in columns]
 
 
+def has_data(report: Report) -> bool:
+    """Whether the report holds kernels measured by Nsight Compute."""
+    return bool(report.metrics.get("ncu_kernels"))
+
+
 def sections(report: Report) -> list[Section]:
     kernels = report.metrics.get("ncu_kernels") or []
-    if (why := empty.why_empty(ROUTE, report)) is not None:
-        return [Section("Kernel detail", empty=why)]
+    if not has_data(report):
+        return [Section("Kernel detail", empty=empty.worded(EMPTY, report))]
     short = kernel_labels((full_name(k) for k in kernels), CHART_CHARS)
     label = {_key(k): f"{i}. {short[full_name(k)]}" for i, k in enumerate(kernels, 1)}
     shown = kernels[:MAX_KERNELS]

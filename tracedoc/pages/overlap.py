@@ -11,6 +11,19 @@ from tracedoc.report import Report
 TITLE = "Overlap"
 ROUTE = "overlap"
 
+# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+EMPTY: dict[str, str] = {
+    "timeline": "No communication kernels (NCCL) in these traces, so nothing to overlap: a run on one GPU, or "
+                "one whose collectives the profiler did not record.",
+    "ncu": "An Nsight Compute profile runs each kernel alone, so communication and compute cannot be set "
+           "against each other: that needs a timeline (PyTorch profiler traces or Nsight Systems reports).",
+    "flight_recorder": "NCCL flight-recorder dumps say which collectives ran, not when the GPU computed beside "
+                       "them: overlap needs a timeline (PyTorch profiler traces or Nsight Systems reports).",
+    "telemetry": "GPU telemetry holds no kernels, so nothing to overlap: that needs a timeline (PyTorch "
+                 "profiler traces or Nsight Systems reports).",
+    "other": "No communication kernels (NCCL) in these inputs, so nothing to overlap.",
+}
+
 COLUMNS = [Column("rank", "rank"), Column("device", "device"),
            Column("compute_ms", "compute ms", number(2), numeric=True),
            Column("comm_ms", "communication ms", number(2), numeric=True),
@@ -20,10 +33,15 @@ COLUMNS = [Column("rank", "rank"), Column("device", "device"),
            Column("overlap_pct", "overlap %", number(1), numeric=True)]
 
 
+def has_data(report: Report) -> bool:
+    """Whether the report holds communication time on some rank."""
+    return any((r.get("comm_ms") or 0) > 0 for r in report.metrics.get("comm_overlap") or [])
+
+
 def sections(report: Report) -> list[Section]:
     rows = [r for r in report.metrics.get("comm_overlap") or [] if (r["comm_ms"] or 0) > 0]
-    if (why := empty.why_empty(ROUTE, report)) is not None:
-        return [Section("Communication and compute", empty=why)]
+    if not has_data(report):
+        return [Section("Communication and compute", empty=empty.worded(EMPTY, report))]
     low = {f.scope.rank for f in report.findings if f.rule == "low-comm-overlap"}
     labels = [f"rank {r['rank']} · GPU {r['device']}" for r in rows]
     stacks = {"compute alone": [max(float(r["compute_ms"] or 0) - float(r["overlap_ms"] or 0), 0.0) for r in rows],

@@ -14,6 +14,23 @@ from tracedoc.report import Report
 
 TITLE = "Ranks"
 ROUTE = "ranks"
+
+# input kind (tracedoc.pages.empty.input_kind), or 'one_rank' (a timeline of one rank: empty_sentence) → why
+# this page has nothing to show
+EMPTY: dict[str, str] = {
+    "one_rank": "One rank only: this page sets ranks side by side step by step (who is slower, who waits). "
+                "Give tracedoc every rank's trace (a directory with one trace per rank) to see it.",
+    "timeline": "No steps found to compare ranks by: it needs ProfilerStep#N annotations (torch.profiler's "
+                "schedule), NVTX step ranges or a CUDA profiler capture range.",
+    "ncu": "An Nsight Compute profile holds single kernels, not the steps of ranks: this page needs a timeline "
+           "of every rank (PyTorch profiler traces or Nsight Systems reports).",
+    "flight_recorder": "NCCL flight-recorder dumps hold each rank's last collectives, not step times: what each "
+                       "rank issued is on the Hang page.",
+    "telemetry": "GPU telemetry holds no steps: this page needs a timeline of every rank (PyTorch profiler "
+                 "traces or Nsight Systems reports).",
+    "other": "No per-step data for several ranks in these inputs.",
+}
+
 MIN_SPAN_PCT = 10.0  # the step-time colour scale spans at least ±10 % of the median
 MIN_WAIT_MS = 1.0    # the waiting scales reach at least 1 ms
 
@@ -37,10 +54,22 @@ COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms", "st
            Column("collectives", "collectives", number(), numeric=True)]
 
 
+def has_data(report: Report) -> bool:
+    """Whether the report holds per-step rows of ranks."""
+    return bool(report.metrics.get("rank_steps"))
+
+
+def empty_sentence(report: Report) -> str:
+    """Why there is nothing to compare: a timeline of one rank asks for every rank's trace."""
+    if empty.input_kind(report) == "timeline" and (report.summary.get("ranks") or 0) <= 1:
+        return EMPTY["one_rank"]
+    return empty.worded(EMPTY, report)
+
+
 def sections(report: Report) -> list[Section]:
     rows = report.metrics.get("rank_steps") or []
-    if (why := empty.why_empty(ROUTE, report)) is not None:
-        return [Section("Ranks × steps", empty=why)]
+    if not has_data(report):
+        return [Section("Ranks × steps", empty=empty_sentence(report))]
     stragglers = {f.scope.rank for f in report.findings if f.rule == "straggler-rank"}
     ordered = sorted(rows, key=lambda r: (r["rank"], r["step"]))
     cells = [{**r, "rank": f"rank {r['rank']}" + (" (straggler)" if r["rank"] in stragglers else "")}

@@ -32,6 +32,18 @@ from tracedoc.words.findings import finding_span
 
 TITLE = "Timeline"
 ROUTE = "timeline"
+
+# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+EMPTY: dict[str, str] = {
+    "ncu": "No timeline: an Nsight Compute profile replays each kernel on its own, so it holds no time line of "
+           "the run. Its kernels are on the ncu page.",
+    "flight_recorder": "No timeline: NCCL flight-recorder dumps hold each rank's last collectives, not their "
+                       "timing on the GPU. They are on the Hang page.",
+    "telemetry": "No timeline: GPU telemetry holds clocks, power and temperatures sampled over time, not the "
+                 "run's events. What it shows is in the Overview's findings.",
+    "other": "No timeline in these inputs.",
+}
+
 DETAIL_MAX = 5000   # intervals in view (marks and work each) up to which each is drawn, with its name on hover
 RASTER_PX = 1600    # pixel columns of the shaded image
 PLOT_PX = 1250      # the plot's width assumed for names written inside rectangles
