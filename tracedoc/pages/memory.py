@@ -19,8 +19,8 @@ from tracedoc.words.memory import NOTE, memory_lines
 TITLE = "Memory"
 ROUTE = "memory"
 
-MEMORY_HOW = ("record the trace with torch.profiler.profile(profile_memory=True, with_stack=True), or give an "
-              "allocator snapshot from torch.cuda.memory._dump_snapshot()")
+MEMORY_HOW = ("record the trace with torch.profiler.profile(profile_memory=True, with_stack=True) or nsys profile "
+              "--cuda-memory-usage=true, or give an allocator snapshot from torch.cuda.memory._dump_snapshot()")
 # input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
 EMPTY: dict[str, str] = {
     "timeline": f"No GPU memory data in these traces: {MEMORY_HOW}.",
