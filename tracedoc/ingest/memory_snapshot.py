@@ -7,8 +7,10 @@ free_requested, free_completed, segment_alloc, segment_free, oom, ... with a tim
 address, a size and frames). It is untrusted input: read by snapshot_pickle's opcode machine, which builds only
 plain data (every opcode that would look up or call a class or function is refused; nothing in the file runs) and
 hands over each record of the segment list and of each device's history as soon as it is complete, so the rows are
-built and written as the file is read and the snapshot is never held whole. Every field is checked against the
-shape torch writes; a missing or malformed field becomes NULL.
+built and written as the file is read and the snapshot is never held whole. Most of a history comes as runs of
+records read in bulk (snapshot_bulk's ``Records``), whose rows are built a column at a time; the rows go to DuckDB
+as Arrow columns (strings as dictionaries: a stack is hundreds of bytes, shared by thousands of rows). Every field
+is checked against the shape torch writes; a missing or malformed field becomes NULL.
 
 What a snapshot can make the reader do is bounded by limits, not by what it claims: the file is at most
 ``TRACEDOC_MAX_SNAPSHOT_BYTES`` (default 4 GiB; a 1 GB snapshot is read in under 1 GiB of memory), at most 32 marks
@@ -22,6 +24,8 @@ to the trace of the same run by time and address.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +35,14 @@ from tracedoc.errors import InputError
 from tracedoc.ingest import snapshot_pickle
 from tracedoc.ingest.base import LoadResult
 from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit
+from tracedoc.ingest.snapshot_bulk import Records
 from tracedoc.store import Store
 
 FORMAT = "memory_snapshot"
 _BYTES_VAR, _DEFAULT_MAX_BYTES = "TRACEDOC_MAX_SNAPSHOT_BYTES", 4 << 30
 _VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_SNAPSHOT_VALUES", 2_000_000
 _BYTES_PER_VALUE = 8  # torch's snapshots hold one record per 80 to 100 bytes, and a frame per 20 or more
-_FLUSH_ROWS = 200_000
+_FLUSH_ROWS = 500_000
 _FRAMES_CACHED = 100_000
 _MAX_DEPTH = 32
 _FRAMES_SCANNED = 64
@@ -48,17 +53,18 @@ _INT64 = 1 << 63
 _LIBRARY = re.compile(r"(^|/)(site-packages|dist-packages|torch|lib/python3\.\d+)/|^<")
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
-_SEGMENTS = pa.schema([("source_id", pa.int32()), ("device", pa.int32()), ("address", pa.int64()),
-                       ("total_size", pa.int64()), ("allocated_size", pa.int64()), ("active_size", pa.int64()),
-                       ("stream", pa.int64()), ("segment_type", pa.string()), ("is_expandable", pa.bool_()),
-                       ("blocks", pa.int32())])
-_BLOCKS = pa.schema([("source_id", pa.int32()), ("device", pa.int32()), ("segment_address", pa.int64()),
-                     ("address", pa.int64()), ("size", pa.int64()), ("requested_size", pa.int64()),
-                     ("state", pa.string()), ("site", pa.string()), ("stack", pa.string())])
-_ACTIONS = pa.schema([("source_id", pa.int32()), ("device", pa.int32()), ("seq", pa.int32()),
-                      ("action", pa.string()), ("addr", pa.int64()), ("size", pa.int64()),
-                      ("device_free", pa.int64()), ("stream", pa.int64()), ("time_ns", pa.int64()),
-                      ("site", pa.string()), ("stack", pa.string())])
+# The columns written from Python; the source's id is added by the INSERT and time_ns made from time_us there.
+_SEGMENTS = pa.schema([("device", pa.int32()), ("address", pa.int64()), ("total_size", pa.int64()),
+                       ("allocated_size", pa.int64()), ("active_size", pa.int64()), ("stream", pa.int64()),
+                       ("segment_type", pa.string()), ("is_expandable", pa.bool_()), ("blocks", pa.int32())])
+_BLOCKS = pa.schema([("device", pa.int32()), ("segment_address", pa.int64()), ("address", pa.int64()),
+                     ("size", pa.int64()), ("requested_size", pa.int64()), ("state", pa.string()),
+                     ("site", pa.string()), ("stack", pa.string())])
+_ACTIONS = pa.schema([("device", pa.int32()), ("seq", pa.int32()), ("action", pa.string()), ("addr", pa.int64()),
+                      ("size", pa.int64()), ("device_free", pa.int64()), ("stream", pa.int64()),
+                      ("time_us", pa.int64()), ("site", pa.string()), ("stack", pa.string())])
+_TIME_NS = f"CASE WHEN time_us > -{_INT64 // 1000} AND time_us < {_INT64 // 1000} THEN time_us * 1000 END"
+_ACTION_INTS = ("addr", "size", "device_free", "stream", "time_us")
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -100,90 +106,176 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
                       tool=f"torch.cuda.memory snapshot, {rows.segments} segments, {history}")
 
 
+class _Columns:
+    """One table's rows, held as a list per column until they are written together."""
+
+    def __init__(self, table: str, schema: pa.Schema, select: str = "*") -> None:
+        self.table, self.schema, self.select = table, schema, select
+        self.values: dict[str, list] = {name: [] for name in schema.names}
+
+    def __len__(self) -> int:
+        return len(self.values[self.schema.names[0]])
+
+    def write(self, store: Store, source_id: int) -> None:
+        if not len(self):
+            return
+        arrays = [_strings(self.values[field.name]) if field.type == pa.string()
+                  else pa.array(self.values[field.name], field.type) for field in self.schema]
+        store.con.register("_memory_rows_in", pa.Table.from_arrays(arrays, names=self.schema.names))
+        try:
+            store.con.execute(f"INSERT INTO {self.table} BY NAME SELECT {self.select}, {source_id:d} AS source_id "
+                              "FROM _memory_rows_in")
+        finally:
+            store.con.unregister("_memory_rows_in")
+        for column in self.values.values():
+            column.clear()
+
+
 class _Rows:
     """Rows of memory_segments, memory_blocks and memory_actions built from each batch of records as the reader
-    hands them over, written to the store every _FLUSH_ROWS rows."""
+    hands them over (a run of records read in bulk, ``Records``, column by column), written to the store every
+    _FLUSH_ROWS rows."""
 
     def __init__(self, store: Store, source_id: int, budget: Budget, path: Path) -> None:
         self.store, self.source_id, self.budget, self.path = store, source_id, budget, path
-        self.out: dict[str, list[dict]] = {"memory_segments": [], "memory_blocks": [], "memory_actions": []}
+        self.tables = (_Columns("memory_segments", _SEGMENTS), _Columns("memory_blocks", _BLOCKS),
+                       _Columns("memory_actions", _ACTIONS, f"* EXCLUDE (time_us), {_TIME_NS} AS time_ns"))
         self.segments = self.blocks = self.actions = 0
         self.frames: dict[int, tuple[Any, str | None, str | None]] = {}
+        self.sites: dict[int, str | None] = {}  # the same by id alone, to look up a column at once
+        self.texts: dict[tuple[int, ...], tuple[Any, str | None, str | None]] = {}
+        self.stacks: dict[int, str | None] = {}
 
     def take(self, sink: snapshot_pickle.Sink, items: list) -> None:
         if sink.kind == "segments":
-            self._segments(items)
+            self._segments([d for item in items for d in (item.dicts() if type(item) is Records else (item,))])
         else:
-            self._actions(sink.device, sink.count - len(items), items)
-        if sum(len(rows) for rows in self.out.values()) >= _FLUSH_ROWS:
+            self._actions(sink.device, sink.count, items)
+        if sum(map(len, self.tables)) >= _FLUSH_ROWS:
             self.flush()
 
     def flush(self) -> None:
-        for table, schema in (("memory_segments", _SEGMENTS), ("memory_blocks", _BLOCKS),
-                              ("memory_actions", _ACTIONS)):
-            rows = self.out[table]
-            if rows:
-                self.store.con.register("_memory_rows_in", pa.Table.from_pylist(rows, schema=schema))
-                try:
-                    self.store.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _memory_rows_in")
-                finally:
-                    self.store.con.unregister("_memory_rows_in")
-                rows.clear()
+        for table in self.tables:
+            table.write(self.store, self.source_id)
 
     def site(self, frames: Any) -> tuple[str | None, str | None]:
-        """_frames of a stack, once per stack object (torch's snapshots share each distinct stack)."""
+        """_frames of a stack, once per stack object (an allocation's stack is shared by its block's events), and
+        its words once per sequence of frame objects (torch shares each frame among the stacks)."""
         hit = self.frames.get(id(frames))
         if hit is not None and hit[0] is frames:
             return hit[1], hit[2]
-        site, stack = _frames(frames, self.budget)
+        site = stack = None
+        if isinstance(frames, list | tuple) and frames:
+            looked = frames[:_FRAMES_SCANNED]
+            self.budget.spend(len(looked))
+            key = tuple(map(id, looked))
+            known = self.texts.get(key)
+            if known is None:
+                if len(self.texts) >= _FRAMES_CACHED:
+                    self.texts.clear()
+                known = self.texts[key] = (looked, *_frames(looked))  # the frames kept alive: ids not reused
+            site, stack = known[1], known[2]
         if len(self.frames) >= _FRAMES_CACHED:
             self.frames.clear()
+            self.sites.clear()
+            self.stacks.clear()
         self.frames[id(frames)] = (frames, site, stack)  # kept alive with it: its id is not reused
+        self.sites[id(frames)], self.stacks[id(frames)] = site, stack
         return site, stack
 
     def _segments(self, segments: list) -> None:
         self.budget.spend(sum(1 + len(s["blocks"]) if isinstance(s, dict) and isinstance(s.get("blocks"), list)
                               else 1 for s in segments))  # before any row is built
-        seg_rows, block_rows = self.out["memory_segments"], self.out["memory_blocks"]
-        source_id = self.source_id
-        for seg in segments:
-            if not isinstance(seg, dict):
+        seg, block = self.tables[0].values, self.tables[1].values
+        for s in segments:
+            if not isinstance(s, dict):
                 continue
-            device, address = _int(seg.get("device")), _int(seg.get("address"))
-            blocks = seg.get("blocks") if isinstance(seg.get("blocks"), list) else []
+            device, address = _int(s.get("device")), _int(s.get("address"))
+            blocks = s.get("blocks") if isinstance(s.get("blocks"), list) else []
             self.segments += 1
-            seg_rows.append({"source_id": source_id, "device": device, "address": address,
-                             "total_size": _int(seg.get("total_size")),
-                             "allocated_size": _int(seg.get("allocated_size")),
-                             "active_size": _int(seg.get("active_size")), "stream": _int(seg.get("stream")),
-                             "segment_type": _text(seg.get("segment_type")),
-                             "is_expandable": seg.get("is_expandable") if isinstance(seg.get("is_expandable"), bool)
-                             else None, "blocks": len(blocks)})
-            for block in blocks:
-                if not isinstance(block, dict):
+            _append(seg, device=device, address=address, total_size=_int(s.get("total_size")),
+                    allocated_size=_int(s.get("allocated_size")), active_size=_int(s.get("active_size")),
+                    stream=_int(s.get("stream")), segment_type=_text(s.get("segment_type")),
+                    is_expandable=s.get("is_expandable") if isinstance(s.get("is_expandable"), bool) else None,
+                    blocks=len(blocks))
+            for b in blocks:
+                if not isinstance(b, dict):
                     continue
-                site, stack = self.site(block.get("frames"))
+                site, stack = self.site(b.get("frames"))
                 self.blocks += 1
-                block_rows.append({"source_id": source_id, "device": device, "segment_address": address,
-                                   "address": _int(block.get("address")), "size": _int(block.get("size")),
-                                   "requested_size": _int(block.get("requested_size")),
-                                   "state": _text(block.get("state")), "site": site, "stack": stack})
+                _append(block, device=device, segment_address=address, address=_int(b.get("address")),
+                        size=_int(b.get("size")), requested_size=_int(b.get("requested_size")),
+                        state=_text(b.get("state")), site=site, stack=stack)
 
-    def _actions(self, device: int, first_seq: int, entries: list) -> None:
-        self.budget.spend(len(entries))  # before any row is built
-        rows = self.out["memory_actions"]
-        source_id = self.source_id
-        for seq, entry in enumerate(entries, first_seq):
-            if type(entry) is not dict:
+    def _actions(self, device: int, seq: int, entries: list) -> None:
+        self.budget.spend(sum(e.count if type(e) is Records else 1 for e in entries))  # before any row is built
+        out = self.tables[2].values
+        for entry in entries:
+            if type(entry) is Records:
+                self._records(device, seq, entry)
+                seq += entry.count
                 continue
-            time_us = _int(entry.get("time_us"))
-            site, stack = self.site(entry.get("frames"))
-            self.actions += 1
-            rows.append({"source_id": source_id, "device": device, "seq": seq, "action": _text(entry.get("action")),
-                         "addr": _int(entry.get("addr")), "size": _int(entry.get("size")),
-                         "device_free": _int(entry.get("device_free")), "stream": _int(entry.get("stream")),
-                         "time_ns": time_us * 1000 if time_us is not None and abs(time_us) < _INT64 // 1000
-                         else None, "site": site, "stack": stack})
+            if type(entry) is dict:
+                site, stack = self.site(entry.get("frames"))
+                self.actions += 1
+                _append(out, device=device, seq=seq, action=_text(entry.get("action")), addr=_int(entry.get("addr")),
+                        size=_int(entry.get("size")), device_free=_int(entry.get("device_free")),
+                        stream=_int(entry.get("stream")), time_us=_int(entry.get("time_us")), site=site, stack=stack)
+            seq += 1
+
+    def _records(self, device: int, seq: int, records: Records) -> None:
+        """A run of history entries, column by column."""
+        n = records.count
+        out = self.tables[2].values
+        self.actions += n
+        out["device"].extend(repeat(device, n))
+        out["seq"].extend(range(seq, seq + n))
+        out["action"].extend(_texts(records.column("action"), n))
+        for key in _ACTION_INTS:
+            values = records.column(key)
+            out[key].extend(repeat(None, n) if values is None else values if records.holds_ints(key)
+                            else map(_int, values))
+        frames = records.column("frames") or [None] * n
+        ids = list(map(id, frames))
+        try:  # every stack seen before
+            sites, stacks = list(map(self.sites.__getitem__, ids)), list(map(self.stacks.__getitem__, ids))
+        except KeyError:
+            found = {key: self.site(value) for key, value in dict(zip(ids, frames)).items()}
+            sites = [found[key][0] for key in ids]
+            stacks = [found[key][1] for key in ids]
+        out["site"].extend(sites)
+        out["stack"].extend(stacks)
+
+
+class _Codes(dict):
+    """Each distinct string's index in the order first seen (None: null)."""
+
+    def __missing__(self, key: str) -> int:
+        self[key] = code = len(self) - 1
+        return code
+
+
+def _strings(values: list[str | None]) -> pa.Array:
+    """A string column as a dictionary array: a stack, hundreds of bytes, is converted once, not once a row."""
+    codes = _Codes({None: None})
+    indices = pa.array(list(map(codes.__getitem__, values)), pa.int32())
+    return pa.DictionaryArray.from_arrays(indices, pa.array(list(codes)[1:], pa.string()))
+
+
+def _append(columns: dict[str, list], **row: Any) -> None:
+    for name, value in row.items():
+        columns[name].append(value)
+
+
+def _texts(values: list | None, n: int) -> Iterable[str | None]:
+    """_text of each value, once per distinct value."""
+    if values is None:
+        return repeat(None, n)
+    try:
+        distinct = {value: _text(value) for value in set(values)}
+    except TypeError:  # an unhashable value
+        return map(_text, values)
+    return map(distinct.__getitem__, values)
 
 
 def _int(value: Any) -> int | None:
@@ -198,12 +290,9 @@ def _text(value: Any) -> str | None:
     return _CONTROLS.sub("", value[:_MAX_TEXT])
 
 
-def _frames(frames: Any, budget: Budget) -> tuple[str | None, str | None]:
-    """The allocation site (innermost frame outside the framework, else the innermost frame) and the stack."""
-    if not isinstance(frames, list | tuple) or not frames:
-        return None, None
-    looked = frames[:_FRAMES_SCANNED]
-    budget.spend(len(looked))
+def _frames(looked: list | tuple) -> tuple[str | None, str | None]:
+    """The allocation site (innermost frame outside the framework, else the innermost frame) and the stack, from
+    the first _FRAMES_SCANNED frames."""
     named = []
     for f in looked:
         if not isinstance(f, dict):

@@ -11,14 +11,24 @@ to it goes to the callback and is dropped, and the memo keeps only a marker for 
 such a record is refused: torch's never does). So memory holds the memo's shared values (frames, strings), one
 batch of records (pickle appends 1000 at a time) and the rest of the snapshot's small dict.
 
+The records of a sink's batch are read in bulk where they match (snapshot_bulk: a run of records of one shape, one
+regular expression, handed over as ``Records``, columns of values); the opcode machine reads whatever does not
+match and gets the same values, memo and errors. A Records is one value of the stack: an opcode that would take a
+run's records apart (none in torch's pickles) first makes it the dicts the opcode machine would have built
+(``loosen``). Two things are refused that the opcode machine alone lets through: a BINGET of a record of the batch
+not yet handed over (it refuses one of a record handed over), and an append to a list of frames read in bulk,
+which is shared among the records whose stacks are the same BINGETs. The cyclic garbage collector is paused while
+the file is read: the reader makes no cycles worth collecting, and a full collection would walk every memo slot.
+
 Bounds: the file's size (the caller's), the pages already read are dropped from memory as the reader goes on, at
-most ``max_depth`` marks open and ``_MAX_STACK`` values on the stack (checked at each mark and frame; an unframed
-pickle pushes at most one value per byte between marks), a BINPUT no further than ``_MAX_MEMO_GAP`` past the memo's
-end, and the callback's own budget of values.
+most ``max_depth`` marks open and ``_MAX_STACK`` values on the stack (checked at each mark and frame and at each run
+read in bulk, a run's records counted one by one; an unframed pickle pushes at most one value per byte between
+marks), a BINPUT no further than ``_MAX_MEMO_GAP`` past the memo's end, and the callback's own budget of values.
 """
 
 from __future__ import annotations
 
+import gc
 import mmap
 import struct
 from collections.abc import Callable
@@ -26,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from tracedoc.errors import InputError
+from tracedoc.ingest.snapshot_bulk import CONSUMED, REFERS_BACK, Bulk, Records, Refused, SharedFrames
 
 _MAX_STACK = 1_000_000
 _MAX_MEMO_GAP = 1 << 16
 _DROP_EVERY = 64 << 20  # drop pages read so far from memory every this many bytes
-_CONSUMED = object()  # the memo's marker for a record handed to a callback
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 
 _U16 = struct.Struct("<H").unpack_from
@@ -45,7 +55,7 @@ _CODE_OPS = {ord("c"): "GLOBAL", 0x93: "STACK_GLOBAL", ord("R"): "REDUCE", ord("
 
 
 class Sink:
-    """A list whose items go to ``take(kind, device, items)`` as they are appended."""
+    """A list whose items go to ``take(sink, items)`` as they are appended; ``count``: the records it has had."""
 
     __slots__ = ("kind", "device", "count")
 
@@ -53,32 +63,34 @@ class Sink:
         self.kind, self.device, self.count = kind, device, 0
 
 
-class _Refused(Exception):
-    pass
-
-
 def read(path: Path, take: Callable[[Sink, list], None], what: str, max_depth: int = 32) -> dict:
     """Run the pickle at ``path``; ``take(sink, items)`` receives each batch of records of the ``segments`` list and
-    of each ``device_traces`` list. Returns the top-level dict with those lists as ``Sink`` objects. Raises
+    of each ``device_traces`` list (dicts, and ``Records``: runs of records of one shape read in bulk; ``sink.count``
+    is the number of records before them). Returns the top-level dict with those lists as ``Sink`` objects. Raises
     InputError (one line) for anything but a plain-data pickle of a dict."""
     with path.open("rb") as f:
         try:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # an empty file
             raise InputError(f"{path}: empty file: not {what}") from None
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         result = _run(data, take, max_depth)
     except InputError:
         raise
-    except _Refused as exc:
+    except Refused as exc:
         raise InputError(f"{path}: {exc}") from None
     except (IndexError, struct.error):
         raise InputError(f"{path}: truncated or corrupt {what} (the pickle ends before its STOP)") from None
     except (Exception, MemoryError, RecursionError) as exc:  # a bad stack, an unhashable key, bad UTF-8, ...
         detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        detail = detail.replace("'SharedFrames'", "'list'")  # a list, as the pickle made it
         raise InputError(f"{path}: truncated or corrupt {what} ({detail})") from None
     finally:
         data.close()
+        if collecting:
+            gc.enable()
     if not isinstance(result, dict):
         raise InputError(f"{path}: not {what} (the pickle holds a {type(result).__name__}, not a dict)")
     return result
@@ -92,8 +104,11 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
     marks: list[int] = []
     memo: list = []
     remember = memo.append
-    pending: dict[int, int] = {}  # id of a fresh dict directly in a sink's batch → its memo index
+    # a fresh dict directly in a sink's batch: its id → (its memo index, the dict, kept alive: the id is not reused)
+    pending: dict[int, tuple[int, dict]] = {}
     traces: list | None = None  # the top-level device_traces list, once seen
+    bulk = Bulk(memo, pending)
+    held = 0  # records in the Records on the stack (a Records is one value of the stack)
     drop_at = _DROP_EVERY
 
     def top_level_value() -> bool:  # the next value pushed is that of a key of the top-level dict
@@ -107,17 +122,45 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
         return None
 
     def append_to(target: Any, items: list) -> None:
+        nonlocal held
         if type(target) is list:
             target.extend(items)
         elif type(target) is Sink:
-            target.count += len(items)
-            take(target, items)
+            count = len(items)
             for item in items:
-                idx = pending.pop(id(item), None)
-                if idx is not None:
-                    memo[idx] = _CONSUMED
+                if type(item) is Records:
+                    count += item.count - 1
+                    if not item.handed:
+                        item.handed = True
+                        held -= item.count
+            take(target, items)
+            target.count += count
+            for item in items:
+                held_as = pending.pop(id(item), None)
+                if held_as is not None:
+                    memo[held_as[0]] = CONSUMED
+        elif type(target) is SharedFrames:
+            raise Refused("the pickle appends to a stack already read; not as torch writes snapshots")
         else:
-            raise _Refused(f"the pickle appends to a {type(target).__name__}, not a list")
+            raise Refused(f"the pickle appends to a {type(target).__name__}, not a list")
+
+    def loosen(start: int) -> None:
+        """The Records among stack[start:] become the dicts the opcode machine would have there, in the memo and
+        pending as its own records are until handed over: for an opcode that takes the values it pops apart
+        (torch's pickles have none between a run and its APPENDS)."""
+        nonlocal held
+        for k in range(len(stack) - 1, max(start, 0) - 1, -1):
+            run = stack[k]
+            if type(run) is Records:
+                records = run.dicts()
+                stack[k:k + 1] = records
+                marks[:] = [m + len(records) - 1 if m > k else m for m in marks]
+                if not run.handed:
+                    run.handed = True
+                    held -= run.count
+                    for record, slot in zip(records, run.slots):
+                        memo[slot] = record
+                        pending[id(record)] = (slot, record)
 
     while True:
         op = data[i]
@@ -125,19 +168,21 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
         if op == 0x6A:  # LONG_BINGET
             v = memo[_U32(data, i)[0]]
             i += 4
-            if v is _CONSUMED:
-                raise _Refused("the pickle refers back to a record already read; not as torch writes snapshots")
+            if v is CONSUMED:
+                raise Refused(REFERS_BACK)
             push(v)
         elif op == 0x68:  # BINGET
             v = memo[data[i]]
             i += 1
-            if v is _CONSUMED:
-                raise _Refused("the pickle refers back to a record already read; not as torch writes snapshots")
+            if v is CONSUMED:
+                raise Refused(REFERS_BACK)
             push(v)
         elif op == 0x94:  # MEMOIZE
+            if held and type(stack[-1]) is Records:
+                loosen(len(stack) - 1)
             v = stack[-1]
             if type(v) is dict and not v and in_sink() is not None:
-                pending[id(v)] = len(memo)
+                pending[id(v)] = (len(memo), v)
             remember(v)
         elif op == 0x8C:  # SHORT_BINUNICODE
             size = data[i]
@@ -152,17 +197,29 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
             i += 1 + size
         elif op == 0x28:  # MARK
             marks.append(len(stack))
-            if len(stack) > _MAX_STACK:
-                raise _Refused(f"over {_MAX_STACK:,} values pending on the pickle's stack: not an allocator snapshot")
+            if len(stack) + held > _MAX_STACK:
+                raise Refused(f"over {_MAX_STACK:,} values pending on the pickle's stack: not an allocator snapshot")
             if len(marks) > max_depth:
-                raise _Refused(f"nested more than {max_depth} levels deep: not an allocator snapshot")
-        elif op == 0x7D:  # EMPTY_DICT
-            push({})
+                raise Refused(f"nested more than {max_depth} levels deep: not an allocator snapshot")
+        elif op == 0x7D:  # EMPTY_DICT: a record of a sink's batch starts the fast path (snapshot_bulk)
+            run = bulk.records(data, i - 1) if marks and marks[-1] and type(stack[marks[-1] - 1]) is Sink \
+                and len(marks) + 3 <= max_depth else None
+            if run is None:
+                push({})
+            else:
+                push(run[0])
+                i = run[1]
+                held += run[0].count
+                if len(stack) + held > _MAX_STACK:
+                    raise Refused(f"over {_MAX_STACK:,} values pending on the pickle's stack: not an allocator "
+                                  "snapshot")
         elif op == 0x75:  # SETITEMS
+            if held and marks:
+                loosen(marks[-1] - 1)
             m = marks.pop()
             d = stack[m - 1]
             if type(d) is not dict:
-                raise _Refused(f"the pickle sets items of a {type(d).__name__}, not a dict")
+                raise Refused(f"the pickle sets items of a {type(d).__name__}, not a dict")
             for k in range(m, len(stack), 2):
                 d[stack[k]] = stack[k + 1]
             del stack[m:]
@@ -188,19 +245,25 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
                     traces = lst
             push(lst)
         elif op == 0x65:  # APPENDS
+            if held and marks and (marks[-1] < 1 or type(stack[marks[-1] - 1]) is not Sink):
+                loosen(marks[-1] - 1)
             m = marks.pop()
             items = stack[m:]
             del stack[m:]
             append_to(stack[m - 1], items)
         elif op == 0x61:  # APPEND
+            if held and (len(stack) < 2 or type(stack[-2]) is not Sink):
+                loosen(len(stack) - 2)
             v = stack.pop()
             append_to(stack[-1], [v])
         elif op == 0x73:  # SETITEM
+            if held:
+                loosen(len(stack) - 3)
             v = stack.pop()
             k = stack.pop()
             d = stack[-1]
             if type(d) is not dict:
-                raise _Refused(f"the pickle sets an item of a {type(d).__name__}, not a dict")
+                raise Refused(f"the pickle sets an item of a {type(d).__name__}, not a dict")
             d[k] = v
         elif op == 0x4E:  # NONE
             push(None)
@@ -214,8 +277,8 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
                 if _DONTNEED is not None:
                     data.madvise(_DONTNEED, 0, i - i % mmap.PAGESIZE)
                 drop_at = i + _DROP_EVERY
-            if len(stack) > _MAX_STACK:
-                raise _Refused(f"over {_MAX_STACK:,} values pending on the pickle's stack: not an allocator snapshot")
+            if len(stack) + held > _MAX_STACK:
+                raise Refused(f"over {_MAX_STACK:,} values pending on the pickle's stack: not an allocator snapshot")
         elif op == 0x58 or op == 0x8D:  # BINUNICODE, BINUNICODE8
             if op == 0x58:
                 size = _U32(data, i)[0]
@@ -247,7 +310,7 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
         elif op == 0x8B:  # LONG4
             size = _I32(data, i)[0]
             if size < 0 or size > 1 << 16:
-                raise _Refused(f"an integer of {size} bytes: not an allocator snapshot")
+                raise Refused(f"an integer of {size} bytes: not an allocator snapshot")
             push(int.from_bytes(data[i + 4:i + 4 + size], "little", signed=True))
             i += 4 + size
         elif op == 0x71 or op == 0x72:  # BINPUT, LONG_BINPUT
@@ -258,22 +321,29 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
                 idx = _U32(data, i)[0]
                 i += 4
             if idx > len(memo) + _MAX_MEMO_GAP:
-                raise _Refused(f"a memo index of {idx:,}, far past the {len(memo):,} values memoized")
+                raise Refused(f"a memo index of {idx:,}, far past the {len(memo):,} values memoized")
             if idx >= len(memo):
                 memo.extend([None] * (idx + 1 - len(memo)))
+            else:
+                bulk.forget()
+            if held and type(stack[-1]) is Records:
+                loosen(len(stack) - 1)
             v = stack[-1]
             if type(v) is dict and not v and in_sink() is not None:
-                pending[id(v)] = idx
+                pending[id(v)] = (idx, v)
             memo[idx] = v
         elif op == 0x29:  # EMPTY_TUPLE
             push(())
-        elif op == 0x85:  # TUPLE1
-            stack[-1] = (stack[-1],)
-        elif op == 0x86:  # TUPLE2
-            stack[-2:] = [tuple(stack[-2:])]
-        elif op == 0x87:  # TUPLE3
-            stack[-3:] = [tuple(stack[-3:])]
+        elif op == 0x85 or op == 0x86 or op == 0x87:  # TUPLE1, TUPLE2, TUPLE3
+            if held:
+                loosen(len(stack) - (op - 0x84))
+            if op == 0x85:
+                stack[-1] = (stack[-1],)
+            else:
+                stack[0x84 - op:] = [tuple(stack[0x84 - op:])]
         elif op == 0x74:  # TUPLE
+            if held and marks:
+                loosen(marks[-1])
             m = marks.pop()
             v = tuple(stack[m:])
             del stack[m:]
@@ -281,29 +351,39 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
         elif op == 0x8F:  # EMPTY_SET: no snapshot has one; read as a list
             push([])
         elif op == 0x90:  # ADDITEMS
+            if held and marks:
+                loosen(marks[-1] - 1)
             m = marks.pop()
             items = stack[m:]
             del stack[m:]
             target = stack[-1]
             if type(target) is not list:
-                raise _Refused("the pickle adds to something that is not a set")
+                raise Refused("the pickle adds to something that is not a set")
             target.extend(items)
         elif op == 0x30:  # POP
             if marks and marks[-1] == len(stack):
                 marks.pop()
             else:
+                if held:
+                    loosen(len(stack) - 1)
                 stack.pop()
         elif op == 0x31:  # POP_MARK
+            if held and marks:
+                loosen(marks[-1])
             del stack[marks.pop():]
         elif op == 0x32:  # DUP
+            if held:
+                loosen(len(stack) - 1)
             push(stack[-1])
         elif op == 0x80:  # PROTO
             if data[i] > 5:
-                raise _Refused(f"pickle protocol {data[i]}: not one this reader knows")
+                raise Refused(f"pickle protocol {data[i]}: not one this reader knows")
             i += 1
         elif op == 0x2E:  # STOP
+            if held:
+                loosen(0)
             if len(stack) != 1 or marks:
-                raise _Refused("the pickle stops with more than one value, or a mark, left")
+                raise Refused("the pickle stops with more than one value, or a mark, left")
             return stack[0]
         elif op in _CODE_OPS:
             detail = ""
@@ -315,7 +395,7 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
                              f"{bytes(data[end + 1:end2]).decode('ascii', 'replace')[:80]}"
             elif op == 0x93 and len(stack) >= 2 and isinstance(stack[-2], str) and isinstance(stack[-1], str):
                 detail = f" {stack[-2][:80]}.{stack[-1][:80]}"
-            raise _Refused(f"refused: the pickle asks for a class or function ({_CODE_OPS[op]}{detail}), but an "
-                           "allocator snapshot holds only plain data (nothing in the file was run)")
+            raise Refused(f"refused: the pickle asks for a class or function ({_CODE_OPS[op]}{detail}), but an "
+                          "allocator snapshot holds only plain data (nothing in the file was run)")
         else:
-            raise _Refused(f"opcode 0x{op:02x} at byte {i - 1:,}: not a binary pickle of plain data")
+            raise Refused(f"opcode 0x{op:02x} at byte {i - 1:,}: not a binary pickle of plain data")
