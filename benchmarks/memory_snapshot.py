@@ -6,8 +6,12 @@
 The snapshot is the real one of samples/memory-leak repeated: its segments (with their blocks) and its allocator
 history, each copy shifted to fresh addresses and later times, written as torch's ``_dump_snapshot`` writes one
 (one pickle, protocol 4, in frames of 64 KiB, every dict memoized, frames and strings shared through the memo), to
-the size asked for. The measurement runs ``tracedoc analyze`` (into an empty cache) under ``/usr/bin/time -v`` and
-prints the wall time, the peak resident memory and what the report says.
+the size asked for. By default the copies share the sample's stacks and strings, so that after the first copy
+every entry's stack is a BINGET; with ``--fresh`` each copy's stacks are new lists and each entry's compile_context
+a new string, as torch builds them (each allocation's stack a list of its own, shared only by the events of the
+same block). The measurement runs ``tracedoc analyze`` (into an empty cache) under ``/usr/bin/time -v`` and prints
+the wall time, the CPU time (user + system), the peak resident memory, the load average before the run and what
+the report says.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ class _Writer:
         self.out = out
         self.buf = bytearray()
         self.memo: dict[int, int] = {}
-        self.keep: list = []  # what the memo refers to stays alive (ids are not reused)
+        self.keep: dict[int, object] = {}  # what the memo refers to stays alive (ids are not reused)
         self.count = 0  # memo entries written (records are memoized too, but never referred to again)
         self.written = 0
 
@@ -54,9 +58,15 @@ class _Writer:
     def memoize(self, obj, share: bool = True) -> None:
         if share:
             self.memo[id(obj)] = self.count
-            self.keep.append(obj)
+            self.keep[id(obj)] = obj
         self.count += 1
         self.buf += b"\x94"
+
+    def release(self, objs: list) -> None:
+        """Objects that will not be written again: no longer shared through the memo, nor kept alive."""
+        for obj in objs:
+            self.memo.pop(id(obj), None)
+            self.keep.pop(id(obj), None)
 
     def ref(self, obj) -> bool:
         idx = self.memo.get(id(obj))
@@ -122,7 +132,7 @@ class _Writer:
             self.buf += b"e"
 
 
-def make(path: Path, target_bytes: int) -> None:
+def make(path: Path, target_bytes: int, fresh: bool = False) -> None:
     snapshot = pickle.loads(gzip.decompress(SAMPLE.read_bytes()))
     segments, traces = snapshot["segments"], snapshot["device_traces"]
     per_copy = len(gzip.decompress(SAMPLE.read_bytes()))
@@ -161,13 +171,23 @@ def make(path: Path, target_bytes: int) -> None:
             w.memoize(entries)
             batch: list = []
             k = 0
+            made: list = []  # with fresh: the lists and strings of this copy, then of the copies not yet written
+            done: list = []
             while True:
+                stacks: dict[int, list] = {}
                 for e in entries:
-                    batch.append(dict(e, addr=e["addr"] - lo + k * stride + (1 << 44) if e.get("addr") else e["addr"],
-                                      time_us=e["time_us"] + k * span))
+                    entry = dict(e, addr=e["addr"] - lo + k * stride + (1 << 44) if e.get("addr") else e["addr"],
+                                 time_us=e["time_us"] + k * span)
+                    if fresh:
+                        _fresh(entry, stacks, made)
+                    batch.append(entry)
                     if len(batch) == 1000:
                         w.items(batch, record=True)
                         batch = []
+                        w.release(done)
+                        done = []
+                done += made
+                made = []
                 k += 1
                 if w.written + len(w.buf) >= target_bytes:
                     break
@@ -186,17 +206,35 @@ def make(path: Path, target_bytes: int) -> None:
           f"({seg_copies * len(segments):,} segments, {seg_copies * sum(len(s['blocks']) for s in segments):,} blocks)")
 
 
-def measure(path: Path, extra: list[str]) -> None:
+def _fresh(entry: dict, stacks: dict[int, list], made: list) -> None:
+    """An entry of a copy as torch's ``_snapshot()`` builds it: its stack a new list (shared with the other events
+    of the same copy that shared it), its compile_context a new string; the frames in the stacks stay shared."""
+    frames = entry.get("frames")
+    if isinstance(frames, list):
+        if id(frames) not in stacks:
+            stacks[id(frames)] = list(frames)
+            made.append(stacks[id(frames)])
+        entry["frames"] = stacks[id(frames)]
+    if isinstance(entry.get("compile_context"), str):
+        entry["compile_context"] = entry["compile_context"].encode().decode()
+        made.append(entry["compile_context"])
+
+
+def measure(path: Path, extra: list[str], keep: Path | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
         # the store on disk, as a first `tracedoc analyze` of a file makes it (in a cache of its own)
         cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "tracedoc", "analyze", str(path), "--cache-dir",
                str(Path(tmp) / "cache"), "--out", str(out), *extra]
+        load = os.getloadavg()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
         wall = re.search(r"Elapsed \(wall clock\) time.*: (\S+)", proc.stderr)
         rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
-        print(f"exit {proc.returncode}; wall {wall.group(1) if wall else '?'}; peak RSS "
-              f"{int(rss.group(1)) / 1024:,.0f} MiB" if rss else "peak RSS ?")
+        cpu = [re.search(rf"{kind} time \(seconds\): ([\d.]+)", proc.stderr) for kind in ("User", "System")]
+        print(f"exit {proc.returncode}; wall {wall.group(1) if wall else '?'}; CPU "
+              f"{sum(float(m.group(1)) for m in cpu if m):.1f} s (user + system); peak RSS "
+              f"{int(rss.group(1)) / 1024:,.0f} MiB; load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+              if rss else "peak RSS ?")
         if proc.returncode:
             print("\n".join(line for line in proc.stderr.splitlines() if "\t" not in line)[-2000:])
         elif out.exists():
@@ -208,6 +246,8 @@ def measure(path: Path, extra: list[str]) -> None:
                 print(f"device {m.get('device')}: reserved {m.get('reserved_bytes')} stranded "
                       f"{frag.get('stranded_bytes')}; top sites {[s['site'] for s in m.get('top_sites') or []][:3]}")
             print("inputs:", [(i["format"], i["events"]) for i in report["inputs"]])
+            if keep is not None:
+                keep.write_bytes(out.read_bytes())
 
 
 def main() -> None:
@@ -215,12 +255,16 @@ def main() -> None:
     parser.add_argument("snapshot", type=Path)
     parser.add_argument("--make", action="store_true", help="build the snapshot instead of measuring")
     parser.add_argument("--size", type=float, default=1.0, help="GB to build (default 1)")
+    parser.add_argument("--report", type=Path, help="keep the JSON report there (to compare two versions)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="build each copy's stacks and compile_context strings anew, as torch does (each "
+                             "allocation's stack a list of its own) instead of sharing the sample's")
     args, extra = parser.parse_known_args()
     if args.make:
         args.snapshot.parent.mkdir(parents=True, exist_ok=True)
-        make(args.snapshot, int(args.size * 1e9))
+        make(args.snapshot, int(args.size * 1e9), args.fresh)
     else:
-        measure(args.snapshot, extra)
+        measure(args.snapshot, extra, args.report)
 
 
 if __name__ == "__main__":
