@@ -243,7 +243,7 @@ class Bulk:
         """A run decoded column by column: the slots each record writes counted from its values, the memo
         extended with them all, then the BINGETs looked up. None (nothing changed) where a value refers to a slot
         written by the same record or a later one."""
-        memo, refs = self.memo, self.refs
+        memo, refs, entry, shared = self.memo, self.refs, self.tokens.__getitem__, self.shared
         base, count = len(memo), len(columns[0])
         refs.base = base
         kinds = [frozenset(kind for kind, _ in fields) for fields in present]
@@ -262,8 +262,13 @@ class Bulk:
                     continue
                 except _Later:
                     pass
-            if kind != {_INT}:
-                infos[k] = list(map(self.tokens.__getitem__, tokens[k]))
+            if kind == {_INT}:  # decoded when asked for
+                continue
+            if _REF in kind and len(kind) > 1:  # a BINGET's entry made here: a slot written lately is seldom read twice
+                infos[k] = [entry(t) if t[0] != 0x68 and t[0] != 0x6A else
+                            (_REF, 0, (at := t[1] if t[0] == 0x68 else _U32(t, 1)[0]), at, ()) for t in tokens[k]]
+            else:
+                infos[k] = list(map(entry, tokens[k]))
         making = [k for k, kind in enumerate(kinds) if _STR in kind or _LIST in kind]
         if making:
             counts = [map(_SLOTS, infos[k]) for k in making]
@@ -277,8 +282,9 @@ class Bulk:
         lists: list[tuple] = []
         made: dict[int, list] = {}
         for k in making:
-            made[k] = [self._made(token, info, lists) if info[0] == _LIST else info[4]
-                       for token, info in zip(tokens[k], infos[k])] if _LIST in kinds[k] else list(map(_MADE, infos[k]))
+            made[k] = [info[4] if info[0] != _LIST else (frames,) if (frames := shared.get(token)) is not None
+                       else self._made(token, info, lists) for token, info in zip(tokens[k], infos[k])] \
+                if _LIST in kinds[k] else list(map(_MADE, infos[k]))
         if made:
             memo.extend(chain.from_iterable(chain.from_iterable(zip(repeat((CONSUMED,)), *made.values()))))
         else:
