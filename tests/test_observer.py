@@ -109,3 +109,26 @@ def test_bad_step_time_is_one_line_and_exit_2(value: str) -> None:
 def test_bad_step_time_in_the_api_is_an_input_error(value: object) -> None:
     with pytest.raises(InputError, match="step_time_ms"):
         analyze([ROOT / "samples" / "decode-eager"], use_cache=False, step_time_ms=value)  # type: ignore[arg-type]
+
+
+def test_launch_bound_says_what_the_profiler_costs_and_stays_critical_when_the_host_sets_the_pace() -> None:
+    """The eager decode: launch-bound names the profiler's share of its idle and the step without it; the host
+    still sets the pace without the profiler (24.5 of 51.7 ms is no GPU floor of 3.6 ms), so it stays critical."""
+    finding = next(f for f in analyze([ROOT / "samples" / "decode-eager"], use_cache=False).findings
+                   if f.rule == "launch-bound")
+    evidence = {e.name: e.value for e in finding.evidence if e.unit == "ms"}
+    assert finding.severity == "critical" and "The profiler itself may cost" in finding.message
+    assert 0.3 * evidence["idle between launches"] < evidence["of it the profiler's own cost (estimate)"] \
+        < evidence["idle between launches"]
+    assert evidence["step without the profiler (estimate)"] == pytest.approx(23.328, rel=0.15)
+
+
+def test_critical_unless_holds_a_finding_back_from_critical(tmp_path: Path) -> None:
+    """A rule's critical_unless, where it holds for the row, keeps critical_above_pct from making the finding
+    critical: launch-bound on the eager decode with the condition always true is a warning (the built-in rule's
+    condition is gpu_paced, the estimate's verdict)."""
+    (tmp_path / "launch-bound.yaml").write_text(
+        yaml.safe_dump({"extends": "launch-bound", "id": "launch-bound", "critical_unless": "traced_step_ns > 0"}))
+    finding = next(f for f in analyze([ROOT / "samples" / "decode-eager"], rules_dirs=[tmp_path],
+                                      use_cache=False).findings if f.rule == "launch-bound")
+    assert finding.severity == "warning" and finding.impact_pct > 25

@@ -12,7 +12,8 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
     values its SQL names as $name, such as the stall reason of a rule that extends a shared base),
     impact_ms (SQL expression: estimated saving in ms), impact_bytes (optional, memory rules: the saving in bytes,
     with impact_ms 0; such findings are ranked among themselves, after the time findings), critical_above_pct
-    (optional: severity becomes critical when the saving is at least this % of wall time),
+    (optional: severity becomes critical when the saving is at least this % of wall time), critical_unless
+    (optional: a SQL condition on the row under which critical_above_pct does not apply),
     scope ({rank|device|stream|kernel|step|pg|seq: SQL}),
     evidence ([{name, value (SQL), unit}]), message (text with {column} placeholders; {x_ns:time} writes a duration
     in ns readably; [[...]] parts are left out when a field in them is NULL), fix, references, and claims
@@ -90,6 +91,7 @@ class Rule:
     thresholds: dict[str, float] = field(default_factory=dict)
     params: dict[str, str | float] = field(default_factory=dict)
     critical_above_pct: float | None = None
+    critical_unless: str | None = None  # a SQL condition on the row: when it holds, critical_above_pct does not apply
     scope: dict[str, str] = field(default_factory=dict)
     evidence: list[EvidenceSpec] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
@@ -134,7 +136,9 @@ class Rule:
                    view=data["view"], when=data["when"], impact_ms=str(data["impact_ms"]),
                    message=data["message"].strip(), fix=data["fix"].strip(), thresholds=thresholds,
                    params=_params(path, data.get("params"), thresholds),
-                   critical_above_pct=data.get("critical_above_pct"), claims=_claims(path, data.get("claims")),
+                   critical_above_pct=data.get("critical_above_pct"),
+                   critical_unless=None if data.get("critical_unless") is None else str(data["critical_unless"]),
+                   claims=_claims(path, data.get("claims")),
                    absorbs=_absorbs(path, data.get("absorbs")), span=_span(path, data.get("span")),
                    scope=data.get("scope") or {},
                    impact_bytes=None if data.get("impact_bytes") is None else str(data["impact_bytes"]),

@@ -10,9 +10,10 @@ from typing import Any
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
+from tracedoc.efficiency.render import unprofiled_lines
 from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, kernel_short, short
-from tracedoc.pages.fragments import Column, number, table_html
+from tracedoc.pages.fragments import Column, Html, esc, number, table_html
 from tracedoc.report import Report
 
 TITLE = "Efficiency"
@@ -75,6 +76,12 @@ def sections(report: Report) -> list[Section]:
                                        "peak of their dtype; HFU counts recomputation; MBU: bytes moved per second, % "
                                        "of the HBM bandwidth. Peaks: " + "; ".join(sources) + ".",
                 items=[table_html(rows, STEP_COLUMNS)])]
+    if without := [line for r in report.efficiency if r["step"] is None for line in unprofiled_lines(r)]:
+        out.append(Section("Without the profiler", note="The figures above are the profiled step's. The profiler "
+                                                        "slows the host it watches; where the host sets the pace, "
+                                                        "the run without it is faster: the estimate, from the "
+                                                        "trace's own host events (docs/efficiency.md).",
+                           items=[Html("".join(f"<p>{esc(line)}</p>" for line in without))]))
     if not report.operators:
         return out
     ops = [{**o, "tflops": o["tflops"] or None, "intensity": o["intensity"] or None,

@@ -17,7 +17,7 @@
 --                     under the profiler it carries the profiler's callback, so its time scales with the host's
 --                     speed and with what the profiler does per event. k = 0.55 (0.4 at the least), calibrated on
 --                     two eager decode loops whose CUDA-event step time without the profiler is known
---                     (docs/efficiency.md): 0.58 on an H100 host without shapes, 0.51 on an H200 host with shapes
+--                     (docs/efficiency.md): 0.58 on an H100 host without shapes, 0.55 on an H200 host with shapes
 --   profiler cost     min(host-paced idle, critical events × per-event cost)
 --   unprofiled step   traced step − profiler cost (k = 0.55), never under the floor; its range runs from the
 --                     floor (the GPU's own work: the least the step can take) to the traced step less the cost at
@@ -25,7 +25,10 @@
 --   gpu_paced         the estimate lies within 10 % of the floor: without the profiler the GPU sets the pace
 --   recorded with     what the trace shows the profiler ran with: shapes (op_shapes rows), stacks (Python frames),
 --                     memory (allocator events)
--- One row per source with steady steps and launch calls; times are means per steady step, in ns.
+-- profiler_cost_sum_ns: the cost over all the steady steps, for the findings whose idle it lengthens
+-- (gpu.launch's launch-bound, attribution.host's gpu-idle-host-bound).
+-- One row per PyTorch trace with steady steps and launch calls (the cost is the PyTorch profiler's: Nsight Systems
+-- costs the host far less per event and is not modelled); times are means per steady step, in ns.
 -- include: trace.steps
 -- include: intervals.merge
 
@@ -38,7 +41,7 @@ FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step);
 -- while work from before the analysed window still runs): when the GPU was busy, per source.
 CREATE OR REPLACE TEMP VIEW efficiency_observer_gpu AS
 SELECT source_id AS k, ts_ns AS s, end_ns AS e FROM trace_step_work;
-CREATE OR REPLACE TEMP TABLE efficiency_observer_busy AS
+CREATE OR REPLACE TEMP VIEW efficiency_observer_busy AS
 SELECT k AS source_id, s AS ts_ns, e AS end_ns FROM intervals_merge('efficiency_observer_gpu');
 
 CREATE OR REPLACE TEMP TABLE efficiency_observer AS
@@ -78,8 +81,9 @@ per_step AS (
     SELECT sp.source_id, sp.rank, sp.step, sp.traced_ns, coalesce(b.floor_ns, 0) AS floor_ns,
            coalesce(e.host_events, 0) AS host_events, coalesce(e.critical_events, 0) AS critical_events,
            l.launch_call_ns
-    FROM spans sp JOIN launches l USING (source_id)
+    FROM spans sp JOIN launches l USING (source_id) JOIN sources src USING (source_id)
     LEFT JOIN busy b USING (source_id, step) LEFT JOIN events e USING (source_id, step)
+    WHERE src.format = 'torch'
 ),
 costed AS (
     SELECT *, traced_ns - floor_ns AS idle_ns,
@@ -98,7 +102,7 @@ SELECT c.source_id, any_value(c.rank) AS rank, count(*) AS steps,
        avg(c.traced_ns) AS traced_ns, avg(c.floor_ns) AS floor_ns, avg(c.idle_ns) AS idle_ns,
        avg(c.host_events) AS host_events, avg(c.critical_events) AS critical_events,
        any_value(c.launch_call_ns) AS launch_call_ns, 0.55 * any_value(c.launch_call_ns) AS event_cost_ns,
-       avg(c.cost_ns) AS profiler_cost_ns,
+       avg(c.cost_ns) AS profiler_cost_ns, sum(c.cost_ns) AS profiler_cost_sum_ns,
        avg(c.traced_ns - c.cost_ns) AS unprofiled_ns,
        avg(c.floor_ns) AS unprofiled_low_ns,
        avg(c.traced_ns - c.cost_low_ns) AS unprofiled_high_ns,
