@@ -15,13 +15,13 @@
 --   per-event cost    k × the median duration of the trace's kernel launch calls (cudaLaunchKernel,
 --                     cuLaunchKernel…): a launch call is the same small piece of host work in every program, and
 --                     under the profiler it carries the profiler's callback, so its time scales with the host's
---                     speed and with what the profiler does per event. k = 0.55 (0.4 at the least), calibrated on
+--                     speed and with what the profiler does per event. k = 0.55 (0.3 at the least), calibrated on
 --                     two eager decode loops whose CUDA-event step time without the profiler is known
 --                     (docs/efficiency.md): 0.58 on an H100 host without shapes, 0.55 on an H200 host with shapes
 --   profiler cost     min(host-paced idle, critical events × per-event cost)
 --   unprofiled step   traced step − profiler cost (k = 0.55), never under the floor; its range runs from the
 --                     floor (the GPU's own work: the least the step can take) to the traced step less the cost at
---                     k = 0.4 (the least the profiler can have cost), never above the traced step
+--                     k = 0.3 (the least the profiler can have cost), never above the traced step
 --   gpu_paced         the estimate lies within 10 % of the floor: without the profiler the GPU sets the pace
 --   recorded with     what the trace shows the profiler ran with: shapes (op_shapes rows), stacks (Python frames),
 --                     memory (allocator events)
@@ -88,7 +88,7 @@ per_step AS (
 costed AS (
     SELECT *, traced_ns - floor_ns AS idle_ns,
            least(traced_ns - floor_ns, critical_events * 0.55 * launch_call_ns) AS cost_ns,
-           least(traced_ns - floor_ns, critical_events * 0.40 * launch_call_ns) AS cost_low_ns
+           least(traced_ns - floor_ns, critical_events * 0.30 * launch_call_ns) AS cost_low_ns
     FROM per_step
 ),
 options AS (
