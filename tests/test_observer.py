@@ -1,7 +1,7 @@
 """The profiler's own cost and the step without it (efficiency.observer), against the step times the workloads
 measured without the profiler: every sample whose expected.yaml holds ``truth: step_ms_unprofiled`` (its median
-where it gives the steps' spread; new samples are covered as they come), and the H200 traces of tests/data/efficiency-h200, whose counts.json holds the step
-time between CUDA events without the profiler."""
+where it gives the steps' spread; new samples are covered as they come), and the H200 traces of
+tests/data/efficiency-h200, whose counts.json holds the step time between CUDA events without the profiler."""
 
 from __future__ import annotations
 
