@@ -41,9 +41,11 @@ FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step);
 -- while work from before the analysed window still runs): when the GPU was busy, per source.
 CREATE OR REPLACE TEMP VIEW efficiency_observer_gpu AS
 SELECT source_id AS k, ts_ns AS s, end_ns AS e FROM trace_step_work;
+-- That work merged: source_id, ts_ns, end_ns of each stretch the GPU was busy.
 CREATE OR REPLACE TEMP VIEW efficiency_observer_busy AS
 SELECT k AS source_id, s AS ts_ns, e AS end_ns FROM intervals_merge('efficiency_observer_gpu');
 
+-- The estimate per source (the columns the header describes).
 CREATE OR REPLACE TEMP TABLE efficiency_observer AS
 WITH spans AS (
     SELECT s.source_id, s.rank, s.step, s.ts_ns,
