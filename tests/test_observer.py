@@ -136,3 +136,12 @@ def test_critical_unless_holds_a_finding_back_from_critical(tmp_path: Path) -> N
     finding = next(f for f in analyze([ROOT / "samples" / "decode-eager"], rules_dirs=[tmp_path],
                                       use_cache=False).findings if f.rule == "launch-bound")
     assert finding.severity == "warning" and finding.impact_pct > 25
+
+
+def test_no_profiler_cost_is_claimed_for_nsight_systems() -> None:
+    """An Nsight Systems capture gets no estimate: its host-bound finding names no profiler cost (the cost modelled
+    is the PyTorch profiler's)."""
+    findings = analyze([ROOT / "samples" / "nsys-cupy-nopool"], use_cache=False).findings
+    host = [f for f in findings if f.rule in ("gpu-idle-host-bound", "launch-bound")]
+    assert host and not any("profiler" in e.name for f in host for e in f.evidence)
+    assert not any("The profiler itself" in f.message for f in host)

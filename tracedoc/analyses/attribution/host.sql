@@ -61,9 +61,10 @@ FROM dominant d LEFT JOIN trace_framework f USING (source_id);
 -- unprofiled_step_ns, traced_step_ns and gpu_paced, as gpu.launch's gpu_launch_overhead has them.
 CREATE OR REPLACE TEMP VIEW attribution_host_bound AS
 SELECT b.*, c.* EXCLUDE (source_id, device),
-       least(o.profiler_cost_sum_ns, b.host_wait_long_ns) AS profiler_idle_ns,
-       100.0 * least(o.profiler_cost_sum_ns, b.host_wait_long_ns) / nullif(b.host_wait_long_ns, 0)
-           AS profiler_idle_pct,
+       CASE WHEN o.profiler_cost_sum_ns IS NOT NULL  -- least() would pass the idle for a missing estimate
+            THEN least(o.profiler_cost_sum_ns, b.host_wait_long_ns) END AS profiler_idle_ns,
+       CASE WHEN o.profiler_cost_sum_ns IS NOT NULL
+            THEN 100.0 * least(o.profiler_cost_sum_ns, b.host_wait_long_ns) / nullif(b.host_wait_long_ns, 0) END AS profiler_idle_pct,
        o.unprofiled_ns AS unprofiled_step_ns, o.traced_ns AS traced_step_ns, o.gpu_paced,
        CASE c.host_cause WHEN 'data_loading' THEN 'data loading' WHEN 'phase' THEN 'named phases'
                          WHEN 'host_work' THEN 'profiled host work' ELSE 'host time no profiled range covers' END

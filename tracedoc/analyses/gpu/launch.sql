@@ -41,9 +41,10 @@ GROUP BY k.source_id, k.rank, k.device;
 CREATE OR REPLACE TEMP VIEW gpu_launch_overhead AS
 SELECT i.*, l.kernel_count, l.kernels_per_step, l.median_kernel_ns, l.tiny_kernel_pct,
        l.median_launch_latency_ns, l.p90_launch_latency_ns, l.graph_kernel_count,
-       least(o.profiler_cost_sum_ns, i.host_wait_short_ns) AS profiler_idle_ns,
-       100.0 * least(o.profiler_cost_sum_ns, i.host_wait_short_ns) / nullif(i.host_wait_short_ns, 0)
-           AS profiler_idle_pct,
+       CASE WHEN o.profiler_cost_sum_ns IS NOT NULL  -- least() would pass the idle for a missing estimate
+            THEN least(o.profiler_cost_sum_ns, i.host_wait_short_ns) END AS profiler_idle_ns,
+       CASE WHEN o.profiler_cost_sum_ns IS NOT NULL
+            THEN 100.0 * least(o.profiler_cost_sum_ns, i.host_wait_short_ns) / nullif(i.host_wait_short_ns, 0) END AS profiler_idle_pct,
        o.unprofiled_ns AS unprofiled_step_ns, o.traced_ns AS traced_step_ns, o.gpu_paced,
        CASE WHEN coalesce(f.pytorch, true)
             THEN 'Launch fewer, larger pieces of work: capture the steady-state step in a CUDA graph '
