@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from tracedoc.errors import RuleError
-from tracedoc.judge.files import builtin_folder, read_rule, rule_files
+from tracedoc.judge.files import builtin_folder, builtin_mappings, read_rule, rule_files
 from tracedoc.judge.savings import CAUSES, Claim
 from tracedoc.judge.template import TemplateError, fill
 from tracedoc.report import SEVERITIES
@@ -107,10 +107,10 @@ class Rule:
         return {RULE_ID_PARAM: self.id, **self.params, **self.thresholds, **(overrides or {}).get(self.id, {})}
 
     @classmethod
-    def from_file(cls, path: Path | Traversable, source: str) -> Rule:
-        """Parse and validate one rule file (with the bases it extends); a malformed one raises RuleError naming
-        the file."""
-        data = read_rule(path)
+    def from_file(cls, path: Path | Traversable, source: str, data: dict[str, Any] | None = None) -> Rule:
+        """Parse and validate one rule file (with the bases it extends; ``data``: that file as ``read_rule`` gave
+        it already); a malformed one raises RuleError naming the file."""
+        data = read_rule(path) if data is None else data
         missing = [k for k in _REQUIRED if data.get(k) in (None, "")]
         if missing:
             raise RuleError(f"{path}: rule is missing {', '.join(missing)}")
@@ -210,8 +210,13 @@ def _span(path: Path | Any, spec: Any) -> SpanSpec | None:
 
 @functools.cache
 def _builtin_rules() -> tuple[Rule, ...]:
-    """The rules shipped with tracedoc, parsed once per process (the CLI and the API both ask for them)."""
-    return tuple(Rule.from_file(f, "built-in") for f in rule_files(builtin_folder()))
+    """The rules shipped with tracedoc, parsed once per process (the CLI and the API both ask for them), their
+    files read from the cache between processes (files.builtin_mappings) and checked each time."""
+    from tracedoc.store.cache import default_cache_dir  # here: the store imports DuckDB, which rules need not
+
+    files = rule_files(builtin_folder())
+    return tuple(Rule.from_file(f, "built-in", data)
+                 for f, data in zip(files, builtin_mappings(files, default_cache_dir()), strict=True))
 
 
 def load_rules(user_dirs: tuple[Path, ...] | list[Path] = ()) -> list[Rule]:
