@@ -219,3 +219,48 @@ def test_diff_compares_mfu_and_the_operators_time_and_tflops(tmp_path: Path) -> 
     assert mm["change_ms"] == pytest.approx(mm["after_ms"] - mm["before_ms"], abs=1e-3)
     text = CliRunner().invoke(cli, ["diff", str(before), str(after), "--cache-dir", str(tmp_path / "cache")]).output
     assert "MFU 16.1% → 53.9%" in text and "aten::mm" in text
+
+
+def test_training_step_heads_with_mfu_and_mbu_beside(tmp_path: Path) -> None:
+    """A step with a backward pass is a training step: the headline gives its MFU first with its MBU beside it; the
+    eager decode (no backward, memory-bound) is a decode step, headed by its MBU alone."""
+    report = report_of("gpt-step-base", tmp_path)
+    row = rank_row(report)
+    assert row["workload"] == "training"
+    assert report.summary["efficiency"] == (f"MFU {row['mfu_pct']:.1f}% of NVIDIA H200 SXM bf16 dense, "
+                                            f"MBU {row['mbu_pct']:.1f}% of its HBM bandwidth")
+    decode = report_of("decode-eager-shapes", tmp_path)
+    assert rank_row(decode)["workload"] == "decode"
+    assert decode.summary["efficiency"].startswith("MBU") and "MFU" not in decode.summary["efficiency"]
+
+
+def test_memory_bound_training_step_gets_training_advice(tmp_path: Path) -> None:
+    """The GPT-2-shaped training step judged against a peak of 100 PFLOP/s (--peak-tflops: the ridge point moves
+    past every op, so the real step reads as memory-bound, as a conv net's does on the H200): the headline still
+    leads with MFU, and low-mbu's advice is a training step's (fuse the norms and elementwise ops), with its op mix
+    in the message, not the decode advice it gives the eager decode loop."""
+    report = report_of("gpt-step-gpt2", tmp_path, peaks=Options(peak_tflops=1e5))
+    row = rank_row(report)
+    assert row["bound"] == "memory" and row["workload"] == "training"
+    assert report.summary["efficiency"].startswith("MFU 0.2% of the given peak bf16 dense, MBU 14.")
+    finding = next(f for f in report.findings if f.rule == "low-mbu")
+    assert "(training step)" in finding.message
+    assert "normalisation" in finding.message and "elementwise" in finding.message
+    assert "torch.compile" in finding.fix and "decode" not in finding.fix and "CUDA graph" not in finding.fix
+    decode = next(f for f in report_of("decode-eager-shapes", tmp_path).findings if f.rule == "low-mbu")
+    assert "(decode step)" in decode.message and "capture the decode step in a CUDA graph" in decode.fix
+    assert "torch.compile(model)" not in decode.fix
+
+
+def test_bytes_per_step_alone_gives_mbu_on_cuda_graphs(tmp_path: Path) -> None:
+    """A decode replayed from CUDA graphs has no operators in the trace; --bytes-per-step alone (its weights and KV
+    cache read per step) gives MBU over the trace's step time, and MFU says it needs --flops-per-step."""
+    trace = [ROOT / "samples" / "decode-cudagraph" / "trace.json.gz"]
+    per_step = COUNTS["decode-eager-shapes"]["weights_kv_bytes_per_step"]
+    report = analyze(trace, cache_dir=tmp_path, peaks=Options(bytes_per_step=per_step))
+    row = rank_row(report)
+    assert row["note"] is None and row["mfu_pct"] is None
+    assert row["mbu_pct"] == pytest.approx(100 * per_step / (row["step_ms"] / 1e3) / (row["peak"]["gbps"] * 1e9),
+                                           rel=1e-3)
+    assert report.summary["efficiency"] == (f"MBU {row['mbu_pct']:.1f}% of NVIDIA H100 SXM HBM bandwidth "
+                                            "(MFU needs --flops-per-step)")

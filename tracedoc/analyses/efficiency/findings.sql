@@ -14,6 +14,15 @@
 --                     on large bf16 products on H100 and H200), and half the non-product ops' time (fused into
 --                     their neighbours, as torch.compile does)
 --   mbu_saving_ns     ops brought to 80 % of peak bandwidth (their time above it: a large copy reaches 85 to 90 %)
+-- The op mix of the ops that do no products, per step (what low-mbu's advice follows):
+--   norm_step_ns        normalisation (batch, layer, group, RMS and instance norms, forward and backward)
+--   layout_step_ns      layout: copies, casts and contiguous/permute/cat copies, and the NCHW↔NHWC transposes
+--                       cuDNN runs inside convolutions whose activations are not channels_last
+--   elementwise_step_ns the others: activations, adds, multiplies, dropout, losses, reductions
+--   optimizer_step_ns   the optimizer (above)
+--   op_mix              those four as text, largest first
+--   mbu_fix_text        low-mbu's advice for the workload (efficiency.steps: training, prefill or decode) and the
+--                       op mix: fusion and channels_last for a training step, CUDA graphs and batching for decode
 -- The named ops (worst_gemms, worst_ops): the op and shape that lose the most, with their TFLOP/s or GB/s and
 -- the dims that are no multiple of 64 (tensor-core tiles: such dims leave tiles partly empty).
 -- include: efficiency.operators
@@ -81,6 +90,27 @@ nonmatmul AS (  -- the three non-product ops with the most GPU time, ms per step
           WHERE l.kind IN ('memory', 'copy', 'optimizer') GROUP BY l.source_id, l.name)
     WHERE k <= 3 GROUP BY source_id
 ),
+mix AS (  -- the non-product ops' GPU time by what they do (the op mix above)
+    SELECT source_id,
+           coalesce(sum(gpu_ns) FILTER (WHERE class = 'normalisation'), 0) AS norm_ns,
+           coalesce(sum(gpu_ns) FILTER (WHERE class = 'layout'), 0) AS layout_op_ns,
+           coalesce(sum(gpu_ns) FILTER (WHERE class = 'elementwise'), 0) AS elementwise_ns,
+           bool_or(kind = 'conv') AS convs
+    FROM (SELECT *, CASE WHEN kind NOT IN ('memory', 'copy') THEN NULL
+                         WHEN regexp_matches(name, '(batch|layer|group|rms|instance)_norm') THEN 'normalisation'
+                         WHEN kind = 'copy' OR regexp_matches(name, '^aten::(permute|transpose|contiguous|cat|stack|'
+                                                                    || 'constant_pad_nd|pad|flip|roll)$')
+                             THEN 'layout'
+                         ELSE 'elementwise' END AS class
+          FROM efficiency_op_losses)
+    GROUP BY source_id
+),
+transposes AS (  -- the NCHW↔NHWC kernels cuDNN runs inside convolutions of activations not in channels_last
+    SELECT c.source_id, sum(k.gpu_ns) AS transpose_ns
+    FROM efficiency_op_kernels k JOIN efficiency_op_costs c USING (op_id) JOIN efficiency_steps USING (source_id, step)
+    WHERE c.kind = 'conv' AND (k.kernel ILIKE '%nchwToNhwc%' OR k.kernel ILIKE '%nhwcToNchw%')
+    GROUP BY c.source_id
+),
 slow_bw AS (  -- the three ops furthest below peak bandwidth
     SELECT source_id, string_agg(name || ' ' || shape || ' (' || round(gpu_ns / 1e6, 2) || ' ms in ' || n || ' calls at '
                                  || CAST(round(gbps) AS BIGINT) || ' GB/s, ' || CAST(round(100 * gbps / peak_gbps) AS BIGINT) || ' % of peak)',
@@ -90,7 +120,7 @@ slow_bw AS (  -- the three ops furthest below peak bandwidth
     WHERE k <= 3 GROUP BY source_id
 )
 SELECT r.source_id, r.rank, r.steps, r.step_ns / r.steps AS step_ns, r.mfu_pct, r.hfu_pct, r.mbu_pct,
-       r.achieved_tflops, r.achieved_gbps, r.peak_tflops, r.peak_gbps, r.coverage_pct, r.bound,
+       r.achieved_tflops, r.achieved_gbps, r.peak_tflops, r.peak_gbps, r.coverage_pct, r.bound, r.workload,
        coalesce(r.gpu, r.device_name) AS gpu, r.dtype,
        CASE WHEN r.bound = 'memory' THEN r.bytes / r.peak_gbps ELSE r.model_flops / (r.peak_tflops * 1e3) END
            AS ideal_ns,
@@ -99,7 +129,42 @@ SELECT r.source_id, r.rank, r.steps, r.step_ns / r.steps AS step_ns, r.mfu_pct, 
        greatest(r.step_ns - sum_work.work_ns, 0) AS idle_ns, p.bandwidth_loss_ns,
        p.matmul_saving_ns + p.nonmatmul_ns * 0.5 AS mfu_saving_ns,
        p.mbu_saving_ns, g.worst_gemms, coalesce(g.unaligned, false) AS unaligned_gemms, n.top_nonmatmul,
-       b.worst_ops
+       b.worst_ops,
+       m.norm_ns / r.steps AS norm_step_ns, m.elementwise_ns / r.steps AS elementwise_step_ns,
+       (m.layout_op_ns + coalesce(tr.transpose_ns, 0)) / r.steps AS layout_step_ns,
+       nullif(array_to_string(list_transform(
+           list_filter(list_sort([{'ms': m.norm_ns / r.steps / 1e6, 'what': 'normalisation'},
+                                  {'ms': m.elementwise_ns / r.steps / 1e6, 'what': 'elementwise'},
+                                  {'ms': (m.layout_op_ns + coalesce(tr.transpose_ns, 0)) / r.steps / 1e6,
+                                   'what': 'layout (copies, casts, transposes)'},
+                                  {'ms': p.optimizer_ns / r.steps / 1e6, 'what': 'optimizer'}], 'DESC'),
+                       lambda x: x.ms >= 0.005),
+           lambda x: x.what || ' ' || round(x.ms, 2) || ' ms'), ', '), '') AS op_mix,
+       CASE WHEN r.workload = 'decode' THEN
+                'Keep the GPU fed: capture the decode step in a CUDA graph (torch.compile(mode="reduce-overhead")) '
+                || 'so launches stop leaving it idle, fuse the small elementwise and norm ops, and batch more '
+                || 'sequences per step so each weight read serves more tokens.'
+            WHEN r.workload = 'prefill' THEN
+                'Fuse the elementwise and normalisation ops into their neighbours (torch.compile), and run more '
+                || 'tokens per step (a larger batch or longer prompts) so each weight read serves more of them.'
+            ELSE array_to_string(list_filter([
+                CASE WHEN m.norm_ns + m.elementwise_ns >= 0.2 * p.nonmatmul_ns THEN
+                    'Fuse the normalisation and elementwise ops into the products around them: torch.compile(model) '
+                    || 'fuses them (and their backward) into a few kernels'
+                    || CASE WHEN m.convs THEN ', and folds batch norm into fewer passes' ELSE '' END END,
+                CASE WHEN m.convs THEN
+                    'Keep the convolutions'' activations in channels_last (model.to(memory_format=torch.channels_last) '
+                    || 'and the inputs too): cuDNN''s fastest bf16 kernels are NHWC, and an NCHW tensor costs a '
+                    || 'transpose each way' END,
+                CASE WHEN m.layout_op_ns >= 0.2 * p.nonmatmul_ns THEN
+                    'Cut the layout copies (.contiguous(), permutes, casts): keep tensors in the layout and dtype their '
+                    || 'consumer wants' END,
+                CASE WHEN p.optimizer_ns >= 0.2 * p.nonmatmul_ns THEN
+                    'Keep the optimizer fused (AdamW(fused=True)) or step it less often per sample (a larger batch)'
+                    END,
+                'A larger batch per GPU raises the FLOPs per byte of every op'], lambda x: x IS NOT NULL), '. ')
+                || '.'
+       END AS mbu_fix_text
 FROM efficiency_by_rank r
 JOIN parts p USING (source_id)
 JOIN (SELECT source_id, sum(work_ns) AS work_ns, sum(modelled_ns) AS modelled_ns FROM efficiency_steps
@@ -107,5 +172,7 @@ JOIN (SELECT source_id, sum(work_ns) AS work_ns, sum(modelled_ns) AS modelled_ns
 LEFT JOIN gemms g USING (source_id)
 LEFT JOIN nonmatmul n USING (source_id)
 LEFT JOIN slow_bw b USING (source_id)
+LEFT JOIN mix m USING (source_id)
+LEFT JOIN transposes tr USING (source_id)
 WHERE r.note IS NULL
 );
