@@ -264,3 +264,68 @@ def test_bytes_per_step_alone_gives_mbu_on_cuda_graphs(tmp_path: Path) -> None:
                                            rel=1e-3)
     assert report.summary["efficiency"] == (f"MBU {row['mbu_pct']:.1f}% of NVIDIA H100 SXM HBM bandwidth "
                                             "(MFU needs --flops-per-step)")
+
+
+CONV_STEP = ROOT / "samples" / "conv-step"
+AUTOCAST_STEP = ROOT / "samples" / "autocast-step"
+
+
+@pytest.mark.skipif(not CONV_STEP.exists(), reason="the conv-step sample is recorded apart (workloads/conv_step)")
+def test_conv_training_step_is_judged_as_training(tmp_path: Path) -> None:
+    """conv-step, a ResNet-50 bf16 training step: memory-bound by its ops (batch norm, elementwise), yet headed by
+    its MFU with its MBU beside it; low-mbu's advice is a conv net's (fuse, channels_last), never decode's."""
+    report = analyze([CONV_STEP], cache_dir=tmp_path)
+    row = rank_row(report)
+    assert row["workload"] == "training" and row["bound"] == "memory"
+    assert report.summary["efficiency"].startswith(f"MFU {row['mfu_pct']:.1f}% of NVIDIA H200 SXM bf16 dense, MBU ")
+    finding = next(f for f in report.findings if f.rule == "low-mbu")
+    assert "(training step)" in finding.message and "normalisation" in finding.message
+    assert "channels_last" in finding.fix and "torch.compile" in finding.fix
+    for decode in ("decode", "CUDA graph", "tokens"):
+        assert decode not in finding.fix
+    assert not any("generative-ai" in r for r in finding.references[:1])
+
+
+@pytest.mark.skipif(not AUTOCAST_STEP.exists(), reason="the autocast-step sample is recorded apart")
+def test_autocast_weight_casts_are_counted_apart(tmp_path: Path) -> None:
+    """autocast-step: fp32 Linear weights cast to bf16 inside every product, once a step. tracedoc counts the casts
+    apart from the products: their bytes equal the sample's truth (135,528,448 fp32 elements read and written as
+    bf16: 813,170,688 bytes a step), and the finding names them with their time."""
+    import yaml
+    truth = yaml.safe_load((AUTOCAST_STEP / "expected.yaml").read_text())["truth"]
+    report = analyze([AUTOCAST_STEP], cache_dir=tmp_path)
+    finding = next(f for f in report.findings if f.rule in ("low-mfu", "low-mbu"))
+    assert "fp32 weights cast to bf16 every step" in finding.message and "bf16" in finding.fix
+    casts = next(e.value for e in finding.evidence if e.name == "fp32 weights cast to bf16 per step")
+    assert 0 < casts < rank_row(report)["step_ms"] / 10
+    from tracedoc.api import discover, open_store
+    store, _ = open_store(discover([AUTOCAST_STEP]), tmp_path / "store")
+    with store:
+        store.include("efficiency.findings")
+        per_step = store.scalar("SELECT weight_cast_step_bytes FROM efficiency_findings")
+    assert per_step == truth["cast_bytes_per_step"]
+
+
+COMPILE_STEP = ROOT / "samples" / "compile-step"
+
+
+@pytest.mark.skipif(not COMPILE_STEP.exists(), reason="the compile-step sample is recorded apart")
+def test_compiled_step_models_its_triton_kernels(tmp_path: Path) -> None:
+    """compile-step: a Llama-style step under torch.compile, 23 % of its kernel time in Inductor's Triton kernels.
+    The profiler records each Triton launch as an op with its arguments' shapes: tracedoc gives them bytes (each
+    argument once), so nearly all the GPU time has a model, and FLOPs stay FlopCounterMode's (Triton's pointwise and
+    reduction kernels do no products); no low-mfu at about 44 % MFU."""
+    import yaml
+    truth = yaml.safe_load((COMPILE_STEP / "expected.yaml").read_text())["truth"]
+    report = analyze([COMPILE_STEP], cache_dir=tmp_path)
+    row = rank_row(report)
+    assert row["flop_model_coverage_pct"] > 99
+    assert row["model_flops"] == pytest.approx(truth["flops_per_step"], rel=0.001)
+    triton = [o for o in report.operators if o["op"].startswith("triton_")]
+    assert triton and all(o["bytes"] > 0 and not o["flops"] and o["kind"] == "memory" for o in triton)
+    # an argument a kernel gathers from (an embedding table, the logits nll_loss picks one of per row) is counted
+    # whole: those kernels read over 100 % of roofline; they are the gathers, and a small share of the time
+    over = [o for o in triton if o["roofline_pct"] > 100]
+    assert all("embedding" in o["op"] or "nll_loss" in o["op"] for o in over)
+    assert sum(o["gpu_ms"] for o in over) < 0.1 * sum(o["gpu_ms"] for o in triton)
+    assert not [f for f in report.findings if f.rule == "low-mfu"]
