@@ -89,7 +89,7 @@ GRAPHS_NOTE = ("the steps run in CUDA graphs: their operators and shapes are not
 NO_SHAPES_NOTE = "the trace has no operator shapes (record with record_shapes=True, or give --flops-per-step)"
 _NOTES = (GRAPHS_NOTE, NO_SHAPES_NOTE)  # efficiency.steps words them alike
 _NONE = dict.fromkeys(("step_ms", "model_flops", "hardware_flops", "achieved_tflops", "mfu_pct", "hfu_pct", "bytes",
-                       "achieved_gbps", "mbu_pct", "flop_model_coverage_pct", "bound", "workload"))
+                       "achieved_gbps", "mbu_pct", "flop_model_coverage_pct", "bound"))
 
 
 def _row(r: dict[str, Any], step: int | None) -> dict[str, Any]:
