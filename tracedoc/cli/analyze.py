@@ -66,7 +66,7 @@ from tracedoc.words.sanitize import one_line, terminal_text
                    "record_shapes off, Nsight Systems): MFU from it and the step time.")
 @click.option("--bytes-per-step", type=click.FloatRange(min=0, min_open=True), default=None,
               help="The bytes one step must move (decode: weights + KV cache), for MBU where the trace holds no "
-                   "shapes.")
+                   "shapes (CUDA graphs): alone, it gives MBU without MFU.")
 @cluster_options()
 @one_line_errors
 def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ...],

@@ -56,6 +56,9 @@ FROM (SELECT o.op_id, o.ts_ns, any_value(o.cast_bytes) AS cast_bytes, sum(l.dur_
       GROUP BY o.op_id, o.ts_ns)
 GROUP BY op_id;
 
+-- Each op's losses over the steady steps, per name, shape, kind and dtype: its GPU time (a product's without the
+-- weight casts above), FLOPs, bytes, the time above its FLOP and its byte roofline, TFLOP/s, GB/s, and the
+-- dimensions of a product that are no multiple of 64.
 CREATE OR REPLACE TEMP TABLE efficiency_op_losses AS
 WITH steady AS (
     SELECT c.* REPLACE (c.gpu_ns - coalesce(w.cast_ns, 0) AS gpu_ns), st.peak_gbps, coalesce(
