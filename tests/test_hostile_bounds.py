@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.hostile_report import hostile_report
+from tests.hostile_rules import alias_bomb, deep_extends, with_field
 
 _RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -78,3 +79,76 @@ def test_saved_reports_with_escapes_diffed(tmp_path: Path) -> None:
     outcome = tracedoc("diff", str(saved), str(saved), "--format", "text")
     assert outcome.code == 0, outcome.err
     assert not _RAW_CONTROL.search(outcome.out)
+
+
+# 2. Rule files are untrusted: expressions, not statements; no file access; bounded YAML and bases.
+
+KINETO = ROOT / "samples" / "decode-compile" / "trace.json.gz"
+
+
+def test_rule_field_of_several_statements_is_refused_at_load(tmp_path: Path) -> None:
+    """A rule whose `when` is `true; COPY (SELECT 42) TO '<file>'; SELECT 1`: refused as the rules load, before
+    any statement runs, so the file is never written."""
+    target = tmp_path / "file.csv"
+    rules = with_field(tmp_path / "rules", "copy-when", "when", f"\"true; COPY (SELECT 42) TO '{target}'; SELECT 1\"")
+    outcome = tracedoc("analyze", "--no-cache", str(KINETO), "--rules", str(rules))
+    assert_refused(outcome, "copy-when.yaml", "when must be one SQL expression")
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("key", ["impact_ms", "view"])
+def test_other_rule_sql_of_several_statements_is_refused(tmp_path: Path, key: str) -> None:
+    """The same in impact_ms and in the view a rule reads; a ';' inside a string or a comment is no statement
+    end, and such a rule loads."""
+    rules = with_field(tmp_path / "rules", "two-statements", key, "\"gpu_launch_overhead; SELECT 1\"")
+    assert_refused(tracedoc("rules", "--rules", str(rules)), f"{key} must be one SQL expression")
+    rules = with_field(tmp_path / "quoted", "quoted-semicolon", "when", "\"rank::VARCHAR <> 'a;b' -- ;\"")
+    outcome = tracedoc("analyze", "--no-cache", str(KINETO), "--rules", str(rules), "--format", "json")
+    assert outcome.code == 0, outcome.err
+
+
+def test_rule_sql_cannot_read_files_after_ingest(tmp_path: Path) -> None:
+    """A rule whose `when` reads a file (read_text of a file holding a marker): the analysis connection is
+    locked after ingest (no external access), so the rule fails as a one-line rule error and the marker never
+    reaches the report; from a cached store (opened read-only), too."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("MARKER-1234")
+    rules = with_field(tmp_path / "rules", "read-file", "when",
+                       f"\"(SELECT content FROM read_text('{secret}')) LIKE 'MARKER%'\"")
+    cache = tmp_path / "cache"
+    for _ in range(2):  # ingested into the cache, then read from it
+        outcome = tracedoc("analyze", "--cache-dir", str(cache), str(KINETO), "--rules", str(rules))
+        assert_refused(outcome, "rule read-file", "disabled")
+        assert "MARKER" not in outcome.out + outcome.err
+    assert list(cache.glob("*.duckdb"))
+
+
+def test_locked_store_still_spills_under_its_memory_limit() -> None:
+    """A store under a 64 MiB memory cap, locked as after ingest: sorting more than the cap still completes
+    (DuckDB spills to the temp directory set at connection)."""
+    from tracedoc.limits import Limits
+    from tracedoc.store import Store
+
+    with Store.create(None, Limits(memory_bytes=64 << 20)) as store:
+        store.lock()
+        store.lock()  # twice: once locked, nothing to change
+        store.con.execute("CREATE TEMP TABLE wide AS SELECT i, md5(i::VARCHAR) || md5((i + 1)::VARCHAR) AS s "
+                          "FROM range(2000000) r(i)")
+        assert store.scalar("SELECT count(*) FROM (SELECT s FROM wide ORDER BY s DESC OFFSET 5)") == 1_999_995
+        assert store.scalar("SELECT current_setting('enable_external_access')") is False
+
+
+def test_yaml_alias_bomb_in_a_rule_file_is_refused_fast(tmp_path: Path) -> None:
+    """A rule file of a few hundred bytes whose references expand to 10**9 strings through nested aliases:
+    refused as it is read, in little CPU time."""
+    outcome = tracedoc("analyze", "--no-cache", str(KINETO), "--rules", str(alias_bomb(tmp_path / "rules")),
+                       cpu_limit_s=60)
+    assert_refused(outcome, "bomb-rule.yaml", "more than 100,000 values")
+    assert outcome.cpu_s < 15, outcome.cpu_s
+
+
+def test_extends_chain_1000_deep_is_refused(tmp_path: Path) -> None:
+    """A rule extending a base that extends another, 1,000 deep: one line, exit 2, bounded."""
+    outcome = tracedoc("rules", "--rules", str(deep_extends(tmp_path / "rules")), cpu_limit_s=60)
+    assert_refused(outcome, "deep-rule.yaml", "deeper than 32 bases")
+    assert outcome.cpu_s < 15, outcome.cpu_s

@@ -90,6 +90,7 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
     if progress:
         progress("analysing")
     store.fit_threads()
+    store.lock()
     store.set_step_range(step_range)
     if peaks is not None:
         peaks.apply(store)
