@@ -6,6 +6,7 @@ child's CPU time (never wall time, which a loaded machine stretches) or by count
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -13,12 +14,14 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT
 from tests.hostile_report import hostile_report
 from tests.hostile_rules import alias_bomb, deep_extends, with_field
+from tests.hostile_snapshot import edited_snapshot, plain_dicts_snapshot
 
 _RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -152,3 +155,44 @@ def test_extends_chain_1000_deep_is_refused(tmp_path: Path) -> None:
     outcome = tracedoc("rules", "--rules", str(deep_extends(tmp_path / "rules")), cpu_limit_s=60)
     assert_refused(outcome, "deep-rule.yaml", "deeper than 32 bases")
     assert outcome.cpu_s < 15, outcome.cpu_s
+
+
+# 3, 4. Allocator snapshots: numbers out of range, and structure that is not a snapshot's.
+
+def test_snapshot_segment_on_device_2_to_the_40(tmp_path: Path) -> None:
+    """samples/memory-oom's snapshot whose first segment is on device 2**40 (too large for the device column):
+    one line and exit 2, not an internal error."""
+    def far_device(snapshot: dict[str, Any]) -> None:
+        snapshot["segments"][0]["device"] = 2**40
+
+    outcome = tracedoc("analyze", "--no-cache", str(edited_snapshot(tmp_path / "snapshot.pickle", far_device)))
+    assert_refused(outcome, "device id 1099511627776 is out of range")
+
+
+def test_snapshot_edited_within_range_still_reads(tmp_path: Path) -> None:
+    """The same snapshot with its first segment on device 3: read, and the segment counted."""
+    def device_3(snapshot: dict[str, Any]) -> None:
+        snapshot["segments"][0]["device"] = 3
+
+    outcome = tracedoc("analyze", "--no-cache", str(edited_snapshot(tmp_path / "snapshot.pickle", device_3)),
+                       "--format", "json")
+    assert outcome.code == 0, outcome.err
+    assert json.loads(outcome.out)["inputs"][0]["format"] == "memory_snapshot"
+
+
+def test_snapshot_history_of_10m_plain_dicts_is_refused_by_structure(tmp_path: Path) -> None:
+    """A snapshot whose device 0 history is 10,000,000 empty dicts (20 MB): refused once the first 1,000 hold no
+    action, in little CPU time, where every dict used to be read."""
+    snapshot = plain_dicts_snapshot(tmp_path / "snapshot.pickle", 10_000_000, "history")
+    outcome = tracedoc("analyze", "--no-cache", str(snapshot), cpu_limit_s=60)
+    assert_refused(outcome, "not an allocator snapshot", "first 1,000 history entries of device 0")
+    assert outcome.cpu_s < 10, outcome.cpu_s
+
+
+def test_snapshot_of_10m_plain_dicts_under_an_unread_key_is_bounded(tmp_path: Path) -> None:
+    """A snapshot of no segments and no history but 10,000,000 empty dicts under a key tracedoc does not read:
+    they are counted, never held, and refused at the reader's budget of values (2,000,000 for a small file)."""
+    snapshot = plain_dicts_snapshot(tmp_path / "snapshot.pickle", 10_000_000, "external_annotations")
+    outcome = tracedoc("analyze", "--no-cache", str(snapshot), cpu_limit_s=90)
+    assert_refused(outcome, "over 2,000,000 values")
+    assert outcome.cpu_s < 30, outcome.cpu_s
