@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
+from tests.hostile_memory import TRACE, many_ooms_snapshot, many_ooms_trace
 from tests.hostile_report import hostile_report
 from tests.hostile_rules import alias_bomb, deep_extends, with_field
 from tests.hostile_snapshot import edited_snapshot, plain_dicts_snapshot
@@ -195,4 +196,50 @@ def test_snapshot_of_10m_plain_dicts_under_an_unread_key_is_bounded(tmp_path: Pa
     snapshot = plain_dicts_snapshot(tmp_path / "snapshot.pickle", 10_000_000, "external_annotations")
     outcome = tracedoc("analyze", "--no-cache", str(snapshot), cpu_limit_s=90)
     assert_refused(outcome, "over 2,000,000 values")
+    assert outcome.cpu_s < 30, outcome.cpu_s
+
+
+# 5. Many out-of-memory failures: the work bounded by what is reported, the first ten and a count.
+
+def _oom_findings(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for f in report["findings"] if f["rule"] == "oom"]
+
+
+def test_50000_out_of_memory_events_in_a_trace(tmp_path: Path) -> None:
+    """samples/memory-oom's trace with its '[OutOfMemory]' event 50,000 times: ten failures are judged, the
+    others counted, in bounded CPU time."""
+    trace = many_ooms_trace(tmp_path / "trace.json.gz", 50_000)
+    outcome = tracedoc("analyze", "--no-cache", str(trace), "--format", "json")
+    assert outcome.code == 0, outcome.err
+    ooms = _oom_findings(json.loads(outcome.out))
+    assert len(ooms) == 10
+    assert "49,990 more failures" in ooms[0]["message"]
+    assert outcome.cpu_s < 30, outcome.cpu_s
+
+
+def test_200000_out_of_memory_records_in_a_snapshot_directory(tmp_path: Path) -> None:
+    """A directory of samples/memory-oom's trace and its snapshot whose history's 'oom' entry is repeated
+    200,000 times: ten failures judged, the rest counted."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    many_ooms_snapshot(folder / "snapshot.pickle", 200_000)
+    (folder / "trace.json.gz").write_bytes(TRACE.read_bytes())
+    outcome = tracedoc("analyze", "--no-cache", str(folder), "--format", "json")
+    assert outcome.code == 0, outcome.err
+    ooms = _oom_findings(json.loads(outcome.out))
+    assert 1 <= len(ooms) <= 11  # the trace's own failure, and the snapshot's first ten
+    assert any("199,990 more failures" in f["message"] for f in ooms)
+    assert outcome.cpu_s < 40, outcome.cpu_s
+
+
+def test_5000_out_of_memory_events_on_5000_devices(tmp_path: Path) -> None:
+    """The trace's '[OutOfMemory]' event 5,000 times, each on a device id of its own: ten failures judged, the
+    memory section holds the first 64 devices and the summary counts the 4,936 left out."""
+    trace = many_ooms_trace(tmp_path / "trace.json.gz", 5_000, devices=5_000)
+    outcome = tracedoc("analyze", "--no-cache", str(trace), "--format", "json")
+    assert outcome.code == 0, outcome.err
+    report = json.loads(outcome.out)
+    assert len(_oom_findings(report)) == 10
+    assert len(report["memory"]) == 64
+    assert report["summary"]["memory_devices_left_out"] == 5_000 - 64
     assert outcome.cpu_s < 30, outcome.cpu_s
