@@ -243,3 +243,19 @@ def test_5000_out_of_memory_events_on_5000_devices(tmp_path: Path) -> None:
     assert len(report["memory"]) == 64
     assert report["summary"]["memory_devices_left_out"] == 5_000 - 64
     assert outcome.cpu_s < 30, outcome.cpu_s
+
+
+# 6. A flight-recorder dump's claims are checked as soon as they are read.
+
+def test_flight_recorder_json_of_a_million_process_groups_and_no_ranks(tmp_path: Path) -> None:
+    """samples/hang-ondemand-healthy's JSON dump of rank 1 (no records) with 1,000,000 process groups of no
+    ranks: refused as soon as the dump is parsed, before any group is read."""
+    source = ROOT / "samples" / "hang-ondemand-healthy" / "ondemand_dump_fr_trace_json.json.rank1"
+    dump = json.loads(source.read_text())
+    dump["pg_config"] = {str(i): {"name": str(i), "desc": "undefined", "ranks": "[]"} for i in range(1_000_000)}
+    path = tmp_path / "fr_trace_json.json.rank1"
+    path.write_text(json.dumps(dump))
+    del dump
+    outcome = tracedoc("analyze", "--no-cache", str(path), cpu_limit_s=60)
+    assert_refused(outcome, "1,000,000 process groups in its pg_config", "TRACEDOC_MAX_FR_GROUPS")
+    assert outcome.cpu_s < 15, outcome.cpu_s
