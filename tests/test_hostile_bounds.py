@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.hostile_memory import TRACE, many_ooms_snapshot, many_ooms_trace
+from tests.hostile_ranks import many_rank_traces
 from tests.hostile_report import hostile_report
 from tests.hostile_rules import alias_bomb, deep_extends, with_field
 from tests.hostile_snapshot import edited_snapshot, plain_dicts_snapshot
@@ -259,3 +260,36 @@ def test_flight_recorder_json_of_a_million_process_groups_and_no_ranks(tmp_path:
     outcome = tracedoc("analyze", "--no-cache", str(path), cpu_limit_s=60)
     assert_refused(outcome, "1,000,000 process groups in its pg_config", "TRACEDOC_MAX_FR_GROUPS")
     assert outcome.cpu_s < 15, outcome.cpu_s
+
+
+# 7. Many ranks: the work of drawing savings and projecting fixes grows with the ranks, not with their square.
+
+def test_300_small_ranks_draw_savings_per_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """300 copies of samples/ddp-straggler's rank 1 cut to 400 events, ranks 0 to 299 of one job: each finding
+    (one per rank) is matched against its own rank's attribution pools, and the what-if projections read the
+    attribution only for findings they can project. Counted, not timed: the matches stay within twice the pools
+    (every finding used to be matched against every rank's pools, 300 × 1,800), and the attribution is walked a
+    few times at most."""
+    from tracedoc import causes
+    from tracedoc.api import analyze
+    from tracedoc.judge import savings
+
+    calls = {"matches": 0, "rows": 0}
+    matches, in_window = savings.Claim.matches, causes.in_window
+
+    def counted_matches(self: savings.Claim, *args: Any) -> bool:
+        calls["matches"] += 1
+        return matches(self, *args)
+
+    def counted_in_window(cause: str) -> bool:
+        calls["rows"] += 1
+        return in_window(cause)
+
+    monkeypatch.setattr(savings.Claim, "matches", counted_matches)
+    monkeypatch.setattr(causes, "in_window", counted_in_window)
+    report = analyze([many_rank_traces(tmp_path / "job", 300)], use_cache=False)
+    assert report.summary["ranks"] == 300 and len(report.inputs) == 300
+    pools = len(report.attribution)
+    assert pools >= 300 and len(report.findings) >= 300
+    assert calls["matches"] <= 2 * pools, (calls, pools)
+    assert calls["rows"] <= 10 * pools, (calls, pools)
