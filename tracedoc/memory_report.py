@@ -16,6 +16,10 @@ from tracedoc.report_tables import ReportTable
 from tracedoc.store import Store
 from tracedoc.units import report_number
 
+# Entries of the memory section: a trace whose memory events name thousands of device ids (a corrupt or hostile
+# one) would otherwise take five queries per device.
+MAX_DEVICES = 64
+
 MEMORY_METRICS: dict[str, ReportTable] = {
     "memory_steps": ReportTable("memory.timeline", "memory_report_steps", "rank, device, step"),
     "memory_curve": ReportTable("memory.timeline", "memory_report_curve", "rank, device, t_ns", ("t_ns",)),
@@ -27,16 +31,17 @@ MEMORY_METRICS: dict[str, ReportTable] = {
 
 
 def memory_section(store: Store) -> list[dict[str, Any]]:
-    """The report's ``memory`` entries (empty when no input holds allocator data)."""
+    """The report's ``memory`` entries (empty when no input holds allocator data): those of the first MAX_DEVICES
+    devices (devices_left_out counts the others)."""
     if not store.applies("memory.timeline"):
         return []
     for module in ("memory.growth", "memory.peak", "memory.fragmentation", "memory.oom"):
         store.include(module)
     entries: list[dict[str, Any]] = []
-    for d in store.query("""
+    for d in store.query(f"""
             SELECT d.*, g.growth_bytes_per_step, g.r2, g.steady_steps, g.steps_to_oom
             FROM memory_by_device d LEFT JOIN memory_growth g USING (source_id, device)
-            ORDER BY d.rank, d.device, d.source_id"""):
+            ORDER BY d.rank, d.device, d.source_id LIMIT {MAX_DEVICES:d}"""):
         key = [d["source_id"], d["device"]]
         sites = store.query("SELECT site, allocations, bytes FROM memory_peak_sites WHERE source_id = ? AND "
                             "device = ? ORDER BY bytes DESC, site LIMIT 5", key)
@@ -58,8 +63,9 @@ def memory_section(store: Store) -> list[dict[str, Any]]:
             "growth_sites": growth, "fragmentation": frag[0] if frag else None, "ooms": ooms,
         }))
     # snapshots given without a trace of their run
-    for s in store.query("""
-            SELECT f.* FROM memory_fragmentation f WHERE f.source_id IS NULL ORDER BY f.snapshot_id, f.device"""):
+    for s in store.query(f"""
+            SELECT f.* FROM memory_fragmentation f WHERE f.source_id IS NULL ORDER BY f.snapshot_id, f.device
+            LIMIT {MAX_DEVICES - len(entries):d}"""):
         sites = store.query("SELECT site, blocks, bytes FROM memory_snapshot_sites WHERE snapshot_id = ? "
                             "AND device = ? ORDER BY bytes DESC, site LIMIT 5", [s["snapshot_id"], s["device"]])
         ooms = store.query("SELECT requested_bytes, device_free_bytes, site FROM memory_ooms WHERE snapshot_id = ? "
@@ -73,6 +79,15 @@ def memory_section(store: Store) -> list[dict[str, Any]]:
             "fragmentation": {k: v for k, v in s.items() if k not in ("source_id", "rank", "device")}, "ooms": ooms,
         }))
     return entries
+
+
+def devices_left_out(store: Store) -> int:
+    """How many devices with allocator data the memory section leaves out (beyond its first MAX_DEVICES)."""
+    if not store.applies("memory.timeline"):
+        return 0
+    shown = store.scalar("SELECT count(*) FROM memory_by_device") + store.scalar(
+        "SELECT count(*) FROM memory_fragmentation WHERE source_id IS NULL")
+    return max(0, int(shown) - MAX_DEVICES)
 
 
 def _numbers(value: Any) -> Any:

@@ -17,7 +17,7 @@ from tracedoc.ingest import InputFile, discover, load_all
 from tracedoc.judge import Rule, judge
 from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
-from tracedoc.memory_report import MEMORY_METRICS, memory_section
+from tracedoc.memory_report import MAX_DEVICES, MEMORY_METRICS, devices_left_out, memory_section
 from tracedoc.report import InputInfo, Report
 from tracedoc.report_tables import ReportTable, report_rows
 from tracedoc.store import Store, memory_store, open_cached_store
@@ -89,6 +89,7 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
     if progress:
         progress("analysing")
     store.fit_threads()
+    store.lock()
     store.set_step_range(step_range)
     if peaks is not None:
         peaks.apply(store)
@@ -120,6 +121,8 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
                     attribution=attribution, window=window_info(store) if summary["basis"] else {},
                     efficiency=eff, operators=efficiency.operator_rows(store) if eff else [])
     report.memory = memory_section(store)
+    if len(report.memory) >= MAX_DEVICES and (left_out := devices_left_out(store)):
+        report.summary["memory_devices_left_out"] = left_out
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
     return report
 

@@ -6,6 +6,12 @@ anything reads it, its JSON is parsed strictly (no NaN or Infinity) and its shap
 contract (schema 1): the types of every field the renderers and the diff read, and, in the metrics' rows, of the
 columns whose names say what they hold (a unit suffix such as ``_ms`` or ``_pct``: a number; ``rank``, ``step``:
 an integer; ``name``, ``kernel``: text). Every other value must be a plain JSON scalar.
+
+A saved report's strings are as untrusted as a trace's names, and the renderers print words of the report's own
+(titles, causes, summary lines) as they are: so every string read here, keys included, has its control and
+bidirectional characters written visibly and its line breaks folded (``words.sanitize.visible_strings``) before
+any renderer, the diff or the dashboard sees it, in every format: no escape sequence reaches a terminal, and no
+string starts a Markdown heading or table row of its own.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from tracedoc.errors import InputError, first_line
 from tracedoc.limits import Limits
 from tracedoc.report import REPORT_SCHEMA, SEVERITIES, Report, Scope
 from tracedoc.store import Store
+from tracedoc.words.sanitize import visible_strings
 
 _HEAD_BYTES = 1 << 20
 
@@ -32,13 +39,14 @@ def looks_like_report(path: Path) -> bool:
 
 
 def read_report(path: Path) -> Report:
-    """The report saved at ``path`` (`tracedoc analyze --format json`), once its shape is checked."""
+    """The report saved at ``path`` (`tracedoc analyze --format json`), once its shape is checked, its strings
+    with their control characters made visible."""
     try:
         data = strict_json.loads(path.read_bytes())
         if isinstance(data, dict) and data.get("kind") == "diff":
             raise InputError(f"{path}: a tracedoc diff, not a report; give a report or the traces instead")
         check_report(data)
-        return Report.from_dict(data)
+        return Report.from_dict(visible_strings(data, one_line=True))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise InputError(f"{path}: not a tracedoc JSON report ({first_line(exc)})") from None
 

@@ -10,13 +10,16 @@ hands over each record of the segment list and of each device's history as soon 
 built and written as the file is read and the snapshot is never held whole. Most of a history comes as runs of
 records read in bulk (snapshot_bulk's ``Records``), whose rows are built a column at a time; the rows go to DuckDB
 as Arrow columns (strings as dictionaries: a stack is hundreds of bytes, shared by thousands of rows). Every field
-is checked against the shape torch writes; a missing or malformed field becomes NULL.
+is checked against the shape torch writes; a missing or malformed field becomes NULL, and a device id out of range
+is bad input.
 
-What a snapshot can make the reader do is bounded by limits, not by what it claims: the file is at most
+What a snapshot can make the reader do is bounded by limits, not by what it claims (and by its structure: a list of
+segments or of a device's history whose first 1,000 records have none of torch's fields is refused): the file is at most
 ``TRACEDOC_MAX_SNAPSHOT_BYTES`` (default 4 GiB; a 1 GB snapshot is read in under 1 GiB of memory), at most 32 marks
 are open at once, and the reader turns at most ``TRACEDOC_MAX_SNAPSHOT_VALUES`` values into rows (by default one
-per 8 bytes of the file, at least 2,000,000: each segment, block, history entry and the frames of each distinct
-stack count, once per place that refers to them, before a batch's rows are built). Of each stack, 64 frames are looked
+per 8 bytes of the file, at least 2,000,000: each segment, block, history entry, item of another top-level list
+and the frames of each distinct stack count, once per place that refers to them, before a batch's rows are
+built). Of each stack, 64 frames are looked
 at and 8 kept. A snapshot belongs to no rank of its own (``per_host``, ingest/base.py): the memory analyses tie it
 to the trace of the same run by time and address.
 """
@@ -49,6 +52,8 @@ _FRAMES_SCANNED = 64
 _FRAMES_KEPT = 8
 _MAX_TEXT = 300
 _INT64 = 1 << 63
+_SHAPE_WITHIN = 1000  # records of a list read before one of torch's shape must have come
+_MAX_DEVICE = 1 << 31  # device ids are written as 32-bit integers
 # Frames of these files are the framework's, not the user's: a site is the innermost frame outside them.
 _LIBRARY = re.compile(r"(^|/)(site-packages|dist-packages|torch|lib/python3\.\d+)/|^<")
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -145,14 +150,33 @@ class _Rows:
         self.sites: dict[int, str | None] = {}  # the same by id alone, to look up a column at once
         self.texts: dict[tuple[int, ...], tuple[Any, str | None, str | None]] = {}
         self.stacks: dict[int, str | None] = {}
+        self.shaped: set[snapshot_pickle.Sink] = set()  # the sinks that have had a record of torch's shape
 
     def take(self, sink: snapshot_pickle.Sink, items: list) -> None:
+        if sink.kind == snapshot_pickle.UNREAD:  # a list no row is made of: counted, then dropped
+            self.budget.spend(sum(item.count if type(item) is Records else 1 for item in items))
+            return
+        if sink not in self.shaped:
+            self._check_shape(sink, items)
         if sink.kind == "segments":
             self._segments([d for item in items for d in (item.dicts() if type(item) is Records else (item,))])
         else:
             self._actions(sink.device, sink.count, items)
         if sum(map(len, self.tables)) >= _FLUSH_ROWS:
             self.flush()
+
+    def _check_shape(self, sink: snapshot_pickle.Sink, items: list) -> None:
+        """Refuse a list of segments or of a device's history none of whose first _SHAPE_WITHIN records has the
+        field torch always writes (a segment's total_size, an entry's action): millions of empty or foreign dicts
+        are not a snapshot, and would otherwise be read to the end before there is nothing to analyse."""
+        key = "total_size" if sink.kind == "segments" else "action"
+        if any(type(item) is Records and item.column(key) is not None
+               or type(item) is dict and key in item for item in items):
+            self.shaped.add(sink)
+        elif sink.count + len(items) >= _SHAPE_WITHIN:
+            what = "segments" if sink.kind == "segments" else f"history entries of device {sink.device}"
+            raise InputError(f"{self.path}: not an allocator snapshot (none of its first {sink.count + len(items):,} "
+                             f"{what} has a {key})")
 
     def flush(self) -> None:
         for table in self.tables:
@@ -190,7 +214,7 @@ class _Rows:
         for s in segments:
             if not isinstance(s, dict):
                 continue
-            device, address = _int(s.get("device")), _int(s.get("address"))
+            device, address = self._device(s.get("device")), _int(s.get("address"))
             blocks = s.get("blocks") if isinstance(s.get("blocks"), list) else []
             self.segments += 1
             _append(seg, device=device, address=address, total_size=_int(s.get("total_size")),
@@ -206,6 +230,14 @@ class _Rows:
                 _append(block, device=device, segment_address=address, address=_int(b.get("address")),
                         size=_int(b.get("size")), requested_size=_int(b.get("requested_size")),
                         state=_text(b.get("state")), site=site, stack=stack)
+
+    def _device(self, value: Any) -> int | None:
+        """A segment's device id (NULL when missing); one that no device has (the column is 32-bit) is bad input."""
+        device = _int(value)
+        if device is not None and not 0 <= device < _MAX_DEVICE:
+            raise InputError(f"{self.path}: malformed allocator snapshot (a segment's device id {device} is out of "
+                             "range)")
+        return device
 
     def _actions(self, device: int, seq: int, entries: list) -> None:
         self.budget.spend(sum(e.count if type(e) is Records else 1 for e in entries))  # before any row is built

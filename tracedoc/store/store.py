@@ -112,6 +112,15 @@ class Store:
         if wanted is not None and wanted < self.threads():
             self.con.execute(f"SET threads = {wanted}")
 
+    def lock(self) -> None:
+        """From here on no statement on this connection reads or writes a file, and no setting changes: what a
+        rule or analysis runs (user rules' SQL included) stays inside the store. Done after ingest, once the
+        threads are set; DuckDB still spills to the temp directory set at connection (--memory-limit), and an
+        attached store is still read."""
+        if not self.scalar("SELECT current_setting('lock_configuration')"):
+            self.con.execute("SET enable_external_access = false")
+            self.con.execute("SET lock_configuration = true")
+
     def threads(self) -> int:
         """DuckDB's threads on this connection."""
         return int(self.scalar("SELECT current_setting('threads')"))

@@ -3,8 +3,10 @@
 --
 -- The failing request, what the allocator held then (allocated and reserved, from the trace), what CUDA said was
 -- free (the snapshot), the site that asked (the snapshot's frames, else the trace's Python frame or operator), and
--- the step it happened in, and the three sites that held most at the peak before it (memory.peak). Reserved − allocated at the failure is memory the allocator held but could not use for
--- the request: when it exceeds the request, fragmentation caused the failure.
+-- the step it happened in, and the three sites that held most at the peak before it (memory.peak). Reserved −
+-- allocated at the failure is memory the allocator held but could not use for the request: when it exceeds the
+-- request, fragmentation caused the failure. Only the first ten failures of each input are kept (a program that
+-- catches the error and tries again can fail thousands of times): more_ooms counts the others (NULL: none).
 -- include: memory.timeline
 -- include: memory.snapshot
 -- include: memory.peak
@@ -15,12 +17,20 @@ WITH trace AS (
            e.total_allocated AS allocated_bytes, e.total_reserved AS reserved_bytes, c.base_ns, e.tid
     FROM memory_gpu_events e LEFT JOIN memory_trace_clock c USING (source_id)
     WHERE e.kind = 'oom'
+    QUALIFY row_number() OVER (PARTITION BY e.source_id ORDER BY e.ts_ns, e.device) <= 10
 ),
 snap AS (
     SELECT a.source_id AS snapshot_id, ss.trace_id, ss.rank, a.device, a.time_ns, a.size AS requested_bytes,
            a.device_free, a.site, a.stack
     FROM memory_actions a LEFT JOIN memory_snapshot_sources ss ON ss.snapshot_id = a.source_id
     WHERE a.action = 'oom'
+    QUALIFY row_number() OVER (PARTITION BY a.source_id ORDER BY a.time_ns, a.device, a.seq) <= 10
+),
+-- every failure of each input, of which the first ten are kept
+counted AS (
+    SELECT source_id, count(*) AS failures FROM memory_gpu_events WHERE kind = 'oom' GROUP BY ALL
+    UNION ALL
+    SELECT source_id, count(*) FROM memory_actions WHERE action = 'oom' GROUP BY ALL
 ),
 joined AS (
     SELECT t.source_id, coalesce(t.rank, s.rank) AS rank, coalesce(t.device, s.device) AS device, t.ts_ns, t.step,
@@ -41,6 +51,7 @@ frames AS (
     GROUP BY ALL
 )
 SELECT j.* EXCLUDE (tid), f.op, coalesce(j.snapshot_site, f.py_site, f.op) AS site,
+       nullif(greatest(coalesce(n.failures, 0), coalesce(ns.failures, 0), 10) - 10, 0) AS more_ooms,
        j.reserved_bytes - j.allocated_bytes AS unused_reserved_bytes,
        d.capacity_bytes, d.peak_bytes,
        (SELECT string_agg(site || ' ' || format_bytes(CAST(bytes AS BIGINT)), ', ' ORDER BY bytes DESC)
@@ -48,7 +59,9 @@ SELECT j.* EXCLUDE (tid), f.op, coalesce(j.snapshot_site, f.py_site, f.op) AS si
               ORDER BY bytes DESC LIMIT 3)) AS largest_live
 FROM joined j
 LEFT JOIN frames f ON f.source_id = j.source_id AND f.device = j.device AND f.ts_ns = j.ts_ns
-LEFT JOIN memory_by_device d ON d.source_id = j.source_id AND d.device = j.device;
+LEFT JOIN memory_by_device d ON d.source_id = j.source_id AND d.device = j.device
+LEFT JOIN counted n ON n.source_id = j.source_id
+LEFT JOIN counted ns ON ns.source_id = j.snapshot_id;
 
 -- The report's failed requests of a trace, on memory_report_curve's time axis (memory_ooms). Columns: rank,
 -- device, t_ms, requested_bytes, allocated_bytes, site; ts_ns orders the rows and is left out of the report.
