@@ -394,6 +394,20 @@ def test_launches_per_step_count_the_judged_steps(diffs: dict[tuple[str, str], D
     assert diff.to_dict()["kernels"]["more_launches"] == []
 
 
+def test_kernel_tables_never_show_two_kernels_alike(diffs: dict[tuple[str, str], Diff]) -> None:
+    """The eager decode loop's vanished kernels include several vectorized_elementwise_kernel<8, …> instances that a
+    cut at 60 characters made identical ('void at::native::vectorized_elementwise_kernel<8, at::nativ…'); the
+    dashboard's shortener keeps the template argument that tells them apart, in every table of the terminal."""
+    from tracedoc.diff.text import TEXT_NAME_CHARS
+    for pair, diff in diffs.items():
+        for section in kernel_sections(diff, TEXT_NAME_CHARS):
+            shown = [row[0] for row in section.rows]
+            assert len(set(shown)) == len(shown), (pair, section.title, shown)
+    vanished = next(s for s in kernel_sections(diffs[("decode-eager", "decode-compile")], TEXT_NAME_CHARS)
+                    if s.title == "Vanished kernels")
+    assert sum("vectorized_elementwise_kernel" in row[0] for row in vanished.rows) >= 2
+
+
 def test_moe_all_to_all_is_the_top_improvement(diffs: dict[tuple[str, str], Diff]) -> None:
     """Balanced routing shortens the all-to-all (NCCL SendRecv) most: the largest improvement per step."""
     data = diffs[("moe-hot-expert", "moe-balanced")].to_dict()

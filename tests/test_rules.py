@@ -197,3 +197,13 @@ def test_the_engine_binds_the_id_params_and_thresholds() -> None:
     rule = next(r for r in load_rules() if r.id == "warp-stall-wait")
     assert rule.bindings({"warp-stall-wait": {"max_rank": 3}, "gpu-gaps": {"min_gap_ms": 1}}) == {
         "rule_id": "warp-stall-wait", "reason": "wait", "min_share_pct": 25.0, "max_rank": 3}
+
+
+def test_a_count_reads_singular_or_plural_and_one_full_stop_ends_a_sentence() -> None:
+    """`{n:plural one|many}` writes '1 launch' and '1,204 launches' (no 'launch(es)'); a value that ends with its
+    own full stop before the template's leaves one ('steps.', not 'steps..'), while an ellipsis and '../' stay."""
+    from tracedoc.judge.template import fill
+    template = "{n:plural profiled launch|profiled launches}; stops {m:plural time|times}. {why}. See ../x ..."
+    assert fill(template, {"n": 1, "m": 1204, "why": "over 3 steps."}) == \
+        "1 profiled launch; stops 1,204 times. over 3 steps. See ../x ..."
+    assert fill("{n:plural launch|launches}", {"n": 2}) == "2 launches"

@@ -69,8 +69,11 @@ CROSS_RANK: frozenset[str] = frozenset({"ranks.stragglers", "ranks.alltoall"})
 
 
 def applies(module: str, formats: Collection[str], ranks: int) -> bool:
-    """True when ``module`` can find anything in a store holding inputs of ``formats`` from ``ranks`` ranks."""
-    if module in CROSS_RANK and ranks < 2:
+    """True when ``module`` can find anything in a store holding inputs of ``formats`` from ``ranks`` ranks; ranks
+    are compared only when they can be one job's (not timelines of two formats: two recordings, not two ranks)."""
+    from tracedoc.kinds import mixed_timelines  # here, not at the top: the ingest package imports the store
+
+    if module in CROSS_RANK and (ranks < 2 or mixed_timelines(formats)):
         return False
     needs = group_formats().get(module.partition(".")[0])
     return needs is None or not needs.isdisjoint(formats)
