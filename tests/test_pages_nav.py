@@ -15,7 +15,8 @@ from tests.conftest import SAMPLES
 from tracedoc import analyze
 from tracedoc.api import open_store
 from tracedoc.dashboard.app import empty_pages, navigation
-from tracedoc.dashboard.source import Loading, resolve
+from tracedoc.dashboard.source import Loading
+from tracedoc.dashboard.target import resolve
 from tracedoc.dashboard.views import ALL, overview_view, timeline_view
 from tracedoc.ingest import discover
 from tracedoc.judge import load_rules

@@ -56,25 +56,30 @@ def serve_command(paths: tuple[Path, ...], host: str, port: int | None, no_show:
     rules = load_rules(rules_dirs)
     thresholds = parse_settings(settings, rules)
     port = listen_port(host, port)  # before reading anything: a port taken is refused at once
-    require("tracedoc serve")  # before importing the dashboard, whose dependencies are an optional extra
+    require("tracedoc serve")  # before reading the traces: the dashboard's dependencies are an optional extra
     address = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     cache = cache_dir or default_cache_dir()
+    # the inputs are read and refused, if they must be, before the dashboard's libraries are imported: those take
+    # several times as long as reading a small trace
     if as_diff:
-        from tracedoc.dashboard.diff import DiffLoading, serve_diff
         from tracedoc.diff.side import check_kinds, resolve_side
 
         sides = [resolve_side(path) for path in paths]
         check_kinds(*sides)
         for side in sides:
             ingest(side.inputs, cache)
+        from tracedoc.dashboard.diff import DiffLoading, serve_diff
+
         click.echo(f"tracedoc diff at {address} (Ctrl-C stops it)", err=True)
         serve_diff(DiffLoading(paths[0], paths[1], cache, rules, thresholds), host, port, show=not no_show)
         return
-    from tracedoc.dashboard.app import serve
-    from tracedoc.dashboard.source import Loading, resolve
+    from tracedoc.dashboard.target import resolve
 
     target = resolve(paths)
     ingest(target.inputs, cache)
+    from tracedoc.dashboard.app import serve
+    from tracedoc.dashboard.source import Loading
+
     click.echo(f"tracedoc dashboard at {address} (Ctrl-C stops it)", err=True)
     serve(Loading(target, cache, rules, thresholds), host, port, show=not no_show)
 
