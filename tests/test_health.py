@@ -212,7 +212,7 @@ def test_handled_ecc_history_is_not_an_emergency(tmp_path: Path) -> None:
     assert fired(doc) == {("ecc-error-history", 0)}
     finding = doc["findings"][0]
     assert finding["severity"] == "info"
-    assert "3 uncorrected ECC error(s) over the GPU's life" in finding["message"]
+    assert "3 uncorrected ECC errors over the GPU's life" in finding["message"]
 
 
 def test_a_gpu_sampled_by_telemetry_and_a_snapshot_is_found_once_with_no_saving() -> None:
