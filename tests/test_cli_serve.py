@@ -114,3 +114,12 @@ def test_an_unreadable_input_is_refused_before_the_dashboard_libraries_load(tmp_
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert "corrupt or truncated gzip" in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
     assert result.stdout.splitlines()[-2:] == ["exit 2", "loaded []"], result.stdout
+
+
+def test_help_names_every_page() -> None:
+    """`serve --help` names each of the dashboard's pages (tracedoc.pages.PAGES: nine), memory and efficiency
+    included."""
+    from tracedoc.pages import PAGES
+    text = " ".join(CliRunner().invoke(cli, ["serve", "--help"]).output.split())
+    assert len(PAGES) == 9
+    assert f"The pages ({', '.join(p.module for p in PAGES)})" in text
