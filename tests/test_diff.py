@@ -582,6 +582,7 @@ def test_every_format_renders(diffs: dict[tuple[str, str], Diff]) -> None:
     assert page.startswith("<!DOCTYPE html>") and "low-comm-overlap" in page and 'class="bar"' in page
 
 
+@pytest.mark.slow  # a quick local run deselects it with -m 'not slow'
 @pytest.mark.parametrize("pair", list(PAIRS) + list(NCU_PAIRS), ids=lambda p: f"{p[0]}->{p[1]}")
 def test_diff_gallery_is_current(pair: tuple[str, str], diffs: dict[tuple[str, str], Diff],
                                  ncu_diffs: dict[tuple[str, str], Diff]) -> None:
