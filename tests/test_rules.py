@@ -15,6 +15,7 @@ from tracedoc import analyze
 from tracedoc.cli import cli
 from tracedoc.errors import InputError, RuleError
 from tracedoc.judge import load_rules
+from tracedoc.judge.files import builtin_folder, builtin_mappings, read_rule, rule_files
 from tracedoc.report import Report
 from tracedoc.saved import read_report
 from tracedoc.words.findings import finding_span
@@ -222,3 +223,17 @@ def test_rules_command_describes_a_fix_the_trace_fills_in() -> None:
     out = CliRunner().invoke(cli, ["rules", "sync-memset"], env={"COLUMNS": "300"}).output
     assert "fix: Use cudaMemsetAsync on a stream" in out
     assert "{pytorch_note} is filled from the trace: the column pytorch_note of host_blocking_by_rank" in out
+
+
+def test_the_built_in_rules_are_kept_between_runs_as_read(tmp_path: Path) -> None:
+    """The built-in rules come back from the cache as their YAML reads; a damaged cache file is read past and
+    written anew."""
+    files = rule_files(builtin_folder())
+    fresh = [read_rule(f) for f in files]
+    assert builtin_mappings(files, tmp_path) == fresh
+    [kept] = tmp_path.glob("rules-*.json")
+    assert json.loads(kept.read_text()) == fresh
+    assert builtin_mappings(files, tmp_path) == fresh
+    kept.write_text('[{"id": "cut')
+    assert builtin_mappings(files, tmp_path) == fresh and json.loads(kept.read_text()) == fresh
+    assert builtin_mappings(files, None) == fresh

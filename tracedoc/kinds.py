@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from tracedoc.ingest.base import BY_NAME, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 
-__all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "TIMELINE", "kind_of", "mixed_runs", "mixed_timelines"]
+__all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "TIMELINE", "kind_of", "mixed_runs"]
 
 
 def kind_of(formats: Sequence[str]) -> str:
@@ -43,11 +43,6 @@ def mixed_runs(inputs: Iterable[tuple[str, int | None]]) -> str | None:
         parts += [f"{article} {kind} ({text})" for text in formats] if kind == TIMELINE and timelines > 1 \
             else [f"{article} {kind} ({'; '.join(formats)})"] if formats else []
     return ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def mixed_timelines(formats: Iterable[str]) -> bool:
-    """Whether ``formats`` hold timelines of more than one format (their ranks are not one job's)."""
-    return len({f for f in formats if f in BY_NAME and BY_NAME[f].kind == TIMELINE}) > 1
 
 
 def _ranks_text(ranks: set[int]) -> str:

@@ -81,7 +81,8 @@ _ATTRIBUTION_EXPORTS = (
 # The second pass: the efficiency figures and the operator view each rank's own trace gives (tracedoc.efficiency).
 _EFFICIENCY_EXPORTS = tuple(Export(name, module, f"SELECT * FROM {name}") for name, module in (
     ("efficiency_steps", "efficiency.steps"), ("efficiency_by_rank", "efficiency.steps"),
-    ("efficiency_operators", "efficiency.operators"), ("efficiency_operator_kernels", "efficiency.operators")))
+    ("efficiency_operators", "efficiency.operators"), ("efficiency_operator_kernels", "efficiency.operators"),
+    ("efficiency_observer", "efficiency.observer")))
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 _CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
 
