@@ -469,3 +469,21 @@ def test_synchronous_cudafree_without_a_pool_is_named(tmp_path: Path) -> None:
     assert finding.fix.startswith("Keep allocation out of the loop") and "memory pool" in finding.fix
     assert "MemoryPool" in finding.fix and "torch" not in finding.fix
     assert not [f for f in analyze([CUPY_POOL], cache_dir=tmp_path).findings if f.rule == "gpu-idle-host-bound"]
+
+
+def test_syncs_on_no_stream_are_named_so(tmp_path: Path) -> None:
+    """The 133 event syncs of the FastVideo export carry CUPTI's 'no stream' id (streamId 2³² − 1, an unsigned −1):
+    their timeline lane and their Perfetto track say so rather than 'stream 4294967295'."""
+    export = SAMPLES / "nsys-fastvideo-train-2gpu" / "mfu_2gpu_before.sqlite"
+    with sqlite3.connect(export) as con:
+        assert con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION "
+                           "WHERE streamId = 4294967295").fetchone() == (133,)
+    store, _ = open_store(discover([export]), tmp_path)
+    with store:
+        store.include("timeline.lanes")
+        labels = [r["label"] for r in store.query("SELECT label FROM timeline_lanes")]
+        store.include("export.perfetto")
+        tracks = [r["name"] for r in store.query("SELECT args->>'name' AS name FROM export_perfetto_slices "
+                                                  "WHERE name = 'thread_name'")]
+    assert not any("4294967295" in label for label in labels + tracks)
+    assert any(label.endswith("no stream (event and context syncs)") for label in labels)

@@ -110,6 +110,8 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
         head["world_size"] = summary["world_size"]
     if (mixed := mixed_runs((i.format, i.rank) for i in inputs)) is not None:
         head["mixed_inputs"] = mixed
+    if thresholds:  # what --set changed, so that a report says the thresholds it was judged by
+        head["thresholds"] = {rule: dict(sorted(values.items())) for rule, values in sorted(thresholds.items())}
     attribution: list[dict[str, Any]] = []
     if summary["basis"] == "timeline":
         head.update(gpu_states(store))

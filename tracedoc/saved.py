@@ -130,6 +130,12 @@ def _check_summary(summary: dict[str, Any]) -> None:
             _expect(isinstance(value, list), "summary.missing_ranks", "a list")
             for i, row in enumerate(value):
                 _check_row(row, f"summary.missing_ranks[{i}]")
+        elif key == "thresholds" and value is not None:  # --set: {rule: {threshold: number}}
+            _expect(isinstance(value, dict), "summary.thresholds", "an object of rules")
+            for rule, values in value.items():
+                _expect(isinstance(values, dict), f"summary.thresholds.{rule}", "an object of thresholds")
+                for name, number in values.items():
+                    _check_value(number, f"summary.thresholds.{rule}.{name}", _NUM, optional=False)
         else:
             _check_value(value, f"summary.{key}", _kind_of(key))
 

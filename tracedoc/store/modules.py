@@ -85,8 +85,9 @@ def timeline_formats() -> frozenset[str]:
 def applies(module: str, formats: Collection[str], ranks: int) -> bool:
     """True when ``module`` can find anything in a store holding inputs of ``formats`` from ``ranks`` ranks. A
     timeline group finds nothing without a timeline: on an Nsight Compute CSV, planning those modules alone took
-    a quarter of the analyses."""
-    if module in CROSS_RANK and ranks < 2:
+    a quarter of the analyses. Ranks are compared only when they can be one job's: not timelines of two formats
+    (an Nsight Systems run beside a PyTorch trace: two recordings, not two ranks)."""
+    if module in CROSS_RANK and (ranks < 2 or len(timeline_formats() & set(formats)) > 1):
         return False
     group = module.partition(".")[0]
     needs = group_formats().get(group)

@@ -3,10 +3,12 @@ findings' savings are bytes, never added to the time savings)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracedoc.report import Report
 from tracedoc.units import fmt_bytes
+
+if TYPE_CHECKING:  # the notebook view, which tracedoc.report imports, reads this module: no import back at run time
+    from tracedoc.report import Report
 
 NOTE = ("GPU memory per device (the trace's allocator or CUDA memory events, and snapshots); savings of memory "
         "findings are bytes")
