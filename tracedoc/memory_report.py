@@ -1,6 +1,7 @@
 """The report's ``memory`` section and memory tables (``metrics``), from the memory analyses (analyses/memory).
 
-One entry per GPU with allocator events in a trace (or per device of a snapshot given alone), with what its
+One entry per GPU with allocator events in a trace or in the history of a snapshot given alone (or per device of a
+snapshot given alone without history), with what its
 figures count (``basis``: 'allocator', the caching allocator's tensors and reserve; 'cuda', memory taken from CUDA,
 from Nsight Systems' CUDA memory events): the curve summarised
 (allocated at the start and end, reserved), the peak and where it happened (step, operator, site), the growth per
@@ -57,7 +58,7 @@ def memory_section(store: Store) -> list[dict[str, Any]]:
             "top_sites": [{"site": s["site"], "bytes": s["bytes"], "allocations": s["allocations"]} for s in sites],
             "growth_sites": growth, "fragmentation": frag[0] if frag else None, "ooms": ooms,
         }))
-    # snapshots given without a trace of their run
+    # snapshots given without a trace of their run and without history (with one, they are entries above)
     for s in store.query("""
             SELECT f.* FROM memory_fragmentation f WHERE f.source_id IS NULL ORDER BY f.snapshot_id, f.device"""):
         sites = store.query("SELECT site, blocks, bytes FROM memory_snapshot_sites WHERE snapshot_id = ? "

@@ -7,8 +7,9 @@
 -- same amount every step). The allocations behind it are those made in a steady step and never freed before the
 -- trace ended, leaving out the last two steps (whose tensors may still be freed by the next step: outputs kept one
 -- step for logging, double buffers); divided by the steps they come from, they give each site's bytes per step.
--- A site is the user's innermost Python frame on the allocating thread (with_stack=True), else the operator that
--- allocated, else the innermost annotation (an NVTX range: all an Nsight Systems export names); where a snapshot of the same run was given, the snapshot's frames name it (memory.snapshot).
+-- A site is memory_sites' (memory.timeline): the snapshot's frames where a snapshot of the run was given (or the
+-- snapshot is the input), else the user's innermost Python frame on the allocating thread (with_stack=True), else
+-- the operator that allocated, else the innermost annotation (an NVTX range: all an Nsight Systems export names).
 -- include: memory.timeline
 -- include: memory.snapshot
 
@@ -47,23 +48,11 @@ held AS (
     JOIN memory_steps s ON s.source_id = a.source_id AND s.device = a.device AND s.step = a.step
     JOIN steady ON steady.source_id = a.source_id AND steady.device = a.device
     WHERE a.freed_ns IS NULL AND s.n IS NOT NULL AND s.n <= steady.last_n - 2
-),
-frames AS (
-    SELECT h.source_id, h.device, h.addr, h.ts_ns,
-           arg_max(memory_user_frame(c.name), c.ts_ns)
-               FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS py_site,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation' AND c.name NOT LIKE 'ProfilerStep#%') AS annotation
-    FROM held h
-    JOIN cpu_activity c ON c.source_id = h.source_id AND c.tid = h.tid AND c.ts_ns <= h.ts_ns
-                       AND h.ts_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python', 'annotation')
-    GROUP BY ALL
 )
-SELECT h.*, f.op, coalesce(j.site, f.py_site, f.op, f.annotation, '(unknown)') AS site, j.stack
+SELECT h.* EXCLUDE (site, stack), n.op, coalesce(n.site, '(unknown)') AS site, n.stack
 FROM held h
-LEFT JOIN frames f USING (source_id, device, addr, ts_ns)
-LEFT JOIN memory_snapshot_matches j ON j.source_id = h.source_id AND j.device = h.device AND j.addr = h.addr
-                                   AND j.ts_ns = h.ts_ns;
+LEFT JOIN memory_sites n ON n.source_id = h.source_id AND n.device = h.device AND n.addr = h.addr
+                        AND n.ts_ns = h.ts_ns;
 
 -- Per source, GPU and site: bytes held per step (over the steps the held allocations come from), allocations,
 -- their sizes, and the site's share of the growth.

@@ -2,8 +2,8 @@
 --
 -- Live at the peak: allocations recorded in the trace before the peak and not freed by then; what the totals held
 -- that the trace never saw allocated (made before it started: parameters, optimizer state) is one row,
--- '(allocated before the trace)'. Sites as memory.growth: the snapshot's frames, else the user's Python frame,
--- else the operator, else the annotation.
+-- '(allocated before the trace)'. Sites from memory_sites (memory.timeline): the snapshot's frames, else the
+-- user's Python frame, else the operator, else the annotation.
 -- include: memory.timeline
 -- include: memory.snapshot
 
@@ -12,23 +12,11 @@ WITH live AS (
     SELECT a.* FROM memory_allocs a JOIN memory_peaks p USING (source_id, device)
     WHERE a.ts_ns <= p.peak_ns AND (a.freed_ns IS NULL OR a.freed_ns > p.peak_ns)
 ),
-frames AS (
-    SELECT l.source_id, l.device, l.addr, l.ts_ns,
-           arg_max(memory_user_frame(c.name), c.ts_ns)
-               FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS py_site,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation' AND c.name NOT LIKE 'ProfilerStep#%') AS annotation
-    FROM live l
-    JOIN cpu_activity c ON c.source_id = l.source_id AND c.tid = l.tid AND c.ts_ns <= l.ts_ns
-                       AND l.ts_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python', 'annotation')
-    GROUP BY ALL
-),
 named AS (
-    SELECT l.source_id, l.rank, l.device, l.bytes, coalesce(j.site, f.py_site, f.op, f.annotation, '(unknown)') AS site
+    SELECT l.source_id, l.rank, l.device, l.bytes, coalesce(n.site, '(unknown)') AS site
     FROM live l
-    LEFT JOIN frames f USING (source_id, device, addr, ts_ns)
-    LEFT JOIN memory_snapshot_matches j ON j.source_id = l.source_id AND j.device = l.device AND j.addr = l.addr
-                                       AND j.ts_ns = l.ts_ns
+    LEFT JOIN memory_sites n ON n.source_id = l.source_id AND n.device = l.device AND n.addr = l.addr
+                            AND n.ts_ns = l.ts_ns
 ),
 seen AS (
     SELECT source_id, any_value(rank) AS rank, device, site, count(*) AS allocations, sum(bytes) AS bytes,
