@@ -10,7 +10,10 @@ editing a sample: each stack gets those frames, innermost first, as torch writes
 from __future__ import annotations
 
 import gzip
+import lzma
 import pickle
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -18,7 +21,10 @@ import yaml
 
 from tests.conftest import SAMPLES
 from tracedoc import analyze
+from tracedoc.pages import overview
 from tracedoc.report import Report
+from tracedoc.words.findings import summary_text
+from tracedoc.words.memory import memory_lines
 
 LEAK_PER_STEP = 32 << 20
 OOM_REQUEST = 64 << 20
@@ -150,3 +156,78 @@ def test_an_oom_under_a_cap_names_the_cap(inputs: list[str]) -> None:
     evidence = _evidence(oom)
     assert evidence["reserved when it failed"] <= truth["cap_bytes"] < evidence["the process's cap lies under"]
     assert ("_dump_snapshot" in oom.fix) == (inputs == ["trace.json.gz"])
+
+
+WEIGHTS = 3 * 4096 * 4096 * 4  # the workload's 3 Linear(4096, 4096) layers' weights, float32 (SOURCE.md)
+
+
+def test_the_peak_is_split_by_role() -> None:
+    """The leak's snapshot alone peaks in Adam's first step: Adam's two moments (each the size of the weights) are
+    optimizer state, the weights' gradients are gradients, the forward outputs (the leaked ones among them)
+    activations; the roles add up to the peak."""
+    report = analyze(SAMPLES / "memory-leak" / "snapshot.pickle.gz", use_cache=False)
+    entry = report.memory[0]
+    roles = {r["role"]: r["bytes"] for r in entry["by_role"]}
+    assert sum(roles.values()) == entry["peak_bytes"]
+    assert roles["optimizer state"] >= 2 * WEIGHTS
+    assert WEIGHTS <= roles["gradients"] < 2 * WEIGHTS
+    leaked = sum(s["bytes"] for s in entry["top_sites"] if s["site"].endswith("run.py:48 (forward)"))
+    assert roles["activations"] >= leaked > 0
+    assert "at the peak by role: optimizer state" in "\n".join(line for _, lines in memory_lines(report)
+                                                                for line in lines)
+
+
+def test_the_trace_s_peak_is_split_by_role_too() -> None:
+    """With the trace (and without the snapshot): the roles come from the operators and ranges around each
+    allocation; the leaked outputs are activations, and what the trace never saw allocated keeps its own row."""
+    for inputs in (["trace.json.gz"], ["trace.json.gz", "snapshot.pickle.gz"]):
+        report = analyze([SAMPLES / "memory-leak" / name for name in inputs], use_cache=False)
+        entry = report.memory[0]
+        roles = {r["role"]: r["bytes"] for r in entry["by_role"]}
+        assert sum(roles.values()) == entry["peak_bytes"]
+        assert roles["activations"] >= 10 * LEAK_PER_STEP  # ten steps' kept outputs at step 10's peak
+        assert roles["gradients"] >= WEIGHTS and "(allocated before the trace)" in roles
+        assert report.metrics["memory_peak_roles"]
+
+
+def test_a_cuda_leak_names_its_range_and_fits_its_program(tmp_path: Path) -> None:
+    """Nsight Systems' CUDA memory events (samples/nsys-memory-leak, a PyTorch program marked with NVTX ranges): the
+    site is the NVTX range and the advice speaks of the caching allocator's reserve, not of an allocation site. The
+    same export edited so that no name says PyTorch (its kernels' at::native/at::cuda renamed), as a CuPy or C++
+    program's would read: CUDA's advice (pools, free_all_blocks, references kept), never autograd's."""
+    report = analyze(SAMPLES / "nsys-memory-leak" / "sample.sqlite.xz", use_cache=False)
+    leak = _finding(report, "memory-leak")
+    assert _evidence(leak)["allocated at"] == "optimizer"
+    assert "range named above" in leak.fix and "allocation site named above" not in leak.fix
+    export = tmp_path / "cupy-like.sqlite"
+    export.write_bytes(lzma.decompress((SAMPLES / "nsys-memory-leak" / "sample.sqlite.xz").read_bytes()))
+    with closing(sqlite3.connect(export)) as con:
+        con.execute("UPDATE StringIds SET value = replace(replace(value, 'at::native', 'app'), 'at::cuda', 'app')")
+        con.commit()
+    other = _finding(analyze(export, use_cache=False), "memory-leak")
+    assert other.impact_bytes == leak.impact_bytes
+    assert "free_all_blocks" in other.fix and "cudaMallocAsync" in other.fix
+    assert not [w for w in (".detach()", "retain_graph", "allocation site named above") if w in other.fix]
+
+
+def test_a_snapshot_alone_has_a_headline_and_no_savings_box() -> None:
+    """A memory-only input: the headline says what failed and what leaked, and how much; the overview has no
+    savings chart, since no finding saves time."""
+    report = analyze(SAMPLES / "memory-oom" / "snapshot.pickle.gz", use_cache=False)
+    headline = summary_text(report.summary, report.input_count)
+    assert "out of memory: a 64.0 MiB request failed in step 7 under a per-process cap" in headline
+    assert "32.0 MiB more held after every step" in headline
+    assert [s.title for s in overview.sections(report)] == ["Summary", "Findings", "Inputs"]
+
+
+def test_a_leak_is_found_from_the_allocation_pattern_without_step_markers(tmp_path: Path) -> None:
+    """The leak's snapshot with its annotations left out (an edited copy: no ProfilerStep markers, as when the
+    history is recorded without the profiler): the steps are read from an allocation repeated at a steady pace."""
+    real = pickle.loads(gzip.decompress((SAMPLES / "memory-leak" / "snapshot.pickle.gz").read_bytes()))
+    del real["external_annotations"]
+    path = tmp_path / "snapshot.pickle"
+    path.write_bytes(pickle.dumps(real, protocol=4))
+    report = analyze(path, use_cache=False)
+    leak = _finding(report, "memory-leak")
+    assert abs(leak.impact_bytes - LEAK_PER_STEP) <= 0.05 * LEAK_PER_STEP
+    assert _evidence(leak)["allocated at"].endswith("run.py:48 (forward)")

@@ -5,7 +5,9 @@ snapshot given alone without history), with what its
 figures count (``basis``: 'allocator', the caching allocator's tensors and reserve; 'cuda', memory taken from CUDA,
 from Nsight Systems' CUDA memory events): the curve summarised
 (allocated at the start and end, reserved), the peak and where it happened (step, operator, site), the growth per
-steady step and the sites behind it, what is live at the peak by site, fragmentation, and out-of-memory failures.
+steady step and the sites behind it, what is live at the peak by site and by role (``by_role``: parameters, gradients,
+optimizer state, activations, other; memory.peak says how a role is read), fragmentation, and out-of-memory
+failures.
 Bytes throughout; a figure the inputs cannot give is None.
 """
 
@@ -13,15 +15,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracedoc.report import Finding
 from tracedoc.report_tables import ReportTable
 from tracedoc.store import Store
-from tracedoc.units import report_number
+from tracedoc.units import fmt_bytes, report_number
 
 MEMORY_METRICS: dict[str, ReportTable] = {
     "memory_steps": ReportTable("memory.timeline", "memory_report_steps", "rank, device, step"),
     "memory_curve": ReportTable("memory.timeline", "memory_report_curve", "rank, device, t_ns", ("t_ns",)),
     "memory_oom_points": ReportTable("memory.oom", "memory_report_oom_points", "rank, device, ts_ns", ("ts_ns",)),
     "memory_peak_sites": ReportTable("memory.peak", "memory_report_peak_sites", "rank, device, bytes DESC"),
+    "memory_peak_roles": ReportTable("memory.peak", "memory_report_peak_roles", "rank, device, bytes DESC"),
     "memory_growth_sites": ReportTable("memory.growth", "memory_report_growth_sites",
                                        "rank, device, bytes_per_step DESC"),
 }
@@ -41,6 +45,8 @@ def memory_section(store: Store) -> list[dict[str, Any]]:
         key = [d["source_id"], d["device"]]
         sites = store.query("SELECT site, allocations, bytes FROM memory_peak_sites WHERE source_id = ? AND "
                             "device = ? ORDER BY bytes DESC, site LIMIT 5", key)
+        roles = store.query("SELECT role, bytes, allocations FROM memory_peak_roles WHERE source_id = ? AND "
+                            "device = ? ORDER BY bytes DESC, role", key) if d["basis"] == "allocator" else []
         growth = store.query("SELECT site, op, bytes_per_step, allocations FROM memory_growth_sites WHERE "
                              "source_id = ? AND device = ? ORDER BY bytes_per_step DESC, site LIMIT 5", key)
         frag = store.query("SELECT * EXCLUDE (source_id, rank, device) FROM memory_fragmentation WHERE source_id = ? "
@@ -56,7 +62,7 @@ def memory_section(store: Store) -> list[dict[str, Any]]:
             "growth_bytes_per_step": d["growth_bytes_per_step"], "growth_r2": d["r2"],
             "steady_steps": d["steady_steps"], "steps_to_oom": d["steps_to_oom"],
             "top_sites": [{"site": s["site"], "bytes": s["bytes"], "allocations": s["allocations"]} for s in sites],
-            "growth_sites": growth, "fragmentation": frag[0] if frag else None, "ooms": ooms,
+            "by_role": roles, "growth_sites": growth, "fragmentation": frag[0] if frag else None, "ooms": ooms,
         }))
     # snapshots given without a trace of their run and without history (with one, they are entries above)
     for s in store.query("""
@@ -74,6 +80,29 @@ def memory_section(store: Store) -> list[dict[str, Any]]:
             "fragmentation": {k: v for k, v in s.items() if k not in ("source_id", "rank", "device")}, "ooms": ooms,
         }))
     return entries
+
+
+def memory_headline(entries: list[dict[str, Any]], findings: list[Finding]) -> str | None:
+    """The headline of a memory-only input (a snapshot): per GPU, the failure (the request, its step, whether a
+    per-process cap stopped it) and the leak (bytes more per step) the rules found, else the peak (or, without a
+    history, what was reserved when the snapshot was dumped); None without memory data."""
+    parts = []
+    for m in entries:
+        said = []
+        for f in findings:
+            if f.scope.device != m["device"] or f.scope.rank != m["rank"]:
+                continue
+            if f.rule == "oom":
+                said.append(f"out of memory: a {fmt_bytes(f.impact_bytes or 0)} request failed"
+                            + (f" in step {f.scope.step}" if f.scope.step is not None else "")
+                            + (" under a per-process cap" if "memory cap stopped it" in f.message else ""))
+            elif f.rule == "memory-leak":
+                said.append(f"{fmt_bytes(f.impact_bytes or 0)} more held after every step")
+        if not said:
+            said.append(f"peak {fmt_bytes(m['peak_bytes'])} allocated" if m.get("peak_bytes") is not None else
+                        f"{fmt_bytes(m.get('reserved_bytes') or 0)} reserved when dumped")
+        parts.append(f"GPU {m['device']}: " + ", ".join(said))
+    return "; ".join(parts) or None
 
 
 def _numbers(value: Any) -> Any:

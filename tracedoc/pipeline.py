@@ -18,7 +18,7 @@ from tracedoc.ingest.ncu_model import short_name
 from tracedoc.judge import Rule, judge
 from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
-from tracedoc.memory_report import MEMORY_METRICS, memory_section
+from tracedoc.memory_report import MEMORY_METRICS, memory_headline, memory_section
 from tracedoc.report import InputInfo, Report
 from tracedoc.report_tables import ReportTable, report_rows
 from tracedoc.store import Store, memory_store, open_cached_store
@@ -121,6 +121,8 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
                     attribution=attribution, window=window_info(store) if summary["basis"] else {},
                     efficiency=eff, operators=efficiency.operator_rows(store) if eff else [])
     report.memory = memory_section(store)
+    if not summary["basis"] and (words := memory_headline(report.memory, findings)) is not None:
+        report.summary["memory"] = words  # a memory-only input (a snapshot): what failed or leaked, and how much
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
     return report
 

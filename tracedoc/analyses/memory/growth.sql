@@ -12,6 +12,7 @@
 -- the operator that allocated, else the innermost annotation (an NVTX range: all an Nsight Systems export names).
 -- include: memory.timeline
 -- include: memory.snapshot
+-- include: trace.framework
 
 -- One row per source and GPU with at least 3 steady steps: growth_bytes_per_step (slope), r2, the steady steps,
 -- allocated at the first and last steady step's end, capacity, and steps_to_oom: steps until the allocator's
@@ -68,18 +69,47 @@ GROUP BY h.source_id, h.device, h.site;
 
 -- What the leak rule reads: per GPU with steady growth, the growth and its largest site, also as tensor_site
 -- where the events are the allocator's (its tensors' site) or as cuda_range where they are CUDA's (the range in
--- which the process took more from CUDA; memory.timeline's basis).
+-- which the process took more from CUDA; memory.timeline's basis), and fix_text: the advice, for tensors a PyTorch
+-- program keeps (the allocator's events), for a PyTorch program's reserve seen by CUDA, or for any other CUDA
+-- program (CuPy, C++: trace.framework), naming the site only where one is named.
 CREATE OR REPLACE TEMP VIEW memory_leaks AS
-SELECT g.*, s.site AS top_site, s.op AS top_op, s.bytes_per_step AS top_site_bytes_per_step,
-       CASE WHEN d.basis = 'allocator' THEN s.site END AS tensor_site,
-       CASE WHEN d.basis = 'cuda' THEN s.site END AS cuda_range,
-       s.allocations AS top_site_allocations, s.stack AS top_site_stack,
-       100.0 * s.bytes_per_step / nullif(g.growth_bytes_per_step, 0) AS top_site_share_pct
-FROM memory_growth g
-JOIN memory_by_device d USING (source_id, device)
-LEFT JOIN (SELECT * FROM memory_growth_sites
-           QUALIFY row_number() OVER (PARTITION BY source_id, device ORDER BY bytes_per_step DESC, site) = 1) s
-  USING (source_id, device);
+WITH leaks AS (
+    SELECT g.*, s.site AS top_site, s.op AS top_op, s.bytes_per_step AS top_site_bytes_per_step,
+           CASE WHEN d.basis = 'allocator' THEN s.site END AS tensor_site,
+           CASE WHEN d.basis = 'cuda' THEN s.site END AS cuda_range,
+           s.allocations AS top_site_allocations, s.stack AS top_site_stack,
+           100.0 * s.bytes_per_step / nullif(g.growth_bytes_per_step, 0) AS top_site_share_pct,
+           d.basis, coalesce(f.pytorch, d.basis = 'allocator') AS pytorch,
+           s.site IS NOT NULL AND s.site <> '(unknown)' AS site_named
+    FROM memory_growth g
+    JOIN memory_by_device d USING (source_id, device)
+    LEFT JOIN trace_framework f USING (source_id)
+    LEFT JOIN (SELECT * FROM memory_growth_sites
+               QUALIFY row_number() OVER (PARTITION BY source_id, device ORDER BY bytes_per_step DESC, site) = 1) s
+      USING (source_id, device)
+)
+SELECT * EXCLUDE (basis, pytorch, site_named),
+       CASE WHEN basis = 'cuda' AND NOT pytorch THEN
+           'Find what keeps each step''s GPU memory: arrays or buffers added to a list, dict or cache every step '
+           || '(keep results on the host, or drop the reference once used), a memory pool that only grows (CuPy''s '
+           || 'default pool keeps every freed block for reuse: `cupy.get_default_memory_pool().free_all_blocks()` '
+           || 'returns them; CUDA''s stream-ordered pool, cudaMallocAsync with a release threshold, reuses them '
+           || 'instead of asking for more), or a cudaMalloc without its cudaFree.'
+           || CASE WHEN site_named THEN ' The range named above is where the process took more memory; the line '
+                   || 'that keeps it is usually in it or just after it.' ELSE '' END
+       ELSE
+           'Find what keeps a reference to each step''s tensors: a list or dict appended every step (outputs, '
+           || 'losses or metrics kept "for later": store `.item()` or `.detach().cpu()` instead), a loss summed '
+           || 'without `.detach()` (which keeps every step''s autograd graph alive), hooks or caches that grow, or '
+           || '`retain_graph=True`.'
+           || CASE WHEN site_named AND basis = 'allocator' THEN ' The allocation site named above made the tensors; '
+                   || 'the line that keeps them is usually just after it.'
+                   WHEN site_named THEN ' CUDA sees the caching allocator''s reserve, not tensors: the range named '
+                   || 'above is where the allocator took more memory, and the tensors kept were made in it or before.'
+                   ELSE '' END
+           || ' Check with `torch.cuda.memory_allocated()` at each step''s end.'
+       END AS fix_text
+FROM leaks;
 
 -- The report's sites behind each GPU's growth (memory_growth_sites). Columns: rank, device, site, op,
 -- allocations, held_bytes, bytes_per_step.

@@ -82,13 +82,47 @@ FROM marks s JOIN marks e ON e.source_id = s.source_id AND e.device IS NOT DISTI
 WHERE s.stage = 'START' AND e.time_ns >= s.time_ns;
 
 -- The steps of each snapshot given without a trace: its ProfilerStep#N ranges (memory_snapshot_ranges), less the
--- last ones cut short (under a tenth of the median step: the step the profiler opens as it stops). Warm-up steps as
+-- last ones cut short (under a tenth of the median step: the step the profiler opens as it stops). Without them,
+-- a repeating allocation pattern: of the allocations of one stack and size made at least 4 times, the one made
+-- most often at a steady pace (after the first quarter of them, every gap to the next within a factor 2 of their
+-- median, as trace.steps' repeating kernel; then the steadiest, then the first), each step running from one such
+-- allocation to the next ('allocation pattern #k'). Warm-up steps as
 -- trace.steps': the first ones, for as long as each lasts more than twice the median step (at most half the
 -- steps). Columns as trace_steps: source_id, rank (NULL), step, name, ts_ns, dur_ns, warmup.
 CREATE OR REPLACE TEMP TABLE memory_snapshot_steps AS
-WITH marks AS (
+WITH profiler AS (
     SELECT source_id, name, min(ts_ns) AS ts_ns, max(end_ns) AS end_ns
     FROM memory_snapshot_ranges WHERE name LIKE 'ProfilerStep#%' GROUP BY ALL
+),
+repeats AS (  -- without them: each allocation with the time to the next one of the same stack and size
+    SELECT a.source_id, a.device, a.stack, a.size, a.time_ns, row_number() OVER w AS k,
+           lead(a.time_ns) OVER w - a.time_ns AS gap_ns
+    FROM memory_actions a
+    WHERE a.action = 'alloc' AND a.stack IS NOT NULL AND a.time_ns IS NOT NULL
+      AND a.source_id IN (SELECT snapshot_id FROM memory_snapshot_sources WHERE trace_id IS NULL)
+      AND a.source_id NOT IN (SELECT source_id FROM profiler)
+    WINDOW w AS (PARTITION BY a.source_id, a.device, a.stack, a.size ORDER BY a.time_ns)
+),
+keys AS (
+    SELECT source_id, device, stack, size, count(*) AS times, min(time_ns) AS first_ns
+    FROM repeats GROUP BY ALL HAVING count(*) >= 4
+),
+pattern AS (  -- the allocation made most often at a steady pace, as trace.steps' repeating kernel
+    SELECT * FROM (
+        SELECT source_id, device, stack, size, any_value(times) AS times, any_value(first_ns) AS first_ns,
+               max(gap_ns) / median(gap_ns) AS spread
+        FROM repeats r JOIN keys k USING (source_id, device, stack, size)
+        WHERE r.gap_ns IS NOT NULL AND r.k > k.times // 4
+        GROUP BY source_id, device, stack, size
+        HAVING max(gap_ns) <= 2 * median(gap_ns) AND min(gap_ns) >= median(gap_ns) / 2)
+    QUALIFY row_number() OVER (PARTITION BY source_id ORDER BY times DESC, spread, first_ns, stack, size) = 1
+),
+marks AS (
+    SELECT * FROM profiler
+    UNION ALL
+    SELECT r.source_id, 'allocation pattern #' || r.k AS name, r.time_ns AS ts_ns, r.time_ns + r.gap_ns AS end_ns
+    FROM repeats r SEMI JOIN pattern p USING (source_id, device, stack, size)
+    WHERE r.gap_ns IS NOT NULL
 ),
 timed AS (
     SELECT *, end_ns - ts_ns AS dur_ns, median(end_ns - ts_ns) OVER (PARTITION BY source_id) AS median_ns
