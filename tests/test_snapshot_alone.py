@@ -21,7 +21,7 @@ import yaml
 
 from tests.conftest import SAMPLES
 from tracedoc import analyze
-from tracedoc.pages import overview
+from tracedoc.pages import memory, overview
 from tracedoc.report import Report
 from tracedoc.words.findings import summary_text
 from tracedoc.words.memory import memory_lines
@@ -187,7 +187,7 @@ def test_the_trace_s_peak_is_split_by_role_too() -> None:
         assert sum(roles.values()) == entry["peak_bytes"]
         assert roles["activations"] >= 10 * LEAK_PER_STEP  # ten steps' kept outputs at step 10's peak
         assert roles["gradients"] >= WEIGHTS and "(allocated before the trace)" in roles
-        assert report.metrics["memory_peak_roles"]
+        assert "At the peak, by role" in [s.title for s in memory.sections(report)]
 
 
 def test_a_cuda_leak_names_its_range_and_fits_its_program(tmp_path: Path) -> None:
@@ -231,3 +231,38 @@ def test_a_leak_is_found_from_the_allocation_pattern_without_step_markers(tmp_pa
     leak = _finding(report, "memory-leak")
     assert abs(leak.impact_bytes - LEAK_PER_STEP) <= 0.05 * LEAK_PER_STEP
     assert _evidence(leak)["allocated at"].endswith("run.py:48 (forward)")
+
+
+def _truth(sample: str) -> dict:
+    return yaml.safe_load((SAMPLES / sample / "expected.yaml").read_text())["truth"]
+
+
+def test_a_default_recorded_leak_alone_is_found_at_the_user_s_line() -> None:
+    """samples/snapshot-leak-default: a snapshot alone whose history was recorded with _record_memory_history()'s
+    defaults (C++ frames in every stack) of a loop keeping each step's 48 MiB output."""
+    truth = _truth("snapshot-leak-default")
+    report = analyze(SAMPLES / "snapshot-leak-default", use_cache=False)
+    leak = _finding(report, "memory-leak")
+    assert abs(leak.impact_bytes - truth["leaked_bytes_per_step"]) <= 0.05 * truth["leaked_bytes_per_step"]
+    assert _evidence(leak)["allocated at"].endswith(truth["allocated_at"])
+    sites = _sites(report)
+    assert sites and not [s for s in sites if "??" in s or "::" in s or ".cpp" in s]
+    entry = report.memory[0]
+    assert sum(r["bytes"] for r in entry["by_role"]) == entry["peak_bytes"]
+
+
+def test_a_default_recorded_oom_under_a_cap_alone() -> None:
+    """samples/snapshot-oom-cap: the OOM under set_per_process_memory_fraction, with C++ frames: the request, the
+    user's line that asked, CUDA's free memory, and the cap bounded around the one the workload set."""
+    truth = _truth("snapshot-oom-cap")
+    report = analyze(SAMPLES / "snapshot-oom-cap", use_cache=False)
+    oom = _finding(report, "oom")
+    evidence = _evidence(oom)
+    assert oom.impact_bytes == truth["failed_request_bytes"]
+    assert evidence["asked for at"].endswith(truth["requested_at"])
+    assert evidence["free on the device (CUDA)"] == truth["device_free_bytes_at_oom"]
+    assert evidence["reserved when it failed"] <= truth["cap_bytes"] < evidence["the process's cap lies under"]
+    assert "memory cap stopped it" in oom.message and "_dump_snapshot" not in oom.fix
+    sites = _sites(report)
+    assert sites and not [s for s in sites if "??" in s or "::" in s or ".cpp" in s]
+    assert "under a per-process cap" in summary_text(report.summary, report.input_count)

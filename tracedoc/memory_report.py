@@ -25,7 +25,6 @@ MEMORY_METRICS: dict[str, ReportTable] = {
     "memory_curve": ReportTable("memory.timeline", "memory_report_curve", "rank, device, t_ns", ("t_ns",)),
     "memory_oom_points": ReportTable("memory.oom", "memory_report_oom_points", "rank, device, ts_ns", ("ts_ns",)),
     "memory_peak_sites": ReportTable("memory.peak", "memory_report_peak_sites", "rank, device, bytes DESC"),
-    "memory_peak_roles": ReportTable("memory.peak", "memory_report_peak_roles", "rank, device, bytes DESC"),
     "memory_growth_sites": ReportTable("memory.growth", "memory_report_growth_sites",
                                        "rank, device, bytes_per_step DESC"),
 }

@@ -315,9 +315,10 @@ def _text(value: Any) -> str | None:
 
 def _frames(looked: list | tuple) -> tuple[str | None, str | None]:
     """The allocation site and the stack, from the first _FRAMES_SCANNED frames. The site is the innermost Python
-    frame outside the framework (the user's first frame), else the innermost Python frame, else the innermost
-    frame; the stack is up to _FRAMES_KEPT frames, innermost first, of the Python frames where there are any (as
-    torch's _memory_viz leaves the unwinder, CPython and C++ frames out)."""
+    frame outside the framework (the user's first frame), else the innermost Python frame, else None (a stack of
+    C++ frames only: the analyses name it by the range it fell in); the stack is up to _FRAMES_KEPT frames,
+    innermost first, of the Python frames where there are any (as torch's _memory_viz leaves the unwinder,
+    CPython and C++ frames out), else of the C++ frames with a symbol."""
     named = []
     for f in looked:
         if not isinstance(f, dict):
@@ -327,9 +328,11 @@ def _frames(looked: list | tuple) -> tuple[str | None, str | None]:
     if not named:
         return None, None
     python = [(filename, text) for filename, text in named if _PYTHON_FILE.search(filename)]
-    shown = python or named
-    site = next((text for filename, text in python if not _LIBRARY.search(filename)), shown[0][1])
-    return site, " ← ".join(text for _, text in shown[:_FRAMES_KEPT])
+    if not python:  # C++ frames only (autograd's backward thread): no site; the analyses name it otherwise
+        symbols = [text for filename, text in named if filename != "??"] or [text for _, text in named]
+        return None, " ← ".join(symbols[:_FRAMES_KEPT])
+    site = next((text for filename, text in python if not _LIBRARY.search(filename)), python[0][1])
+    return site, " ← ".join(text for _, text in python[:_FRAMES_KEPT])
 
 
 def _short(filename: str) -> str:

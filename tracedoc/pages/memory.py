@@ -202,7 +202,8 @@ def sections(report: Report) -> list[Section]:
                     Column("allocated_end_bytes", "allocated MiB", number(1), numeric=True),
                     Column("reserved_end_bytes", "reserved MiB", number(1), numeric=True),
                     Column("allocated_max_bytes", "peak in step MiB", number(1), numeric=True)])]))
-    roles = _mib(report.metrics.get("memory_peak_roles") or [], ("bytes",))
+    roles = _mib([{"rank": m.get("rank"), "device": m.get("device"), **r} for m in report.memory
+                  for r in m.get("by_role") or []], ("bytes",))
     if roles:
         out.append(Section("At the peak, by role", note="MiB live when the most was allocated, by what the memory is "
                            "for, read from each allocation's stack and the operators and ranges around it",

@@ -74,12 +74,6 @@ SELECT * FROM seen
 UNION ALL
 SELECT source_id, rank, device, site, NULL, bytes FROM memory_peak_sites WHERE site = '(allocated before the trace)';
 
--- The report's memory at each GPU's peak by role (memory_peak_roles), where the events are the allocator's (CUDA's
--- are segments, not tensors). Columns: rank, device, role, allocations, bytes.
-CREATE OR REPLACE TEMP VIEW memory_report_peak_roles AS
-SELECT r.rank, r.device, r.role, r.allocations, r.bytes
-FROM memory_peak_roles r JOIN memory_by_device d USING (source_id, device) WHERE d.basis = 'allocator';
-
 -- What memory-headroom reads: per GPU, the peak against the device's memory.
 CREATE OR REPLACE TEMP VIEW memory_headroom AS
 SELECT d.*, 100.0 * d.peak_bytes / d.capacity_bytes AS peak_pct,

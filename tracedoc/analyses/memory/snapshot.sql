@@ -164,7 +164,7 @@ WITH blocks AS (
 segment_pins AS (  -- per segment with holes and live blocks: the site holding most of its live bytes
     SELECT source_id, device, segment_address, arg_max(site, (bytes, site)) AS site,
            any_value(free_bytes) AS stranded_bytes
-    FROM (SELECT b.source_id, b.device, b.segment_address, coalesce(b.site, '(no frames recorded)') AS site,
+    FROM (SELECT b.source_id, b.device, b.segment_address, coalesce(b.site, CASE WHEN b.stack IS NULL THEN '(no frames recorded)' ELSE '(no Python frames)' END) AS site,
                  sum(b.size) AS bytes, any_value(g.free_bytes) AS free_bytes
           FROM memory_blocks b
           JOIN blocks g USING (source_id, device, segment_address)
@@ -193,6 +193,6 @@ GROUP BY s.source_id, ss.trace_id, ss.rank, s.device;
 
 -- Per snapshot, device and site: the live blocks when it was dumped.
 CREATE OR REPLACE TEMP TABLE memory_snapshot_sites AS
-SELECT source_id AS snapshot_id, device, coalesce(site, '(no frames recorded)') AS site, any_value(stack) AS stack,
+SELECT source_id AS snapshot_id, device, coalesce(site, CASE WHEN stack IS NULL THEN '(no frames recorded)' ELSE '(no Python frames)' END) AS site, any_value(stack) AS stack,
        count(*) AS blocks, sum(size) AS bytes
 FROM memory_blocks WHERE state <> 'inactive' GROUP BY ALL;
