@@ -34,6 +34,13 @@ SELECT s.source_id AS snapshot_id, b.trace_id, coalesce(b.matched, 0) AS matched
 FROM snaps s LEFT JOIN best b ON b.snapshot_id = s.source_id
 LEFT JOIN sources src ON src.source_id = b.trace_id;
 
+-- The snapshots given without a trace of their run whose history is read as a trace's events: those of at most
+-- 500,000 allocations (torch keeps 100,000 entries by default). A longer history would cost minutes and gigabytes
+-- to replay (2.5 million entries: 4 times the CPU of reading the file, 2 GiB); such a snapshot is reported as it
+-- was when dumped.
+CREATE OR REPLACE TEMP VIEW memory_snapshot_histories AS
+SELECT snapshot_id FROM memory_snapshot_sources WHERE trace_id IS NULL AND allocs BETWEEN 1 AND 500000;
+
 -- The history of each snapshot given without a trace of its run, as a trace's allocator events (memory_events'
 -- columns; source_id the snapshot's, ts_ns its time since the epoch, rank and tid unknown) with each event's site
 -- and stack: 'alloc', 'free' (free_completed: the block free again) and 'oom'. The totals after each event are
@@ -41,7 +48,7 @@ LEFT JOIN sources src ON src.source_id = b.trace_id;
 -- after the event, plus what was freed after it; reserved likewise from the segments' size (segment_alloc,
 -- segment_free). A history is the allocator's last entries (a ring buffer), so counting back is exact over it.
 CREATE OR REPLACE TEMP TABLE memory_snapshot_events AS
-WITH alone AS (SELECT snapshot_id AS source_id FROM memory_snapshot_sources WHERE trace_id IS NULL),
+WITH alone AS (SELECT snapshot_id AS source_id FROM memory_snapshot_histories),
 dump AS (
     SELECT source_id, device, sum(allocated_size) AS allocated, sum(total_size) AS reserved
     FROM memory_segments GROUP BY ALL
@@ -74,7 +81,7 @@ WITH marks AS (
     SELECT *, row_number() OVER (PARTITION BY source_id, device, name, stage ORDER BY time_ns) AS k
     FROM memory_annotations
     WHERE time_ns IS NOT NULL
-      AND source_id IN (SELECT snapshot_id FROM memory_snapshot_sources WHERE trace_id IS NULL)
+      AND source_id IN (SELECT snapshot_id FROM memory_snapshot_histories)
 )
 SELECT s.source_id, s.device, s.name, s.time_ns AS ts_ns, e.time_ns AS end_ns
 FROM marks s JOIN marks e ON e.source_id = s.source_id AND e.device IS NOT DISTINCT FROM s.device
@@ -99,7 +106,7 @@ repeats AS (  -- without them: each allocation with the time to the next one of 
            lead(a.time_ns) OVER w - a.time_ns AS gap_ns
     FROM memory_actions a
     WHERE a.action = 'alloc' AND a.stack IS NOT NULL AND a.time_ns IS NOT NULL
-      AND a.source_id IN (SELECT snapshot_id FROM memory_snapshot_sources WHERE trace_id IS NULL)
+      AND a.source_id IN (SELECT snapshot_id FROM memory_snapshot_histories)
       AND a.source_id NOT IN (SELECT source_id FROM profiler)
     WINDOW w AS (PARTITION BY a.source_id, a.device, a.stack, a.size ORDER BY a.time_ns)
 ),
