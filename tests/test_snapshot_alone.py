@@ -262,6 +262,9 @@ def test_a_default_recorded_oom_under_a_cap_alone() -> None:
     assert evidence["asked for at"].endswith(truth["requested_at"])
     assert evidence["free on the device (CUDA)"] == truth["device_free_bytes_at_oom"]
     assert evidence["reserved when it failed"] <= truth["cap_bytes"] < evidence["the process's cap lies under"]
+    # the device's memory is at least what CUDA had free and what the process held: the share is an upper bound
+    share = evidence["the cap's share of the device (at most)"]
+    assert 100 * truth["fraction"] < share < 1.05 * 100 * truth["fraction"]
     assert "memory cap stopped it" in oom.message and "_dump_snapshot" not in oom.fix
     sites = _sites(report)
     assert sites and not [s for s in sites if "??" in s or "::" in s or ".cpp" in s]

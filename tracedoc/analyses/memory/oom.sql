@@ -4,7 +4,16 @@
 -- The failing request, what the allocator held then (allocated and reserved, from the trace), what CUDA said was
 -- free (the snapshot), the site that asked (memory_sites: the snapshot's frames, else the trace's Python frame,
 -- operator or annotation), the step it happened in, and the three sites that held most at the peak before it
--- (memory.peak). Reserved − allocated at the failure is memory the allocator held but could not use for the request: when it exceeds the request, fragmentation caused the failure.
+-- (memory.peak). Reserved − allocated at the failure is memory the allocator held but could not use for the
+-- request: when it exceeds the request, fragmentation caused the failure.
+--
+-- A per-process cap (torch.cuda.set_per_process_memory_fraction, or a limit like it) fails a request while the device
+-- still has room: `capped` when CUDA said more than the request was free (a snapshot's device_free) or, without a
+-- snapshot, when reserved + the request is under 90 % of the device's memory (there, other processes' memory may
+-- also be what ran out). The cap then lies between the reserved bytes and `cap_limit_bytes` (reserved + the
+-- request: what the allocator would have held), at most `cap_pct` of the device's memory (from the trace header;
+-- from a snapshot alone, CUDA's free memory plus the reserved bytes, which the device's memory is at least);
+-- `cap_text` says so in words for the finding.
 -- include: memory.timeline
 -- include: memory.snapshot
 -- include: memory.peak
@@ -49,7 +58,8 @@ CREATE OR REPLACE TEMP VIEW memory_oom_findings AS
 WITH o AS (
     SELECT o.*,
            CASE WHEN capped THEN reserved_bytes + requested_bytes END AS cap_limit_bytes,
-           CASE WHEN capped THEN 100.0 * (reserved_bytes + requested_bytes) / nullif(capacity_bytes, 0) END AS cap_pct
+           CASE WHEN capped THEN 100.0 * (reserved_bytes + requested_bytes)
+                                 / nullif(coalesce(capacity_bytes, device_free_bytes + reserved_bytes), 0) END AS cap_pct
     FROM memory_ooms o
 )
 SELECT o.*,
@@ -61,7 +71,8 @@ SELECT o.*,
            coalesce(', a cap between ' || format_bytes(CAST(reserved_bytes AS BIGINT)) || ' (reserved) and ' ||
                     format_bytes(CAST(cap_limit_bytes AS BIGINT)) || ' (reserved + the request)' ||
                     coalesce(', ' || printf('%.1f', 100.0 * reserved_bytes / nullif(capacity_bytes, 0)) || '–' ||
-                             printf('%.1f', cap_pct) || '% of the device', ''), '') ||
+                             printf('%.1f', cap_pct) || '% of the device',
+                             ', under ' || printf('%.1f', cap_pct) || '% of the device', ''), '') ||
            ': torch.cuda.set_per_process_memory_fraction, or a container or MIG limit.'
        END AS cap_text,
        CASE WHEN capped THEN 'Raise the cap (`torch.cuda.set_per_process_memory_fraction`) if the job may use more of '
