@@ -17,7 +17,7 @@ from tracedoc.ingest import InputFile, discover, load_all
 from tracedoc.judge import Rule, judge
 from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
-from tracedoc.memory_report import MAX_DEVICES, MEMORY_METRICS, devices_left_out, memory_section
+from tracedoc.memory_report import MAX_DEVICES, MEMORY_METRICS, devices_left_out, memory_headline, memory_section
 from tracedoc.report import InputInfo, Report
 from tracedoc.report_tables import ReportTable, report_rows
 from tracedoc.store import Store, memory_store, open_cached_store
@@ -125,6 +125,8 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
     report.memory = memory_section(store)
     if len(report.memory) >= MAX_DEVICES and (left_out := devices_left_out(store)):
         report.summary["memory_devices_left_out"] = left_out
+    if not summary["basis"] and (words := memory_headline(report.memory, findings)) is not None:
+        report.summary["memory"] = words  # a memory-only input (a snapshot): what failed or leaked, and how much
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
     return report
 

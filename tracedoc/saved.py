@@ -99,7 +99,7 @@ def check_report(data: Any) -> None:
 
 # The memory section's fields whose names do not say their kind (tracedoc.memory_report).
 _MEMORY_KINDS = {"steps_to_oom": _NUM, "growth_r2": _NUM, "steady_steps": _INT, "bytes_per_step": _NUM,
-                 "allocations": _INT, "blocks": _INT, "site": _STR, "op": _STR}
+                 "allocations": _INT, "blocks": _INT, "site": _STR, "op": _STR, "role": _STR}
 
 
 def _check_memory(entry: Any, where: str) -> None:
@@ -107,7 +107,7 @@ def _check_memory(entry: Any, where: str) -> None:
     OOMs, an object of scalars for the peak's place and for fragmentation."""
     _expect(isinstance(entry, dict), where, "an object")
     for key, value in entry.items():
-        if key in ("top_sites", "growth_sites", "ooms"):
+        if key in ("top_sites", "by_role", "growth_sites", "ooms"):
             _expect(isinstance(value, list), f"{where}.{key}", "a list")
             for i, row in enumerate(value):
                 _check_memory_row(row, f"{where}.{key}[{i}]")

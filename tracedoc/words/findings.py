@@ -76,6 +76,8 @@ def summary_text(summary: dict[str, Any], inputs: int) -> str:
         parts.append(f"profiled kernel time {fmt_ms(float(summary['wall_ms']))}")
     if summary.get("efficiency"):  # tracedoc.efficiency.headline
         parts.append(str(summary["efficiency"]))
+    if summary.get("memory"):  # tracedoc.memory_report.memory_headline: a memory-only input
+        parts.append(str(summary["memory"]))
     return " · ".join(parts)
 
 

@@ -56,6 +56,8 @@ def _lines(m: dict[str, Any]) -> list[str]:
     if m.get("top_sites"):
         label = "live at the peak" if m.get("peak_bytes") is not None else "live in the snapshot"
         out.append(f"{label}: " + "; ".join(f"{s['site']} {_b(s['bytes'])}" for s in m["top_sites"]))
+    if m.get("by_role"):
+        out.append("at the peak by role: " + "; ".join(f"{r['role']} {_b(r['bytes'])}" for r in m["by_role"]))
     frag = m.get("fragmentation") or {}
     if frag.get("stranded_bytes") is not None:
         out.append(f"free inside segments that hold live tensors {_b(frag['stranded_bytes'])} "
