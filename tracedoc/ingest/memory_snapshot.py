@@ -167,6 +167,9 @@ class _Rows:
         if sink.kind == snapshot_pickle.UNREAD:  # a list no row is made of: counted, then dropped
             self.budget.spend(sum(item.count if type(item) is Records else 1 for item in items))
             return
+        if sink.kind == snapshot_pickle.ANNOTATIONS:  # the record_function ranges (ProfilerStep#N among them)
+            self.annotations(items)
+            return
         if sink not in self.shaped:
             self._check_shape(sink, items)
         if sink.kind == "segments":

@@ -35,11 +35,13 @@ snap AS (
     WHERE a.action = 'oom'
     QUALIFY row_number() OVER (PARTITION BY a.source_id ORDER BY a.time_ns, a.device, a.seq) <= 10
 ),
--- every failure of each input, of which the first ten are kept
+-- every failure of each input, of which the first ten are kept (one row per input: a snapshot given alone has its
+-- failures both as events and as actions)
 counted AS (
-    SELECT source_id, count(*) AS failures FROM memory_gpu_events WHERE kind = 'oom' GROUP BY ALL
-    UNION ALL
-    SELECT source_id, count(*) FROM memory_actions WHERE action = 'oom' GROUP BY ALL
+    SELECT source_id, max(failures) AS failures FROM (
+        SELECT source_id, count(*) AS failures FROM memory_gpu_events WHERE kind = 'oom' GROUP BY ALL
+        UNION ALL
+        SELECT source_id, count(*) FROM memory_actions WHERE action = 'oom' GROUP BY ALL) GROUP BY source_id
 ),
 joined AS (
     SELECT t.source_id, coalesce(t.rank, s.rank) AS rank, coalesce(t.device, s.device) AS device, t.ts_ns, t.step,
