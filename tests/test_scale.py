@@ -284,7 +284,7 @@ def test_created_objects_are_found_behind_their_comments() -> None:
 def test_the_ranks_report_views_are_shipped_by_their_names() -> None:
     """The second pass hands back the report's per-rank tables as their declared views (pipeline.METRICS); the
     cross-rank ones are made on the client."""
-    shipped = {e.name: e for e in report_exports([], None, METRICS)}
+    shipped = {e.name: e for e in report_exports([], None, METRICS.values())}
     per_rank = [t for t in METRICS.values() if not on_client(t.module)]
     assert {"gpu_report_idle", "comm_report_overlap", "memory_report_curve"} <= {t.view for t in per_rank}
     assert all(shipped[t.view].query == f"SELECT * FROM {t.view}" and shipped[t.view].module == t.module

@@ -12,73 +12,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracedoc.report_tables import ReportTable
+from tracedoc.report_tables import ReportTable, report_rows
 from tracedoc.store import Store
-from tracedoc.units import report_number
 
 MEMORY_METRICS: dict[str, ReportTable] = {
     "memory_steps": ReportTable("memory.timeline", "memory_report_steps", "rank, device, step"),
     "memory_curve": ReportTable("memory.timeline", "memory_report_curve", "rank, device, t_ns", ("t_ns",)),
     "memory_oom_points": ReportTable("memory.oom", "memory_report_oom_points", "rank, device, ts_ns", ("ts_ns",)),
-    "memory_peak_sites": ReportTable("memory.peak", "memory_report_peak_sites", "rank, device, bytes DESC"),
+    "memory_peak_sites": ReportTable("memory.peak", "memory_report_peak_sites", "rank, device, bytes DESC, site"),
     "memory_growth_sites": ReportTable("memory.growth", "memory_report_growth_sites",
                                        "rank, device, bytes_per_step DESC"),
 }
 
 
+# The report's ``memory`` section (analyses/memory/report.sql): the GPUs of traces, then the devices of snapshots
+# given alone. Bytes as whole numbers.
+MEMORY_SECTION: tuple[ReportTable, ...] = (
+    ReportTable("memory.report", "memory_report_devices", "rank, device, source_id", ("source_id",), True),
+    ReportTable("memory.report", "memory_report_snapshots", "snapshot_id, device", ("snapshot_id",), True),
+)
+
+
 def memory_section(store: Store) -> list[dict[str, Any]]:
     """The report's ``memory`` entries (empty when no input holds allocator data)."""
-    if not store.applies("memory.timeline"):
+    if not store.applies("memory.report"):
         return []
-    for module in ("memory.growth", "memory.peak", "memory.fragmentation", "memory.oom"):
-        store.include(module)
-    entries: list[dict[str, Any]] = []
-    for d in store.query("""
-            SELECT d.*, g.growth_bytes_per_step, g.r2, g.steady_steps, g.steps_to_oom
-            FROM memory_by_device d LEFT JOIN memory_growth g USING (source_id, device)
-            ORDER BY d.rank, d.device, d.source_id"""):
-        key = [d["source_id"], d["device"]]
-        sites = store.query("SELECT site, allocations, bytes FROM memory_peak_sites WHERE source_id = ? AND "
-                            "device = ? ORDER BY bytes DESC, site LIMIT 5", key)
-        growth = store.query("SELECT site, op, bytes_per_step, allocations FROM memory_growth_sites WHERE "
-                             "source_id = ? AND device = ? ORDER BY bytes_per_step DESC, site LIMIT 5", key)
-        frag = store.query("SELECT * EXCLUDE (source_id, rank, device) FROM memory_fragmentation WHERE source_id = ? "
-                           "AND device = ?", key)
-        ooms = store.query("SELECT step, requested_bytes, allocated_bytes, reserved_bytes, device_free_bytes, site, "
-                           "op FROM memory_ooms WHERE source_id = ? AND device = ? ORDER BY ts_ns", key)
-        entries.append(_numbers({
-            "rank": d["rank"], "device": d["device"], "basis": d["basis"], "capacity_bytes": d["capacity_bytes"],
-            "peak_bytes": d["peak_bytes"], "peak_at": {"step": d["peak_step"], "op": d["peak_op"],
-                                                       "site": d["peak_site"]},
-            "reserved_bytes": d["reserved_end"], "reserved_peak_bytes": d["reserved_peak_bytes"],
-            "allocated_start_bytes": d["allocated_start"], "allocated_end_bytes": d["allocated_end"],
-            "growth_bytes_per_step": d["growth_bytes_per_step"], "growth_r2": d["r2"],
-            "steady_steps": d["steady_steps"], "steps_to_oom": d["steps_to_oom"],
-            "top_sites": [{"site": s["site"], "bytes": s["bytes"], "allocations": s["allocations"]} for s in sites],
-            "growth_sites": growth, "fragmentation": frag[0] if frag else None, "ooms": ooms,
-        }))
-    # snapshots given without a trace of their run
-    for s in store.query("""
-            SELECT f.* FROM memory_fragmentation f WHERE f.source_id IS NULL ORDER BY f.snapshot_id, f.device"""):
-        sites = store.query("SELECT site, blocks, bytes FROM memory_snapshot_sites WHERE snapshot_id = ? "
-                            "AND device = ? ORDER BY bytes DESC, site LIMIT 5", [s["snapshot_id"], s["device"]])
-        ooms = store.query("SELECT requested_bytes, device_free_bytes, site FROM memory_ooms WHERE snapshot_id = ? "
-                           "AND device = ? AND source_id IS NULL", [s["snapshot_id"], s["device"]])
-        entries.append(_numbers({
-            "rank": None, "device": s["device"], "basis": "allocator", "capacity_bytes": None, "peak_bytes": None,
-            "peak_at": None,
-            "reserved_bytes": s["snapshot_reserved_bytes"], "allocated_end_bytes": s["snapshot_allocated_bytes"],
-            "growth_bytes_per_step": None,
-            "top_sites": [{"site": r["site"], "bytes": r["bytes"], "allocations": r["blocks"]} for r in sites],
-            "fragmentation": {k: v for k, v in s.items() if k not in ("source_id", "rank", "device")}, "ooms": ooms,
-        }))
-    return entries
-
-
-def _numbers(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    number = report_number(value)
-    return int(number) if isinstance(number, float) and number.is_integer() and abs(number) >= 1 else number
+    return [row for table in MEMORY_SECTION for row in report_rows(store, table)]

@@ -18,7 +18,7 @@ from tracedoc.ingest.ncu_model import short_name
 from tracedoc.judge import Rule, judge
 from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
-from tracedoc.memory_report import MEMORY_METRICS, memory_section
+from tracedoc.memory_report import MEMORY_METRICS, MEMORY_SECTION, memory_section
 from tracedoc.report import InputInfo, Report
 from tracedoc.report_tables import ReportTable, report_rows
 from tracedoc.store import Store, memory_store, open_cached_store
@@ -217,6 +217,9 @@ METRICS: dict[str, ReportTable] = {
 ATTRIBUTION = ReportTable("attribution.time", "attribution_report_slices",
                           "rank, device, step NULLS FIRST, ms DESC, cause, detail")
 WINDOWS = ReportTable("trace.window", "trace_report_windows", "rank NULLS LAST, source_id")
+
+# Every view the report reads (a distributed run ships the per-rank ones by name).
+REPORT_TABLES: tuple[ReportTable, ...] = (*METRICS.values(), *MEMORY_SECTION)
 
 
 def collect_metrics(store: Store, tables: dict[str, ReportTable] | None = None) -> dict[str, list[dict[str, Any]]]:

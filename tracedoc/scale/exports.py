@@ -10,7 +10,7 @@ not take). Every other module reads one rank's events and runs on that rank's wo
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tracedoc.errors import InputError
@@ -87,9 +87,9 @@ _CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
 
 
 def report_exports(rules: Sequence[Rule], thresholds: dict[str, dict[str, float]] | None,
-                   metrics: dict[str, ReportTable]) -> list[Export]:
+                   tables: Iterable[ReportTable]) -> list[Export]:
     """The second pass: the views the per-rank rules read (a table macro evaluated with the rule's thresholds),
-    the report views of the per-rank tables of the report (``metrics``: each rank's rows, ordered on the client),
+    the per-rank views of the report (``tables``: each rank's rows, ordered on the client),
     and the time attribution (what the first pass handed back already is not asked for again)."""
     exports: dict[str, Export] = {e.name: e for e in (*_ATTRIBUTION_EXPORTS, *_EFFICIENCY_EXPORTS)}
     summarized = {e.name for e in SUMMARY_EXPORTS}
@@ -106,7 +106,7 @@ def report_exports(rules: Sequence[Rule], thresholds: dict[str, dict[str, float]
             raise InputError(f"rules read {name} with different thresholds or params; a distributed run needs the "
                              "same ones")
         exports[name] = export
-    for table in metrics.values():
+    for table in tables:
         if not on_client(table.module):
             exports.setdefault(table.view, Export(table.view, table.module, f"SELECT * FROM {table.view}"))
     return list(exports.values())

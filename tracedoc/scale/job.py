@@ -17,7 +17,7 @@ from tracedoc.ingest.base import BY_NAME
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.limits import Limits
-from tracedoc.pipeline import METRICS, Progress, build_report, input_files
+from tracedoc.pipeline import REPORT_TABLES, Progress, build_report, input_files
 from tracedoc.report import Report
 from tracedoc.scale.exports import BASE_TABLES, SUMMARY_EXPORTS, Export, report_exports
 from tracedoc.scale.spec import ClusterSpec
@@ -59,7 +59,7 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
     check_thresholds(rules, thresholds or {})
     inputs = input_files(paths, limits)
     _check_distributable(inputs)
-    exports = report_exports(rules, thresholds, METRICS)
+    exports = report_exports(rules, thresholds, REPORT_TABLES)
     with contextlib.ExitStack() as stack:
         if use_cache:
             store_dir = store_location(cache_dir).absolute()

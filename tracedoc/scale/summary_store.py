@@ -23,6 +23,16 @@ class SummaryStore(Store):
         super().__init__(con, path)
         self.provided: set[str] = set(provided or ())
 
+    def applies(self, module: str) -> bool:
+        """As a store's, or when the ranks handed back rows of an object ``module`` makes: a summary store holds the
+        ranks' analyses, not the events (allocator events, operator shapes) that make a module apply."""
+        if super().applies(module):
+            return True
+        given = sorted(modules.created_objects(module) & self.provided)
+        return bool(given) and bool(self.scalar(
+            "SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name IN (SELECT unnest($names || $rows)) "
+            "AND estimated_size > 0", {"names": given, "rows": [f"{name}__rows" for name in given]}))
+
     def include(self, module: str) -> None:
         """Run ``module`` after its includes, once, leaving out the statements that create a provided object."""
         modules.include(self.con, self._included, module, self.limits.memory_bytes, self.provided)

@@ -109,6 +109,13 @@ def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
     included.add(module)
 
 
+@functools.cache
+def created_objects(module: str) -> frozenset[str]:
+    """The objects ``module``'s own statements create (not its includes')."""
+    statements = duckdb.extract_statements(module_file(module).read_text())
+    return frozenset(name for s in statements if (name := created_object(s.query)) is not None)
+
+
 def created_object(statement: str) -> str | None:
     """The object a CREATE statement makes (its name), else None."""
     m = _CREATES.match(statement)

@@ -43,9 +43,9 @@ frames AS (
 SELECT j.* EXCLUDE (tid), f.op, coalesce(j.snapshot_site, f.py_site, f.op) AS site,
        j.reserved_bytes - j.allocated_bytes AS unused_reserved_bytes,
        d.capacity_bytes, d.peak_bytes,
-       (SELECT string_agg(site || ' ' || format_bytes(CAST(bytes AS BIGINT)), ', ' ORDER BY bytes DESC)
+       (SELECT string_agg(site || ' ' || format_bytes(CAST(bytes AS BIGINT)), ', ' ORDER BY bytes DESC, site)
         FROM (SELECT * FROM memory_peak_sites p WHERE p.source_id = j.source_id AND p.device = j.device
-              ORDER BY bytes DESC LIMIT 3)) AS largest_live
+              ORDER BY bytes DESC, site LIMIT 3)) AS largest_live
 FROM joined j
 LEFT JOIN frames f ON f.source_id = j.source_id AND f.device = j.device AND f.ts_ns = j.ts_ns
 LEFT JOIN memory_by_device d ON d.source_id = j.source_id AND d.device = j.device;
