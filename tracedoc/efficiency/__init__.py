@@ -51,7 +51,7 @@ def efficiency_rows(store: Store, options: Options | None = None) -> list[dict[s
     without shapes: one row per rank, saying so)."""
     if not store.scalar("SELECT count(*) FROM sources WHERE format = 'torch'") and not (options and options.user_flops):
         return []
-    if not store.efficiency_measurable():
+    if not store.applies("efficiency.steps"):
         return _unavailable(store)
     store.include("efficiency.steps")
     user = bool(options and options.user_flops)

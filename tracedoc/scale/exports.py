@@ -1,10 +1,11 @@
 """What a rank hands back to the client: the per-rank objects the cross-rank analyses and the report read —
 summaries over ranks × steps × collectives, never the rank's events.
 
-The analysis modules fall in two kinds. Cross-rank ones run on the client over every rank's summaries (``ranks``:
-collective alignment, rank × step table, stragglers, all-to-all load; ``hang``: the flight-recorder dumps of all
-ranks; ``trace.summary``: the headline over all ranks; ``health`` and ``ncu``, whose inputs a distributed run does
-not take). Every other module reads one rank's events and runs on that rank's worker.
+The analysis modules fall in two kinds, as their headers say (``-- scope:``, store.modules). Cross-rank ones run
+on the client over every rank's summaries (``ranks``: collective alignment, rank × step table, stragglers,
+all-to-all load; ``hang``: the flight-recorder dumps of all ranks; ``trace.summary``: the headline over all ranks;
+``health`` and ``ncu``, whose inputs a distributed run does not take). Every other module reads one rank's events
+and runs on that rank's worker.
 """
 
 from __future__ import annotations
@@ -16,15 +17,7 @@ from dataclasses import dataclass, field
 from tracedoc.errors import InputError
 from tracedoc.judge import Rule
 from tracedoc.report_tables import ReportTable
-
-_CLIENT_GROUPS = ("ranks", "hang", "health", "ncu")
-_CLIENT_MODULES = ("trace.summary",)
-
-
-def on_client(module: str) -> bool:
-    """True for a cross-rank module: it runs on the client over the summaries of every rank."""
-    return module in _CLIENT_MODULES or module.split(".")[0] in _CLIENT_GROUPS
-
+from tracedoc.store.modules import on_client
 
 # What the ranks' own modules make only for the client: the alignment of the collectives across ranks (and what
 # reads it). A worker leaves these statements out (a batch's ranks are not the job); in the second pass it is

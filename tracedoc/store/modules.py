@@ -1,13 +1,20 @@
 """Load analysis modules: ``analyses/<group>/<name>.sql`` is the module ``group.name``.
 
-A module's header lists its dependencies as ``-- include: other.module`` lines; they are loaded first. Modules
-create only TEMP views, tables and macros, so analysing never changes a stored database. Before the first module
-on a connection, the declared input formats are written to the TEMP table ``input_formats(format, kind)``
-(ingest/base.py FORMATS), so that a module picks inputs by kind ('timeline') rather than by a list of names.
+A module's header says what the code needs to know about it, one fact a line, parsed here (``facts``):
 
-Some groups measure one kind of input only (``group_formats``): Nsight Compute kernels, flight-recorder dumps,
-GPU health. Their modules are run only when an input of such a format is in the store; elsewhere their tables
-would be empty, and planning their queries alone costs more than analysing a small trace.
+- ``-- include: other.module``: a dependency, loaded first;
+- ``-- reads: table, ...``: the store tables it measures, written only by some inputs (Nsight Compute kernels,
+  flight-recorder dumps, GPU health, allocator events and snapshots). It applies only where one of them has rows
+  (or, in a distributed run's store of summaries, where the ranks handed back rows of what it makes): elsewhere its
+  tables would be empty, and planning its queries alone costs more than analysing a small trace. A module without
+  the line reads the timelines every trace format has;
+- ``-- scope: job``: it runs on the client of a distributed run over every rank's summaries (or over inputs a
+  distributed run does not split by rank); ``-- scope: ranks``: it compares ranks with each other, on the client,
+  and finds nothing in a store of one rank. A module without the line reads one rank's events.
+
+Modules create only TEMP views, tables and macros, so analysing never changes a stored database. Before the first
+module on a connection, the declared input formats are written to the TEMP table ``input_formats(format, kind)``
+(ingest/base.py FORMATS), so that a module picks inputs by kind ('timeline') rather than by a list of names.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Collection
+from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -24,29 +32,12 @@ from tracedoc.errors import TracedocError, first_line
 from tracedoc.store.memory import out_of_memory_advice
 
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
+_READS = re.compile(r"^--\s*reads:\s*(\w+(?:\s*,\s*\w+)*)\s*$", re.MULTILINE)
+_SCOPE = re.compile(r"^--\s*scope:\s*(job|ranks)\s*$", re.MULTILINE)
 # A statement's text may begin with the comments before it (DuckDB 2.0.1's extract_statements keeps them).
 _CREATES = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
                       r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:TABLE|VIEW|MACRO|FUNCTION)\s+"
                       r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.]+)", re.IGNORECASE | re.DOTALL)
-
-# Groups made from tables a trace writes only when recorded with its memory events: a PyTorch trace with
-# profile_memory=True, an Nsight Systems export with --cuda-memory-usage=true (Store.formats names such a trace
-# 'torch_memory', 'nsys_memory'); every other group's formats are declared with the formats (ingest/base.py FORMATS).
-_PSEUDO_FORMATS: dict[str, frozenset[str]] = {"memory": frozenset({"torch_memory", "nsys_memory"})}
-
-
-@functools.cache
-def group_formats() -> dict[str, frozenset[str]]:
-    """Analysis group: the input formats its tables are made from; a group not named here reads the timelines
-    every trace format has."""
-    from tracedoc.ingest.base import FORMATS  # here, not at the top: the ingest package imports the store
-
-    groups: dict[str, frozenset[str]] = dict(_PSEUDO_FORMATS)
-    for f in FORMATS:
-        for group in f.groups:
-            groups[group] = groups.get(group, frozenset()) | {f.name}
-    return groups
-
 
 def module_file(module: str) -> Traversable:
     """The SQL file of a module key such as ``gpu.idle``."""
@@ -64,16 +55,28 @@ def all_modules() -> list[str]:
                   for f in group.iterdir() if f.name.endswith(".sql"))
 
 
-# Modules that compare ranks with each other: nothing to find in a store of one rank.
-CROSS_RANK: frozenset[str] = frozenset({"ranks.stragglers", "ranks.alltoall"})
+@dataclass(frozen=True)
+class ModuleFacts:
+    """What a module's header says of it: its includes, the store tables it reads (empty: the timelines every
+    format has) and its scope (None: one rank's events; 'job': on the client; 'ranks': compares ranks)."""
+
+    includes: tuple[str, ...]
+    reads: tuple[str, ...]
+    scope: str | None
 
 
-def applies(module: str, formats: Collection[str], ranks: int) -> bool:
-    """True when ``module`` can find anything in a store holding inputs of ``formats`` from ``ranks`` ranks."""
-    if module in CROSS_RANK and ranks < 2:
-        return False
-    needs = group_formats().get(module.partition(".")[0])
-    return needs is None or not needs.isdisjoint(formats)
+@functools.cache
+def facts(module: str) -> ModuleFacts:
+    """The facts ``module``'s header states."""
+    sql = module_file(module).read_text()
+    reads = tuple(t.strip() for line in _READS.findall(sql) for t in line.split(","))
+    scope = _SCOPE.search(sql)
+    return ModuleFacts(tuple(_INCLUDE.findall(sql)), reads, scope.group(1) if scope else None)
+
+
+def on_client(module: str) -> bool:
+    """True for a module of a distributed run's client: it runs there over the summaries of every rank."""
+    return facts(module).scope is not None
 
 
 def _declare_formats(con: duckdb.DuckDBPyConnection) -> None:
@@ -95,7 +98,7 @@ def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
     if not included:
         _declare_formats(con)
     sql = module_file(module).read_text()
-    for dep in _INCLUDE.findall(sql):
+    for dep in facts(module).includes:
         include(con, included, dep, memory_bytes, skip)
     try:
         if not skip:

@@ -9,6 +9,7 @@
 -- step for logging, double buffers); divided by the steps they come from, they give each site's bytes per step.
 -- A site is the user's innermost Python frame on the allocating thread (with_stack=True), else the operator that
 -- allocated, else the innermost annotation (an NVTX range: all an Nsight Systems export names); where a snapshot of the same run was given, the snapshot's frames name it (memory.snapshot).
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 -- include: memory.timeline
 -- include: memory.snapshot
 

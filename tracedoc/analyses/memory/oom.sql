@@ -5,6 +5,7 @@
 -- free (the snapshot), the site that asked (the snapshot's frames, else the trace's Python frame or operator), and
 -- the step it happened in, and the three sites that held most at the peak before it (memory.peak). Reserved − allocated at the failure is memory the allocator held but could not use for
 -- the request: when it exceeds the request, fragmentation caused the failure.
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 -- include: memory.timeline
 -- include: memory.snapshot
 -- include: memory.peak

@@ -4,6 +4,7 @@
 -- that the trace never saw allocated (made before it started: parameters, optimizer state) is one row,
 -- '(allocated before the trace)'. Sites as memory.growth: the snapshot's frames, else the user's Python frame,
 -- else the operator, else the annotation.
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 -- include: memory.timeline
 -- include: memory.snapshot
 

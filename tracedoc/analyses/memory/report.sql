@@ -5,6 +5,7 @@
 -- 'allocator' or 'cuda', memory.timeline), the curve summarised, the peak and where it happened, the growth per
 -- steady step, the sites behind the peak and the growth, fragmentation and out-of-memory failures; then the devices
 -- of snapshots given without a trace of their run. A column added to a view is a key of the report's entries.
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 -- include: memory.growth
 -- include: memory.peak
 -- include: memory.fragmentation

@@ -6,6 +6,7 @@
 -- Reserved: bytes the caching allocator holds from CUDA), so the curve is a step plot of those totals. The peak is
 -- the highest Total Allocated; it happens in a step (the ProfilerStep#N it falls in) and inside an operator (the
 -- innermost one on the allocating thread). Memory allocated before the trace started appears in the totals only.
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 -- include: trace.steps
 
 -- A site from a Python frame as the profiler names it, 'run.py(48): forward' → 'run.py:48 (forward)'; NULL for

@@ -26,6 +26,7 @@
 --                       nothing)
 --   blocked_exposed_ns  on the last rank's row: the mean over the other ranks of the exposed part of their wait
 --                       after the second-last arrival (what the last rank cost the others); else 0
+-- scope: job
 -- include: trace.steps
 -- include: intervals.merge
 
