@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from tracedoc.errors import InputError
 from tracedoc.judge import Rule
 from tracedoc.report_tables import ReportTable
-from tracedoc.store.modules import on_client
+from tracedoc.store.modules import all_modules, facts, on_client
 
-# What the ranks' own modules make only for the client: the alignment of the collectives across ranks (and what
-# reads it). A worker leaves these statements out (a batch's ranks are not the job); in the second pass it is
-# given ranks_collectives as the client lined it up.
-CLIENT_ONLY = ("ranks_alignment", "ranks_matched_kernels", "ranks_clock_offsets", "ranks_collectives",
-               "ranks_alignment_quality", "ranks_steps", "ranks_report_steps")
+# What the ranks' own modules make only for the client (``-- client only:`` in their headers): the alignment of the
+# collectives across ranks (and what reads it). A worker leaves these statements out (a batch's ranks are not the
+# job); in the second pass it is given ranks_collectives as the client lined it up.
+CLIENT_ONLY = tuple(name for module in all_modules() for name in facts(module).client_only)
 
 # Store tables a rank hands back whole: its profiler steps, GPUs and flight-recorder dumps (a dump is bounded by
 # its ring buffer; steps and devices by the window).
@@ -44,27 +43,11 @@ class Export:
     macro_args: int | None = None
 
 
-# The first pass: what the cross-rank modules read. ranks_compute_busy is kept to the merged compute intervals that
-# overlap a collective's kernel (the waits it is compared with lie inside those kernels): a range join on
-# (source, device, time) packed into HUGEINT keys (an equality beside two inequalities would compare every pair).
-SUMMARY_EXPORTS = (
-    Export("trace_steps", "trace.steps", "SELECT * FROM trace_steps"),
-    Export("trace_step_method", "trace.steps", "SELECT * FROM trace_step_method"),
-    Export("trace_windows", "trace.window", "SELECT * FROM trace_windows"),
-    Export("trace_wall", "trace.window", "SELECT * FROM trace_wall"),
-    Export("gpu_busy_by_device", "gpu.busy", "SELECT * FROM gpu_busy_by_device"),
-    Export("trace_recording", "trace.recording", "SELECT * FROM trace_recording"),
-    Export("ranks_comm_kernels", "ranks.collectives", "SELECT * FROM ranks_comm_kernels"),
-    Export("ranks_compute_busy", "ranks.collectives", """
-        SELECT DISTINCT b.source_id, b.device, b.ts_ns, b.end_ns
-        FROM (SELECT *, ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start,
-                     ((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end FROM ranks_compute_busy) b
-        JOIN (SELECT ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start,
-                     ((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end FROM ranks_comm_kernels) c
-          ON b.k_start < c.k_end AND b.k_end > c.k_start"""),
-    Export("ranks_step_work", "ranks.steps", "SELECT * FROM ranks_step_work"),
-    Export("ranks_step_kernels", "ranks.steps", "SELECT * FROM ranks_step_kernels"),
-)
+# The first pass: what the cross-rank modules read, as the modules' headers say (``-- hands back:``): each rank's
+# steps and window, its GPUs' busy time, what it recorded, its collectives' kernels and the compute around them, its
+# work per step.
+SUMMARY_EXPORTS = tuple(Export(name, module, f"SELECT * FROM {view}")
+                        for module in all_modules() for name, view in facts(module).hands_back)
 
 # The second pass (with the rank's collectives given): the attribution the report and the savings read.
 _ATTRIBUTION_EXPORTS = (

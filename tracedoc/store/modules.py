@@ -10,7 +10,11 @@ A module's header says what the code needs to know about it, one fact a line, pa
   the line reads the timelines every trace format has;
 - ``-- scope: job``: it runs on the client of a distributed run over every rank's summaries (or over inputs a
   distributed run does not split by rank); ``-- scope: ranks``: it compares ranks with each other, on the client,
-  and finds nothing in a store of one rank. A module without the line reads one rank's events.
+  and finds nothing in a store of one rank. A module without the line reads one rank's events;
+- ``-- hands back: object, view AS object, ...``: what a rank hands back of it to a distributed run's client in the
+  first pass (the summaries the cross-rank modules read there), each object as itself or as a view of it;
+- ``-- client only: object, ...``: objects it makes only on the client (the alignment of the ranks): a worker,
+  which holds a batch of ranks and not the job, leaves their statements out.
 
 Modules create only TEMP views, tables and macros, so analysing never changes a stored database. Before the first
 module on a connection, the declared input formats are written to the TEMP table ``input_formats(format, kind)``
@@ -34,6 +38,9 @@ from tracedoc.store.memory import out_of_memory_advice
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
 _READS = re.compile(r"^--\s*reads:\s*(\w+(?:\s*,\s*\w+)*)\s*$", re.MULTILINE)
 _SCOPE = re.compile(r"^--\s*scope:\s*(job|ranks)\s*$", re.MULTILINE)
+_HANDS_BACK = re.compile(r"^--\s*hands back:\s*(.+?)\s*$", re.MULTILINE)
+_CLIENT_ONLY = re.compile(r"^--\s*client only:\s*(.+?)\s*$", re.MULTILINE)
+_HANDED = re.compile(r"^(\w+)(?:\s+AS\s+(\w+))?$", re.IGNORECASE)
 # A statement's text may begin with the comments before it (DuckDB 2.0.1's extract_statements keeps them).
 _CREATES = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
                       r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:TABLE|VIEW|MACRO|FUNCTION)\s+"
@@ -58,11 +65,15 @@ def all_modules() -> list[str]:
 @dataclass(frozen=True)
 class ModuleFacts:
     """What a module's header says of it: its includes, the store tables it reads (empty: the timelines every
-    format has) and its scope (None: one rank's events; 'job': on the client; 'ranks': compares ranks)."""
+    format has), its scope (None: one rank's events; 'job': on the client; 'ranks': compares ranks), what a rank
+    hands back of it (the object's name on the client, and the view of it the worker reads) and the objects it
+    makes only on the client."""
 
     includes: tuple[str, ...]
     reads: tuple[str, ...]
     scope: str | None
+    hands_back: tuple[tuple[str, str], ...] = ()
+    client_only: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -71,7 +82,15 @@ def facts(module: str) -> ModuleFacts:
     sql = module_file(module).read_text()
     reads = tuple(t.strip() for line in _READS.findall(sql) for t in line.split(","))
     scope = _SCOPE.search(sql)
-    return ModuleFacts(tuple(_INCLUDE.findall(sql)), reads, scope.group(1) if scope else None)
+    handed = []
+    for item in (t.strip() for line in _HANDS_BACK.findall(sql) for t in line.split(",")):
+        m = _HANDED.match(item)
+        if m is None:
+            raise TracedocError(f"analysis module {module}: '-- hands back: {item}' names no object")
+        handed.append((m.group(2) or m.group(1), m.group(1)))
+    client_only = tuple(t.strip() for line in _CLIENT_ONLY.findall(sql) for t in line.split(","))
+    return ModuleFacts(tuple(_INCLUDE.findall(sql)), reads, scope.group(1) if scope else None, tuple(handed),
+                       client_only)
 
 
 def on_client(module: str) -> bool:

@@ -19,6 +19,8 @@
 --   blocked_ns          Σ blocked_ns: the time it alone held the others up (it arrived last)
 --   blocked_exposed_ns  Σ blocked_exposed_ns: what that cost the others (their exposed wait, mean over them)
 -- scope: job
+-- hands back: ranks_step_work, ranks_step_kernels
+-- client only: ranks_steps, ranks_report_steps
 -- include: ranks.collectives
 -- include: gpu.idle
 
