@@ -80,7 +80,7 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         first.sort(key=lambda result: result[0][0].indices)  # the ranks' rows in job order, as on one machine
         again = False
         while True:
-            job = _Job(first)
+            job = _Job(first, limits)
             job.store.set_step_range(step_range)
             if progress:
                 progress("lining up the ranks' collectives" + (" again, without the failed ranks" if again else ""))
@@ -178,9 +178,9 @@ class _Job:
     """The client's store of summaries: every read rank's store tables and summaries, in job-wide ranks, then its
     per-rank analyses. Source ids are job-wide from the workers on."""
 
-    def __init__(self, read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]]) -> None:
+    def __init__(self, read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]], limits: Limits) -> None:
         self.ranks = self._ranks(read)
-        self.store = SummaryStore(summary_connection())
+        self.store = SummaryStore(summary_connection(limits), limits=limits)
         con = self.store.con
         selects = [self._with_ranks(summary) for _, summary in read]
         for name in BASE_TABLES:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from tracedoc.limits import Limits
 from tracedoc.store import Store, modules
 
 
@@ -19,8 +20,8 @@ class SummaryStore(Store):
     """A Store whose ``provided`` objects exist already: modules skip the statements that create them."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None,
-                 provided: set[str] | None = None) -> None:
-        super().__init__(con, path)
+                 provided: set[str] | None = None, limits: Limits = Limits()) -> None:
+        super().__init__(con, path, limits)
         self.provided: set[str] = set(provided or ())
 
     def applies(self, module: str) -> bool:
@@ -38,12 +39,12 @@ class SummaryStore(Store):
         modules.include(self.con, self._included, module, self.limits.memory_bytes, self.provided)
 
 
-def summary_connection() -> duckdb.DuckDBPyConnection:
-    """An in-memory database with the store's schema (its tables empty) for the client's summaries."""
-    from tracedoc.store.store import no_progress_bar, schema_files
+def summary_connection(limits: Limits) -> duckdb.DuckDBPyConnection:
+    """An in-memory database with the store's schema (its tables empty) for the client's summaries or a worker's
+    batch, under the run's ``limits`` as every store."""
+    from tracedoc.store.store import connect, schema_files
 
-    con = duckdb.connect(":memory:")
-    no_progress_bar(con)
+    con = connect(":memory:", limits)
     for schema in schema_files():
         con.execute(schema.read_text())
     return con

@@ -61,9 +61,9 @@ class Store:
         trace's store takes 80 MB instead of 8 MB for the whole analysis; the checkpoint costs 0.04–0.15 s there.
         """
         if path is not None:
-            con = _connect(str(path), limits)
+            con = connect(str(path), limits)
         else:
-            con = _connect(":memory:", limits)
+            con = connect(":memory:", limits)
             con.execute("ATTACH ':memory:' AS store (COMPRESS)")
             con.execute("USE store")
         for schema in schema_files():
@@ -75,7 +75,7 @@ class Store:
     @classmethod
     def open(cls, path: Path, limits: Limits = Limits()) -> Store:
         """Open a finished store read-only, under ``limits``; analyses then add TEMP objects on top of it."""
-        con = _connect(":memory:", limits)
+        con = connect(":memory:", limits)
         con.execute(f"ATTACH {sql_literal(str(path))} AS store (READ_ONLY)")
         con.execute("USE store")
         return cls(con, path, limits)
@@ -180,8 +180,9 @@ def schema_files() -> list[Traversable]:
     return [resources.files("tracedoc.store").joinpath("schema.sql"), *extra]
 
 
-def _connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
-    """A connection that never draws DuckDB's progress bar, under the memory cap when one is set."""
+def connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
+    """A connection that never draws DuckDB's progress bar, under the memory cap when one is set (spilling to
+    disk beyond it): every connection tracedoc analyses on is opened here, a distributed run's too."""
     con = duckdb.connect(database)
     no_progress_bar(con)
     if (limit := limits.memory_bytes) is not None:
