@@ -89,6 +89,7 @@ def test_a_module_applies_where_the_tables_its_header_reads_have_rows() -> None:
         assert memory.applies("memory.report") and memory.applies("gpu.idle")
         assert not memory.applies("hang.progress") and not memory.applies("ranks.stragglers")  # one rank
         assert not eager.applies("memory.timeline") and not eager.applies("ncu.sol")
+        assert not hang.applies("attribution.time") and hang.applies("trace.summary")  # no timeline there
     finally:
         for store in stores.values():
             store.close()

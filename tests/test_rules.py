@@ -15,6 +15,7 @@ from tracedoc import analyze
 from tracedoc.cli import cli
 from tracedoc.errors import InputError, RuleError
 from tracedoc.judge import load_rules
+from tracedoc.judge.files import builtin_folder, builtin_mappings, read_rule, rule_files
 from tracedoc.report import Report
 from tracedoc.saved import read_report
 from tracedoc.words.findings import finding_span
@@ -197,3 +198,17 @@ def test_the_engine_binds_the_id_params_and_thresholds() -> None:
     rule = next(r for r in load_rules() if r.id == "warp-stall-wait")
     assert rule.bindings({"warp-stall-wait": {"max_rank": 3}, "gpu-gaps": {"min_gap_ms": 1}}) == {
         "rule_id": "warp-stall-wait", "reason": "wait", "min_share_pct": 25.0, "max_rank": 3}
+
+
+def test_the_built_in_rules_are_kept_between_runs_as_read(tmp_path: Path) -> None:
+    """The built-in rules come back from the cache as their YAML reads; a damaged cache file is read past and
+    written anew."""
+    files = rule_files(builtin_folder())
+    fresh = [read_rule(f) for f in files]
+    assert builtin_mappings(files, tmp_path) == fresh
+    [kept] = tmp_path.glob("rules-*.json")
+    assert json.loads(kept.read_text()) == fresh
+    assert builtin_mappings(files, tmp_path) == fresh
+    kept.write_text('[{"id": "cut')
+    assert builtin_mappings(files, tmp_path) == fresh and json.loads(kept.read_text()) == fresh
+    assert builtin_mappings(files, None) == fresh

@@ -43,8 +43,9 @@ def invoke(*args: str):
 
 @pytest.fixture
 def no_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This interpreter without torch and cupy, whatever is installed."""
+    """This interpreter without torch, torchvision and cupy, whatever is installed."""
     monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setitem(sys.modules, "torchvision", None)
     monkeypatch.setitem(sys.modules, "cupy", None)
 
 
@@ -72,7 +73,7 @@ def test_list_works_without_torch(no_torch: None) -> None:
     for name, w in workload.WORKLOADS.items():
         row = next(line for line in result.output.splitlines() if line.split()[:1] == [name])
         assert ", ".join(w.variants) in row
-    assert "not installed here: cupy, torch (pip install 'tracedoc[workloads]')" in result.output
+    assert "not installed here: cupy, torch, torchvision (pip install 'tracedoc[workloads]')" in result.output
 
 
 def test_run_without_torch_is_one_line_exit_2(no_torch: None) -> None:

@@ -5,10 +5,12 @@ snapshot, or telemetry files, judged by the rules that read ``health.*``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracedoc import efficiency
 from tracedoc.errors import InputError
@@ -50,7 +52,7 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
             thresholds: dict[str, dict[str, float]] | None = None, progress: Progress | None = None,
             step_range: str | None = None, *, cluster: ClusterSpec | None = None, limits: Limits | None = None,
             what_if: str | None = None, perfetto: Path | None = None,
-            peaks: efficiency.Options | None = None) -> Report:
+            peaks: efficiency.Options | None = None, step_time_ms: float | None = None) -> Report:
     """Ingest the traces at ``paths`` (files or directories of ranks; one path may be given as it is), measure,
     judge and return the report.
 
@@ -61,12 +63,15 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
     the workers' too (None: those the environment sets). ``what_if``: a rule whose largest finding's projection the
     report then carries (``tracedoc.whatif.projection_for``). ``perfetto``: write the Perfetto trace of the store
     analysed there too (not with a cluster: it holds the events of one store). ``peaks``: the peaks and FLOPs per
-    step the user gives (--peak-tflops, …; not with a cluster).
+    step the user gives (--peak-tflops, …; not with a cluster). ``step_time_ms``: the step time of the user's own
+    logs (--step-time-ms; a positive number): MFU and MBU divide by it.
 
     One saved JSON report given alone (`tracedoc analyze --format json`) is read back as it is, to be rendered
     again: nothing is measured or judged anew, so thresholds, a step range, a cluster or a Perfetto trace are refused.
     """
     limits = Limits.from_env() if limits is None else limits
+    if step_time_ms is not None:
+        peaks = _with_step_time(peaks, step_time_ms)
     rules = load_rules(tuple(rules_dirs))
     if what_if is not None and what_if not in {r.id for r in rules}:
         raise InputError(f"--what-if {what_if}: no such rule (tracedoc rules lists them)")
@@ -77,8 +82,8 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
             raise InputError("--format perfetto writes the events of one store: not with --workers or a Dask "
                              "scheduler")
         if peaks is not None:
-            raise InputError("--peak-tflops, --peak-gbps, --flops-per-step and --bytes-per-step are not taken with "
-                             "--workers or a Dask scheduler")
+            raise InputError("--peak-tflops, --peak-gbps, --flops-per-step, --bytes-per-step and --step-time-ms are "
+                             "not taken with --workers or a Dask scheduler")
         from tracedoc.scale import analyze_distributed  # Dask is imported only for distributed runs
 
         report = analyze_distributed(paths, cluster, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=use_cache,
@@ -97,6 +102,14 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
     return report
 
 
+def _with_step_time(peaks: efficiency.Options | None, step_time_ms: Any) -> efficiency.Options:
+    """``peaks`` with the user's step time (a positive, finite number of ms, else an InputError)."""
+    if isinstance(step_time_ms, bool) or not isinstance(step_time_ms, (int, float)) \
+            or not math.isfinite(step_time_ms) or step_time_ms <= 0:
+        raise InputError(f"step_time_ms: {step_time_ms!r} is not a positive number of milliseconds")
+    return dataclasses.replace(peaks or efficiency.Options(), step_time_ms=float(step_time_ms))
+
+
 def saved_report_path(paths: Sequence[Path | str] | Path | str) -> Path | None:
     """The path when ``paths`` is one ``*.json`` file holding a saved tracedoc JSON report, else None (as serve and
     diff tell one: nothing else is opened here, so a file of the kernel's such as /proc/kmsg is never read)."""
@@ -109,7 +122,7 @@ def saved_report_path(paths: Sequence[Path | str] | Path | str) -> Path | None:
 
 def _saved_report(path: Path, thresholds: dict[str, dict[str, float]] | None, step_range: str | None,
                   cluster: ClusterSpec | None, perfetto: Path | None,
-                  peaks: efficiency.Options | None = None) -> Report:
+                  peaks: efficiency.Options | None = None, step_time_ms: float | None = None) -> Report:
     """A saved report, read back for rendering; what would need the traces again is refused."""
     needs_traces = [what for what, given in (("--set", thresholds), ("--step-range", step_range is not None),
                                              ("--workers or a Dask scheduler", cluster is not None),

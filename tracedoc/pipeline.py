@@ -13,7 +13,6 @@ from typing import Any
 from tracedoc import efficiency
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover, load_all
-from tracedoc.ingest.ncu_model import short_name
 from tracedoc.judge import Rule, judge
 from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
@@ -180,6 +179,8 @@ def steps_found(row: dict[str, Any]) -> str:
     if row["method"] == "profiler":
         return "ProfilerStep#N annotations"
     if row["method"] == "kernel":
+        from tracedoc.ingest.ncu_model import short_name  # here: ncu_model imports pyarrow, which a run needs not
+
         return f"the repeating kernel {short_name(str(row['detail']))}"
     name = str(row["detail"])
     return f"the host ranges '{name[:-1]}N'" if name.endswith(" #") else f"the host range '{name}'"

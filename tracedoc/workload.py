@@ -64,6 +64,11 @@ WORKLOADS = {w.name: w for w in (
     Workload("gpt_step", "a GPT-style training step with its operators' shapes and FlopCounterMode's FLOPs: the "
              "ground truth of MFU (low-mfu on GPT-2's 50257 vocabulary; HFU under checkpointing)",
              ("base", "checkpoint", "gpt2", "gemm")),
+    Workload("conv_step", "a ResNet-50 bf16 training step whose trace (record_shapes=True) is longer than the job's "
+             "step: the profiler's own cost, against the unprofiled truth", ("bf16",), needs=("torch", "torchvision")),
+    Workload("launch_loop", "a deep, narrow MLP step of 1,000+ kernels of a few µs each (launch-bound)", ("eager",)),
+    Workload("llama_step", "a Llama-style training step under torch.compile (Triton kernels), or eager under "
+             "autocast with fp32 weights cast to bf16 every step", ("compile", "autocast")),
     Workload("gemm_ladder", "naive, tiled, WMMA and cuBLAS matrix products: each rung's bottleneck under ncu",
              ("all", "naive", "tiled", "wmma", "cublas"), needs=("torch", "cupy"), ncu_launches=None,
              times_itself=True),

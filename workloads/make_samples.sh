@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every workload variant on this machine's GPU(s) and write one folder of traces per case.
 #
-#   bash workloads/make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|memory|all]
+#   bash workloads/make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|memory|nsys-alloc|all]
 #
 # single: decode_loop (eager, cudagraph, compile), input_bound (slow, fast) and host_stall (item, sleep, fixed) on
 # one GPU;
@@ -15,19 +15,26 @@
 # as one report of the whole job (nsys profile torchrun ...). The exports are redacted (redact_export.py);
 # hangs (not part of all): a two-rank hang whose culprit's GPU is still busy when it issues the collective, its
 # flight-recorder dumps written the default way (no TORCH_NCCL_ENABLE_TIMING) and with timing.
-# efficiency (not part of all): gpt_step (base, checkpoint, gpt2, gemm) and the eager decode loop, recorded with
-# record_shapes=True, each with counts.json (FlopCounterMode's FLOPs per step, CUDA-event step times): the ground
-# truth of tracedoc's MFU and MBU.
+# efficiency (not part of all): gpt_step (base, checkpoint, gpt2, gemm), the decode loop (eager and cudagraph),
+# conv_step, launch_loop and llama_step (compile, autocast), recorded with record_shapes=True, each with counts.json
+# or truth.json (FlopCounterMode's FLOPs per step, CUDA-event step times without the profiler): the ground truth of
+# tracedoc's MFU and MBU, and of its estimate of the unprofiled step.
 # memory (not part of all): memory_leak (leak, fixed, oom, fragment) with the profiler's allocator events and the
-# allocator snapshot; with nsys on PATH also leak and fixed under Nsight Systems with --cuda-memory-usage=true
-# (--profiler nvtx, 20 steps), exported to SQLite and redacted.
+# allocator snapshot; the leak (48 MiB a step) and the oom under a memory fraction with the history recorded the
+# default way (_record_memory_history() with no arguments: C++ frames in every stack), the snapshot alone; with nsys
+# on PATH also leak and fixed under Nsight Systems with --cuda-memory-usage=true (--profiler nvtx, 20 steps),
+# exported to SQLite and redacted.
+# nsys-alloc (needs nsys and cupy; not part of all): cupy_alloc (nopool, pool), timed once without nsys, then the
+# whole process under nsys profile -t cuda,nvtx,osrt, exported to SQLite and redacted.
 # RUN_TIMEOUT (seconds, default 600) bounds each run.
 # Copy OUT_DIR/<case>/ into samples/<case>/ afterwards; the log holds the figures SOURCE.md quotes.
 set -uo pipefail
 
-out=${1:?usage: make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|memory|all]}
+out=${1:?usage: make_samples.sh OUT_DIR [single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|memory|nsys-alloc|all]}
 which=${2:-all}
-case $which in single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|memory|all) ;; *) echo "unknown set: $which" >&2; exit 2 ;; esac
+case $which in single|gemm|ddp|fsdp|nsys-ranks|hangs|efficiency|memory|nsys-alloc|all) ;;
+    *) echo "unknown set: $which" >&2; exit 2 ;;
+esac
 limit=${RUN_TIMEOUT:-600}
 here=$(cd "$(dirname "$0")" && pwd)
 export PYTHONUNBUFFERED=1
@@ -129,6 +136,10 @@ if [[ $which == memory ]]; then
     for v in leak fixed oom fragment; do
         run "memory-$v" python3 "$here/memory_leak/run.py" --variant "$v" --out "$out/memory-$v"
     done
+    run snapshot-leak-default python3 "$here/memory_leak/run.py" --variant leak --history default --snapshot-only \
+        --batch 3072 --out "$out/snapshot-leak-default"
+    run snapshot-oom-cap python3 "$here/memory_leak/run.py" --variant oom --history default --snapshot-only \
+        --batch 3072 --out "$out/snapshot-oom-cap"
     if command -v nsys >/dev/null; then
         for v in leak fixed; do
             mkdir -p "$out/nsys-memory-$v"
@@ -146,8 +157,28 @@ if [[ $which == efficiency ]]; then
     for v in base checkpoint gpt2 gemm; do
         run "gpt-step-$v" python3 "$here/gpt_step/run.py" --variant "$v" --out "$out/gpt-step-$v"
     done
-    run decode-eager-shapes python3 "$here/decode_loop/run.py" --variant eager --record-shapes --steps 3 \
-        --counts "$out/decode-eager-shapes/counts.json" --out "$out/decode-eager-shapes"
+    for v in eager cudagraph; do
+        run "decode-$v-shapes" python3 "$here/decode_loop/run.py" --variant "$v" --record-shapes --steps 3 \
+            --counts "$out/decode-$v-shapes/counts.json" --out "$out/decode-$v-shapes"
+    done
+    run conv-step python3 "$here/conv_step/run.py" --variant bf16 --record-shapes --out "$out/conv-step"
+    run launch-loop python3 "$here/launch_loop/run.py" --variant eager --record-shapes --out "$out/launch-loop"
+    run compile-step python3 "$here/llama_step/run.py" --variant compile --record-shapes --out "$out/compile-step"
+    run autocast-step python3 "$here/llama_step/run.py" --variant autocast --record-shapes --out "$out/autocast-step"
+fi
+
+if [[ $which == nsys-alloc ]]; then
+    command -v nsys >/dev/null || { echo "nsys-alloc needs nsys on PATH" >&2; exit 2; }
+    nsys --version
+    for v in nopool pool; do
+        dir="$out/nsys-cupy-$v"
+        run "nsys-cupy-$v-truth" python3 "$here/cupy_alloc/run.py" --variant "$v" --profiler none --steps 0 \
+            --out "$dir/truth"
+        run "nsys-cupy-$v" nsys profile -t cuda,nvtx,osrt --force-overwrite true -o "$dir/sample" \
+            python3 "$here/cupy_alloc/run.py" --variant "$v" --bench-steps 5 --out "$dir/under-nsys"
+        nsys export --type sqlite --force-overwrite true --output "$dir/sample.sqlite" "$dir/sample.nsys-rep" >/dev/null
+        python3 "$here/redact_export.py" "$dir/sample.sqlite"
+    done
 fi
 
 if [[ $which == hangs ]]; then

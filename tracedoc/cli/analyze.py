@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
 import sys
 import tempfile
@@ -67,13 +68,17 @@ from tracedoc.words.sanitize import one_line, terminal_text
 @click.option("--bytes-per-step", type=click.FloatRange(min=0, min_open=True), default=None,
               help="The bytes one step must move (decode: weights + KV cache), for MBU where the trace holds no "
                    "shapes.")
+@click.option("--step-time-ms", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="The step time in ms from your own logs, without the profiler: MFU and MBU divide by it instead "
+                   "of the profiled step's time, and the report echoes it.")
 @cluster_options()
 @one_line_errors
 def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, rules_dirs: tuple[Path, ...],
                     settings: tuple[str, ...], fail_on: str | None, cache_dir: Path | None, no_cache: bool,
                     max_inflate: str | None, memory_limit: str | None, what_if_rule: str | None,
                     step_range: str | None, peak_tflops: float | None, peak_gbps: float | None,
-                    flops_per_step: float | None, bytes_per_step: float | None, workers: int | None,
+                    flops_per_step: float | None, bytes_per_step: float | None, step_time_ms: float | None,
+                    workers: int | None,
                     dask_scheduler: str | None, dask_scheduler_file: Path | None) -> None:
     """Diagnose GPU traces: a trace file, or a directory with one trace per rank.
 
@@ -91,11 +96,13 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
     rules = load_rules(rules_dirs)
     thresholds = parse_settings(settings, rules)
     cluster = cluster_spec(workers, dask_scheduler, dask_scheduler_file)
-    given = (peak_tflops, peak_gbps, flops_per_step, bytes_per_step)
+    if step_time_ms is not None and not math.isfinite(step_time_ms):
+        raise BadInput(f"--step-time-ms {step_time_ms}: not a finite number of milliseconds")
+    given = (peak_tflops, peak_gbps, flops_per_step, bytes_per_step, step_time_ms)
     peaks = efficiency.Options(*given) if any(v is not None for v in given) else None
     if peaks is not None and cluster is not None:
-        raise BadInput("--peak-tflops, --peak-gbps, --flops-per-step and --bytes-per-step apply to a local "
-                       "analysis: not with --workers or a Dask scheduler")
+        raise BadInput("--peak-tflops, --peak-gbps, --flops-per-step, --bytes-per-step and --step-time-ms apply to "
+                       "a local analysis: not with --workers or a Dask scheduler")
     err = Console(stderr=True)
     with err.status("reading traces…") as status, _export_file(fmt, target) as exported:
 

@@ -51,8 +51,9 @@ def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...], settings: t
         else:
             console.print(f"  threshold {name} = {value:g}  (override: --set {rule.id}.{name}=…)")
     if rule.critical_above_pct is not None:
+        unless = f", unless {rule.critical_unless}" if rule.critical_unless else ""
         console.print(f"severity: {rule.severity}; critical when the saving is at least "
-                      f"{rule.critical_above_pct:g} % of wall time")
+                      f"{rule.critical_above_pct:g} % of wall time{unless}")
     console.print(f"estimated saving (ms): {rule.impact_ms}")
     console.print(f"fix: {rule.fix}")
     for ref in rule.references:

@@ -18,18 +18,20 @@ from tracedoc.units import report_number
 @dataclass(frozen=True)
 class Options:
     """What the user gives where the trace lacks it: ``--peak-tflops``/``--peak-gbps`` (a GPU the peak table
-    lacks; they override it for every dtype) and ``--flops-per-step``/``--bytes-per-step`` (a trace without
-    shapes, CUDA graphs)."""
+    lacks; they override it for every dtype), ``--flops-per-step``/``--bytes-per-step`` (a trace without
+    shapes, CUDA graphs) and ``--step-time-ms`` (the step time of the user's own logs, without the profiler: MFU
+    and MBU divide by it)."""
 
     peak_tflops: float | None = None
     peak_gbps: float | None = None
     flops_per_step: float | None = None
     bytes_per_step: float | None = None
+    step_time_ms: float | None = None
 
     def apply(self, store: Store) -> None:
         """Set them as the store's SQL variables (efficiency.peaks and efficiency.steps read them), before the
         analyses run."""
-        for name in ("peak_tflops", "peak_gbps", "flops_per_step", "bytes_per_step"):
+        for name in ("peak_tflops", "peak_gbps", "flops_per_step", "bytes_per_step", "step_time_ms"):
             value = getattr(self, name)
             if value is not None:
                 store.con.execute(f"SET VARIABLE {name} = ?", [float(value)])
@@ -52,18 +54,59 @@ def efficiency_rows(store: Store, options: Options | None = None) -> list[dict[s
     if not store.scalar("SELECT count(*) FROM sources WHERE format = 'torch'") and not (options and options.user_flops):
         return []
     if not store.applies("efficiency.steps"):
-        return _unavailable(store)
+        return _unavailable(store, options)
     store.include("efficiency.steps")
     user = bool(options and options.user_flops)
     ranks = store.query(_STEPS_SQL.format(table="efficiency_by_rank", order=""), [user])
     steps = store.query(_STEPS_SQL.format(table="efficiency_steps", order=", e.step"), [user])
+    unprofiled = _unprofiled(store)
+    given = options.step_time_ms if options else None
     # a rank without shapes: one row saying so, as where no rank has any (_unavailable)
-    return [_row(r, None) for r in ranks] + [_row(r, r["step"]) for r in steps if r["note"] not in _NOTES]
+    return ([{**_row(r, None), **_run_time(unprofiled.get(r["source_id"]), r, given)} for r in ranks]
+            + [_row(r, r["step"]) for r in steps if r["note"] not in _NOTES])
 
 
-def _unavailable(store: Store) -> list[dict[str, Any]]:
+def _unprofiled(store: Store) -> dict[int, dict[str, Any]]:
+    """Per source: efficiency.observer's estimate of the step without the profiler."""
+    store.include("efficiency.observer")
+    return {r["source_id"]: r for r in store.query("SELECT * FROM efficiency_observer")}
+
+
+def _run_time(observed: dict[str, Any] | None, row: dict[str, Any], given: float | None) -> dict[str, Any]:
+    """A rank row's ``step_time_source`` ('trace', or '--step-time-ms' when the user gave it: MFU and MBU divide
+    by it) and ``unprofiled``: the profiled step beside the estimate of the run without the profiler
+    (efficiency.observer), with MFU and MBU at the estimate and at its range's ends; None where no estimate
+    exists (no launch calls, no steps)."""
+    source = {"step_time_source": "--step-time-ms" if given is not None else "trace"}
+    if observed is None:
+        return {**source, "unprofiled": None}
+    n = report_number
+    ms = lambda key: n(observed[key] / 1e6)  # noqa: E731
+    unprofiled: dict[str, Any] = {
+        "traced_step_ms": ms("traced_ns"), "step_ms": ms("unprofiled_ns"), "step_ms_low": ms("unprofiled_low_ns"),
+        "step_ms_high": ms("unprofiled_high_ns"), "gpu_floor_ms": ms("floor_ns"),
+        "profiler_cost_ms": ms("profiler_cost_ns"), "host_events_per_step": n(observed["host_events"]),
+        "critical_events_per_step": n(observed["critical_events"]), "event_cost_us": n(observed["event_cost_ns"] / 1e3),
+        "recorded_with": [o for o in ("shapes", "stacks", "memory") if observed[o]],
+        "gpu_paced": bool(observed["gpu_paced"])}
+    step_ns = row["step_ns"] / max(row.get("steps") or 1, 1) if row.get("step_ns") else None
+    for figure in ("mfu_pct", "mbu_pct"):  # the figure's work over the unprofiled step: high step, low figure
+        for suffix, key in (("", "unprofiled_ns"), ("_low", "unprofiled_high_ns"), ("_high", "unprofiled_low_ns")):
+            unprofiled[figure + suffix] = _at_step(row.get(figure), step_ns, observed[key], given)
+    return {**source, "unprofiled": unprofiled}
+
+
+def _at_step(value: float | None, step_ns: float | None, other_ns: float | None, given: float | None) -> Any:
+    """A figure measured over ``step_ns`` as it reads over ``other_ns`` (None with --step-time-ms: the figure is
+    at the user's step already)."""
+    if value is None or not step_ns or not other_ns or given is not None:
+        return None
+    return report_number(value * step_ns / other_ns)
+
+
+def _unavailable(store: Store, options: Options | None) -> list[dict[str, Any]]:
     """One row per PyTorch rank with steady steps whose trace holds no operator shapes: null figures, the peak
-    its GPU would have, and why (CUDA graphs, or record_shapes off)."""
+    its GPU would have, why (CUDA graphs, or record_shapes off), and the step without the profiler."""
     store.include("trace.steps")
     store.include("efficiency.peaks")
     rows = store.query("""
@@ -75,11 +118,14 @@ def _unavailable(store: Store) -> list[dict[str, Any]]:
         LEFT JOIN graphs g USING (source_id)
         WHERE src.format = 'torch'
         GROUP BY ALL ORDER BY src.rank, src.source_id""")
+    unprofiled = _unprofiled(store)
     return [{"rank": r["rank"], "step": None, "steps": r["steps"], **_NONE,
              "peak": {"gpu": r["gpu"], "device_name": r["device_name"], "dtype": "bf16",
                       "tflops": report_number(r["bf16_tflops"]), "gbps": report_number(r["hbm_gbps"]),
                       "source": r["peak_source"]},
-             "note": GRAPHS_NOTE if r["graphs"] else NO_SHAPES_NOTE} for r in rows]
+             "note": GRAPHS_NOTE if r["graphs"] else NO_SHAPES_NOTE,
+             **_run_time(unprofiled.get(r["source_id"]), {}, options.step_time_ms if options else None)}
+            for r in rows]
 
 
 GRAPHS_NOTE = ("the steps run in CUDA graphs: their operators and shapes are not in the trace (give "
@@ -113,18 +159,54 @@ def _row(r: dict[str, Any], step: int | None) -> dict[str, Any]:
 
 def headline(rows: list[dict[str, Any]]) -> str | None:
     """The headline's words for the efficiency rows: 'MFU 53.9% of NVIDIA H200 SXM bf16 dense' (the ranks' mean
-    over their steady steps; MBU for a memory-bound step), or why it is unavailable; None without rows."""
+    over their steady steps; MBU for a memory-bound step), or why it is unavailable; None without rows. The figure
+    is the profiled step's; where the profiler cost the step 5 % or more, the estimate without it follows
+    (efficiency.observer), and with --step-time-ms the figure is at the given step time, as the words say."""
     ranks = [r for r in rows if r["step"] is None]
     if not ranks:
         return None
     known = [r for r in ranks if r["note"] is None]
     if not known:  # the reason, without its advice (the Efficiency section gives it)
-        return f"MFU unavailable: {str(ranks[0]['note']).split(' (')[0]}"
+        return f"MFU unavailable: {str(ranks[0]['note']).split(' (')[0]}{_unprofiled_step_words(ranks)}"
     peak = known[0]["peak"]
     given = str(peak["source"] or "").startswith("--peak-")
     gpu = "the given peak" if given or not (peak["gpu"] or peak["device_name"]) else peak["gpu"] or peak["device_name"]
     mean = lambda key: sum(float(r[key] or 0) for r in known) / len(known)  # noqa: E731
-    if all(r["bound"] == "memory" for r in known):
-        return f"MBU {mean('mbu_pct'):.1f}% of {gpu} HBM bandwidth"
-    hfu = f" (HFU {mean('hfu_pct'):.1f}%)" if any(r["hfu_pct"] is not None for r in known) else ""
-    return f"MFU {mean('mfu_pct'):.1f}% of {gpu} {peak['dtype']} dense{hfu}"
+    figure = "mbu_pct" if all(r["bound"] == "memory" for r in known) else "mfu_pct"
+    if figure == "mbu_pct":
+        words = f"MBU {mean('mbu_pct'):.1f}% of {gpu} HBM bandwidth"
+    else:
+        hfu = f" (HFU {mean('hfu_pct'):.1f}%)" if any(r["hfu_pct"] is not None for r in known) else ""
+        words = f"MFU {mean('mfu_pct'):.1f}% of {gpu} {peak['dtype']} dense{hfu}"
+    if any(r.get("step_time_source") == "--step-time-ms" for r in known):
+        return f"{words} at the given {mean('step_ms'):.2f} ms step"
+    return words + _unprofiled_figure_words(known, figure)
+
+
+def _costly(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows' unprofiled estimates where the profiler cost their step 5 % or more (else none)."""
+    found = [r["unprofiled"] for r in rows if r.get("unprofiled")]
+    if len(found) < len(rows) or not found:
+        return []
+    costly = any((u["profiler_cost_ms"] or 0) >= 0.05 * (u["traced_step_ms"] or 0) for u in found)
+    return found if costly else []
+
+
+def _unprofiled_figure_words(rows: list[dict[str, Any]], figure: str) -> str:
+    """'; profiled 27.32 ms step; without the profiler about 8.3% (6.5–37.3%)', the ranks' means."""
+    found = _costly(rows)
+    if not found or any(u[figure] is None for u in found):
+        return ""
+    mean = lambda key: sum(float(u[key] or 0) for u in found) / len(found)  # noqa: E731
+    return (f" in the profiled {mean('traced_step_ms'):.2f} ms step; without the profiler about "
+            f"{mean(figure):.1f}% ({mean(figure + '_low'):.1f}–{mean(figure + '_high'):.1f}%)")
+
+
+def _unprofiled_step_words(rows: list[dict[str, Any]]) -> str:
+    """'; step 51.69 ms profiled, about 24.54 ms without the profiler (3.60–31.95 ms)', the ranks' means."""
+    found = _costly(rows)
+    if not found:
+        return ""
+    mean = lambda key: sum(float(u[key] or 0) for u in found) / len(found)  # noqa: E731
+    return (f"; step {mean('traced_step_ms'):.2f} ms profiled, about {mean('step_ms'):.2f} ms without the "
+            f"profiler ({mean('step_ms_low'):.2f}–{mean('step_ms_high'):.2f} ms)")

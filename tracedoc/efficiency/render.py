@@ -34,6 +34,7 @@ def efficiency_lines(report: Report) -> list[str]:
             continue
         if r["note"]:
             lines.append(f"rank {r['rank']}: MFU unavailable: {r['note']}")
+            lines += unprofiled_lines(r)
             continue
         peak = r["peak"]
         hfu = f", HFU {_num(r['hfu_pct'])}%" if r["hfu_pct"] is not None else ""
@@ -46,7 +47,35 @@ def efficiency_lines(report: Report) -> list[str]:
             f"{_num(r['step_ms'], 2)} ms step; "
             f"{_num(r['flop_model_coverage_pct'])}% of the GPU time has a FLOP or byte model; peak: "
             f"{peak['gpu'] or peak['device_name']} ({peak['source']})")
+        lines += unprofiled_lines(r)
     return lines
+
+
+def unprofiled_lines(row: dict[str, Any]) -> list[str]:
+    """What a rank's figures describe: the step time the user gave (--step-time-ms), or the profiled step beside
+    the estimate without the profiler (efficiency.observer): its range, the profiler's cost and where it comes
+    from."""
+    if row.get("step_time_source") == "--step-time-ms":
+        return [f"rank {row['rank']}: MFU and MBU at the given step time, {_num(row['step_ms'], 2)} ms "
+                "(--step-time-ms)"]
+    u = row.get("unprofiled")
+    if not u:
+        return []
+    order = (("MBU", "mbu_pct"), ("MFU", "mfu_pct")) if row.get("bound") == "memory" else (
+        ("MFU", "mfu_pct"), ("MBU", "mbu_pct"))
+    digits = lambda key: 2 if (u[key] or 0) < 1 else 1  # noqa: E731
+    figures = [f"{name} about {_num(u[key], digits(key))}% ({_num(u[key + '_low'], digits(key))}–"
+               f"{_num(u[key + '_high'], digits(key))}%)" for name, key in order if u.get(key) is not None]
+    recorded = ", ".join(u["recorded_with"]) or "no shapes, stacks or memory"
+    pace = "the GPU sets the pace" if u["gpu_paced"] else "the host sets the pace"
+    return [f"rank {row['rank']}: without the profiler: step about {_num(u['step_ms'], 2)} ms "
+            f"({_num(u['step_ms_low'], 2)}–{_num(u['step_ms_high'], 2)} ms; traced {_num(u['traced_step_ms'], 2)} ms, "
+            f"GPU's own work {_num(u['gpu_floor_ms'], 2)} ms), {pace}"
+            + (f"; {', '.join(figures)}" if figures else "")
+            + f". The profiler costs about {_num(u['profiler_cost_ms'], 2)} ms a step: "
+            f"{_num(u['critical_events_per_step'], 0)} of its {_num(u['host_events_per_step'], 0)} host events a "
+            f"step start while the GPU waits, about {_num(u['event_cost_us'], 1)} µs each (recorded with "
+            f"{recorded})"]
 
 
 def operator_rows(report: Report, count: int = SHOWN_OPERATORS) -> list[tuple[str, ...]]:

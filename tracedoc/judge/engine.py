@@ -26,18 +26,22 @@ def judge(store: Store, rules: list[Rule], wall_ms: float,
     findings ranked by estimated saving (largest first)."""
     judged: list[tuple[Finding, Rule, float]] = []
     absorbing: list[tuple[Finding, str]] = []
+    never_critical: set[int] = set()  # findings whose row meets their rule's critical_unless
     for rule in (r for r in rules if store.applies(r.reads)):
         for row in _matching_rows(store, rule, rule.bindings(overrides)):
             fraction = _number(row.pop("__claim_fraction", 1.0))
             absorbs = row.pop("__absorbs", None)
+            held_back = row.pop("__critical_unless", False)
             finding = _finding(rule, row, wall_ms)
+            if held_back:
+                never_critical.add(id(finding))
             judged.append((finding, rule, 1.0 if fraction is None else fraction))
             if rule.absorbs is not None and absorbs:
                 absorbing.append((finding, rule.absorbs.rule))
     owners = _draw_savings(store, judged)
     owners.update(_absorb(absorbing, [f for f, _, _ in judged]))
     for finding, rule, _ in judged:
-        _set_saving(finding, rule, wall_ms)
+        _set_saving(finding, rule, wall_ms, id(finding) not in never_critical)
     # findings that save nothing of their own say which finding counts their time: a kernel's facets its primary,
     # a claiming rule with nothing left to claim the finding that took its rank's time
     owners = {**facet_owners([f for f, _, _ in judged]),
@@ -76,11 +80,12 @@ def _absorb(absorbing: list[tuple[Finding, str]], findings: list[Finding]) -> di
     return folded
 
 
-def _set_saving(finding: Finding, rule: Rule, wall_ms: float) -> None:
-    """The saving's share of the wall time, and the severity it earns (critical_above_pct)."""
+def _set_saving(finding: Finding, rule: Rule, wall_ms: float, may_be_critical: bool = True) -> None:
+    """The saving's share of the wall time, and the severity it earns (critical_above_pct, unless the rule's
+    critical_unless held for the finding's row)."""
     finding.impact_pct = round(100.0 * finding.impact_ms / wall_ms, 2) if wall_ms else 0.0
     finding.severity = rule.severity
-    if rule.critical_above_pct is not None and finding.impact_pct >= rule.critical_above_pct:
+    if may_be_critical and rule.critical_above_pct is not None and finding.impact_pct >= rule.critical_above_pct:
         finding.severity = "critical"
 
 
@@ -108,6 +113,8 @@ def _matching_rows(store: Store, rule: Rule, bindings: dict[str, str | float]) -
         selects.append(f"({rule.claims.fraction}) AS __claim_fraction")
     if rule.absorbs is not None:
         selects.append(f"coalesce(({rule.absorbs.when}), false) AS __absorbs")
+    if rule.critical_unless is not None:
+        selects.append(f"coalesce(({rule.critical_unless}), false) AS __critical_unless")
     if rule.span is not None:
         selects += [f"({rule.span.start_ms}) AS __span_start_ms", f"({rule.span.dur_ms}) AS __span_dur_ms"]
     sql = f"SELECT *, {', '.join(selects)} FROM {rule.view} WHERE {rule.when}"

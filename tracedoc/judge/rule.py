@@ -12,7 +12,8 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
     values its SQL names as $name, such as the stall reason of a rule that extends a shared base),
     impact_ms (SQL expression: estimated saving in ms), impact_bytes (optional, memory rules: the saving in bytes,
     with impact_ms 0; such findings are ranked among themselves, after the time findings), critical_above_pct
-    (optional: severity becomes critical when the saving is at least this % of wall time),
+    (optional: severity becomes critical when the saving is at least this % of wall time), critical_unless
+    (optional: a SQL condition on the row under which critical_above_pct does not apply),
     scope ({rank|device|stream|kernel|step|pg|seq: SQL}),
     evidence ([{name, value (SQL), unit}]), message (text with {column} placeholders; {x_ns:time} writes a duration
     in ns readably; [[...]] parts are left out when a field in them is NULL), fix, references, and claims
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from tracedoc.errors import RuleError
-from tracedoc.judge.files import builtin_folder, read_rule, rule_files
+from tracedoc.judge.files import builtin_folder, builtin_mappings, read_rule, rule_files
 from tracedoc.judge.savings import CAUSES, Claim
 from tracedoc.judge.template import TemplateError, fill
 from tracedoc.report import SEVERITIES
@@ -90,6 +91,7 @@ class Rule:
     thresholds: dict[str, float] = field(default_factory=dict)
     params: dict[str, str | float] = field(default_factory=dict)
     critical_above_pct: float | None = None
+    critical_unless: str | None = None  # a SQL condition on the row: when it holds, critical_above_pct does not apply
     scope: dict[str, str] = field(default_factory=dict)
     evidence: list[EvidenceSpec] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
@@ -105,10 +107,10 @@ class Rule:
         return {RULE_ID_PARAM: self.id, **self.params, **self.thresholds, **(overrides or {}).get(self.id, {})}
 
     @classmethod
-    def from_file(cls, path: Path | Traversable, source: str) -> Rule:
-        """Parse and validate one rule file (with the bases it extends); a malformed one raises RuleError naming
-        the file."""
-        data = read_rule(path)
+    def from_file(cls, path: Path | Traversable, source: str, data: dict[str, Any] | None = None) -> Rule:
+        """Parse and validate one rule file (with the bases it extends; ``data``: that file as ``read_rule`` gave
+        it already); a malformed one raises RuleError naming the file."""
+        data = read_rule(path) if data is None else data
         missing = [k for k in _REQUIRED if data.get(k) in (None, "")]
         if missing:
             raise RuleError(f"{path}: rule is missing {', '.join(missing)}")
@@ -134,7 +136,9 @@ class Rule:
                    view=data["view"], when=data["when"], impact_ms=str(data["impact_ms"]),
                    message=data["message"].strip(), fix=data["fix"].strip(), thresholds=thresholds,
                    params=_params(path, data.get("params"), thresholds),
-                   critical_above_pct=data.get("critical_above_pct"), claims=_claims(path, data.get("claims")),
+                   critical_above_pct=data.get("critical_above_pct"),
+                   critical_unless=None if data.get("critical_unless") is None else str(data["critical_unless"]),
+                   claims=_claims(path, data.get("claims")),
                    absorbs=_absorbs(path, data.get("absorbs")), span=_span(path, data.get("span")),
                    scope=data.get("scope") or {},
                    impact_bytes=None if data.get("impact_bytes") is None else str(data["impact_bytes"]),
@@ -206,8 +210,13 @@ def _span(path: Path | Any, spec: Any) -> SpanSpec | None:
 
 @functools.cache
 def _builtin_rules() -> tuple[Rule, ...]:
-    """The rules shipped with tracedoc, parsed once per process (the CLI and the API both ask for them)."""
-    return tuple(Rule.from_file(f, "built-in") for f in rule_files(builtin_folder()))
+    """The rules shipped with tracedoc, parsed once per process (the CLI and the API both ask for them), their
+    files read from the cache between processes (files.builtin_mappings) and checked each time."""
+    from tracedoc.store.cache import default_cache_dir  # here: the store imports DuckDB, which rules need not
+
+    files = rule_files(builtin_folder())
+    return tuple(Rule.from_file(f, "built-in", data)
+                 for f, data in zip(files, builtin_mappings(files, default_cache_dir()), strict=True))
 
 
 def load_rules(user_dirs: tuple[Path, ...] | list[Path] = ()) -> list[Rule]:

@@ -10,9 +10,10 @@ from typing import Any
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
+from tracedoc.efficiency.render import unprofiled_lines
 from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, kernel_short, short
-from tracedoc.pages.fragments import Column, number, table_html
+from tracedoc.pages.fragments import Column, Html, esc, number, table_html
 from tracedoc.report import Report
 
 TITLE = "Efficiency"
@@ -64,7 +65,7 @@ def empty_sentence(report: Report) -> str:
 
 def sections(report: Report) -> list[Section]:
     if not has_data(report):
-        return [Section("MFU and MBU", empty=empty_sentence(report))]
+        return [Section("MFU and MBU", empty=empty_sentence(report)), *_without_profiler(report)]
     rows = [{**r, "tflop": r["model_flops"] / 1e12 if r["model_flops"] is not None else None,
              "gb": r["bytes"] / 1e9 if r["bytes"] is not None else None,
              "step": "steady steps" if r["step"] is None else r["step"],
@@ -75,6 +76,7 @@ def sections(report: Report) -> list[Section]:
                                        "peak of their dtype; HFU counts recomputation; MBU: bytes moved per second, % "
                                        "of the HBM bandwidth. Peaks: " + "; ".join(sources) + ".",
                 items=[table_html(rows, STEP_COLUMNS)])]
+    out += _without_profiler(report)
     if not report.operators:
         return out
     ops = [{**o, "tflops": o["tflops"] or None, "intensity": o["intensity"] or None,
@@ -89,6 +91,19 @@ def sections(report: Report) -> list[Section]:
                                          "shapes, and % of roofline: the time its work takes at peak, of its GPU "
                                          "time.", items=[table_html(ops, OP_COLUMNS)]))
     return out
+
+
+def _without_profiler(report: Report) -> list[Section]:
+    """The step without the profiler per rank (efficiency.observer), or the step time the user gave; none without
+    either."""
+    lines = [line for r in report.efficiency if r["step"] is None for line in unprofiled_lines(r)]
+    if not lines:
+        return []
+    return [Section("Without the profiler", note="The figures above are the profiled step's. The profiler slows the "
+                                                 "host it watches; where the host sets the pace, the run without it "
+                                                 "is faster: the estimate, from the trace's own host events "
+                                                 "(docs/efficiency.md).",
+                    items=[Html("".join(f"<p>{esc(line)}</p>" for line in lines))])]
 
 
 def _peak_text(peak: dict[str, Any]) -> str:

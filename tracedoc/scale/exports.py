@@ -54,9 +54,11 @@ _ATTRIBUTION_EXPORTS = (
     Export("attribution_slices", "attribution.time", "SELECT * FROM attribution_slices"),
     Export("attribution_gpu_states", "attribution.time", "SELECT * FROM attribution_gpu_states"),
 )
-# The second pass: the efficiency figures each rank's own trace gives (tracedoc.efficiency words them).
-_EFFICIENCY_EXPORTS = tuple(Export(name, "efficiency.steps", f"SELECT * FROM {name}")
-                            for name in ("efficiency_steps", "efficiency_by_rank"))
+# The second pass: the efficiency figures each rank's own trace gives (tracedoc.efficiency words them) and the
+# profiler's cost on it.
+_EFFICIENCY_EXPORTS = tuple(Export(name, module, f"SELECT * FROM {name}") for name, module in (
+    ("efficiency_steps", "efficiency.steps"), ("efficiency_by_rank", "efficiency.steps"),
+    ("efficiency_observer", "efficiency.observer")))
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 _CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
 

@@ -19,6 +19,8 @@ A module's header says what the code needs to know about it, one fact a line, pa
 Modules create only TEMP views, tables and macros, so analysing never changes a stored database. Before the first
 module on a connection, the declared input formats are written to the TEMP table ``input_formats(format, kind)``
 (ingest/base.py FORMATS), so that a module picks inputs by kind ('timeline') rather than by a list of names.
+A module without ``-- reads:`` reads timelines: it runs only on a store holding a timeline
+(``timeline_formats``), the ``trace`` group on every store (``EVERY_STORE``).
 """
 
 from __future__ import annotations
@@ -96,6 +98,19 @@ def facts(module: str) -> ModuleFacts:
 def on_client(module: str) -> bool:
     """True for a module of a distributed run's client: it runs there over the summaries of every rank."""
     return facts(module).scope is not None
+
+
+# Groups run on every store: the summary and window say what the inputs are, a timeline or not.
+EVERY_STORE: frozenset[str] = frozenset({"trace"})
+
+
+@functools.cache
+def timeline_formats() -> frozenset[str]:
+    """The formats whose inputs are timelines (ingest/base.py FORMATS of kind TIMELINE), which every module
+    without ``-- reads:`` reads."""
+    from tracedoc.ingest.base import FORMATS, TIMELINE  # here, not at the top: the ingest package imports the store
+
+    return frozenset(f.name for f in FORMATS if f.kind == TIMELINE)
 
 
 def _declare_formats(con: duckdb.DuckDBPyConnection) -> None:

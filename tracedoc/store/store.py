@@ -28,6 +28,10 @@ SCHEMA_VERSION = 1
 # them (5.2-5.6 s on 16 threads, 9.1-9.4 s on 4).
 PARALLEL_EVENTS = 250_000
 PARALLEL_INPUT_BYTES = 4 << 20
+# Below PARALLEL_EVENTS the analyses are mostly planning, and two of DuckDB's optimizers cost more than they save
+# there: with them off the analyses of the 0.6 MB decode-eager sample took 14 % less CPU, every report the same.
+# (With every optimizer off they took 5x as long.)
+SMALL_STORE_OPTIMIZERS_OFF = "join_order,statistics_propagation"
 
 
 
@@ -40,6 +44,7 @@ class Store:
         self.limits = limits
         self._included: set[str] = set()
         self._has_rows: dict[str, bool] = {}
+        self._formats: frozenset[str] | None = None
         self._ranks: int | None = None
         self._step_range: str | None = None
 
@@ -96,12 +101,15 @@ class Store:
 
     def fit_threads(self, input_bytes: int | None = None) -> None:
         """Fewer DuckDB threads for less work, never more than already set: one to ingest inputs of ``input_bytes``
-        under PARALLEL_INPUT_BYTES; without it, to analyse the store, one per PARALLEL_EVENTS events."""
+        under PARALLEL_INPUT_BYTES; without it, to analyse the store, one per PARALLEL_EVENTS events, and below
+        that the optimizers SMALL_STORE_OPTIMIZERS_OFF off."""
         if input_bytes is not None:
             wanted = 1 if input_bytes < PARALLEL_INPUT_BYTES else None
         else:
             events = int(self.scalar("SELECT coalesce(sum(event_count), 0) FROM sources") or 0)
             wanted = max(1, -(-events // PARALLEL_EVENTS))
+            if events < PARALLEL_EVENTS:
+                self.con.execute(f"SET disabled_optimizers = '{SMALL_STORE_OPTIMIZERS_OFF}'")
         if wanted is not None and wanted < self.threads():
             self.con.execute(f"SET threads = {wanted}")
 
@@ -124,7 +132,16 @@ class Store:
             return False
         if module.startswith("efficiency.") and not self.efficiency_measurable():
             return False
-        return not facts.reads or any(self.has_rows(table) for table in facts.reads)
+        if facts.reads:
+            return any(self.has_rows(table) for table in facts.reads)
+        return module.partition(".")[0] in modules.EVERY_STORE or not modules.timeline_formats().isdisjoint(
+            self.formats())
+
+    def formats(self) -> frozenset[str]:
+        """The formats of the store's inputs (``sources.format``)."""
+        if self._formats is None:
+            self._formats = frozenset(r[0] for r in self.con.execute("SELECT DISTINCT format FROM sources").fetchall())
+        return self._formats
 
     def has_rows(self, table: str) -> bool:
         """True when the store's ``table`` has a row (asked once per store)."""

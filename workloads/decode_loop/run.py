@@ -31,6 +31,7 @@ from torch.profiler import record_function
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
+import ground_truth  # noqa: E402
 from profiled_steps import SKIPPED_STEPS, Stepper, add_profiler_option, profiled_steps, use_profiler  # noqa: E402
 
 VARIANTS = ("eager", "cudagraph", "compile")
@@ -216,10 +217,12 @@ def decode_steps(
 
 def write_counts(path: Path, model: Decoder, step: Callable[[], None], emitter: Emitter, tokens_per_step: int,
                  steps: int) -> None:
-    """The ground truth of one profiler step: FLOPs as FlopCounterMode counts them, the bytes the weights and the
-    KV cache take (what each token must read at least), and the step time between CUDA events (median)."""
+    """The ground truth of one profiler step: FLOPs as FlopCounterMode counts them (of the eager step, the same
+    arithmetic: a graph's replay does not pass through its dispatch), the bytes the weights and the KV cache take
+    (what each token must read at least), the step time between CUDA events over ``steps`` unprofiled steps
+    (median, min, max; and per token), and the GPU's kernel time per step (CUPTI's kernel records alone)."""
     with FlopCounterMode(display=False) as counter:
-        decode_steps(step, emitter, 1, tokens_per_step)
+        decode_steps(model.step, emitter, 1, tokens_per_step)
     sync(model)
     times = []
     emitter.model.reset()
@@ -234,19 +237,25 @@ def write_counts(path: Path, model: Decoder, step: Callable[[], None], emitter: 
         end.synchronize()
         times.append(start.elapsed_time(end))
     emitter.flush()
+    kernels, launches = ground_truth.kernels(lambda: decode_steps(step, emitter, 1, tokens_per_step), 5)
     embeddings = {id(model.embed.weight), id(model.pos_embed.weight)}
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in embeddings)
     row_bytes = 2 * model.embed.weight.shape[1] * model.embed.weight.element_size()
     cache_bytes = 2 * model.k_cache.numel() * model.k_cache.element_size()
+    median = statistics.median(times)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({
         "workload": "decode_loop", "tokens_per_step": tokens_per_step, "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__, "flops_per_step": counter.get_total_flops(),
         "flops_by_op": {str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()},
         "weights_kv_bytes_per_step": tokens_per_step * (weight_bytes + row_bytes + cache_bytes),
-        "step_ms_cuda_events": statistics.median(times), "step_ms_all": times,
+        "step_ms_cuda_events": median, "step_ms_min": min(times), "step_ms_max": max(times),
+        "ms_per_token_cuda_events": median / tokens_per_step, "gpu_kernel_ms_per_step": sum(kernels.values()) / 1e3,
+        "kernels_per_step": launches, "step_ms_all": times,
     }, indent=1))
-    print(f"counts: {counter.get_total_flops() / 1e9:.2f} GFLOP/step, {statistics.median(times):.2f} ms/step")
+    print(f"counts: {counter.get_total_flops() / 1e9:.2f} GFLOP/step, {median:.3f} ms/step (CUDA events, median of "
+          f"{len(times)}, min {min(times):.3f}, max {max(times):.3f}), {median / tokens_per_step:.3f} ms/token; GPU "
+          f"kernel time {sum(kernels.values()) / 1e3:.3f} ms/step ({launches:.0f} kernels)")
 
 
 def main() -> None:
@@ -260,8 +269,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=Config.layers)
     parser.add_argument("--d-model", type=int, default=Config.d_model)
     parser.add_argument("--device", default="cuda", help="'cpu' runs the eager variant as a smoke test")
-    parser.add_argument("--counts", type=Path, help="eager on CUDA: write FlopCounterMode's FLOPs, weight and KV "
-                                                    "bytes and CUDA-event step times per profiler step here")
+    parser.add_argument("--counts", type=Path, help="on CUDA: write FlopCounterMode's FLOPs, weight and KV bytes and "
+                                                    "CUDA-event step times (--bench-steps of them) per profiler "
+                                                    "step here")
     add_profiler_option(parser)
     args = parser.parse_args()
     use_profiler(args.profiler, args.record_shapes)
@@ -293,8 +303,8 @@ def main() -> None:
             f"({1e3 * elapsed / n_tokens:.3f} ms/token, {n_tokens} tokens, no profiler)"
         )
 
-        if args.counts is not None and args.variant == "eager" and args.device == "cuda":
-            write_counts(args.counts, model, step, emitter, args.tokens_per_step, 8)
+        if args.counts is not None and args.device == "cuda":
+            write_counts(args.counts, model, step, emitter, args.tokens_per_step, args.bench_steps)
 
         with profiled_steps(args.profiler, args.out / "trace.json.gz", args.steps, args.device == "cuda",
                             gpu_activity=args.torch_activities == "cpu,cuda") as prof:

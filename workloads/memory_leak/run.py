@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import pickle
 import shutil
 import sys
 import time
@@ -89,6 +90,13 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--oom-after", type=int, default=5, help="oom: leaked outputs that fit under the cap")
     parser.add_argument("--frag-count", type=int, default=100, help="fragment: 4 MiB buffers, every other freed")
+    parser.add_argument("--history", choices=("python", "default"), default="python",
+                        help="python: _record_memory_history(max_entries=200000, stacks='python'); default: "
+                             "_record_memory_history() with no arguments, as most users call it (every stack "
+                             "with its C++ frames)")
+    parser.add_argument("--snapshot-only", action="store_true",
+                        help="keep the allocator snapshot alone (the profiler still marks the steps, whose "
+                             "ProfilerStep#N ranges the snapshot's history holds; its trace is not written)")
     parser.add_argument("--profiler", choices=("torch", "nvtx"), default="torch",
                         help="torch: the profiler's trace and the allocator snapshot; nvtx: NVTX ranges only, for "
                              "a run under nsys profile --cuda-memory-usage=true")
@@ -112,7 +120,10 @@ def main() -> None:
     print(f"RESULT memory {args.variant}: leak per step {leak_bytes} bytes ({leak_bytes / MiB:.1f} MiB)")
     args.out.mkdir(parents=True, exist_ok=True)
     if not _nvtx:
-        torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
+        if args.history == "default":
+            torch.cuda.memory._record_memory_history()
+        else:
+            torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
     if args.variant == "fragment":
         buffers = [torch.empty(MiB, device=device) for _ in range(args.frag_count)]  # 4 MiB each (float32)
         kept = buffers[1::2]
@@ -128,7 +139,9 @@ def main() -> None:
         # +1: the profiler's warm-up step leaks one more output
         cap = torch.cuda.memory_reserved() + (args.oom_after + 1) * leak_bytes + leak_bytes // 2
         torch.cuda.set_per_process_memory_fraction(cap / total, torch.cuda.current_device())
-        print(f"RESULT memory oom: cap {cap} bytes ({cap / MiB:.1f} MiB) of {total} bytes")
+        free, _ = torch.cuda.mem_get_info()
+        print(f"RESULT memory oom: cap {cap} bytes ({cap / MiB:.1f} MiB) of {total} bytes, fraction "
+              f"{cap / total!r}; the device had {free} bytes free")
     if _nvtx:
         run_nvtx(model, opt, x, target, history, args, warm)
         return
@@ -152,7 +165,10 @@ def main() -> None:
     print(f"RESULT memory {args.variant}: snapshot dumped at epoch {time.time_ns()} ns")
     torch.cuda.memory._dump_snapshot(str(snapshot))
     torch.cuda.memory._record_memory_history(enabled=None)
-    for path in (trace, snapshot):
+    print_step_markers(snapshot)
+    if args.snapshot_only:
+        trace.unlink(missing_ok=True)
+    for path in (snapshot,) if args.snapshot_only else (trace, snapshot):
         with path.open("rb") as src, gzip.open(f"{path}.gz", "wb", compresslevel=9) as dst:
             shutil.copyfileobj(src, dst)
         path.unlink()
@@ -160,6 +176,19 @@ def main() -> None:
     print(f"RESULT memory {args.variant}: allocated {torch.cuda.memory_allocated()} reserved "
           f"{torch.cuda.memory_reserved()} max_allocated {torch.cuda.max_memory_allocated()} "
           f"steps kept {len(history)} failed {failed is not None}")
+
+
+def print_step_markers(snapshot: Path) -> None:
+    """Say how many ProfilerStep#N ranges the snapshot's history holds (``external_annotations``, where torch
+    keeps the record_function ranges it saw while recording history), and what its stacks look like."""
+    with snapshot.open("rb") as f:
+        doc = pickle.load(f)
+    marks = [a for a in doc.get("external_annotations") or [] if str(a.get("name", "")).startswith("ProfilerStep#")]
+    starts = sorted({a["name"] for a in marks if a.get("stage") == "START"}, key=lambda n: int(n.split("#")[1]))
+    events = [e for trace in doc.get("device_traces") or [] for e in trace]
+    frames = [len(e.get("frames") or []) for e in events if e.get("action") == "alloc"]
+    print(f"RESULT memory snapshot: {len(marks)} ProfilerStep annotations ({', '.join(starts)}), "
+          f"{len(events)} history events, {max(frames, default=0)} frames at most per allocation")
 
 
 def run_nvtx(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, target: torch.Tensor, history: list,

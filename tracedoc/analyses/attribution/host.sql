@@ -7,6 +7,7 @@
 -- include: attribution.time
 -- include: nvtx.projection
 -- include: trace.framework
+-- include: efficiency.observer
 
 -- Per device: the host causes of its long idle (ns each), the dominant one with the range that holds most of it
 -- (host_cause, host_detail, host_cause_pct: its share of those causes, %) and the advice for it (host_fix), in
@@ -55,12 +56,20 @@ FROM dominant d LEFT JOIN trace_framework f USING (source_id);
 
 -- nvtx_gpu_idle_host_bound (gpu.idle's long host-wait idle with its NVTX range) with the columns above, and the
 -- dominant cause as words for the finding's sentence (host_cause_text, host_detail_text: ' (mostly ''name'')' or
--- '').
+-- ''); from efficiency.observer (PyTorch traces, else NULL): profiler_idle_ns, what the profiler's own bookkeeping
+-- may cost of the long idle (its cost over the steady steps, at most that idle), profiler_idle_pct (its share, %),
+-- unprofiled_step_ns, traced_step_ns and gpu_paced, as gpu.launch's gpu_launch_overhead has them.
 CREATE OR REPLACE TEMP VIEW attribution_host_bound AS
 SELECT b.*, c.* EXCLUDE (source_id, device),
+       CASE WHEN o.profiler_cost_sum_ns IS NOT NULL  -- least() would pass the idle for a missing estimate
+            THEN least(o.profiler_cost_sum_ns, b.host_wait_long_ns) END AS profiler_idle_ns,
+       CASE WHEN o.profiler_cost_sum_ns IS NOT NULL
+            THEN 100.0 * least(o.profiler_cost_sum_ns, b.host_wait_long_ns) / nullif(b.host_wait_long_ns, 0) END AS profiler_idle_pct,
+       o.unprofiled_ns AS unprofiled_step_ns, o.traced_ns AS traced_step_ns, o.gpu_paced,
        CASE c.host_cause WHEN 'data_loading' THEN 'data loading' WHEN 'phase' THEN 'named phases'
                          WHEN 'host_work' THEN 'profiled host work' ELSE 'host time no profiled range covers' END
            AS host_cause_text,
        CASE WHEN c.host_detail IS NOT NULL AND c.host_cause <> 'uninstrumented_host'
             THEN ' (mostly ''' || c.host_detail || ''')' ELSE '' END AS host_detail_text
-FROM nvtx_gpu_idle_host_bound b LEFT JOIN attribution_host_causes c USING (source_id, device);
+FROM nvtx_gpu_idle_host_bound b LEFT JOIN attribution_host_causes c USING (source_id, device)
+LEFT JOIN efficiency_observer o USING (source_id);

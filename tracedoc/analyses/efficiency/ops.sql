@@ -209,9 +209,12 @@ LEFT JOIN efficiency_backward_threads bt ON bt.source_id = f.source_id AND bt.ti
 
 -- (An UPDATE, not a view:) a FLOP op that launched no GPU work did no FLOPs on the GPU (a recomputation that checkpointing stopped early
 -- starts its last product and raises before the kernel): its FLOPs count neither in the model's nor the hardware's.
-UPDATE efficiency_flop_ops f SET flops = 0, bytes = 0
-WHERE NOT EXISTS (SELECT 1 FROM efficiency_launches l
-                  WHERE l.source_id = f.source_id AND l.tid = f.tid AND l.ts_ns >= f.ts_ns AND l.ts_ns < f.end_ns);
+-- The first launch at or after the op's start is found by an ASOF join: the op launched work when it comes before the
+-- op's end (a correlated range test ran as a nested loop: 1.9 s CPU on a 200 MB trace, against under 0.05 s).
+UPDATE efficiency_flop_ops SET flops = 0, bytes = 0
+WHERE rowid NOT IN (SELECT f.rowid FROM efficiency_flop_ops f
+                    ASOF JOIN efficiency_launches l ON l.source_id = f.source_id AND l.tid = f.tid AND l.ts_ns >= f.ts_ns
+                    WHERE l.ts_ns < f.end_ns);
 
 -- The parameters' bytes per source and step (the AccumulateGrad ops of backward: one per parameter gradient):
 -- what an optimizer step reads per state tensor. Columns: source_id, step, param_bytes, dtype.

@@ -2,6 +2,7 @@
 -- the chip's peaks (efficiency.peaks).
 --
 --   step time        the GPU's span of the step: first start to last end of the work launched in it (trace.steps)
+--                    (--step-time-ms: SET VARIABLE step_time_ms, the user's own step time, wins)
 --   model FLOPs      Σ FLOPs of the step's ops, recomputation left out; --flops-per-step where the trace has no
 --                    shapes (SET VARIABLE flops_per_step)
 --   hardware FLOPs   the same with recomputation (activation checkpointing) counted
@@ -42,7 +43,10 @@ graphs AS (
 ),
 shaped AS (SELECT DISTINCT source_id FROM op_shapes),
 steps AS (
-    SELECT s.source_id, s.rank, s.step, w.last_ns - w.first_ns AS step_ns, coalesce(w.work_ns, 0) AS work_ns,
+    SELECT s.source_id, s.rank, s.step,
+           CASE WHEN w.last_ns IS NOT NULL
+                THEN coalesce(TRY_CAST(getvariable('step_time_ms') AS DOUBLE) * 1e6, w.last_ns - w.first_ns)
+           END AS step_ns, coalesce(w.work_ns, 0) AS work_ns,
            o.modelled_ns,
            coalesce(TRY_CAST(getvariable('flops_per_step') AS DOUBLE), o.flops) AS model_flops,
            coalesce(TRY_CAST(getvariable('flops_per_step') AS DOUBLE), o.hw_flops) AS hardware_flops,

@@ -1,0 +1,114 @@
+-- efficiency.observer: the profiler's own cost on the host, and the step time of the run without it.
+--
+-- The PyTorch profiler slows the host it watches: every operator, runtime call and Python frame it records costs
+-- the host a few microseconds of bookkeeping (more with record_shapes, with_stack, profile_memory). Where the GPU
+-- sets the step's pace that cost hides behind the queued work; where the host does, the GPU waits for it and the
+-- traced step is longer than the unprofiled one (an eager decode: twice as long).
+--
+--   traced step       the step's span: the host's ProfilerStep (or step range) or the GPU's span of the work
+--                     launched in it, whichever is longer (trace.steps' span)
+--   GPU floor         the GPU's busy time for the work launched in the step (kernels, copies, memsets on any
+--                     stream, merged): the step cannot run faster than its own GPU work, profiled or not
+--   host-paced idle   the traced step less the floor: time the GPU waited
+--   critical events   host events (operators, runtime and driver calls, Python frames) that start while the GPU
+--                     is idle: their bookkeeping lengthens the step; those that start while it is busy are hidden
+--   per-event cost    k × the median duration of the trace's kernel launch calls (cudaLaunchKernel,
+--                     cuLaunchKernel…): a launch call is the same small piece of host work in every program, and
+--                     under the profiler it carries the profiler's callback, so its time scales with the host's
+--                     speed and with what the profiler does per event. k = 0.55 (0.3 at the least), calibrated on
+--                     two eager decode loops whose CUDA-event step time without the profiler is known
+--                     (docs/efficiency.md): 0.58 on an H100 host without shapes, 0.55 on an H200 host with shapes
+--   profiler cost     min(host-paced idle, critical events × per-event cost)
+--   unprofiled step   traced step − profiler cost (k = 0.55), never under the floor; its range runs from the
+--                     floor (the GPU's own work: the least the step can take) to the traced step less the cost at
+--                     k = 0.3 (the least the profiler can have cost), never above the traced step
+--   gpu_paced         the estimate lies within 10 % of the floor: without the profiler the GPU sets the pace
+--   recorded with     what the trace shows the profiler ran with: shapes (op_shapes rows), stacks (Python frames),
+--                     memory (allocator events)
+-- profiler_cost_sum_ns: the cost over all the steady steps, for the findings whose idle it lengthens
+-- (gpu.launch's launch-bound, attribution.host's gpu-idle-host-bound).
+-- One row per PyTorch trace with steady steps and launch calls (the cost is the PyTorch profiler's: Nsight Systems
+-- costs the host far less per event and is not modelled); times are means per steady step, in ns.
+-- include: trace.steps
+-- include: intervals.merge
+
+-- The work launched in each steady step, as an interval set per step (intervals.merge).
+CREATE OR REPLACE TEMP VIEW efficiency_observer_work AS
+SELECT {'source_id': w.source_id, 'step': w.step} AS k, w.ts_ns AS s, w.end_ns AS e
+FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step);
+
+-- All the GPU work of each source with steps, any device, unclipped (a host that runs ahead of the GPU launches
+-- while work from before the analysed window still runs): when the GPU was busy, per source.
+CREATE OR REPLACE TEMP VIEW efficiency_observer_gpu AS
+SELECT source_id AS k, ts_ns AS s, end_ns AS e FROM trace_step_work;
+-- That work merged: source_id, ts_ns, end_ns of each stretch the GPU was busy.
+CREATE OR REPLACE TEMP VIEW efficiency_observer_busy AS
+SELECT k AS source_id, s AS ts_ns, e AS end_ns FROM intervals_merge('efficiency_observer_gpu');
+
+-- The estimate per source (the columns the header describes).
+CREATE OR REPLACE TEMP TABLE efficiency_observer AS
+WITH spans AS (
+    SELECT s.source_id, s.rank, s.step, s.ts_ns,
+           greatest(s.dur_ns, coalesce(max(w.end_ns) - min(w.ts_ns), 0)) AS traced_ns
+    FROM trace_steady_steps s
+    LEFT JOIN trace_step_work w ON w.source_id = s.source_id AND w.step = s.step
+    GROUP BY s.source_id, s.rank, s.step, s.ts_ns, s.dur_ns
+),
+busy AS (  -- the GPU's busy time for the step's own work: the union of what the step launched
+    SELECT k.source_id, k.step, sum(e - s) AS floor_ns
+    FROM intervals_merge('efficiency_observer_work') GROUP BY ALL
+),
+host_events AS (
+    SELECT c.source_id, c.ts_ns, sp.step
+    FROM cpu_activity c
+    JOIN spans sp ON sp.source_id = c.source_id AND c.ts_ns >= sp.ts_ns AND c.ts_ns < sp.ts_ns + sp.traced_ns
+    WHERE c.kind IN ('op', 'runtime', 'driver', 'python')
+),
+placed AS (  -- each event beside the last busy interval that began before it
+    SELECT e.source_id, e.step, b.end_ns IS NOT NULL AND e.ts_ns < b.end_ns AS hidden
+    FROM host_events e ASOF LEFT JOIN efficiency_observer_busy b ON b.source_id = e.source_id AND e.ts_ns >= b.ts_ns
+),
+events AS (
+    SELECT source_id, step, count(*) AS host_events, count(*) FILTER (WHERE NOT hidden) AS critical_events
+    FROM placed GROUP BY source_id, step
+),
+launches AS (  -- a trace without kernel launch calls (CUDA graphs): its runtime calls
+    SELECT source_id, coalesce(median(dur_ns) FILTER (WHERE name ILIKE '%LaunchKernel%'), median(dur_ns))
+               AS launch_call_ns
+    FROM cpu_activity
+    WHERE kind IN ('runtime', 'driver')
+    GROUP BY source_id
+),
+per_step AS (
+    SELECT sp.source_id, sp.rank, sp.step, sp.traced_ns, coalesce(b.floor_ns, 0) AS floor_ns,
+           coalesce(e.host_events, 0) AS host_events, coalesce(e.critical_events, 0) AS critical_events,
+           l.launch_call_ns
+    FROM spans sp JOIN launches l USING (source_id) JOIN sources src USING (source_id)
+    LEFT JOIN busy b USING (source_id, step) LEFT JOIN events e USING (source_id, step)
+    WHERE src.format = 'torch'
+),
+costed AS (
+    SELECT *, traced_ns - floor_ns AS idle_ns,
+           least(traced_ns - floor_ns, critical_events * 0.55 * launch_call_ns) AS cost_ns,
+           least(traced_ns - floor_ns, critical_events * 0.30 * launch_call_ns) AS cost_low_ns
+    FROM per_step
+),
+options AS (
+    SELECT src.source_id,
+           EXISTS (SELECT 1 FROM op_shapes o WHERE o.source_id = src.source_id) AS shapes,
+           EXISTS (SELECT 1 FROM cpu_activity c WHERE c.source_id = src.source_id AND c.kind = 'python') AS stacks,
+           EXISTS (SELECT 1 FROM memory_events m WHERE m.source_id = src.source_id) AS memory
+    FROM sources src
+)
+SELECT c.source_id, any_value(c.rank) AS rank, count(*) AS steps,
+       avg(c.traced_ns) AS traced_ns, avg(c.floor_ns) AS floor_ns, avg(c.idle_ns) AS idle_ns,
+       avg(c.host_events) AS host_events, avg(c.critical_events) AS critical_events,
+       any_value(c.launch_call_ns) AS launch_call_ns, 0.55 * any_value(c.launch_call_ns) AS event_cost_ns,
+       avg(c.cost_ns) AS profiler_cost_ns, sum(c.cost_ns) AS profiler_cost_sum_ns,
+       avg(c.traced_ns - c.cost_ns) AS unprofiled_ns,
+       avg(c.floor_ns) AS unprofiled_low_ns,
+       avg(c.traced_ns - c.cost_low_ns) AS unprofiled_high_ns,
+       avg(c.traced_ns - c.cost_ns) <= 1.1 * avg(c.floor_ns) AS gpu_paced,
+       any_value(o.shapes) AS shapes, any_value(o.stacks) AS stacks, any_value(o.memory) AS memory
+FROM costed c JOIN options o USING (source_id)
+GROUP BY c.source_id;
