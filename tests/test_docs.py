@@ -12,7 +12,7 @@ from tracedoc.cli import cli
 from tracedoc.ingest.base import FORMATS
 from tracedoc.judge import load_rules
 from tracedoc.pages import PAGES
-from tracedoc.pipeline import ATTRIBUTION, METRICS, WINDOWS
+from tracedoc.report_tables import SECTIONS
 from tracedoc.store import Store
 from tracedoc.store.modules import all_modules, module_file
 
@@ -66,10 +66,9 @@ def test_report_views_name_every_column(module: str, every_module: Store) -> Non
         assert not missing, f"{module}: the comment above {name} does not name {missing}"
 
 
-@pytest.mark.parametrize("name", [*METRICS, "attribution", "window"])
-def test_report_tables_read_report_views(name: str, every_module: Store) -> None:
-    """Each table of the report is a <group>_report_<name> view of its module, ordered by its own columns."""
-    table = {**METRICS, "attribution": ATTRIBUTION, "window": WINDOWS}[name]
+@pytest.mark.parametrize("table", [t for s in SECTIONS for t in s.tables], ids=lambda t: t.view)
+def test_report_tables_read_report_views(table, every_module: Store) -> None:
+    """Each view of the report is a <group>_report_<name> view of its module, ordered by its own columns."""
     group = table.module.split(".")[0]
     assert table.view.startswith(f"{group}_report_"), table.view
     assert re.search(rf"^CREATE OR REPLACE TEMP VIEW {table.view} AS$", module_file(table.module).read_text(), re.M)

@@ -1,6 +1,5 @@
-"""Each input format is declared once (tracedoc/ingest/base.py FORMATS): its reader module exists and names it,
-and the analysis groups it feeds exist; ingest, the store's choice of analyses and the run kinds read that one
-list."""
+"""Each input format is declared once (tracedoc/ingest/base.py FORMATS): its reader module exists and names it;
+ingest and the run kinds read that one list. The analyses say what they read in their headers (store.modules)."""
 
 from __future__ import annotations
 
@@ -8,15 +7,15 @@ import gzip
 import importlib
 import inspect
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import SAMPLES
 from tracedoc import analyze, kinds
 from tracedoc.errors import InputError
 from tracedoc.ingest import FORMATS as READERS
-from tracedoc.ingest import reader
+from tracedoc.ingest import discover, reader
 from tracedoc.ingest.base import (
     FORMATS,
     HEALTH,
@@ -27,16 +26,14 @@ from tracedoc.ingest.base import (
     ReadsMany,
     SetsAsideInDirectory,
 )
-from tracedoc.store.modules import applies, group_formats
+from tracedoc.pipeline import open_store
+from tracedoc.store.modules import facts, on_client
 
 
-def test_every_declared_format_has_its_reader_and_its_groups() -> None:
+def test_every_declared_format_has_its_reader() -> None:
     assert list(READERS) == [f.name for f in FORMATS]
-    groups = {p.name for p in resources.files("tracedoc.analyses").iterdir() if p.is_dir()}
     for f in FORMATS:
         assert f.name == importlib.import_module(f.module).FORMAT
-        assert set(f.groups) <= groups, f.name
-        assert all(f.name in group_formats()[g] for g in f.groups)
 
 
 def _parameters(function: Callable[..., object]) -> list[tuple[str, bool]]:
@@ -77,10 +74,25 @@ def test_the_run_kinds_and_the_analyses_follow_the_declarations() -> None:
         assert kinds.kind_of([f.name]) == f.kind
         assert f.distributable == (f.name in ("torch", "nsys", "flight_recorder"))
     assert kinds.kind_of(["not_a_format"]) == HEALTH
-    assert applies("hang.progress", ["flight_recorder"], 2) and not applies("hang.progress", ["torch"], 2)
-    assert applies("memory.timeline", ["torch_memory"], 1) and applies("gpu.idle", ["nsys"], 1)
-    assert not applies("gpu.idle", ["ncu"], 1) and not applies("attribution.time", ["flight_recorder"], 2)
-    assert applies("trace.summary", ["ncu"], 1) and applies("gpu.idle", ["ncu", "torch"], 1)
+
+
+def test_a_module_applies_where_the_tables_its_header_reads_have_rows() -> None:
+    """The analyses run for the inputs that wrote what their headers say they read (``-- reads:``), and those
+    that compare ranks (``-- scope: ranks``) only for several ranks."""
+    assert facts("ncu.cublas_ceiling").reads == ("ncu_kernels", "gemm_ladder_results")
+    assert on_client("trace.summary") and on_client("ranks.stragglers") and not on_client("gpu.idle")
+    stores = {name: open_store(discover([SAMPLES / name / file]), None)[0] for name, file in (
+        ("hang-2rank-stuck-notiming", ""), ("memory-leak", "trace.json.gz"), ("decode-eager", ""))}
+    try:
+        hang, memory, eager = stores.values()
+        assert hang.applies("hang.progress") and not hang.applies("memory.timeline")
+        assert memory.applies("memory.report") and memory.applies("gpu.idle")
+        assert not memory.applies("hang.progress") and not memory.applies("ranks.stragglers")  # one rank
+        assert not eager.applies("memory.timeline") and not eager.applies("ncu.sol")
+        assert not hang.applies("attribution.time") and hang.applies("trace.summary")  # no timeline there
+    finally:
+        for store in stores.values():
+            store.close()
 
 
 def test_a_compressed_file_is_unpacked_no_further_than_its_format_declares(tmp_path: Path) -> None:

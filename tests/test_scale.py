@@ -284,9 +284,23 @@ def test_created_objects_are_found_behind_their_comments() -> None:
 def test_the_ranks_report_views_are_shipped_by_their_names() -> None:
     """The second pass hands back the report's per-rank tables as their declared views (pipeline.METRICS); the
     cross-rank ones are made on the client."""
-    shipped = {e.name: e for e in report_exports([], None, METRICS)}
+    shipped = {e.name: e for e in report_exports([], None, METRICS.values())}
     per_rank = [t for t in METRICS.values() if not on_client(t.module)]
     assert {"gpu_report_idle", "comm_report_overlap", "memory_report_curve"} <= {t.view for t in per_rank}
     assert all(shipped[t.view].query == f"SELECT * FROM {t.view}" and shipped[t.view].module == t.module
                for t in per_rank)
     assert not {"ranks_report_steps", "hang_report_collectives", "trace_report_step_times"} & shipped.keys()
+
+
+def test_summary_stores_are_opened_under_the_runs_memory_cap() -> None:
+    """The worker's batch store and the client's store of summaries are opened under the run's limits, as every
+    store is (a many-rank job's analyses run there)."""
+    from tracedoc.scale.summary_store import SummaryStore, summary_connection
+
+    limits = Limits(memory_bytes=512 << 20)
+    store = SummaryStore(summary_connection(limits), limits=limits)
+    try:
+        assert store.scalar("SELECT current_setting('memory_limit')") == "512.0 MiB"
+        assert store.limits == limits
+    finally:
+        store.close()

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tracedoc.limits import Limits
 from tracedoc.scale.summary_store import SummaryStore, summary_connection
 from tracedoc.store import Store
 
@@ -64,7 +65,7 @@ def attributed() -> Iterator[Any]:
     stores: list[Store] = []
 
     def run(rows: Rows) -> Store:
-        store = SummaryStore(summary_connection(), provided=set(INPUTS))
+        store = SummaryStore(summary_connection(Limits()), provided=set(INPUTS))
         stores.append(store)
         for name, columns in _columns().items():
             store.con.execute(f"CREATE TEMP TABLE {name} ({', '.join(f'{c} {t}' for c, t in columns)})")

@@ -2,15 +2,18 @@
 
 One frame per table the report carries: ``findings`` (one row per finding, its scope flattened), ``attribution``
 (every GPU's time by rank, device, step, cause and detail, ms), ``efficiency`` (MFU, MBU per rank and step, the
-peak's fields as peak_gpu, peak_dtype, …) and ``operators`` (the operator view, its kernels as text) where the
-report has them, and each of ``report.metrics`` (``gpu_idle``,
-``top_kernels``, ...: ms and %). ``frame.to_pandas()`` gives pandas (with pandas installed).
+peak's fields as peak_gpu, peak_dtype, …), then each other part of the report made of rows where the report has
+them (tracedoc.report_tables.SECTIONS: ``operators``, its kernels as text; ``memory``, its nested fields as polars
+structs and lists), and each of ``report.metrics`` (``gpu_idle``, ``top_kernels``, ...: ms and %).
+``frame.to_pandas()`` gives pandas (with pandas installed).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
+
+from tracedoc.report_tables import SECTIONS
 
 if TYPE_CHECKING:
     import polars as pl
@@ -38,10 +41,13 @@ class Frames(Mapping[str, "pl.DataFrame"]):
 
     def _rows(self) -> dict[str, list[dict[str, Any]]]:
         report = self._report
-        efficiency = {"efficiency": efficiency_rows(report)} if report.efficiency else {}
-        operators = {"operators": operator_rows(report)} if report.operators else {}
-        return {"findings": finding_rows(report), "attribution": report.attribution, **efficiency, **operators,
-                **report.metrics}
+        rows = {"findings": finding_rows(report), "attribution": report.attribution}
+        if report.efficiency:
+            rows["efficiency"] = efficiency_rows(report)
+        for key in _ROW_PARTS:
+            if part := getattr(report, key):
+                rows[key] = _FLAT.get(key, list)(part)
+        return {**rows, **report.metrics}
 
     def __getitem__(self, name: str) -> pl.DataFrame:
         rows = self._rows()
@@ -57,6 +63,11 @@ class Frames(Mapping[str, "pl.DataFrame"]):
 
     def __repr__(self) -> str:
         return "Frames(" + ", ".join(f"{name}: {len(rows)} rows" for name, rows in self._rows().items()) + ")"
+
+
+# The parts of the report made of rows (tracedoc.report_tables), after attribution, each as a frame; and the
+# function that flattens what a frame would hold badly.
+_ROW_PARTS = [s.key for s in SECTIONS if "." not in s.key and s.key not in ("attribution", "window")]
 
 
 def frame(rows: list[dict[str, Any]], schema: dict[str, str] | None = None) -> pl.DataFrame:
@@ -85,6 +96,14 @@ def efficiency_rows(report: Report) -> list[dict[str, Any]]:
 
 def operator_rows(report: Report) -> list[dict[str, Any]]:
     """The operator view, each op's kernels as one text: 'name ×count (ms)', most time first."""
+    return operator_rows_of(report.operators)
+
+
+def operator_rows_of(operators: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The operator view's rows, each op's kernels as one text: 'name ×count (ms)', most time first."""
     return [{**{k: v for k, v in o.items() if k != "kernels"},
              "kernels": "; ".join(f"{k['name']} ×{k['count']} ({k['ms']} ms)" for k in o["kernels"])}
-            for o in report.operators]
+            for o in operators]
+
+
+_FLAT: dict[str, Any] = {"operators": operator_rows_of}

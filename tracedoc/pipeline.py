@@ -12,14 +12,20 @@ from typing import Any
 
 from tracedoc import efficiency
 from tracedoc.errors import InputError
-from tracedoc.health.metrics import HEALTH_METRICS
 from tracedoc.ingest import InputFile, discover, load_all
 from tracedoc.judge import Rule, judge
 from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
-from tracedoc.memory_report import MAX_DEVICES, MEMORY_METRICS, devices_left_out, memory_headline, memory_section
+from tracedoc.memory_report import devices_left_out, first_devices, memory_headline
 from tracedoc.report import InputInfo, Report
-from tracedoc.report_tables import ReportTable, report_rows
+from tracedoc.report_tables import (
+    METRICS,
+    SECTIONS,
+    ReportTable,
+    Section,
+    report_views,
+    section_rows,
+)
 from tracedoc.store import Store, memory_store, open_cached_store
 from tracedoc.store.cache import content_key, discard_damaged, is_damage
 from tracedoc.units import report_number
@@ -112,18 +118,22 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
         head["mixed_inputs"] = mixed
     if thresholds:  # what --set changed, so that a report says the thresholds it was judged by
         head["thresholds"] = {rule: dict(sorted(values.items())) for rule, values in sorted(thresholds.items())}
-    attribution: list[dict[str, Any]] = []
-    if summary["basis"] == "timeline":
+    timeline = summary["basis"] == "timeline"
+    if timeline:
         head.update(gpu_states(store))
-        attribution = attribution_rows(store)
-    eff = efficiency.efficiency_rows(store, peaks) if summary["basis"] == "timeline" else []
+    eff = efficiency.efficiency_rows(store, peaks) if timeline else []
     if (words := efficiency.headline(eff)) is not None:
         head["efficiency"] = words
-    report = Report(inputs=inputs, summary=head, findings=findings, metrics=collect_metrics(store),
-                    attribution=attribution, window=window_info(store) if summary["basis"] else {},
-                    efficiency=eff, operators=efficiency.operator_rows(store) if eff else [])
-    report.memory = memory_section(store)
-    if len(report.memory) >= MAX_DEVICES and (left_out := devices_left_out(store)):
+    parts: dict[str, Any] = {"metrics": {}, "efficiency": eff}
+    for section in SECTIONS:
+        rows = section_rows(store, section) if section.measured(summary["basis"]) else []
+        group, _, name = section.key.partition(".")
+        if name:
+            parts[group][name] = rows
+        else:
+            parts[group] = PRESENTERS.get(group, lambda r, s: r)(rows, summary)
+    report = Report(inputs=inputs, summary=head, findings=findings, **parts)
+    if (left_out := devices_left_out(store, len(report.memory))):
         report.summary["memory_devices_left_out"] = left_out
     if not summary["basis"] and (words := memory_headline(report.memory, findings)) is not None:
         report.summary["memory"] = words  # a memory-only input (a snapshot): what failed or leaked, and how much
@@ -152,13 +162,14 @@ def check_step_range(store: Store, name: str) -> None:
                      + (f"; repeated ranges there: {listed}" if listed else ""))
 
 
-def window_info(store: Store) -> dict[str, Any]:
-    """The window the findings judge, per rank and for the report (trace.window): its kind ('steps',
-    'capture_range', 'whole_trace'), how its steps were found (``steps``), its bounds (ns), its steady steps and
-    the warm-up steps before it. The report's own is the first rank's, over every rank's bounds."""
+def window_of(rows: list[dict[str, Any]], summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report's ``window`` from the rows of trace_report_windows: the window the findings judge, per rank and
+    for the report (trace.window): its kind ('steps', 'capture_range', 'whole_trace'), how its steps were found
+    (``steps``), its bounds (ns), its steady steps and the warm-up steps before it. The report's own is the first
+    rank's, over every rank's bounds."""
     ranks = [{"rank": r["rank"], "kind": r["kind"], "steps": steps_found(r), "start_ns": r["start_ns"],
               "end_ns": r["end_ns"], "step_count": r["step_count"], "warmup_steps": r["warmup_steps"]}
-             for r in report_rows(store, WINDOWS)]
+             for r in rows]
     if not ranks:
         return {}
     return {**ranks[0], "start_ns": min(r["start_ns"] for r in ranks), "end_ns": max(r["end_ns"] for r in ranks),
@@ -183,52 +194,17 @@ def steps_found(row: dict[str, Any]) -> str:
     return f"the host ranges '{name[:-1]}N'" if name.endswith(" #") else f"the host range '{name}'"
 
 
-def attribution_rows(store: Store) -> list[dict[str, Any]]:
-    """The attribution of every GPU's time (the report's ``attribution``): rank, device, step, cause, detail, ms.
-    Per rank and device the rows sum to its window."""
-    return report_rows(store, ATTRIBUTION)
+# The parts of the report that are more than their views' rows: the function that makes the part from them (and
+# the trace's summary).
+PRESENTERS: dict[str, Callable[[list[dict[str, Any]], dict[str, Any]], Any]] = {
+    "window": window_of, "memory": first_devices}
 
-
-# The report's tables (``Report.metrics``): name → the analysis module and its <group>_report_<name> view, every
-# number in ms, µs, % or bytes, per rank or device.
-METRICS: dict[str, ReportTable] = {
-    "gpu_idle": ReportTable("gpu.idle", "gpu_report_idle", "rank, device"),
-    "gpu_time_by_category": ReportTable("gpu.kernels", "gpu_report_time_by_category", "rank, total_ms DESC"),
-    "top_kernels": ReportTable("gpu.kernels", "gpu_report_top_kernels", "rank, total_ms DESC"),
-    "launch": ReportTable("gpu.launch", "gpu_report_launch", "rank, device"),
-    "host_syncs": ReportTable("host.sync", "host_report_syncs", "rank"),
-    "copies": ReportTable("host.memcpy", "host_report_copies", "rank, copy_kind, host_memory"),
-    "comm_overlap": ReportTable("comm.overlap", "comm_report_overlap", "rank, device"),
-    "step_times": ReportTable("trace.summary", "trace_report_step_times", "rank, step"),
-    "rank_steps": ReportTable("ranks.steps", "ranks_report_steps", "rank, step"),
-    "collectives": ReportTable("hang.progress", "hang_report_collectives", "backend, pg, rank"),
-    "flight_recorder_dumps": ReportTable("hang.dumps", "hang_report_dumps", "rank, NOT used, path"),
-    "ncu_kernels": ReportTable("ncu.sol", "ncu_report_kernels", "rank, total_ns DESC", ("total_ns",)),
-    "ncu_warp_stalls": ReportTable("ncu.stalls", "ncu_report_warp_stalls", "rank, total_ns DESC, share_pct DESC",
-                                   ("total_ns",)),
-    "ncu_roofline": ReportTable("ncu.roofline", "ncu_report_roofline", "rank, total_ns DESC", ("total_ns",)),
-    "ncu_coverage": ReportTable("ncu.coverage", "ncu_report_coverage", "rank"),
-    "ncu_rules_vs_tracedoc": ReportTable(
-        "ncu.verdicts", "ncu_report_rules_vs_tracedoc",
-        "rank, total_ns DESC, kernel, grid, block, ncu_speedup_pct DESC NULLS LAST, ncu_rule", ("total_ns",)),
-    "ncu_cublas_ceiling": ReportTable("ncu.cublas_ceiling", "ncu_report_cublas_ceiling", "rank, total_ns DESC",
-                                      ("total_ns",)),
-    "gemm_ladder_cublas": ReportTable("ncu.cublas_ceiling", "ncu_report_gemm_ladder_cublas", "gpu, flop, ms",
-                                      ("flop",)),
-    "ncu_trace_links": ReportTable("ncu.links", "ncu_report_trace_links", "rank, timeline_total_ns DESC",
-                                   ("timeline_total_ns",)),
-    **MEMORY_METRICS,  # GPU memory: allocator events and snapshots (tracedoc.memory_report)
-    **HEALTH_METRICS,  # GPU health: NVML snapshots and telemetry (tracedoc.health.metrics)
-}
-
-# The report's attribution and window (Report.attribution, Report.window).
-ATTRIBUTION = ReportTable("attribution.time", "attribution_report_slices",
-                          "rank, device, step NULLS FIRST, ms DESC, cause, detail")
-WINDOWS = ReportTable("trace.window", "trace_report_windows", "rank NULLS LAST, source_id")
+# Every view the report reads (a distributed run ships the per-rank ones by name).
+REPORT_TABLES: tuple[ReportTable, ...] = report_views()
 
 
 def collect_metrics(store: Store, tables: dict[str, ReportTable] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The measured tables the report carries for renderers and the dashboard (ms and %, rounded); ``tables``
     picks other ones than all of them. A table of an analysis of inputs the store does not hold is empty."""
-    return {name: report_rows(store, table) if store.applies(table.module) else []
+    return {name: section_rows(store, Section(f"metrics.{name}", (table,)))
             for name, table in (tables or METRICS).items()}

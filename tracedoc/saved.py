@@ -25,6 +25,7 @@ from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
 from tracedoc.limits import Limits
 from tracedoc.report import REPORT_SCHEMA, SEVERITIES, Report, Scope
+from tracedoc.report_tables import SECTIONS
 from tracedoc.store import Store
 from tracedoc.words.sanitize import visible_strings
 
@@ -53,6 +54,7 @@ def read_report(path: Path) -> Report:
 
 # Value kinds: what a field may hold (None is allowed wherever the kind's name ends in '?').
 _INT, _NUM, _STR = "an integer", "a number", "text"
+_TIME = "an integer of ns"  # a point in time: ns since the trace's clock's origin, of any size
 _SCALARS = (str, int, float, bool, type(None))
 # Larger than any time, share or count a report holds (1e15 ms is 31,000 years): arithmetic on it stays finite.
 _MAX_NUMBER = 1e15
@@ -77,14 +79,13 @@ def check_report(data: Any) -> None:
         _expect(isinstance(data.get(key), list), key, "a list")
     for key in ("summary", "metrics"):
         _expect(isinstance(data.get(key, {}), dict), key, "an object")
-    for key in ("attribution", "what_if"):
-        _expect(isinstance(data.get(key, []), list), key, "a list")
+    _expect(isinstance(data.get("what_if", []), list), "what_if", "a list")
     for i, item in enumerate(data["inputs"]):
         _check_row(item, f"inputs[{i}]", required=("path", "format"))
     _check_summary(data["summary"])
     for i, finding in enumerate(data["findings"]):
         _check_finding(finding, f"findings[{i}]")
-    for i, row in enumerate(data.get("attribution", [])):
+    for i, row in enumerate(data.get("attribution", []) if isinstance(data.get("attribution"), list) else []):
         _check_row(row, f"attribution[{i}]", required=("cause", "ms"))
     for i, row in enumerate(data.get("what_if", [])):
         _check_row(row, f"what_if[{i}]")
@@ -92,36 +93,41 @@ def check_report(data: Any) -> None:
         _expect(isinstance(rows, list), f"metrics.{name}", "a list")
         for i, row in enumerate(rows):
             _check_row(row, f"metrics.{name}[{i}]")
-    _expect(isinstance(data.get("memory", []), list), "memory", "a list")
-    for i, entry in enumerate(data.get("memory", [])):
-        _check_memory(entry, f"memory[{i}]")
+    for key, shape in _PARTS.items():
+        if key in data:
+            _check_part(data[key], key, shape)
 
 
-# The memory section's fields whose names do not say their kind (tracedoc.memory_report).
-_MEMORY_KINDS = {"steps_to_oom": _NUM, "growth_r2": _NUM, "steady_steps": _INT, "bytes_per_step": _NUM,
-                 "allocations": _INT, "blocks": _INT, "site": _STR, "op": _STR, "role": _STR}
+# The report's parts beside its metrics (tracedoc.report_tables.SECTIONS, and efficiency): a list of rows, or one
+# object (window).
+_LIST, _OBJECT = "a list of objects", "an object"
+_PARTS = {**{s.key: _OBJECT if s.key == "window" else _LIST for s in SECTIONS if "." not in s.key},
+          "efficiency": _LIST}
+# Fields of those parts whose names do not say their kind: nested rows (LIST of STRUCT, a STRUCT) and scalars.
+_PART_KINDS = {"top_sites": _LIST, "by_role": _LIST, "growth_sites": _LIST, "ooms": _LIST, "kernels": _LIST,
+               "ranks": _LIST,
+               "peak_at": _OBJECT, "fragmentation": _OBJECT, "peak": _OBJECT, "start_ns": _TIME, "end_ns": _TIME,
+               "steps_to_oom": _NUM, "growth_r2": _NUM, "steady_steps": _INT, "bytes_per_step": _NUM,
+               "allocations": _INT, "blocks": _INT, "site": _STR, "op": _STR, "role": _STR}
 
 
-def _check_memory(entry: Any, where: str) -> None:
-    """A GPU's entry of the memory section: numbers where bytes and steps are, lists of rows for the sites and
-    OOMs, an object of scalars for the peak's place and for fragmentation."""
-    _expect(isinstance(entry, dict), where, "an object")
-    for key, value in entry.items():
-        if key in ("top_sites", "by_role", "growth_sites", "ooms"):
-            _expect(isinstance(value, list), f"{where}.{key}", "a list")
-            for i, row in enumerate(value):
-                _check_memory_row(row, f"{where}.{key}[{i}]")
-        elif key in ("peak_at", "fragmentation"):
-            if value is not None:
-                _check_memory_row(value, f"{where}.{key}")
+def _check_part(value: Any, where: str, shape: str) -> None:
+    """A part of the report, or a nested field of one: a list of objects or an object (None allowed for a nested
+    object), each field nested as ``_PART_KINDS`` says or a scalar of the kind its name says."""
+    if shape == _LIST:
+        _expect(isinstance(value, list), where, "a list")
+        for i, row in enumerate(value):
+            _check_part(row, f"{where}[{i}]", _OBJECT)
+        return
+    if value is None and "." in where:
+        return
+    _expect(isinstance(value, dict), where, "an object")
+    for key, field_value in value.items():
+        kind = _PART_KINDS.get(key, _kind_of(key))
+        if kind in (_LIST, _OBJECT):
+            _check_part(field_value, f"{where}.{key}", kind)
         else:
-            _check_value(value, f"{where}.{key}", _MEMORY_KINDS.get(key, _kind_of(key)))
-
-
-def _check_memory_row(row: Any, where: str) -> None:
-    _expect(isinstance(row, dict), where, "an object")
-    for key, value in row.items():
-        _check_value(value, f"{where}.{key}", _MEMORY_KINDS.get(key, _kind_of(key)))
+            _check_value(field_value, f"{where}.{key}", kind)
 
 
 def _check_summary(summary: dict[str, Any]) -> None:
@@ -192,6 +198,8 @@ def _check_value(value: Any, where: str, kind: str | None, optional: bool = True
         ok = (isinstance(value, int if kind == _INT else int | float) and not isinstance(value, bool)
               and abs(value) <= _MAX_NUMBER)
         kind = f"{kind} of at most {_MAX_NUMBER:.0e} in size"
+    elif kind == _TIME:
+        ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind == _STR:
         ok = isinstance(value, str)
     else:

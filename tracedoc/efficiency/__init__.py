@@ -1,5 +1,6 @@
-"""MFU, HFU, MBU and the operator view of a report, from the analyses under analyses/efficiency/ (the FLOP and
-byte model per aten op, the peak table): what ``Report.efficiency``, ``Report.operators`` and the headline carry.
+"""MFU, HFU, MBU of a report, from the analyses under analyses/efficiency/ (the FLOP and byte model per aten op, the
+peak table): what ``Report.efficiency`` and the headline carry (the operator view, ``Report.operators``, is the
+view efficiency_report_operators, tracedoc.report_tables).
 
 The figures are measured only for PyTorch traces (the inputs that can record operator shapes), or for any trace
 with steps when the user gives ``--flops-per-step``; elsewhere the report has no efficiency section.
@@ -12,9 +13,6 @@ from typing import Any
 
 from tracedoc.store import Store
 from tracedoc.units import report_number
-
-OPERATORS_PER_RANK = 40  # the operator view keeps the ops with the most GPU time
-KERNELS_PER_OPERATOR = 5
 
 
 @dataclass(frozen=True)
@@ -55,7 +53,7 @@ def efficiency_rows(store: Store, options: Options | None = None) -> list[dict[s
     without shapes: one row per rank, saying so)."""
     if not store.scalar("SELECT count(*) FROM sources WHERE format = 'torch'") and not (options and options.user_flops):
         return []
-    if not store.efficiency_measurable():
+    if not store.applies("efficiency.steps"):
         return _unavailable(store, options)
     store.include("efficiency.steps")
     user = bool(options and options.user_flops)
@@ -157,34 +155,6 @@ def _row(r: dict[str, Any], step: int | None) -> dict[str, Any]:
             "peak": {"gpu": r["gpu"], "device_name": r["device_name"], "dtype": r["dtype"],
                      "tflops": n(r["peak_tflops"]), "gbps": n(r["peak_gbps"]), "source": r["peak_source"]},
             "note": r["note"]}
-
-
-def operator_rows(store: Store) -> list[dict[str, Any]]:
-    """The report's ``operators``: per rank, the aten ops with the most GPU time in the steady steps (count, host
-    and GPU time, FLOPs, bytes, TFLOP/s, GB/s, intensity, % of roofline, the shape that took most time) and the
-    kernels each launched."""
-    if not store.scalar("SELECT count(*) FROM op_shapes") and "efficiency_operators" not in getattr(
-            store, "provided", ()):  # a distributed job's store: the ranks' operator views, no events
-        return []
-    store.include("efficiency.operators")
-    kernels: dict[tuple[int, str], list[dict[str, Any]]] = {}
-    for k in store.query(f"""
-            SELECT source_id, op, kernel, launches, gpu_ns FROM efficiency_operator_kernels
-            QUALIFY row_number() OVER (PARTITION BY source_id, op ORDER BY gpu_ns DESC, kernel)
-                    <= {KERNELS_PER_OPERATOR}
-            ORDER BY source_id, op, gpu_ns DESC, kernel"""):
-        kernels.setdefault((k["source_id"], k["op"]), []).append(
-            {"name": k["kernel"], "count": k["launches"], "ms": report_number(k["gpu_ns"] / 1e6)})
-    n = report_number
-    return [{"rank": r["rank"], "op": r["op"], "count": r["count"], "cpu_ms": n(r["cpu_ns"] / 1e6),
-             "gpu_ms": n(r["gpu_ns"] / 1e6), "share_pct": n(r["share_pct"]), "flops": n(r["flops"]),
-             "tflops": n(r["tflops"]), "bytes": n(r["bytes"]), "gbps": n(r["gbps"]), "intensity": n(r["intensity"]),
-             "roofline_pct": n(r["roofline_pct"]), "kind": r["kind"], "dtype": r["dtype"], "shape": r["shape"],
-             "kernels": kernels.get((r["source_id"], r["op"]), [])}
-            for r in store.query(f"""
-                SELECT * FROM efficiency_operators WHERE gpu_ns > 0
-                QUALIFY row_number() OVER (PARTITION BY source_id ORDER BY gpu_ns DESC, op) <= {OPERATORS_PER_RANK}
-                ORDER BY rank, source_id, gpu_ns DESC, op""")]
 
 
 def headline(rows: list[dict[str, Any]]) -> str | None:

@@ -97,8 +97,7 @@ class Format:
     """One input format: ``name`` (``sources.format``), its reader module (imported on first use), its name for
     people, its ``kind``; ``per_host``: a file covers a whole host, not a rank (GPU health, allocator snapshots);
     ``several_per_rank``: a rank may leave several files, which its analyses choose among (flight-recorder dumps);
-    ``groups``: the analysis groups made from its tables alone (other groups read the timelines every trace
-    format has); ``max_bytes``: the largest file the format can be (a compressed one is unpacked no further), None
+    ``max_bytes``: the largest file the format can be (a compressed one is unpacked no further), None
     for no limit of its own."""
 
     name: str
@@ -107,7 +106,6 @@ class Format:
     kind: str
     per_host: bool = False
     several_per_rank: bool = False
-    groups: tuple[str, ...] = ()
     max_bytes: int | None = None
 
     @property
@@ -123,18 +121,18 @@ FORMATS: tuple[Format, ...] = (
     # one per rank (analyses/hang/dumps.sql), so two dumps claiming one rank are not an error
     # larger than 1 GiB is no dump: the ring buffer keeps a few MB
     Format("flight_recorder", "tracedoc.ingest.flight_recorder", "flight recorder", HANG_DUMPS,
-           several_per_rank=True, groups=("hang",), max_bytes=1 << 30),
+           several_per_rank=True, max_bytes=1 << 30),
     Format("nsys", "tracedoc.ingest.nsys", "Nsight Systems", TIMELINE),
-    Format("ncu", "tracedoc.ingest.ncu", "Nsight Compute", KERNEL_PROFILE, groups=("ncu",)),
+    Format("ncu", "tracedoc.ingest.ncu", "Nsight Compute", KERNEL_PROFILE),
     # the largest NVML recording (tracedoc/health/replay.py reads its limit here)
-    Format("nvml", "tracedoc.ingest.nvml", "NVML", HEALTH, per_host=True, groups=("health",), max_bytes=32 << 20),
-    Format("telemetry", "tracedoc.ingest.telemetry", "GPU telemetry", HEALTH, per_host=True, groups=("health",)),
+    Format("nvml", "tracedoc.ingest.nvml", "NVML", HEALTH, per_host=True, max_bytes=32 << 20),
+    Format("telemetry", "tracedoc.ingest.telemetry", "GPU telemetry", HEALTH, per_host=True),
     # the ladder writes a few KB; anything this large is not one of its files
-    Format("gemm_ladder", "tracedoc.ingest.gemm_ladder", "GEMM ladder", HEALTH, per_host=True, groups=("ncu",),
+    Format("gemm_ladder", "tracedoc.ingest.gemm_ladder", "GEMM ladder", HEALTH, per_host=True,
            max_bytes=16 << 20),
     # no rank of its own: joined with the trace of its run by time and address (analyses/memory)
     # the reader's own limit (TRACEDOC_MAX_SNAPSHOT_BYTES) applies after unpacking
     Format("memory_snapshot", "tracedoc.ingest.memory_snapshot", "allocator snapshot", HEALTH, per_host=True,
-           groups=("memory",), max_bytes=8 << 30),
+           max_bytes=8 << 30),
 )
 BY_NAME: dict[str, Format] = {f.name: f for f in FORMATS}

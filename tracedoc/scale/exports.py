@@ -1,36 +1,28 @@
 """What a rank hands back to the client: the per-rank objects the cross-rank analyses and the report read —
 summaries over ranks × steps × collectives, never the rank's events.
 
-The analysis modules fall in two kinds. Cross-rank ones run on the client over every rank's summaries (``ranks``:
-collective alignment, rank × step table, stragglers, all-to-all load; ``hang``: the flight-recorder dumps of all
-ranks; ``trace.summary``: the headline over all ranks; ``health`` and ``ncu``, whose inputs a distributed run does
-not take). Every other module reads one rank's events and runs on that rank's worker.
+The analysis modules fall in two kinds, as their headers say (``-- scope:``, store.modules). Cross-rank ones run
+on the client over every rank's summaries (``ranks``: collective alignment, rank × step table, stragglers,
+all-to-all load; ``hang``: the flight-recorder dumps of all ranks; ``trace.summary``: the headline over all ranks;
+``health`` and ``ncu``, whose inputs a distributed run does not take). Every other module reads one rank's events
+and runs on that rank's worker.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tracedoc.errors import InputError
 from tracedoc.judge import Rule
 from tracedoc.report_tables import ReportTable
+from tracedoc.store.modules import all_modules, facts, on_client
 
-_CLIENT_GROUPS = ("ranks", "hang", "health", "ncu")
-_CLIENT_MODULES = ("trace.summary",)
-
-
-def on_client(module: str) -> bool:
-    """True for a cross-rank module: it runs on the client over the summaries of every rank."""
-    return module in _CLIENT_MODULES or module.split(".")[0] in _CLIENT_GROUPS
-
-
-# What the ranks' own modules make only for the client: the alignment of the collectives across ranks (and what
-# reads it). A worker leaves these statements out (a batch's ranks are not the job); in the second pass it is
-# given ranks_collectives as the client lined it up.
-CLIENT_ONLY = ("ranks_alignment", "ranks_matched_kernels", "ranks_clock_offsets", "ranks_collectives",
-               "ranks_alignment_quality", "ranks_steps", "ranks_report_steps")
+# What the ranks' own modules make only for the client (``-- client only:`` in their headers): the alignment of the
+# collectives across ranks (and what reads it). A worker leaves these statements out (a batch's ranks are not the
+# job); in the second pass it is given ranks_collectives as the client lined it up.
+CLIENT_ONLY = tuple(name for module in all_modules() for name in facts(module).client_only)
 
 # Store tables a rank hands back whole: its profiler steps, GPUs and flight-recorder dumps (a dump is bounded by
 # its ring buffer; steps and devices by the window).
@@ -51,46 +43,30 @@ class Export:
     macro_args: int | None = None
 
 
-# The first pass: what the cross-rank modules read. ranks_compute_busy is kept to the merged compute intervals that
-# overlap a collective's kernel (the waits it is compared with lie inside those kernels): a range join on
-# (source, device, time) packed into HUGEINT keys (an equality beside two inequalities would compare every pair).
-SUMMARY_EXPORTS = (
-    Export("trace_steps", "trace.steps", "SELECT * FROM trace_steps"),
-    Export("trace_step_method", "trace.steps", "SELECT * FROM trace_step_method"),
-    Export("trace_windows", "trace.window", "SELECT * FROM trace_windows"),
-    Export("trace_wall", "trace.window", "SELECT * FROM trace_wall"),
-    Export("gpu_busy_by_device", "gpu.busy", "SELECT * FROM gpu_busy_by_device"),
-    Export("trace_recording", "trace.recording", "SELECT * FROM trace_recording"),
-    Export("ranks_comm_kernels", "ranks.collectives", "SELECT * FROM ranks_comm_kernels"),
-    Export("ranks_compute_busy", "ranks.collectives", """
-        SELECT DISTINCT b.source_id, b.device, b.ts_ns, b.end_ns
-        FROM (SELECT *, ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start,
-                     ((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end FROM ranks_compute_busy) b
-        JOIN (SELECT ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start,
-                     ((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end FROM ranks_comm_kernels) c
-          ON b.k_start < c.k_end AND b.k_end > c.k_start"""),
-    Export("ranks_step_work", "ranks.steps", "SELECT * FROM ranks_step_work"),
-    Export("ranks_step_kernels", "ranks.steps", "SELECT * FROM ranks_step_kernels"),
-)
+# The first pass: what the cross-rank modules read, as the modules' headers say (``-- hands back:``): each rank's
+# steps and window, its GPUs' busy time, what it recorded, its collectives' kernels and the compute around them, its
+# work per step.
+SUMMARY_EXPORTS = tuple(Export(name, module, f"SELECT * FROM {view}")
+                        for module in all_modules() for name, view in facts(module).hands_back)
 
 # The second pass (with the rank's collectives given): the attribution the report and the savings read.
 _ATTRIBUTION_EXPORTS = (
     Export("attribution_slices", "attribution.time", "SELECT * FROM attribution_slices"),
     Export("attribution_gpu_states", "attribution.time", "SELECT * FROM attribution_gpu_states"),
 )
-# The second pass: the efficiency figures and the operator view each rank's own trace gives (tracedoc.efficiency).
+# The second pass: the efficiency figures each rank's own trace gives (tracedoc.efficiency words them) and the
+# profiler's cost on it.
 _EFFICIENCY_EXPORTS = tuple(Export(name, module, f"SELECT * FROM {name}") for name, module in (
     ("efficiency_steps", "efficiency.steps"), ("efficiency_by_rank", "efficiency.steps"),
-    ("efficiency_operators", "efficiency.operators"), ("efficiency_operator_kernels", "efficiency.operators"),
     ("efficiency_observer", "efficiency.observer")))
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 _CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
 
 
 def report_exports(rules: Sequence[Rule], thresholds: dict[str, dict[str, float]] | None,
-                   metrics: dict[str, ReportTable]) -> list[Export]:
+                   tables: Iterable[ReportTable]) -> list[Export]:
     """The second pass: the views the per-rank rules read (a table macro evaluated with the rule's thresholds),
-    the report views of the per-rank tables of the report (``metrics``: each rank's rows, ordered on the client),
+    the per-rank views of the report (``tables``: each rank's rows, ordered on the client),
     and the time attribution (what the first pass handed back already is not asked for again)."""
     exports: dict[str, Export] = {e.name: e for e in (*_ATTRIBUTION_EXPORTS, *_EFFICIENCY_EXPORTS)}
     summarized = {e.name for e in SUMMARY_EXPORTS}
@@ -107,7 +83,7 @@ def report_exports(rules: Sequence[Rule], thresholds: dict[str, dict[str, float]
             raise InputError(f"rules read {name} with different thresholds or params; a distributed run needs the "
                              "same ones")
         exports[name] = export
-    for table in metrics.values():
+    for table in tables:
         if not on_client(table.module):
             exports.setdefault(table.view, Export(table.view, table.module, f"SELECT * FROM {table.view}"))
     return list(exports.values())

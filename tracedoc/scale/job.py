@@ -17,7 +17,7 @@ from tracedoc.ingest.base import BY_NAME
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.limits import Limits
-from tracedoc.pipeline import METRICS, Progress, build_report, input_files
+from tracedoc.pipeline import REPORT_TABLES, Progress, build_report, input_files
 from tracedoc.report import Report
 from tracedoc.scale.exports import BASE_TABLES, SUMMARY_EXPORTS, Export, report_exports
 from tracedoc.scale.spec import ClusterSpec
@@ -59,7 +59,7 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
     check_thresholds(rules, thresholds or {})
     inputs = input_files(paths, limits)
     _check_distributable(inputs)
-    exports = report_exports(rules, thresholds, METRICS)
+    exports = report_exports(rules, thresholds, REPORT_TABLES)
     with contextlib.ExitStack() as stack:
         if use_cache:
             store_dir = store_location(cache_dir).absolute()
@@ -80,7 +80,7 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         first.sort(key=lambda result: result[0][0].indices)  # the ranks' rows in job order, as on one machine
         again = False
         while True:
-            job = _Job(first)
+            job = _Job(first, limits)
             job.store.set_step_range(step_range)
             if progress:
                 progress("lining up the ranks' collectives" + (" again, without the failed ranks" if again else ""))
@@ -178,9 +178,9 @@ class _Job:
     """The client's store of summaries: every read rank's store tables and summaries, in job-wide ranks, then its
     per-rank analyses. Source ids are job-wide from the workers on."""
 
-    def __init__(self, read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]]) -> None:
+    def __init__(self, read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]], limits: Limits) -> None:
         self.ranks = self._ranks(read)
-        self.store = SummaryStore(summary_connection())
+        self.store = SummaryStore(summary_connection(limits), limits=limits)
         con = self.store.con
         selects = [self._with_ranks(summary) for _, summary in read]
         for name in BASE_TABLES:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from tracedoc.limits import Limits
 from tracedoc.store import Store, modules
 
 
@@ -19,21 +20,31 @@ class SummaryStore(Store):
     """A Store whose ``provided`` objects exist already: modules skip the statements that create them."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path | None = None,
-                 provided: set[str] | None = None) -> None:
-        super().__init__(con, path)
+                 provided: set[str] | None = None, limits: Limits = Limits()) -> None:
+        super().__init__(con, path, limits)
         self.provided: set[str] = set(provided or ())
+
+    def applies(self, module: str) -> bool:
+        """As a store's, or when the ranks handed back rows of an object ``module`` makes: a summary store holds the
+        ranks' analyses, not the events (allocator events, operator shapes) that make a module apply."""
+        if super().applies(module):
+            return True
+        given = sorted(modules.created_objects(module) & self.provided)
+        return bool(given) and bool(self.scalar(
+            "SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name IN (SELECT unnest($names || $rows)) "
+            "AND estimated_size > 0", {"names": given, "rows": [f"{name}__rows" for name in given]}))
 
     def include(self, module: str) -> None:
         """Run ``module`` after its includes, once, leaving out the statements that create a provided object."""
         modules.include(self.con, self._included, module, self.limits.memory_bytes, self.provided)
 
 
-def summary_connection() -> duckdb.DuckDBPyConnection:
-    """An in-memory database with the store's schema (its tables empty) for the client's summaries."""
-    from tracedoc.store.store import no_progress_bar, schema_files
+def summary_connection(limits: Limits) -> duckdb.DuckDBPyConnection:
+    """An in-memory database with the store's schema (its tables empty) for the client's summaries or a worker's
+    batch, under the run's ``limits`` as every store."""
+    from tracedoc.store.store import connect, schema_files
 
-    con = duckdb.connect(":memory:")
-    no_progress_bar(con)
+    con = connect(":memory:", limits)
     for schema in schema_files():
         con.execute(schema.read_text())
     return con

@@ -95,7 +95,8 @@ def _batch_store(batch: Sequence[RankInput], ranks: Mapping[int, int | None] | N
     """An in-memory store of the batch's ranks, in job-wide source ids, with ``ranks`` (None: each source's job-wide
     id as its rank); ``reported`` gets the rank each input names itself. The statements that only the
     client needs (the alignment across ranks) are left out."""
-    con = summary_connection()
+    limits = batch[0].limits  # the run's, as every task of it carries them
+    con = summary_connection(limits)
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
     try:
@@ -114,7 +115,7 @@ def _batch_store(batch: Sequence[RankInput], ranks: Mapping[int, int | None] | N
             _copy_tables(con, batch, ranks)
         for n in range(len(batch)):
             con.execute(f"DETACH rank_store_{n}")
-        yield SummaryStore(con, provided=set(CLIENT_ONLY))
+        yield SummaryStore(con, provided=set(CLIENT_ONLY), limits=limits)
     finally:
         con.close()
 

@@ -1,4 +1,4 @@
-"""The memory cap: how much DuckDB may hold for a store and its analyses before it spills to disk (store._connect
+"""The memory cap: how much DuckDB may hold for a store and its analyses before it spills to disk (store.connect
 sets both on every connection, from the store's ``Limits``).
 
 The cap comes with the run (``tracedoc.limits.Limits.memory_bytes``: `--memory-limit`, $TRACEDOC_MEMORY_LIMIT).

@@ -1,14 +1,26 @@
 """Load analysis modules: ``analyses/<group>/<name>.sql`` is the module ``group.name``.
 
-A module's header lists its dependencies as ``-- include: other.module`` lines; they are loaded first. Modules
-create only TEMP views, tables and macros, so analysing never changes a stored database. Before the first module
-on a connection, the declared input formats are written to the TEMP table ``input_formats(format, kind)``
-(ingest/base.py FORMATS), so that a module picks inputs by kind ('timeline') rather than by a list of names.
+A module's header says what the code needs to know about it, one fact a line, parsed here (``facts``):
 
-Some groups measure one kind of input only (``group_formats``): Nsight Compute kernels, flight-recorder dumps,
-GPU health. Their modules are run only when an input of such a format is in the store; elsewhere their tables
-would be empty, and planning their queries alone costs more than analysing a small trace. Likewise the groups
-that read timelines run only on a store holding a timeline (``timeline_formats``), ``trace`` on every store.
+- ``-- include: other.module``: a dependency, loaded first;
+- ``-- reads: table, ...``: the store tables it measures, written only by some inputs (Nsight Compute kernels,
+  flight-recorder dumps, GPU health, allocator events and snapshots). It applies only where one of them has rows
+  (or, in a distributed run's store of summaries, where the ranks handed back rows of what it makes): elsewhere its
+  tables would be empty, and planning its queries alone costs more than analysing a small trace. A module without
+  the line reads the timelines every trace format has;
+- ``-- scope: job``: it runs on the client of a distributed run over every rank's summaries (or over inputs a
+  distributed run does not split by rank); ``-- scope: ranks``: it compares ranks with each other, on the client,
+  and finds nothing in a store of one rank. A module without the line reads one rank's events;
+- ``-- hands back: object, view AS object, ...``: what a rank hands back of it to a distributed run's client in the
+  first pass (the summaries the cross-rank modules read there), each object as itself or as a view of it;
+- ``-- client only: object, ...``: objects it makes only on the client (the alignment of the ranks): a worker,
+  which holds a batch of ranks and not the job, leaves their statements out.
+
+Modules create only TEMP views, tables and macros, so analysing never changes a stored database. Before the first
+module on a connection, the declared input formats are written to the TEMP table ``input_formats(format, kind)``
+(ingest/base.py FORMATS), so that a module picks inputs by kind ('timeline') rather than by a list of names.
+A module without ``-- reads:`` reads timelines: it runs only on a store holding a timeline
+(``timeline_formats``), the ``trace`` group on every store (``EVERY_STORE``).
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Collection
+from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -25,29 +38,15 @@ from tracedoc.errors import TracedocError, first_line
 from tracedoc.store.memory import out_of_memory_advice
 
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
+_READS = re.compile(r"^--\s*reads:\s*(\w+(?:\s*,\s*\w+)*)\s*$", re.MULTILINE)
+_SCOPE = re.compile(r"^--\s*scope:\s*(job|ranks)\s*$", re.MULTILINE)
+_HANDS_BACK = re.compile(r"^--\s*hands back:\s*(.+?)\s*$", re.MULTILINE)
+_CLIENT_ONLY = re.compile(r"^--\s*client only:\s*(.+?)\s*$", re.MULTILINE)
+_HANDED = re.compile(r"^(\w+)(?:\s+AS\s+(\w+))?$", re.IGNORECASE)
 # A statement's text may begin with the comments before it (DuckDB 2.0.1's extract_statements keeps them).
 _CREATES = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
                       r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?(?:TABLE|VIEW|MACRO|FUNCTION)\s+"
                       r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.]+)", re.IGNORECASE | re.DOTALL)
-
-# Groups made from tables a trace writes only when recorded with its memory events: a PyTorch trace with
-# profile_memory=True, an Nsight Systems export with --cuda-memory-usage=true (Store.formats names such a trace
-# 'torch_memory', 'nsys_memory'); every other group's formats are declared with the formats (ingest/base.py FORMATS).
-_PSEUDO_FORMATS: dict[str, frozenset[str]] = {"memory": frozenset({"torch_memory", "nsys_memory"})}
-
-
-@functools.cache
-def group_formats() -> dict[str, frozenset[str]]:
-    """Analysis group: the input formats its tables are made from; a group not named here reads the timelines
-    every trace format has."""
-    from tracedoc.ingest.base import FORMATS  # here, not at the top: the ingest package imports the store
-
-    groups: dict[str, frozenset[str]] = dict(_PSEUDO_FORMATS)
-    for f in FORMATS:
-        for group in f.groups:
-            groups[group] = groups.get(group, frozenset()) | {f.name}
-    return groups
-
 
 def module_file(module: str) -> Traversable:
     """The SQL file of a module key such as ``gpu.idle``."""
@@ -65,8 +64,40 @@ def all_modules() -> list[str]:
                   for f in group.iterdir() if f.name.endswith(".sql"))
 
 
-# Modules that compare ranks with each other: nothing to find in a store of one rank.
-CROSS_RANK: frozenset[str] = frozenset({"ranks.stragglers", "ranks.alltoall"})
+@dataclass(frozen=True)
+class ModuleFacts:
+    """What a module's header says of it: its includes, the store tables it reads (empty: the timelines every
+    format has), its scope (None: one rank's events; 'job': on the client; 'ranks': compares ranks), what a rank
+    hands back of it (the object's name on the client, and the view of it the worker reads) and the objects it
+    makes only on the client."""
+
+    includes: tuple[str, ...]
+    reads: tuple[str, ...]
+    scope: str | None
+    hands_back: tuple[tuple[str, str], ...] = ()
+    client_only: tuple[str, ...] = ()
+
+
+@functools.cache
+def facts(module: str) -> ModuleFacts:
+    """The facts ``module``'s header states."""
+    sql = module_file(module).read_text()
+    reads = tuple(t.strip() for line in _READS.findall(sql) for t in line.split(","))
+    scope = _SCOPE.search(sql)
+    handed = []
+    for item in (t.strip() for line in _HANDS_BACK.findall(sql) for t in line.split(",")):
+        m = _HANDED.match(item)
+        if m is None:
+            raise TracedocError(f"analysis module {module}: '-- hands back: {item}' names no object")
+        handed.append((m.group(2) or m.group(1), m.group(1)))
+    client_only = tuple(t.strip() for line in _CLIENT_ONLY.findall(sql) for t in line.split(","))
+    return ModuleFacts(tuple(_INCLUDE.findall(sql)), reads, scope.group(1) if scope else None, tuple(handed),
+                       client_only)
+
+
+def on_client(module: str) -> bool:
+    """True for a module of a distributed run's client: it runs there over the summaries of every rank."""
+    return facts(module).scope is not None
 
 
 # Groups run on every store: the summary and window say what the inputs are, a timeline or not.
@@ -75,25 +106,11 @@ EVERY_STORE: frozenset[str] = frozenset({"trace"})
 
 @functools.cache
 def timeline_formats() -> frozenset[str]:
-    """The formats whose inputs are timelines (ingest/base.py FORMATS of kind TIMELINE), which every group not in
-    ``group_formats`` reads."""
+    """The formats whose inputs are timelines (ingest/base.py FORMATS of kind TIMELINE), which every module
+    without ``-- reads:`` reads."""
     from tracedoc.ingest.base import FORMATS, TIMELINE  # here, not at the top: the ingest package imports the store
 
     return frozenset(f.name for f in FORMATS if f.kind == TIMELINE)
-
-
-def applies(module: str, formats: Collection[str], ranks: int) -> bool:
-    """True when ``module`` can find anything in a store holding inputs of ``formats`` from ``ranks`` ranks. A
-    timeline group finds nothing without a timeline: on an Nsight Compute CSV, planning those modules alone took
-    a quarter of the analyses. Ranks are compared only when they can be one job's: not timelines of two formats
-    (an Nsight Systems run beside a PyTorch trace: two recordings, not two ranks)."""
-    if module in CROSS_RANK and (ranks < 2 or len(timeline_formats() & set(formats)) > 1):
-        return False
-    group = module.partition(".")[0]
-    needs = group_formats().get(group)
-    if needs is None:
-        return group in EVERY_STORE or not timeline_formats().isdisjoint(formats)
-    return not needs.isdisjoint(formats)
 
 
 def _declare_formats(con: duckdb.DuckDBPyConnection) -> None:
@@ -115,7 +132,7 @@ def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
     if not included:
         _declare_formats(con)
     sql = module_file(module).read_text()
-    for dep in _INCLUDE.findall(sql):
+    for dep in facts(module).includes:
         include(con, included, dep, memory_bytes, skip)
     try:
         if not skip:
@@ -127,6 +144,13 @@ def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
         advice = out_of_memory_advice(memory_bytes) if isinstance(exc, duckdb.OutOfMemoryException) else ""
         raise TracedocError(f"analysis module {module} failed: {first_line(exc)}{advice}") from exc
     included.add(module)
+
+
+@functools.cache
+def created_objects(module: str) -> frozenset[str]:
+    """The objects ``module``'s own statements create (not its includes')."""
+    statements = duckdb.extract_statements(module_file(module).read_text())
+    return frozenset(name for s in statements if (name := created_object(s.query)) is not None)
 
 
 def created_object(statement: str) -> str | None:

@@ -43,6 +43,7 @@ class Store:
         self.path = path
         self.limits = limits
         self._included: set[str] = set()
+        self._has_rows: dict[str, bool] = {}
         self._formats: frozenset[str] | None = None
         self._ranks: int | None = None
         self._step_range: str | None = None
@@ -65,9 +66,9 @@ class Store:
         trace's store takes 80 MB instead of 8 MB for the whole analysis; the checkpoint costs 0.04–0.15 s there.
         """
         if path is not None:
-            con = _connect(str(path), limits)
+            con = connect(str(path), limits)
         else:
-            con = _connect(":memory:", limits)
+            con = connect(":memory:", limits)
             con.execute("ATTACH ':memory:' AS store (COMPRESS)")
             con.execute("USE store")
         for schema in schema_files():
@@ -79,7 +80,7 @@ class Store:
     @classmethod
     def open(cls, path: Path, limits: Limits = Limits()) -> Store:
         """Open a finished store read-only, under ``limits``; analyses then add TEMP objects on top of it."""
-        con = _connect(":memory:", limits)
+        con = connect(":memory:", limits)
         con.execute(f"ATTACH {sql_literal(str(path))} AS store (READ_ONLY)")
         con.execute("USE store")
         return cls(con, path, limits)
@@ -125,19 +126,6 @@ class Store:
         """DuckDB's threads on this connection."""
         return int(self.scalar("SELECT current_setting('threads')"))
 
-    def formats(self) -> frozenset[str]:
-        """The formats of the store's inputs (``sources.format``), and 'torch_memory' or 'nsys_memory' when a
-        PyTorch trace or an Nsight Systems export holds allocator events (the memory analyses' input)."""
-        if self._formats is None:
-            formats = {r[0] for r in self.con.execute("SELECT DISTINCT format FROM sources").fetchall()}
-            if formats & {"torch", "nsys"} and self.scalar(
-                    "SELECT count(*) > 0 FROM (SELECT 1 FROM memory_events LIMIT 1)"):
-                formats |= {f"{r[0]}_memory" for r in self.con.execute("""
-                    SELECT DISTINCT format FROM sources
-                    WHERE source_id IN (SELECT DISTINCT source_id FROM memory_events)""").fetchall()}
-            self._formats = frozenset(formats)
-        return self._formats
-
     def ranks(self) -> int:
         """How many ranks the store's inputs come from (``sources.rank``)."""
         if self._ranks is None:
@@ -145,17 +133,34 @@ class Store:
         return self._ranks
 
     def applies(self, module: str) -> bool:
-        """True when the analysis ``module`` measures a kind of input this store holds, and compares ranks only
-        where it holds several (store.modules)."""
+        """True when the analysis ``module`` can find anything here: the store holds rows of a table its header
+        says it reads, it compares ranks only where the store holds several (store.modules), and an efficiency
+        module has what it measures."""
+        facts = modules.facts(module)
+        if facts.scope == "ranks" and (self.ranks() < 2 or len(modules.timeline_formats() & self.formats()) > 1):
+            return False  # one rank, or timelines of two formats: two recordings, not the ranks of one job
         if module.startswith("efficiency.") and not self.efficiency_measurable():
             return False
-        return modules.applies(module, self.formats(), self.ranks())
+        if facts.reads:
+            return any(self.has_rows(table) for table in facts.reads)
+        return module.partition(".")[0] in modules.EVERY_STORE or not modules.timeline_formats().isdisjoint(
+            self.formats())
+
+    def formats(self) -> frozenset[str]:
+        """The formats of the store's inputs (``sources.format``)."""
+        if self._formats is None:
+            self._formats = frozenset(r[0] for r in self.con.execute("SELECT DISTINCT format FROM sources").fetchall())
+        return self._formats
+
+    def has_rows(self, table: str) -> bool:
+        """True when the store's ``table`` has a row (asked once per store)."""
+        if table not in self._has_rows:
+            self._has_rows[table] = bool(self.scalar(f"SELECT EXISTS (SELECT 1 FROM {table})"))
+        return self._has_rows[table]
 
     def efficiency_measurable(self) -> bool:
-        """True when the store has what the efficiency modules measure: operator shapes, a user's FLOPs or bytes
-        per step, or (a distributed job's store) the ranks' figures handed back (tracedoc.efficiency)."""
-        if {"efficiency_steps", "efficiency_findings"} & set(getattr(self, "provided", ())):
-            return True
+        """True when the store has what the efficiency modules measure: operator shapes, or a user's FLOPs or
+        bytes per step (tracedoc.efficiency)."""
         return bool(self.scalar("""SELECT EXISTS (SELECT 1 FROM op_shapes) OR getvariable('flops_per_step') IS NOT NULL
                                           OR getvariable('bytes_per_step') IS NOT NULL"""))
 
@@ -201,8 +206,9 @@ def schema_files() -> list[Traversable]:
     return [resources.files("tracedoc.store").joinpath("schema.sql"), *extra]
 
 
-def _connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
-    """A connection that never draws DuckDB's progress bar, under the memory cap when one is set."""
+def connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
+    """A connection that never draws DuckDB's progress bar, under the memory cap when one is set (spilling to
+    disk beyond it): every connection tracedoc analyses on is opened here, a distributed run's too."""
     con = duckdb.connect(database)
     no_progress_bar(con)
     if (limit := limits.memory_bytes) is not None:

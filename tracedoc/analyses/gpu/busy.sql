@@ -2,6 +2,7 @@
 --
 -- Work is every kernel, memcpy and memset (GPU-side synchronization records are waiting, not work). Busy
 -- intervals are the union of work over all streams of a device, clipped to the trace window. Times in ns.
+-- hands back: gpu_busy_by_device
 -- include: trace.window
 -- include: intervals.merge
 

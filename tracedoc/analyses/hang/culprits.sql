@@ -11,6 +11,8 @@
 -- (hang_incomplete), the dumps say where the job hangs but not who holds it up.
 -- Ranks that issued #S with a different operation, size or dtype are hang.mismatch's subject, not this one's.
 -- Waits in ms, times in ns.
+-- reads: fr_dumps
+-- scope: job
 -- include: hang.progress
 -- include: hang.mismatch
 

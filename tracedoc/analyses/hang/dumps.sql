@@ -7,6 +7,8 @@
 -- then the path. Dumps without records are set aside: the generic recorder (_dump_fr_trace) stays empty on NCCL
 -- jobs.
 -- Times in ns since the Unix epoch, on each rank's host clock.
+-- reads: fr_dumps
+-- scope: job
 
 -- One row per dump file: used (whether the analyses read it) and a note saying why.
 CREATE OR REPLACE TEMP VIEW hang_dumps AS

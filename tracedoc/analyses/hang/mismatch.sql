@@ -6,6 +6,8 @@
 -- is held by fewer ranks than every other. Sizes are not compared for operations whose sizes may differ between
 -- ranks (all-to-all, gather, scatter). After the first mismatch of a group the ranks are out of step, so only
 -- the first one is reported (later ones are counted). Waits in ms.
+-- reads: fr_dumps
+-- scope: job
 -- include: hang.progress
 
 -- One row per group with a mismatch: seq (the first mismatching collective), differs ('operation, input sizes,

@@ -13,6 +13,8 @@
 -- only enqueue and completion-discovery times, and the time from the enqueue to the latest of them is a lower
 -- bound of the wait, not a measure of it (it is often a few ms, when the previous collective's completion was
 -- discovered just after the stuck one was enqueued).
+-- reads: fr_dumps
+-- scope: job
 -- include: hang.dumps
 
 -- One row per rank and collective. op: the operation ('a+b' for a coalesced group); in_sizes/in_dtypes and

@@ -1,4 +1,6 @@
 -- health.ecc: ECC memory errors of each GPU of each NVML snapshot, split into what needs action now and history.
+-- reads: gpu_health, gpu_telemetry
+-- scope: job
 -- include: health.gpus
 --
 -- Volatile counters count since the driver loaded; aggregate ones over the GPU's life. Hopper and Ampere GPUs

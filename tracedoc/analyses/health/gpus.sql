@@ -1,4 +1,6 @@
 -- health.gpus: each GPU of each NVML snapshot, with its readings set against their limits.
+-- reads: gpu_health, gpu_telemetry
+-- scope: job
 -- include: health.reasons
 -- include: health.device_ranks
 

@@ -1,4 +1,6 @@
 -- health.nvlink: each GPU's NVLink links in NVML snapshots: how many, how many up, and their error counters.
+-- reads: gpu_health, gpu_telemetry
+-- scope: job
 -- include: health.gpus
 --
 -- A GPU without NVLink reports no links. Links that are down while others of the same GPU are up mean a link

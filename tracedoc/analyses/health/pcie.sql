@@ -1,4 +1,6 @@
 -- health.pcie: each GPU's PCIe link against the generation and width it and its slot can do.
+-- reads: gpu_health, gpu_telemetry
+-- scope: job
 -- include: health.gpus
 -- include: health.telemetry
 --

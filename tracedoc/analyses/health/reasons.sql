@@ -9,6 +9,8 @@
 --             hardware slows it hard): cooling problems;
 --   hardware  hw_slowdown (a hardware slowdown: temperature, power brake or a power-supply event) and
 --             hw_power_brake (an external power-brake signal, e.g. from the power supply): faults.
+-- reads: gpu_health, gpu_telemetry
+-- scope: job
 
 -- One row per reason bit. bit: its value in the mask; reason: snake_case id; label: nvidia-smi's words;
 -- kind: idle | config | power | thermal | hardware.

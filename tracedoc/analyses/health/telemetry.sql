@@ -1,5 +1,7 @@
 -- health.telemetry: GPU telemetry (tracedoc health --watch) summarised per GPU: clocks against their maximum,
 -- how often and why the clocks were held down, temperature, power and PCIe link.
+-- reads: gpu_health, gpu_telemetry
+-- scope: job
 -- include: health.reasons
 -- include: health.device_ranks
 --

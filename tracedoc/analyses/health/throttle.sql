@@ -1,4 +1,6 @@
 -- health.throttle: whether each GPU's clocks were held down, and why, from NVML snapshots and telemetry alike.
+-- reads: gpu_health, gpu_telemetry
+-- scope: job
 -- include: health.gpus
 -- include: health.telemetry
 -- include: trace.window

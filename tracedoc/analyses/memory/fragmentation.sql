@@ -4,6 +4,7 @@
 -- snapshot: free space inside segments that also hold live blocks, which empty_cache() cannot return and which
 -- serves only requests that fit its holes, the largest such hole (memory_viz's segsum), and the allocation site
 -- whose live tensors pin most of those segments (`pinning_site`; `pinning_stranded_bytes`: the holes in them).
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 -- include: memory.timeline
 -- include: memory.snapshot
 

@@ -10,6 +10,7 @@
 -- A site is memory_sites' (memory.timeline): the snapshot's frames where a snapshot of the run was given (or the
 -- snapshot is the input), else the user's innermost Python frame on the allocating thread (with_stack=True), else
 -- the operator that allocated, else the innermost annotation (an NVTX range: all an Nsight Systems export names).
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 -- include: memory.timeline
 -- include: memory.snapshot
 -- include: trace.framework

@@ -16,6 +16,7 @@
 -- request: what the allocator would have held), at most `cap_pct` of the device's memory (from the trace header;
 -- from a snapshot alone, CUDA's free memory plus the reserved bytes, which the device's memory is at least);
 -- `cap_text` says so in words for the finding.
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 -- include: memory.timeline
 -- include: memory.snapshot
 -- include: memory.peak
@@ -57,9 +58,9 @@ SELECT j.* EXCLUDE (tid), n.op, coalesce(j.snapshot_site, n.site) AS site,
                 j.reserved_bytes + j.requested_bytes < 0.9 * d.capacity_bytes) AS capped,
        j.reserved_bytes - j.allocated_bytes AS unused_reserved_bytes,
        d.capacity_bytes, d.peak_bytes,
-       (SELECT string_agg(site || ' ' || format_bytes(CAST(bytes AS BIGINT)), ', ' ORDER BY bytes DESC)
+       (SELECT string_agg(site || ' ' || format_bytes(CAST(bytes AS BIGINT)), ', ' ORDER BY bytes DESC, site)
         FROM (SELECT * FROM memory_peak_sites p WHERE p.source_id = j.source_id AND p.device = j.device
-              ORDER BY bytes DESC LIMIT 3)) AS largest_live
+              ORDER BY bytes DESC, site LIMIT 3)) AS largest_live
 FROM joined j
 LEFT JOIN memory_sites n ON n.source_id = j.source_id AND n.device = j.device AND n.addr IS NULL
                         AND n.ts_ns = j.ts_ns

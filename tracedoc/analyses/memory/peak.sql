@@ -12,6 +12,7 @@
 -- the backward pass: autograd's engine, a …Backward operator, a 'backward' frame or range), 'activations' (in the
 -- forward pass: a 'forward' frame or range, nn/modules, nn/functional: outputs and what autograd saves for the
 -- backward pass), else 'other'; what the trace never saw allocated is '(allocated before the trace)'.
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 -- include: memory.timeline
 -- include: memory.snapshot
 

@@ -6,6 +6,7 @@
 -- same when their device, address and size agree and they happened within 5 ms of each other on that common clock;
 -- the snapshot then names the trace's allocation with its Python frames (and the trace gives it a step and an op).
 -- A snapshot belongs to the trace with most such matches.
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 
 -- Trace allocations matched to the snapshot's history: source_id and ts_ns are the trace's.
 CREATE OR REPLACE TEMP TABLE memory_snapshot_matches AS

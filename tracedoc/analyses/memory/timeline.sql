@@ -8,6 +8,7 @@
 -- innermost one on the allocating thread). Memory allocated before the trace started appears in the totals only.
 -- A snapshot given without a trace of its run is read the same way: its history as the events
 -- (memory_snapshot_events), its ProfilerStep#N annotations as the steps (memory_snapshot_steps).
+-- reads: memory_events, memory_segments, memory_blocks, memory_actions
 -- include: trace.steps
 -- include: memory.snapshot
 

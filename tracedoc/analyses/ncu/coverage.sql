@@ -4,6 +4,8 @@
 -- detailed (adds ComputeWorkloadAnalysis, MemoryWorkloadAnalysis, SourceCounters, the roofline counters) and full
 -- (adds the memory tables, SchedulerStats, WarpStateStats, ...). A section counts as collected for an input when
 -- one of its signature metrics has a value for at least one launch; a judgement needs its metric on some launch.
+-- reads: ncu_kernels
+-- scope: job
 -- include: ncu.launches
 
 -- Sections tracedoc reads, with the set that first contains each and a metric only that section collects.

@@ -11,6 +11,8 @@
 -- would be higher (for CUDA-core kernels by about the clock ratio). FLOP/s in FLOP/s, times in ns, clocks in MHz.
 -- A kernel below ncu_max_pct_of_cublas() of cuBLAS is far below it: that is the kernel's primary finding
 -- (ncu.primary), so the share is a constant here, not a rule threshold.
+-- reads: ncu_kernels, gemm_ladder_results
+-- scope: job
 -- include: ncu.roofline
 -- include: ncu.links
 

@@ -5,6 +5,8 @@
 -- fp64 the CUDA-core (vector) rates. NULL: the part has no such unit. Where a datasheet gives only "with sparsity"
 -- figures, the dense figure is half of it. A device matches the first row (lowest priority number) whose pattern
 -- its name matches (ILIKE). Unknown devices fall back to what the report itself says (ncu.roofline).
+-- reads: ncu_kernels
+-- scope: job
 
 -- One row per device model. Columns: model, name_pattern, priority, fp64_tflops, fp64_tensor_tflops, fp32_tflops,
 -- tf32_tensor_tflops, fp16_tensor_tflops, fp8_tensor_tflops, int8_tensor_tops, dram_gbps, source (where the

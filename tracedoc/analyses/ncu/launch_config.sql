@@ -2,6 +2,8 @@
 --
 -- A wave is as many blocks as the GPU runs at once (SMs × blocks per SM at the kernel's theoretical occupancy);
 -- ncu reports the grid in waves (launch__waves_per_multiprocessor). Times in ns.
+-- reads: ncu_kernels
+-- scope: job
 -- include: ncu.sol
 
 -- One row per kernel. Columns: grid_size, block_size, sm_count, waves, kernel_class, busiest_pct, headroom;

@@ -6,6 +6,8 @@
 -- so each quantity takes the first name present. Percentages are % of the unit's sustained peak as ncu measures
 -- it (at the clocks ncu ran the kernel at: ncu locks them to base clocks by default). Times in ns, sizes in bytes.
 -- Launches without a measured duration (ncu failed to profile them) are left out here; ncu.coverage counts them.
+-- reads: ncu_kernels
+-- scope: job
 
 -- One row per profiled launch with a duration. Columns:
 --   duration_ns; sm_pct (sm__throughput), mem_pct (gpu__compute_memory_throughput: the busiest memory unit),

@@ -8,6 +8,8 @@
 -- compared in one form: no namespaces, return types, integer casts or suffixes, whitespace or parameter list, and
 -- one spelling of lambdas. A link means the same code with the same launch shape, not the same problem size:
 -- a persistent GEMM launches as many blocks as the GPU has SMs whatever the matrices. Times in ns.
+-- reads: ncu_kernels
+-- scope: job
 -- include: ncu.launches
 
 -- ncu_kernel_name_form(name): a demangled kernel name in that one form, parameter list included (ncu_link_names

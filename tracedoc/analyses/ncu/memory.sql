@@ -7,6 +7,8 @@
 -- Percentages in %, sizes in bytes, times in ns. Quantities whose section was not collected are NULL (see ncu.coverage).
 -- Spills and uncoalesced accesses can be a kernel's primary finding (ncu.primary), so the share of waste that
 -- makes them a finding is a constant here, not a rule threshold.
+-- reads: ncu_kernels
+-- scope: job
 -- include: ncu.sol
 
 -- ncu_min_waste_pct(): wasted traffic (local-memory or excess sectors) at or above this % of the traffic is a

@@ -4,6 +4,8 @@
 -- costs time when the kernel cannot hide latency with the warps it has: a kernel at high tensor-pipe or memory
 -- throughput (compute- or memory-bound), or one whose grid does not fill the GPU, is not helped by more warps per SM
 -- — the classic misdiagnosis of reading the occupancy number alone. Percentages in %; times in ns.
+-- reads: ncu_kernels
+-- scope: job
 -- include: ncu.sol
 
 -- One row per kernel. Columns: the kernel's identity and speed-of-light columns, achieved_occupancy_pct,

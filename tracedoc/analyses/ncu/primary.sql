@@ -14,6 +14,8 @@
 --   3. the kernel's class (ncu.sol): compute-bound, memory-bound, latency-bound or small-grid.
 -- Stall reasons are symptoms, not findings of their own, wherever a unit limits the kernel: the primary finding
 -- carries the kernel's top three (ncu.stalls). Savings in ns; shares 0–1.
+-- reads: ncu_kernels
+-- scope: job
 -- include: ncu.memory
 -- include: ncu.occupancy
 -- include: ncu.launch_config

@@ -8,6 +8,8 @@
 -- and the FP32 peak (FFMA lanes × 2 × clock). ncu locks clocks to base by default, so a kernel can sit below a
 -- datasheet (boost-clock) roof that it saturates at the locked clock: read pct_of_roof with ncu's SOL beside it.
 -- FLOP/s in FLOP/s, bytes/s in bytes/s, arithmetic intensity and ridge point in FLOP/byte.
+-- reads: ncu_kernels
+-- scope: job
 -- include: ncu.sol
 -- include: ncu.device_peaks
 

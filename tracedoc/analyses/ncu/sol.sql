@@ -11,6 +11,8 @@
 -- memory side; the tensor pipe, another pipe (FMA, ALU, FP64, XU, LSU, ...) or the issue slots on the compute
 -- side. The class decides a kernel's primary finding (ncu.primary), so its thresholds are these constants, not
 -- rule thresholds. Percentages in % of peak; times in ns.
+-- reads: ncu_kernels
+-- scope: job
 -- include: ncu.launches
 
 -- ncu_bound_pct(): a unit at or above this % of its peak bounds the kernel (ncu's SOLBottleneck uses 60).

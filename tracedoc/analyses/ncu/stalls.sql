@@ -8,6 +8,8 @@
 -- detailed set): smsp__pcsamp_warps_issue_stalled_<reason> samples as a share of smsp__pcsamp_sample_count.
 -- PC-sampling names are mapped to the WarpStateStats ones (no_instructions → no_instruction,
 -- warpgroup_arrive → gmma). Shares in %.
+-- reads: ncu_kernels
+-- scope: job
 -- include: ncu.sol
 
 -- One row per launch and stall reason: share_pct (% of the cycles between two instructions), cycles_per_issue

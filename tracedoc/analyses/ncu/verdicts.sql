@@ -6,6 +6,8 @@
 -- measurements say the problem cannot limit that kernel, not_limiting_reason says why: that is where the two
 -- disagree by design (e.g. ncu's TheoreticalOccupancy on a GEMM at 90 % tensor-pipe throughput).
 -- ncu's speedups are % of the launch's duration ("local": of the part the rule looks at, "global": of the whole).
+-- reads: ncu_kernels
+-- scope: job
 -- include: ncu.stalls
 -- include: ncu.occupancy
 -- include: ncu.memory

@@ -26,6 +26,10 @@
 --                       nothing)
 --   blocked_exposed_ns  on the last rank's row: the mean over the other ranks of the exposed part of their wait
 --                       after the second-last arrival (what the last rank cost the others); else 0
+-- scope: job
+-- hands back: ranks_comm_kernels, ranks_compute_busy_near_comm AS ranks_compute_busy
+-- client only: ranks_alignment, ranks_matched_kernels, ranks_clock_offsets
+-- client only: ranks_collectives, ranks_alignment_quality
 -- include: trace.steps
 -- include: intervals.merge
 
@@ -143,6 +147,17 @@ FROM gpu_activity WHERE kind = 'kernel' AND category = 'compute';
 CREATE OR REPLACE TEMP TABLE ranks_compute_busy AS
 SELECT source_id, device, s AS ts_ns, e AS end_ns
 FROM intervals_merge('ranks_compute_kernels');
+
+-- What a rank hands back of its compute (as ranks_compute_busy): the merged intervals that overlap one of its
+-- collectives' kernels (the waits compared with them lie inside those kernels). A range join on (source, device,
+-- time) packed into HUGEINT keys: an equality beside two inequalities would compare every pair.
+CREATE OR REPLACE TEMP VIEW ranks_compute_busy_near_comm AS
+SELECT DISTINCT b.source_id, b.device, b.ts_ns, b.end_ns
+FROM (SELECT *, ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start,
+             ((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end FROM ranks_compute_busy) b
+JOIN (SELECT ((source_id::HUGEINT * 65536 + device) << 64) + ts_ns AS k_start,
+             ((source_id::HUGEINT * 65536 + device) << 64) + end_ns AS k_end FROM ranks_comm_kernels) c
+  ON b.k_start < c.k_end AND b.k_end > c.k_start;
 
 -- One row per matched collective and rank: every column of ranks_comm_kernels plus instance, offset_ns,
 -- arrival_ns, first_arrival_ns, last_arrival_ns, last_rank, is_last, ranks (ranks in the collective), wait_ns,

@@ -18,6 +18,9 @@
 --   lateness_ns         Σ lateness_ns: how much later than the first rank it arrived, over the step's collectives
 --   blocked_ns          Σ blocked_ns: the time it alone held the others up (it arrived last)
 --   blocked_exposed_ns  Σ blocked_exposed_ns: what that cost the others (their exposed wait, mean over them)
+-- scope: job
+-- hands back: ranks_step_work, ranks_step_kernels
+-- client only: ranks_steps, ranks_report_steps
 -- include: ranks.collectives
 -- include: gpu.idle
 

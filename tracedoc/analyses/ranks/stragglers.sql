@@ -28,6 +28,7 @@
 --                    shapes (record_shapes=True) and the operator that launches that kernel takes other shapes on
 --                    this rank than on its peers, it says so ('aten::mm takes [[16384,4096],[4096,4096]] here,
 --                    [[8192,4096],[4096,4096]] on its peers')
+-- scope: ranks
 -- include: ranks.steps
 -- include: ranks.alltoall
 -- include: health.telemetry

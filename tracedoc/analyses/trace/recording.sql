@@ -6,6 +6,7 @@
 -- One row per timeline source (a format of kind 'timeline' in input_formats: torch, nsys): counts of host ops,
 -- runtime/driver calls (launch calls among them) and GPU activity rows; host_ms: the source's host activity span
 -- (ms).
+-- hands back: trace_recording
 CREATE OR REPLACE TEMP VIEW trace_recording AS
 WITH cpu AS (
     SELECT source_id,

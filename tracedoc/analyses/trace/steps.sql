@@ -24,6 +24,7 @@
 -- order, as are those found by 4. Warm-up steps are the first ones, for as long as
 -- each lasts more than twice the median step (at most half the steps): the first iterations pay for cuBLAS and
 -- NCCL set-up, allocator growth and autotuning, and are not the steady state. Times in ns.
+-- hands back: trace_steps, trace_step_method
 
 -- Host ranges that can be steps (ranges numbered alike share a name). Columns: source_id, tid, name (as recorded),
 -- family (the name with a trailing number as '#'), ts_ns, end_ns.

@@ -1,4 +1,5 @@
 -- trace.summary: the headline numbers of the report.
+-- scope: job
 -- include: gpu.busy
 -- include: trace.recording
 

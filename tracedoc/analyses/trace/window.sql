@@ -10,6 +10,7 @@
 -- then the window is empty and the whole trace lies before it. What lies before the window (start-up: CUDA and NCCL initialisation,
 -- module loading, graph capture; warm-up steps; work queued before the first step) and after it is recorded, and
 -- attributed (attribution.time), but never judged. All times in ns.
+-- hands back: trace_windows, trace_wall
 -- include: trace.steps
 
 -- One row per source. start_ns/end_ns: the window; capture_start_ns/capture_end_ns: everything recorded;
