@@ -55,8 +55,8 @@ class CountingConnection:
 def statements_of_a_run(sample: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     """The statements one `analyze --no-cache` of ``sample`` runs, on every connection it opens."""
     counts: list[int] = []
-    connect = store_module._connect
-    monkeypatch.setattr(store_module, "_connect", lambda *a, **k: CountingConnection(connect(*a, **k), counts))
+    connect = store_module.connect
+    monkeypatch.setattr(store_module, "connect", lambda *a, **k: CountingConnection(connect(*a, **k), counts))
     analyze([sample], use_cache=False)
     return sum(counts)
 

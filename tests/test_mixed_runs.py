@@ -84,7 +84,11 @@ def test_an_nsys_run_beside_a_torch_trace_is_not_one_job(tmp_path: Path) -> None
     assert report.summary["mixed_inputs"] == ("a timeline (Nsight Systems: rank 0) and a timeline (PyTorch "
                                               "profiler: rank 1)")
     assert not {"straggler-rank", "expert-imbalance"} & {f.rule for f in report.findings}
-    from tracedoc.store.modules import applies
-    assert not applies("ranks.stragglers", {"torch", "nsys"}, 2) and applies("ranks.stragglers", {"torch"}, 2)
+    from tracedoc.ingest import discover
+    from tracedoc.pipeline import open_store
+    for inputs, compared in (([tmp_path], False), ([SAMPLES / "ddp-straggler"], True)):
+        store, _ = open_store(discover(inputs), tmp_path / "cache")
+        with store:
+            assert store.ranks() == 2 and store.applies("ranks.stragglers") is compared
     text = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache"], env={"COLUMNS": "300"}).stdout
     assert "These inputs are separate runs, not the ranks of one job: a timeline (Nsight Systems" in text

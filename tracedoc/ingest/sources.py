@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import duckdb
-import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -41,10 +40,7 @@ _COLUMNS = tuple(f.name for f in fields(SourceRow))
 def insert_sources(con: duckdb.DuckDBPyConnection, rows: Sequence[SourceRow]) -> None:
     """Write the rows into ``sources``, by column name, in one statement (row by row, a thousand ranks' sources
     took seconds)."""
-    if rows:
-        table = pa.table({name: [getattr(row, name) for row in rows] for name in _COLUMNS})
-        con.register("_sources_in", table)
-        try:
-            con.execute(f"INSERT INTO sources ({', '.join(_COLUMNS)}) SELECT {', '.join(_COLUMNS)} FROM _sources_in")
-        finally:
-            con.unregister("_sources_in")
+    if rows:  # a list per column, unnested side by side (no pyarrow: a PyTorch run imports none)
+        columns = ", ".join(f"unnest(?) AS {name}" for name in _COLUMNS)
+        con.execute(f"INSERT INTO sources ({', '.join(_COLUMNS)}) SELECT {columns}",
+                    [[getattr(row, name) for row in rows] for name in _COLUMNS])
