@@ -1,8 +1,12 @@
 """tracedoc's speed against its peers on the same files, in one run: small traces, a large one, many ranks, nsys.
 
-Every command runs in a fresh process (Python start-up included), --repeat times; the table gives the median wall
-time, MB/s of input (JSON bytes for PyTorch traces, the export's bytes for Nsight Systems) and the largest peak RSS,
-with the target each case has (docs/speed.md). HTA (HolisticTraceAnalysis) runs from its own virtual environment:
+Every command runs in a fresh process (Python start-up included), --repeat times, the commands of one input in turn
+(tracedoc, tracedoc cached, DuckDB's raw read_json of the trace, HTA, then again), so that a machine whose speed
+drifts weighs on each alike. The table gives the median wall and CPU (user + system) time, MB/s of input (JSON
+bytes for PyTorch traces, the export's bytes for Nsight Systems), the largest peak RSS, each tool's wall and CPU as
+a ratio of tracedoc's on the same input, and the target each case has (docs/speed.md). DuckDB's read_json is the
+floor of reading the trace at all: the whole Kineto object read and its event array unnested and counted. HTA
+(HolisticTraceAnalysis) runs from its own virtual environment:
 
     python -m venv .venv-hta && .venv-hta/bin/pip install HolisticTraceAnalysis
     python benchmarks/speed.py --make bench-data                  # 200 MB trace, its .gz, 8 ranks of 25 MB
@@ -29,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +43,11 @@ HTA_SCRIPT = ("import sys, logging; logging.disable(logging.WARNING);"
               "from hta.trace_analysis import TraceAnalysis;"
               "TraceAnalysis(trace_dir=sys.argv[1]).get_temporal_breakdown(visualize=False)")
 NSYS_REPORTS = "cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_time_sum"
-SMALL_TARGET_S, LARGE_TARGET_MBPS, NSYS_TARGET_RATIO = 0.8, 250.0, 3.0
+# DuckDB reading a PyTorch trace as it is (one JSON object, its events unnested); gzip is read as it unpacks.
+READ_JSON_SCRIPT = ("import sys, duckdb; path = sys.argv[1].replace(\"'\", \"''\");"
+                    "duckdb.sql(f\"SELECT count(*) FROM (SELECT unnest(traceEvents) FROM read_json('{path}', "
+                    "format='unstructured', maximum_object_size=4000000000))\").fetchall()")
+SMALL_TARGET_S, LARGE_TARGET_MBPS, NSYS_TARGET_RATIO = 0.5, 250.0, 3.0
 
 
 @dataclass
@@ -51,14 +59,20 @@ class Row:
     walls: list[float]
     rss_mb: float
     target: str = ""
+    cpus: list[float] = field(default_factory=list)
 
     @property
     def wall(self) -> float:
         return statistics.median(self.walls)
 
+    @property
+    def cpu(self) -> float:
+        return statistics.median(self.cpus) if self.cpus else float("nan")
 
-def measure(cmd: Sequence[str], cwd: Path = ROOT) -> tuple[float, float]:
-    """Run ``cmd`` in a fresh process; (wall seconds, peak RSS MB of the largest process it waited for)."""
+
+def measure(cmd: Sequence[str], cwd: Path = ROOT) -> tuple[float, float, float]:
+    """Run ``cmd`` in a fresh process; (wall seconds, peak RSS MB of the largest process it waited for, CPU
+    seconds: user + system)."""
     start = time.perf_counter()
     proc = subprocess.Popen(list(cmd), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -66,14 +80,28 @@ def measure(cmd: Sequence[str], cwd: Path = ROOT) -> tuple[float, float]:
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: a finding at --fail-on, never given here
         raise SystemExit(f"failed: {' '.join(cmd)}\n{err[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def repeat(case: str, tool: str, label: str, mb: float, cmd: Sequence[str], times: int, target: str = "") -> Row:
-    runs = [measure(cmd) for _ in range(times)]
-    row = Row(case, tool, label, mb, [w for w, _ in runs], max(r for _, r in runs), target)
-    print(f"{case} {tool} {label}: " + ", ".join(f"{w:.2f} s/{r:.0f} MB" for w, r in runs), file=sys.stderr)
-    return row
+    return alternate(case, label, mb, [(tool, cmd, target)], times)[0]
+
+
+def alternate(case: str, label: str, mb: float, tools: Sequence[tuple[str, Sequence[str], str]],
+              times: int) -> list[Row]:
+    """Each (tool, command, target) run ``times`` times, the tools in turn: A B C A B C …"""
+    rows = [Row(case, tool, label, mb, [], 0.0, target) for tool, _, target in tools]
+    for _ in range(times):
+        for row, (_, cmd, _) in zip(rows, tools, strict=True):
+            wall, rss, cpu = measure(cmd)
+            row.walls.append(wall)
+            row.cpus.append(cpu)
+            row.rss_mb = max(row.rss_mb, rss)
+    for row in rows:
+        print(f"{case} {row.tool} {label}: " + ", ".join(f"{w:.2f} s/{c:.2f} CPU-s" for w, c in
+                                                         zip(row.walls, row.cpus, strict=True))
+              + f", peak {row.rss_mb:.0f} MB", file=sys.stderr)
+    return rows
 
 
 def json_mb(path: Path) -> float:
@@ -108,19 +136,20 @@ def torch_rows(case: str, paths: Sequence[Path], args: argparse.Namespace, tmp: 
         cold = [*TRACEDOC, str(path), "--no-cache", "--format", "json"]
         target = {"small": f"≤ {SMALL_TARGET_S} s", "large": f"≥ {LARGE_TARGET_MBPS:.0f} MB/s, RSS ≤ file",
                   "ranks": "≤ wall of one 200 MB rank"}[case]
-        rows.append(repeat(case, "tracedoc --no-cache", path.name, mb, cold, args.repeat, target))
+        tools: list[tuple[str, Sequence[str], str]] = [("tracedoc --no-cache", cold, target)]
         if case == "large" and args.memory_limit:
-            capped = [*cold, "--memory-limit", args.memory_limit]
-            rows.append(repeat(case, f"tracedoc --no-cache --memory-limit {args.memory_limit}", path.name, mb, capped,
-                               args.repeat, target))
+            tools.append((f"tracedoc --no-cache --memory-limit {args.memory_limit}",
+                          [*cold, "--memory-limit", args.memory_limit], target))
         if case == "small":
             cache = tmp / f"cache-{path.name}"
             warm = [*TRACEDOC, str(path), "--cache-dir", str(cache), "--format", "json"]
             measure(warm)  # fills the cache
-            rows.append(repeat(case, "tracedoc, cached", path.name, mb, warm, args.repeat, target))
+            tools.append(("tracedoc, cached", warm, target))
+        if path.is_file():
+            tools.append(("DuckDB read_json", [sys.executable, "-c", READ_JSON_SCRIPT, str(path)], ""))
         if args.hta_python:
-            hta = [str(args.hta_python), "-c", HTA_SCRIPT, str(hta_dir(path, tmp))]
-            rows.append(repeat(case, "HTA", path.name, mb, hta, 1 if case != "small" else args.repeat))
+            tools.append(("HTA", [str(args.hta_python), "-c", HTA_SCRIPT, str(hta_dir(path, tmp))], ""))
+        rows += alternate(case, path.name, mb, tools, args.repeat)
     return rows
 
 
@@ -140,12 +169,15 @@ def nsys_rows(export: Path, args: argparse.Namespace, tmp: Path) -> list[Row]:
 
 
 def print_table(rows: list[Row]) -> None:
-    print(f"\n{os.cpu_count()} cores; median wall of the runs, largest peak RSS\n")
-    print("| case | tool | input | MB | wall s | MB/s | peak RSS MB | target | met |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"\n{os.cpu_count()} cores; median wall and CPU of the runs, largest peak RSS; × tracedoc: the tool's "
+          "median over tracedoc --no-cache's on the same input\n")
+    print("| case | tool | input | MB | wall s | CPU s | MB/s | peak RSS MB | wall × tracedoc | CPU × tracedoc "
+          "| target | met |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     single = next((r.wall for r in rows if r.case == "large" and r.tool.startswith("tracedoc")
                    and not r.input.endswith(".gz")), None)
     nsys_tools = sum(r.wall for r in rows if r.case == "nsys" and r.tool.startswith("nsys"))
+    base = {(r.case, r.input): r for r in rows if r.tool == "tracedoc --no-cache"}
     for r in rows:
         met = ""
         if r.target and r.case == "small":
@@ -156,8 +188,10 @@ def print_table(rows: list[Row]) -> None:
             met = f"{'yes' if r.wall <= single else 'no'} ({r.wall / single:.2f}× of one rank)"
         elif r.target and r.case == "nsys" and nsys_tools:
             met = f"{'yes' if nsys_tools / r.wall >= NSYS_TARGET_RATIO else 'no'} ({nsys_tools / r.wall:.1f}×)"
-        print(f"| {r.case} | {r.tool} | {r.input} | {r.mb:.1f} | {r.wall:.2f} | {r.mb / r.wall:.0f} | "
-              f"{r.rss_mb:.0f} | {r.target} | {met} |")
+        ref = base.get((r.case, r.input))
+        ratios = f"{r.wall / ref.wall:.2f} | {r.cpu / ref.cpu:.2f}" if ref else " | "
+        print(f"| {r.case} | {r.tool} | {r.input} | {r.mb:.1f} | {r.wall:.2f} | {r.cpu:.2f} | {r.mb / r.wall:.0f} | "
+              f"{r.rss_mb:.0f} | {ratios} | {r.target} | {met} |")
 
 
 # --- making the inputs --------------------------------------------------------------------------------------------
@@ -237,7 +271,7 @@ def nsys_readers(exports: Sequence[Path], times: int) -> None:
     from tracedoc.ingest import nsys, sqlite_arrow
     from tracedoc.store import Store
 
-    readers = ["adbc", "sqlite3"] if sqlite_arrow._adbc is not None else ["sqlite3"]
+    readers = ["adbc", "sqlite3"] if sqlite_arrow._adbc_module() is not None else ["sqlite3"]
     with tempfile.TemporaryDirectory() as tmp:
         for export in exports:
             path = export
@@ -245,16 +279,16 @@ def nsys_readers(exports: Sequence[Path], times: int) -> None:
                 path = Path(tmp) / f"tiled-{export.name}"
                 tile_export(export, path, times)
             for reader in readers:
-                saved = sqlite_arrow._adbc
+                saved = sqlite_arrow._adbc_module
                 if reader == "sqlite3":
-                    sqlite_arrow._adbc = None
+                    sqlite_arrow._adbc_module = lambda: None
                 try:
                     with Store.create(None) as store:
                         start = time.perf_counter()
                         rows = nsys.load(store, 0, path, Path(tmp)).event_count
                         seconds = time.perf_counter() - start
                 finally:
-                    sqlite_arrow._adbc = saved
+                    sqlite_arrow._adbc_module = saved
                 print(f"{export.name} ×{times} ({path.stat().st_size / 1e6:.0f} MB) {reader:8s} {rows:>10,d} rows "
                       f"{seconds:7.2f} s {rows / seconds / 1e6:6.2f} M rows/s")
 

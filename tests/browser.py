@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,14 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",  # containers: small /dev/shm
                  "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 
-needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} "
-                                                                 "(apt-get install chromium; .ci/run does)")
+_no_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} "
+                                                               "(apt-get install chromium; .ci/run does)")
+
+
+def needs_chromium(test: Callable[..., Any]) -> Callable[..., Any]:
+    """A browser test: skipped without Chromium, and marked slow (a quick local run deselects it with
+    -m 'not slow'; .ci/run runs it)."""
+    return pytest.mark.slow(_no_chromium(test))
 
 
 @contextmanager

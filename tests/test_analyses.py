@@ -111,6 +111,26 @@ def test_sync_cost_is_bounded_by_blocked_time(tmp_path: Path) -> None:
     assert 0 < row["gpu_idle_ns"] <= row["blocked_ns"]
 
 
+def test_a_per_step_item_behind_a_slow_input_pipeline_is_named(tmp_path: Path) -> None:
+    """input-slow's loss.item() after every step (3 cudaStreamSynchronize of 9.2 to 10.6 ms under `log`, SOURCE.md)
+    sits among six syncs of pageable copies, which make most of the calls: host-sync names the value reads apart,
+    with their operator, count per step and blocked time, and the pageable copies' syncs are not among them."""
+    from tracedoc import analyze
+    with ingest(tmp_path, SAMPLES / "input-slow" / "trace.json.gz") as store:
+        store.include("host.sync")
+        row = store.query("SELECT * FROM host_sync_by_rank")[0]
+        reads = store.query("SELECT op, dur_ns FROM host_sync_calls WHERE value_read")
+    assert {r["op"] for r in reads} == {"aten::_local_scalar_dense"} and len(reads) == 3
+    assert all(9.0e6 < r["dur_ns"] < 11.0e6 for r in reads)
+    assert row["value_read_count"] == 3 and row["value_reads_per_step"] == 1
+    assert row["value_read_origin"] == "aten::item" and row["top_origin"] == "aten::copy_"
+    assert 0 < row["value_read_idle_ns"] <= row["value_read_blocked_ns"] == sum(r["dur_ns"] for r in reads)
+    finding = next(f for f in analyze([SAMPLES / "input-slow"], cache_dir=tmp_path / "cache").findings
+                   if f.rule == "host-sync")
+    assert "3 of them read a value back to the host (from 'aten::item'" in finding.message
+    assert "1.0 per step" in finding.message
+
+
 def test_a_tie_for_the_top_sync_origin_goes_to_the_first_made(tmp_path: Path) -> None:
     """input-slow's 9 syncs come from aten::copy_ (6) and aten::_local_scalar_dense (3). Edited: copy_'s last
     three dropped, so the two tie; the name reported is the first made (copy_), however the rows are stored."""

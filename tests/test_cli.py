@@ -206,3 +206,22 @@ def test_help_names_every_kind_of_input_and_health_offers_only_what_it_does() ->
     health = " ".join(CliRunner().invoke(cli, ["health", "--help"]).output.split())
     assert "perfetto" not in health and "launch-bound" not in health
     assert "power-capped.min_power_cap_pct" in health.replace("- ", "-")
+
+
+def test_set_is_echoed_in_the_report(tmp_path: Path) -> None:
+    """A threshold changed with --set is said under the text headline and kept in the JSON summary (only the ones
+    set), and a saved report says it again when rendered; without --set there is no such field."""
+    sample = str(SAMPLES / "decode-eager")
+    runner = CliRunner()
+    text = runner.invoke(cli, ["analyze", sample, "--no-cache", "--set", "launch-bound.min_idle_pct=25"],
+                         env={"COLUMNS": "200"}).output
+    assert "Thresholds set: launch-bound.min_idle_pct=25 (--set; the others are the rules' own)." in text
+    saved = tmp_path / "report.json"
+    result = runner.invoke(cli, ["analyze", sample, "--no-cache", "--set", "launch-bound.min_idle_pct=25",
+                                 "--format", "json", "--out", str(saved)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(saved.read_text())["summary"]["thresholds"] == {"launch-bound": {"min_idle_pct": 25.0}}
+    again = runner.invoke(cli, ["analyze", str(saved), "--format", "md"]).output
+    assert "Thresholds set: launch-bound.min\\_idle\\_pct=25" in again
+    plain = runner.invoke(cli, ["analyze", sample, "--no-cache", "--format", "json"]).output
+    assert "thresholds" not in json.loads(plain)["summary"]

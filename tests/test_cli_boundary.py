@@ -198,7 +198,7 @@ def test_api_takes_one_path_as_it_is(given: str | Path) -> None:
 def test_a_deeply_nested_saved_report_given_to_serve_is_bad_input(tmp_path: Path) -> None:
     """A copy of the JSON report of samples/decode-eager whose summary holds 100,000 nested arrays: serve's loader
     refuses it with one line instead of a RecursionError."""
-    from tracedoc.dashboard.source import resolve
+    from tracedoc.dashboard.target import resolve
 
     report = tracedoc.analyze(EAGER).to_json(indent=None)
     deep = report.replace('"summary": {', '"summary": {"nested": ' + "[" * 100_000 + "]" * 100_000 + ", ", 1)

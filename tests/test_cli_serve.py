@@ -97,3 +97,29 @@ def test_a_good_input_is_read_into_the_cache_before_the_server_starts(tmp_path: 
     code, _, err = serve("--diff", str(EAGER), str(SAMPLES / "decode-cudagraph"), "--cache-dir", str(cache))
     assert code == 0, err
     assert len(list(cache.glob("*.duckdb"))) == 2  # each side in its own store
+
+
+def test_an_unreadable_input_is_refused_before_the_dashboard_libraries_load(tmp_path: Path) -> None:
+    """A truncated gzip is refused as `analyze` refuses it, without importing Panel, Bokeh or datashader first (they
+    took some 6× analyze's time before the refusal): work bounded by what is imported, not by the clock."""
+    import subprocess
+    import sys
+    bad = tmp_path / "trace.json.gz"
+    bad.write_bytes(gzip.compress(b'{"traceEvents": [')[:20])
+    script = ("import sys\nfrom tracedoc.cli import cli\n"
+              f"try:\n    cli(['serve', {str(bad)!r}, '--no-show', '--cache-dir', {str(tmp_path / 'c')!r}])\n"
+              "except SystemExit as e:\n"
+              "    print('exit', e.code)\n"
+              "print('loaded', sorted(m for m in ('panel', 'bokeh', 'datashader', 'holoviews') if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert "corrupt or truncated gzip" in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stdout.splitlines()[-2:] == ["exit 2", "loaded []"], result.stdout
+
+
+def test_help_names_every_page() -> None:
+    """`serve --help` names each of the dashboard's pages (tracedoc.pages.PAGES: nine), memory and efficiency
+    included."""
+    from tracedoc.pages import PAGES
+    text = " ".join(CliRunner().invoke(cli, ["serve", "--help"]).output.split())
+    assert len(PAGES) == 9
+    assert f"The pages ({', '.join(p.module for p in PAGES)})" in text

@@ -31,7 +31,8 @@ from tracedoc import Report, analyze
 from tracedoc.api import open_store
 from tracedoc.cli import cli
 from tracedoc.dashboard.app import body
-from tracedoc.dashboard.source import Loading, Target, resolve
+from tracedoc.dashboard.source import Loading, Target
+from tracedoc.dashboard.target import resolve
 from tracedoc.dashboard.views import timeline_view
 from tracedoc.ingest import discover
 from tracedoc.judge import load_rules

@@ -119,3 +119,16 @@ def test_architecture_steps_name_what_exists() -> None:
                          re.MULTILINE), f"{name} is not defined in {path}"
     assert "telemetry" in {f.name for f in FORMATS} and "memory" in {p.module for p in PAGES}
     assert "low-comm-overlap" in {r.id for r in load_rules()}
+
+
+def test_readme_diff_example_prints_what_the_code_prints() -> None:
+    """The lines the README shows of `tracedoc diff samples/decode-eager samples/decode-cudagraph` are the first lines
+    the command prints today."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"\$ tracedoc diff (samples/decode-eager samples/decode-cudagraph)\n(.*?)\n\.\.\.\n", readme,
+                      re.DOTALL)
+    assert block, "README shows no diff example of decode-eager → decode-cudagraph"
+    shown = block.group(2).splitlines()
+    printed = CliRunner().invoke(cli, ["diff", *block.group(1).split()], env={"COLUMNS": "300"},
+                                 catch_exceptions=False).output.splitlines()
+    assert printed[:len(shown)] == shown

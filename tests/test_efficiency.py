@@ -219,3 +219,113 @@ def test_diff_compares_mfu_and_the_operators_time_and_tflops(tmp_path: Path) -> 
     assert mm["change_ms"] == pytest.approx(mm["after_ms"] - mm["before_ms"], abs=1e-3)
     text = CliRunner().invoke(cli, ["diff", str(before), str(after), "--cache-dir", str(tmp_path / "cache")]).output
     assert "MFU 16.1% → 53.9%" in text and "aten::mm" in text
+
+
+def test_training_step_heads_with_mfu_and_mbu_beside(tmp_path: Path) -> None:
+    """A step with a backward pass is a training step: the headline gives its MFU first with its MBU beside it; the
+    eager decode (no backward, memory-bound) is a decode step, headed by its MBU alone."""
+    report = report_of("gpt-step-base", tmp_path)
+    row = rank_row(report)
+    assert row["workload"] == "training"
+    assert report.summary["efficiency"] == (f"MFU {row['mfu_pct']:.1f}% of NVIDIA H200 SXM bf16 dense, "
+                                            f"MBU {row['mbu_pct']:.1f}% of its HBM bandwidth")
+    decode = report_of("decode-eager-shapes", tmp_path)
+    assert rank_row(decode)["workload"] == "decode"
+    assert decode.summary["efficiency"].startswith("MBU") and "MFU" not in decode.summary["efficiency"]
+
+
+def test_memory_bound_training_step_gets_training_advice(tmp_path: Path) -> None:
+    """The GPT-2-shaped training step judged against a peak of 100 PFLOP/s (--peak-tflops: the ridge point moves
+    past every op, so the real step reads as memory-bound, as a conv net's does on the H200): the headline still
+    leads with MFU, and low-mbu's advice is a training step's (fuse the norms and elementwise ops), with its op mix
+    in the message, not the decode advice it gives the eager decode loop."""
+    report = report_of("gpt-step-gpt2", tmp_path, peaks=Options(peak_tflops=1e5))
+    row = rank_row(report)
+    assert row["bound"] == "memory" and row["workload"] == "training"
+    assert report.summary["efficiency"].startswith("MFU 0.2% of the given peak bf16 dense, MBU 14.")
+    finding = next(f for f in report.findings if f.rule == "low-mbu")
+    assert "(training step)" in finding.message
+    assert "normalisation" in finding.message and "elementwise" in finding.message
+    assert "torch.compile" in finding.fix and "decode" not in finding.fix and "CUDA graph" not in finding.fix
+    decode = next(f for f in report_of("decode-eager-shapes", tmp_path).findings if f.rule == "low-mbu")
+    assert "(decode step)" in decode.message and "capture the decode step in a CUDA graph" in decode.fix
+    assert "torch.compile(model)" not in decode.fix
+
+
+def test_bytes_per_step_alone_gives_mbu_on_cuda_graphs(tmp_path: Path) -> None:
+    """A decode replayed from CUDA graphs has no operators in the trace; --bytes-per-step alone (its weights and KV
+    cache read per step) gives MBU over the trace's step time, and MFU says it needs --flops-per-step."""
+    trace = [ROOT / "samples" / "decode-cudagraph" / "trace.json.gz"]
+    per_step = COUNTS["decode-eager-shapes"]["weights_kv_bytes_per_step"]
+    report = analyze(trace, cache_dir=tmp_path, peaks=Options(bytes_per_step=per_step))
+    row = rank_row(report)
+    assert row["note"] is None and row["mfu_pct"] is None
+    assert row["mbu_pct"] == pytest.approx(100 * per_step / (row["step_ms"] / 1e3) / (row["peak"]["gbps"] * 1e9),
+                                           rel=1e-3)
+    assert report.summary["efficiency"] == (f"MBU {row['mbu_pct']:.1f}% of NVIDIA H100 SXM HBM bandwidth "
+                                            "(MFU needs --flops-per-step)")
+
+
+CONV_STEP = ROOT / "samples" / "conv-step"
+AUTOCAST_STEP = ROOT / "samples" / "autocast-step"
+
+
+@pytest.mark.skipif(not CONV_STEP.exists(), reason="the conv-step sample is recorded apart (workloads/conv_step)")
+def test_conv_training_step_is_judged_as_training(tmp_path: Path) -> None:
+    """conv-step, a ResNet-50 bf16 training step: memory-bound by its ops (batch norm, elementwise), yet headed by
+    its MFU with its MBU beside it; low-mbu's advice is a conv net's (fuse, channels_last), never decode's."""
+    report = analyze([CONV_STEP], cache_dir=tmp_path)
+    row = rank_row(report)
+    assert row["workload"] == "training" and row["bound"] == "memory"
+    assert report.summary["efficiency"].startswith(f"MFU {row['mfu_pct']:.1f}% of NVIDIA H200 SXM bf16 dense, MBU ")
+    finding = next(f for f in report.findings if f.rule == "low-mbu")
+    assert "(training step)" in finding.message and "normalisation" in finding.message
+    assert "channels_last" in finding.fix and "torch.compile" in finding.fix
+    for decode in ("decode", "CUDA graph", "tokens"):
+        assert decode not in finding.fix
+    assert not any("generative-ai" in r for r in finding.references[:1])
+
+
+@pytest.mark.skipif(not AUTOCAST_STEP.exists(), reason="the autocast-step sample is recorded apart")
+def test_autocast_weight_casts_are_counted_apart(tmp_path: Path) -> None:
+    """autocast-step: fp32 Linear weights cast to bf16 inside every product, once a step. tracedoc counts the casts
+    apart from the products: their bytes equal the sample's truth (135,528,448 fp32 elements read and written as
+    bf16: 813,170,688 bytes a step), and the finding names them with their time."""
+    import yaml
+    truth = yaml.safe_load((AUTOCAST_STEP / "expected.yaml").read_text())["truth"]
+    report = analyze([AUTOCAST_STEP], cache_dir=tmp_path)
+    finding = next(f for f in report.findings if f.rule in ("low-mfu", "low-mbu"))
+    assert "fp32 weights cast to bf16 every step" in finding.message and "bf16" in finding.fix
+    casts = next(e.value for e in finding.evidence if e.name == "fp32 weights cast to bf16 per step")
+    assert 0 < casts < rank_row(report)["step_ms"] / 10
+    from tracedoc.api import discover, open_store
+    store, _ = open_store(discover([AUTOCAST_STEP]), tmp_path / "store")
+    with store:
+        store.include("efficiency.findings")
+        per_step = store.scalar("SELECT weight_cast_step_bytes FROM efficiency_findings")
+    assert per_step == truth["cast_bytes_per_step"]
+
+
+COMPILE_STEP = ROOT / "samples" / "compile-step"
+
+
+@pytest.mark.skipif(not COMPILE_STEP.exists(), reason="the compile-step sample is recorded apart")
+def test_compiled_step_models_its_triton_kernels(tmp_path: Path) -> None:
+    """compile-step: a Llama-style step under torch.compile, 23 % of its kernel time in Inductor's Triton kernels.
+    The profiler records each Triton launch as an op with its arguments' shapes: tracedoc gives them bytes (each
+    argument once), so nearly all the GPU time has a model, and FLOPs stay FlopCounterMode's (Triton's pointwise and
+    reduction kernels do no products); no low-mfu at about 44 % MFU."""
+    import yaml
+    truth = yaml.safe_load((COMPILE_STEP / "expected.yaml").read_text())["truth"]
+    report = analyze([COMPILE_STEP], cache_dir=tmp_path)
+    row = rank_row(report)
+    assert row["flop_model_coverage_pct"] > 99
+    assert row["model_flops"] == pytest.approx(truth["flops_per_step"], rel=0.001)
+    triton = [o for o in report.operators if o["op"].startswith("triton_")]
+    assert triton and all(o["bytes"] > 0 and not o["flops"] and o["kind"] == "memory" for o in triton)
+    # an argument a kernel gathers from (an embedding table, the logits nll_loss picks one of per row) is counted
+    # whole: those kernels read over 100 % of roofline; they are the gathers, and a small share of the time
+    over = [o for o in triton if o["roofline_pct"] > 100]
+    assert all("embedding" in o["op"] or "nll_loss" in o["op"] for o in over)
+    assert sum(o["gpu_ms"] for o in over) < 0.1 * sum(o["gpu_ms"] for o in triton)
+    assert not [f for f in report.findings if f.rule == "low-mfu"]

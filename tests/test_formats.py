@@ -79,6 +79,8 @@ def test_the_run_kinds_and_the_analyses_follow_the_declarations() -> None:
     assert kinds.kind_of(["not_a_format"]) == HEALTH
     assert applies("hang.progress", ["flight_recorder"], 2) and not applies("hang.progress", ["torch"], 2)
     assert applies("memory.timeline", ["torch_memory"], 1) and applies("gpu.idle", ["nsys"], 1)
+    assert not applies("gpu.idle", ["ncu"], 1) and not applies("attribution.time", ["flight_recorder"], 2)
+    assert applies("trace.summary", ["ncu"], 1) and applies("gpu.idle", ["ncu", "torch"], 1)
 
 
 def test_a_compressed_file_is_unpacked_no_further_than_its_format_declares(tmp_path: Path) -> None:

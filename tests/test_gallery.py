@@ -15,6 +15,7 @@ def verdicts(report: dict) -> list[tuple]:
     return sorted((f["rule"], f["severity"], json.dumps(f["scope"], sort_keys=True)) for f in report["findings"])
 
 
+@pytest.mark.slow  # every sample analysed again; a quick local run deselects it with -m 'not slow'
 @pytest.mark.parametrize("sample", sample_dirs(), ids=lambda p: p.name)
 def test_gallery_is_current(sample) -> None:
     committed = ROOT / "reports" / f"{sample.name}.json"

@@ -212,4 +212,19 @@ def test_handled_ecc_history_is_not_an_emergency(tmp_path: Path) -> None:
     assert fired(doc) == {("ecc-error-history", 0)}
     finding = doc["findings"][0]
     assert finding["severity"] == "info"
-    assert "3 uncorrected ECC error(s) over the GPU's life" in finding["message"]
+    assert "3 uncorrected ECC errors over the GPU's life" in finding["message"]
+
+
+def test_a_gpu_sampled_by_telemetry_and_a_snapshot_is_found_once_with_no_saving() -> None:
+    """health-2xh200 holds a telemetry recording and two NVML snapshots of the same two H200s: the power cap is
+    one finding per GPU, from the telemetry's 47 busy samples (the snapshot's one sample says less), and its lost
+    clock time is said as what it is, not as a time saving."""
+    sample = ROOT / "samples" / "health-2xh200"
+    result = CliRunner().invoke(cli, ["analyze", str(sample), "--format", "json", "--no-cache"])
+    assert result.exit_code == 0, result.output
+    capped = [f for f in json.loads(result.output)["findings"] if f["rule"] == "gpu-power-capped"]
+    assert sorted(f["scope"]["device"] for f in capped) == [0, 1]
+    assert all(e["value"] == "telemetry" for f in capped for e in f["evidence"] if e["name"] == "from")
+    md = CliRunner().invoke(cli, ["analyze", str(sample), "--format", "md", "--no-cache"]).output
+    assert "| info | `gpu-power-capped` | device 0 | informational, no saving (1,163 ms of clock time given up) |" in md
+    assert "0.0 µs" not in md

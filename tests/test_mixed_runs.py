@@ -62,9 +62,9 @@ def test_a_timeline_beside_a_kernel_profile_is_not_one_job(tmp_path: Path) -> No
     result = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache"], env={"COLUMNS": "300"})
     lines = result.stdout.splitlines()
     assert lines[0].startswith("tracedoc 2 input(s) · 2 rank(s)")
-    assert lines[1] == ("These inputs are runs of different kinds, not the ranks of one job: a timeline (PyTorch "
+    assert lines[1] == ("These inputs are separate runs, not the ranks of one job: a timeline (PyTorch "
                         "profiler: rank 1) and a kernel profile (Nsight Compute: rank 0). The rank count and the "
-                        "headline mix them; analyse each kind apart.")
+                        "headline mix them; analyse each apart.")
     md = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache", "--format", "md"]).stdout
     assert "not the ranks of one job" in md
 
@@ -73,3 +73,18 @@ def test_no_bundled_sample_is_mixed() -> None:
     """Telemetry beside traces, the GEMM ladder's timings beside ncu reports: they ride along."""
     for path in sorted((ROOT / "reports").glob("*.json")):
         assert "mixed_inputs" not in json.loads(path.read_text())["summary"], path.name
+
+
+def test_an_nsys_run_beside_a_torch_trace_is_not_one_job(tmp_path: Path) -> None:
+    """A folder with the nsys-torch-h100 export and a copy of the decode-eager trace: two recordings, said under the
+    headline, and their ranks not compared with each other (no straggler or all-to-all analysis)."""
+    shutil.copy(SAMPLES / "nsys-torch-h100" / "sample.sqlite", tmp_path)
+    shutil.copy(SAMPLES / "decode-eager" / "trace.json.gz", tmp_path)
+    report = analyze(tmp_path, use_cache=False)
+    assert report.summary["mixed_inputs"] == ("a timeline (Nsight Systems: rank 0) and a timeline (PyTorch "
+                                              "profiler: rank 1)")
+    assert not {"straggler-rank", "expert-imbalance"} & {f.rule for f in report.findings}
+    from tracedoc.store.modules import applies
+    assert not applies("ranks.stragglers", {"torch", "nsys"}, 2) and applies("ranks.stragglers", {"torch"}, 2)
+    text = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache"], env={"COLUMNS": "300"}).stdout
+    assert "These inputs are separate runs, not the ranks of one job: a timeline (Nsight Systems" in text

@@ -206,6 +206,19 @@ def test_missing_ncu_report_package_names_the_commands(monkeypatch: pytest.Monke
     assert "pip install 'tracedoc[ncu]'" in output and "--csv --page raw --print-units base" in output
 
 
+def test_missing_ncu_report_package_names_the_users_xz_and_a_command_that_works(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The H200 sample's report is shipped as .ncu-rep.xz: the hint names that file (no unpacked copy of it) and
+    unpacks it before `ncu --import`, which reads no .xz; it is refused before anything is unpacked."""
+    monkeypatch.setitem(sys.modules, "ncu_report", None)  # import ncu_report now raises ImportError
+    code, output = _analyze_cli(H200_REP_XZ)
+    assert code == 2 and len(output.splitlines()) == 1, output
+    assert f"Error: {H200_REP_XZ}: reading .ncu-rep needs NVIDIA's ncu-report package" in output
+    assert "unpacked" not in output
+    assert (f"xz -dk {H200_REP_XZ} && ncu --import {H200_REP_XZ.with_suffix('')} --csv --page raw "
+            "--print-units base > h200_torch_gemm_softmax_full.csv") in output
+
+
 # --- Links to a timeline of the same kernels (ncu.links) ---------------------------------------------------------
 # The H200 report's programs share two kernels, in the same launch configuration, with other real samples: the
 # in-place add on 64 floats (one block of 128 threads) that samples/nsys-torch-h100 runs 1200 times, and the nvjet

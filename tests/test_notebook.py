@@ -85,3 +85,16 @@ def test_readme_python_example_shows_the_report_in_a_kernel_without_ipywidgets(t
     assert "launch_overhead" in results[1]["text/html"] and "host_wait" in results[2]["text/html"]
     assert "damaged" not in "".join(o.get("text", "") for o in outputs)
     assert _stored(cache) == made
+
+
+def test_a_memory_reports_notebook_view_has_its_memory_section() -> None:
+    """memory-leak's saved report: the notebook view states each GPU's memory as the text report does (its peak
+    and the 32 MiB per step the leak planted), escaped."""
+    from tracedoc.saved import read_report
+    from tracedoc.words.memory import memory_lines
+    report = read_report(ROOT / "reports" / "memory-leak.json")
+    html = report._repr_html_()
+    assert "<h3>Memory</h3>" in html
+    [(heading, lines)] = memory_lines(report)
+    assert f"<h4>{heading}</h4>" in html and all(f"<li>{line}</li>" in html for line in lines if "<" not in line)
+    assert "32.0 MiB" in html

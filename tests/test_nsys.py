@@ -449,3 +449,41 @@ def test_a_call_stored_twice_counts_once(tmp_path: Path) -> None:
     assert findings == {f.rule: (f.impact_ms, [(e.name, e.value) for e in f.evidence]) for f in before.findings}
     sync = next(f for f in after.findings if f.rule == "sync-memcpy")
     assert {e.name: e.value for e in sync.evidence}["synchronous copies"] == 2
+
+
+CUPY_NOPOOL = SAMPLES / "nsys-cupy-nopool"
+CUPY_POOL = SAMPLES / "nsys-cupy-pool"
+
+
+@pytest.mark.skipif(not (CUPY_NOPOOL.exists() and CUPY_POOL.exists()),
+                    reason="the CuPy samples are recorded apart (workloads/cupy_alloc)")
+def test_synchronous_cudafree_without_a_pool_is_named(tmp_path: Path) -> None:
+    """nsys-cupy-nopool: a CuPy loop without a memory pool, a cudaMalloc and a cudaFree for every 64 MiB array. The
+    GPU idles while the host sits in them: gpu-idle-host-bound names the synchronous frees and allocations with their
+    time, and its fix starts with a memory pool. Its twin on CuPy's pool raises no such finding."""
+    finding = next(f for f in analyze([CUPY_NOPOOL], cache_dir=tmp_path).findings if f.rule == "gpu-idle-host-bound")
+    assert "synchronous cudaFree and cudaMalloc calls" in finding.message
+    evidence = {e.name: e.value for e in finding.evidence}
+    # in the idle gaps only: the export's 74.2 ms of cudaFree in the 20 steps mostly overlaps the GPU's own work
+    assert 0 < evidence["synchronous cudaFree and cudaMalloc in the gaps"] <= 74.25 + 18.33
+    assert finding.fix.startswith("Keep allocation out of the loop") and "memory pool" in finding.fix
+    assert "MemoryPool" in finding.fix and "torch" not in finding.fix
+    assert not [f for f in analyze([CUPY_POOL], cache_dir=tmp_path).findings if f.rule == "gpu-idle-host-bound"]
+
+
+def test_syncs_on_no_stream_are_named_so(tmp_path: Path) -> None:
+    """The 133 event syncs of the FastVideo export carry CUPTI's 'no stream' id (streamId 2³² − 1, an unsigned −1):
+    their timeline lane and their Perfetto track say so rather than 'stream 4294967295'."""
+    export = SAMPLES / "nsys-fastvideo-train-2gpu" / "mfu_2gpu_before.sqlite"
+    with sqlite3.connect(export) as con:
+        assert con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION "
+                           "WHERE streamId = 4294967295").fetchone() == (133,)
+    store, _ = open_store(discover([export]), tmp_path)
+    with store:
+        store.include("timeline.lanes")
+        labels = [r["label"] for r in store.query("SELECT label FROM timeline_lanes")]
+        store.include("export.perfetto")
+        tracks = [r["name"] for r in store.query("SELECT args->>'name' AS name FROM export_perfetto_slices "
+                                                  "WHERE name = 'thread_name'")]
+    assert not any("4294967295" in label for label in labels + tracks)
+    assert any(label.endswith("no stream (event and context syncs)") for label in labels)

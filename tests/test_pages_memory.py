@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import lzma
+import pickle
 import shutil
 import sqlite3
 from pathlib import Path
@@ -137,11 +138,32 @@ def test_the_failed_request_is_marked_where_it_happened() -> None:
     assert "out of memory: 64.0 MiB requested" in " ".join(legend)
 
 
-def test_a_snapshot_alone_shows_what_was_live_when_dumped(tmp_path: Path) -> None:
-    """samples/memory-fragment's snapshot without its trace: no curve (a snapshot has no totals over time), and the
-    bars of what was live by site: the fifty 4 MiB buffers still held at run.py:93 (main) are 200 MiB."""
+def test_a_snapshot_alone_is_drawn_from_its_history(tmp_path: Path) -> None:
+    """samples/memory-fragment's snapshot without its trace: the curve from its history, its steps from its
+    ProfilerStep annotations, and the bars of what was live at the peak by site: the fifty 4 MiB buffers held at
+    run.py:93 (main) are 200 MiB."""
     snapshot = tmp_path / "snapshot.pickle"
     snapshot.write_bytes(gzip.decompress((SAMPLES / "memory-fragment" / "snapshot.pickle.gz").read_bytes()))
+    report = analyze([snapshot], use_cache=False)
+    sections = memory.sections(report)
+    curve = next(s for s in sections if s.title == "Memory over time").items[0]
+    assert curve.below[-1].items  # the legend below the plot, not over the curve
+    drawn = max(max(r.data_source.data.get("allocated") or [0]) for r in curve.renderers
+                if hasattr(r, "data_source"))
+    assert drawn * (1 << 20) == pytest.approx(report.memory[0]["peak_bytes"])
+    assert len(report.metrics["memory_steps"]) >= 10
+    chart = next(s for s in sections if s.title == "Live at the peak, by allocation site").items[0]
+    data = chart.renderers[0].data_source.data
+    by_site = dict(zip(data["site"], data["value"], strict=True))
+    assert by_site["mem-wl/run.py:93 (main)"] == pytest.approx(50 * 4)
+
+
+def test_a_snapshot_without_history_shows_what_was_live_when_dumped(tmp_path: Path) -> None:
+    """The same snapshot with its history left out (an edited copy: _record_memory_history off): no curve, and the
+    bars of what was live when it was dumped."""
+    real = pickle.loads(gzip.decompress((SAMPLES / "memory-fragment" / "snapshot.pickle.gz").read_bytes()))
+    snapshot = tmp_path / "snapshot.pickle"
+    snapshot.write_bytes(pickle.dumps({"segments": real["segments"]}, protocol=4))
     sections = memory.sections(analyze([snapshot], use_cache=False))
     assert "Memory over time" not in [s.title for s in sections]
     chart = next(s for s in sections if s.title == "Live in the snapshot, by allocation site").items[0]

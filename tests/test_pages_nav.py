@@ -15,7 +15,8 @@ from tests.conftest import SAMPLES
 from tracedoc import analyze
 from tracedoc.api import open_store
 from tracedoc.dashboard.app import empty_pages, navigation
-from tracedoc.dashboard.source import Loading, resolve
+from tracedoc.dashboard.source import Loading
+from tracedoc.dashboard.target import resolve
 from tracedoc.dashboard.views import ALL, overview_view, timeline_view
 from tracedoc.ingest import discover
 from tracedoc.judge import load_rules
@@ -95,9 +96,14 @@ def test_empty_states_are_worded_for_the_format(page: ModuleType) -> None:
 
 
 def test_one_rank_is_told_why_the_ranks_page_has_little_to_compare() -> None:
-    """The ranks empty state of a single-rank timeline without steps is not that of a multi-rank one: an edited
-    copy of decode-eager's report without its per-step rows."""
+    """decode-eager is one rank with four steps: its Ranks page is the greyed empty state, not heatmaps of one row
+    whose waits are all zero. The ranks empty state of a single-rank timeline without steps is not that of a
+    multi-rank one: an edited copy of decode-eager's report without its per-step rows."""
     report = analyze([SAMPLES / "decode-eager"])
+    assert len(report.metrics["rank_steps"]) == 4 and not ranks.has_data(report)
+    [section] = ranks.sections(report)
+    assert "One rank only" in section.empty and not section.items
+    assert ranks.has_data(analyze([SAMPLES / "ddp-straggler"]))
     report.metrics["rank_steps"] = []
     assert "One rank only" in ranks.sections(report)[0].empty
     report.summary["ranks"] = 2

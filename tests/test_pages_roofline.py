@@ -104,3 +104,49 @@ def test_the_notebook_view_escapes_what_it_opens_on() -> None:
     html = report._repr_html_()
     assert "<img" not in html and "<script>" not in html
     assert "&lt;img src=x onerror=alert(1)&gt; idle" in html and "&lt;script&gt;alert(2)&lt;/script&gt;" in html
+
+
+def efficiency_sections(sample_or_trace) -> dict[str, object]:
+    from tracedoc.pages import efficiency
+    return {s.title: s for s in efficiency.sections(analyze([sample_or_trace]))}
+
+
+def test_efficiency_roofline_draws_ops_without_flops_and_labels_the_largest() -> None:
+    """memory-fixed, a small training step recorded with shapes: its ops without FLOPs (the optimizer's _foreach_
+    ops, the elementwise ops) are squares on the bandwidth side of the operators' roofline, each as high as the
+    bandwidth it reaches; the largest points carry their names; the table writes a share of roofline over 100 %
+    (_foreach_addcmul_, 103 %: the byte model over-counts it) as '>100' and says why."""
+    from tracedoc.pages import efficiency
+    report = analyze([SAMPLES / "memory-fixed"])
+    sections = {s.title: s for s in efficiency.sections(report)}
+    fig = sections["Roofline of operators"].items[0]
+    squares = [r for r in glyphs(fig, "Scatter") if r.glyph.marker == "square"]
+    assert len(squares) == 1
+    data = squares[0].data_source.data
+    no_flops = {o["op"]: o for o in report.operators if not o["flops"] and o["gbps"]}
+    assert no_flops and set(data["op"]) == set(no_flops)
+    for op, y in zip(data["op"], data["y"], strict=True):
+        assert y == pytest.approx(efficiency.NO_FLOP_INTENSITY * no_flops[op]["gbps"] / 1e3)
+    labelled = [text for layout in fig.center if layout.__class__.__name__ == "LabelSet"
+                for text in layout.source.data["label"]]
+    largest = sorted(report.operators, key=lambda o: -o["gpu_ms"])[:efficiency.LABELLED_POINTS]
+    drawn = [o for o in largest if o["flops"] or o["gbps"]]
+    assert sorted(labelled) == sorted(o["op"].removeprefix("aten::")[:24] for o in drawn)
+    over = next(o for o in report.operators if o["op"] == "aten::_foreach_addcmul_")
+    assert over["roofline_pct"] > 100
+    table = sections["Operators"].items[0].markup
+    assert "<td class=\"num\">&gt;100</td>" in table and "fewer bytes than its model" in sections["Operators"].note
+
+
+def test_efficiency_table_names_a_compute_kernel_before_a_copy() -> None:
+    """gpt-step-base's aten::slice_backward spends most of its time in a DtoD memcpy, then an elementwise kernel:
+    its top kernel is the kernel; and with one rank the table has no rank column."""
+    from tracedoc.pages import efficiency
+    report = analyze([ROOT / "tests" / "data" / "efficiency-h200" / "gpt-step-base.trace.json.gz"])
+    op = next(o for o in report.operators if o["op"] == "aten::slice_backward")
+    assert op["kernels"][0]["name"].startswith("Memcpy DtoD")
+    assert not efficiency.top_kernels(op["kernels"])[0]["name"].startswith("Memcpy")
+    table = next(s for s in efficiency.sections(report) if s.title == "Operators").items[0].markup
+    row = next(r for r in table.split("<tr>") if "aten::slice_backward" in r)
+    shown = row.split("</td>")[-2].rsplit('">', 1)[-1]  # the cell's text; its title holds all three kernels
+    assert shown.startswith("vectorized_elementwise_kernel") and "<th>rank</th>" not in table

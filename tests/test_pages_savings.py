@@ -4,6 +4,7 @@ labelled; and the cards' evidence with a figure given in two units on one row.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -53,10 +54,11 @@ def test_informational_health_findings_get_no_bar() -> None:
 
 def test_one_bar_per_rule_and_gpu() -> None:
     """An edited copy of health-2xh200's committed report with its power-capping findings raised to warnings (as a
-    finding that costs time would be): telemetry and the NVML snapshot both found each GPU capped, and the chart
-    shows one bar per GPU, the larger; kernel findings of one name (ncu-h200-torch-csv's two small-grid kernels)
-    all keep their bars."""
+    finding that costs time would be) and each found a second time on its GPU with a smaller time (as the NVML
+    snapshot found it before the rule kept telemetry's finding alone): the chart shows one bar per GPU, the larger;
+    kernel findings of one name (ncu-h200-torch-csv's two small-grid kernels) all keep their bars."""
     report = committed("health-2xh200")
+    report.findings += [dataclasses.replace(f, impact_ms=f.impact_ms / 2) for f in report.findings]
     for f in report.findings:
         f.severity = "warning"
     assert len(report.findings) == 4

@@ -65,4 +65,22 @@ def test_evidence_reads_as_a_person_would_write_it() -> None:
 def test_a_long_title_never_cuts_the_rule_id_at_80_columns() -> None:
     report = analyze([SAMPLES / "hang-4rank-stuck"])
     text = RENDERERS["text"](width=80).render(report)
-    assert f"{report.findings[0].rule} · saves" in text
+    assert f"{report.findings[0].rule} · no saving: the job is stuck" in text  # a hang's wait is no saving
+
+
+def test_top_kernels_keep_what_tells_them_apart() -> None:
+    """input-fast's top kernels include two cuDNN wgrad GEMMs whose names agree in their first 40 characters
+    ('sm90_xmma_wgrad_indexed_implicit_gemm_f…' twice, once per tile size): the terminal shows each as the
+    dashboard's shortener writes it (a name that is no C++ template, whole), never two kernels alike."""
+    from tracedoc.pages.names import kernel_labels
+    from tracedoc.render.text import TextRenderer
+    from tracedoc.saved import read_report
+    report = read_report(Path(__file__).parent.parent / "reports" / "input-fast.json")
+    assert not report.findings
+    names = {r["name"] for r in sorted(report.metrics["top_kernels"], key=lambda r: -r["total_ms"])[:5]}
+    assert len({n[:39] for n in names}) < len(names)
+    table = TextRenderer(width=400).render(report).split("Top kernels")[1]
+    labels = kernel_labels(names, 60)
+    assert len(set(labels.values())) == len(names)
+    for name in names:
+        assert labels[name] in table, name

@@ -15,6 +15,7 @@ from tracedoc import analyze
 from tracedoc.cli import cli
 from tracedoc.errors import InputError, RuleError
 from tracedoc.judge import load_rules
+from tracedoc.judge.files import builtin_folder, builtin_mappings, read_rule, rule_files
 from tracedoc.report import Report
 from tracedoc.saved import read_report
 from tracedoc.words.findings import finding_span
@@ -197,3 +198,42 @@ def test_the_engine_binds_the_id_params_and_thresholds() -> None:
     rule = next(r for r in load_rules() if r.id == "warp-stall-wait")
     assert rule.bindings({"warp-stall-wait": {"max_rank": 3}, "gpu-gaps": {"min_gap_ms": 1}}) == {
         "rule_id": "warp-stall-wait", "reason": "wait", "min_share_pct": 25.0, "max_rank": 3}
+
+
+def test_a_count_reads_singular_or_plural_and_one_full_stop_ends_a_sentence() -> None:
+    """`{n:plural one|many}` writes '1 launch' and '1,204 launches' (no 'launch(es)'); a value that ends with its
+    own full stop before the template's leaves one ('steps.', not 'steps..'), while an ellipsis and '../' stay."""
+    from tracedoc.judge.template import fill
+    template = "{n:plural profiled launch|profiled launches}; stops {m:plural time|times}. {why}. See ../x ..."
+    assert fill(template, {"n": 1, "m": 1204, "why": "over 3 steps."}) == \
+        "1 profiled launch; stops 1,204 times. over 3 steps. See ../x ..."
+    assert fill("{n:plural launch|launches}", {"n": 2}) == "2 launches"
+
+
+def test_rules_command_describes_a_fix_the_trace_fills_in() -> None:
+    """launch-bound's fix is `{fix_text}`, written per trace by gpu.launch: `tracedoc rules launch-bound` says where
+    it comes from instead of printing the placeholder; sync-memset's fix keeps its text and names its field."""
+    from click.testing import CliRunner
+
+    from tracedoc.cli import cli
+    out = CliRunner().invoke(cli, ["rules", "launch-bound"], env={"COLUMNS": "300"}).output
+    assert "{fix_text}" not in out
+    assert ("fix: written for each finding from what the trace shows: the column fix_text of gpu_launch_overhead, "
+            "in tracedoc/analyses/gpu/launch.sql") in out
+    out = CliRunner().invoke(cli, ["rules", "sync-memset"], env={"COLUMNS": "300"}).output
+    assert "fix: Use cudaMemsetAsync on a stream" in out
+    assert "{pytorch_note} is filled from the trace: the column pytorch_note of host_blocking_by_rank" in out
+
+
+def test_the_built_in_rules_are_kept_between_runs_as_read(tmp_path: Path) -> None:
+    """The built-in rules come back from the cache as their YAML reads; a damaged cache file is read past and
+    written anew."""
+    files = rule_files(builtin_folder())
+    fresh = [read_rule(f) for f in files]
+    assert builtin_mappings(files, tmp_path) == fresh
+    [kept] = tmp_path.glob("rules-*.json")
+    assert json.loads(kept.read_text()) == fresh
+    assert builtin_mappings(files, tmp_path) == fresh
+    kept.write_text('[{"id": "cut')
+    assert builtin_mappings(files, tmp_path) == fresh and json.loads(kept.read_text()) == fresh
+    assert builtin_mappings(files, None) == fresh

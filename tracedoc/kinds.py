@@ -1,7 +1,8 @@
 """What kind of run an input is, from its format: a timeline (PyTorch profiler, Nsight Systems), a kernel profile
 (Nsight Compute), hang dumps (NCCL flight recorder) or GPU health records (NVML snapshots, telemetry, the GEMM
 ladder's timings), which ride along with any of the others. A diff compares two runs of one kind; a directory
-whose inputs are of kinds that cannot be one job's ranks (a timeline beside a kernel profile) says so."""
+whose inputs cannot be one job's ranks (a timeline beside a kernel profile, an Nsight Systems run beside a PyTorch
+trace) says so."""
 
 from __future__ import annotations
 
@@ -20,23 +21,27 @@ def kind_of(formats: Sequence[str]) -> str:
 
 
 def mixed_runs(inputs: Iterable[tuple[str, int | None]]) -> str | None:
-    """For inputs (format, rank) that hold a kernel profile beside a timeline or hang dumps — runs of different
-    kinds, which cannot be the ranks of one job — what each kind is: "a timeline (PyTorch profiler: rank 1) and a
-    kernel profile (Nsight Compute: rank 0)"; else None. Health records ride along with anything, and flight-recorder
-    dumps may come from the job whose traces lie beside them."""
+    """For inputs (format, rank) that cannot be the ranks of one job — a kernel profile beside a timeline or hang
+    dumps, or timelines of two formats (an Nsight Systems run beside a PyTorch trace: two recordings, of one
+    program or of two) — what each is: "a timeline (PyTorch profiler: rank 1) and a kernel profile (Nsight
+    Compute: rank 0)"; else None. Health records ride along with anything, and flight-recorder dumps may come from
+    the job whose traces lie beside them."""
     by_kind: dict[str, dict[str, set[int]]] = {}
     for fmt, rank in inputs:
         kind = kind_of([fmt])
         if kind != HEALTH:
             by_kind.setdefault(kind, {}).setdefault(fmt, set()).update([] if rank is None else [rank])
-    if KERNEL_PROFILE not in by_kind or len(by_kind) < 2:
+    timelines = len(by_kind.get(TIMELINE, {}))
+    if not ((KERNEL_PROFILE in by_kind and len(by_kind) >= 2) or timelines > 1):
         return None
     parts = []
     for kind in (TIMELINE, KERNEL_PROFILE, HANG_DUMPS):
-        if kind in by_kind:
-            formats = "; ".join(f"{BY_NAME[fmt].title if fmt in BY_NAME else fmt}: {_ranks_text(ranks)}"
-                                for fmt, ranks in sorted(by_kind[kind].items()))
-            parts.append(f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} ({formats})")
+        formats = [f"{BY_NAME[fmt].title if fmt in BY_NAME else fmt}: {_ranks_text(ranks)}"
+                   for fmt, ranks in sorted(by_kind.get(kind, {}).items())]
+        article = "an" if kind[0] in "aeiou" else "a"
+        # timelines of two formats are two recordings, each said apart; the formats of one other kind together
+        parts += [f"{article} {kind} ({text})" for text in formats] if kind == TIMELINE and timelines > 1 \
+            else [f"{article} {kind} ({'; '.join(formats)})"] if formats else []
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 

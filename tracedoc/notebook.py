@@ -1,6 +1,7 @@
 """A report's overview as HTML for notebooks (``Report._repr_html_``): the headline, the findings ranked by
 estimated saving, each a line that opens (a ``<details>`` element) on its message, evidence, fix and what-if
-projection, and where each GPU's time went, made of the HTML report's escaped fragments (tracedoc.pages.fragments),
+projection, where each GPU's time went and its memory (peak, growth, live sites, OOMs: what the text and Markdown
+reports say of it), made of the HTML report's escaped fragments (tracedoc.pages.fragments),
 with its style scoped to the output so that it leaves the notebook's own look alone. Needs no Bokeh: no charts here.
 """
 
@@ -21,6 +22,7 @@ from tracedoc.pages.fragments import (
 )
 from tracedoc.words.attribution import part_of_text
 from tracedoc.words.findings import scope_text, what_if_text
+from tracedoc.words.memory import NOTE, memory_lines
 
 if TYPE_CHECKING:
     from tracedoc.report import Finding, Report
@@ -61,9 +63,20 @@ def finding_details_html(number_: int, finding: Finding, wall_ms: float,
             "</details>")
 
 
+def memory_html(report: Report) -> list[str]:
+    """The Memory section (words.memory): per GPU, a heading and its lines; none without allocator data."""
+    devices = memory_lines(report)
+    if not devices:
+        return []
+    out = ["<h3>Memory</h3>", f'<p class="note">{esc(NOTE)}.</p>']
+    for heading, lines in devices:
+        out += [f"<h4>{esc(heading)}</h4>", "<ul>", *(f"<li>{esc(line)}</li>" for line in lines), "</ul>"]
+    return out
+
+
 def report_html(report: Report) -> str:
-    """The overview: headline, the findings (ranked by estimated saving; each opens on its message and fix) and
-    the attribution table."""
+    """The overview: headline, the findings (ranked by estimated saving; each opens on its message and fix), the
+    attribution table and the memory section."""
     wall = float(report.summary.get("wall_ms") or 0.0)
     parts = [f"<style>{scoped_style(STYLE + DETAILS_STYLE)}</style>", '<div class="tracedoc">',
              "<h3>tracedoc report</h3>", headline_html(report).markup]
@@ -74,6 +87,7 @@ def report_html(report: Report) -> str:
         parts.append('<p class="note">No problems found by the rules that ran.</p>')
     if report.attribution:
         parts += ["<h3>Where the time went</h3>", attribution_table_html(report.attribution).markup]
+    parts += memory_html(report)
     parts.append('<p class="note">Tables: <code>report.frames</code>; the events: <code>tracedoc.open_store</code>.'
                  "</p></div>")
     return "".join(parts)

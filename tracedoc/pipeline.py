@@ -14,11 +14,10 @@ from tracedoc import efficiency
 from tracedoc.errors import InputError
 from tracedoc.health.metrics import HEALTH_METRICS
 from tracedoc.ingest import InputFile, discover, load_all
-from tracedoc.ingest.ncu_model import short_name
 from tracedoc.judge import Rule, judge
 from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
-from tracedoc.memory_report import MEMORY_METRICS, memory_section
+from tracedoc.memory_report import MAX_DEVICES, MEMORY_METRICS, devices_left_out, memory_headline, memory_section
 from tracedoc.report import InputInfo, Report
 from tracedoc.report_tables import ReportTable, report_rows
 from tracedoc.store import Store, memory_store, open_cached_store
@@ -90,6 +89,7 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
     if progress:
         progress("analysing")
     store.fit_threads()
+    store.lock()
     store.set_step_range(step_range)
     if peaks is not None:
         peaks.apply(store)
@@ -110,6 +110,8 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
         head["world_size"] = summary["world_size"]
     if (mixed := mixed_runs((i.format, i.rank) for i in inputs)) is not None:
         head["mixed_inputs"] = mixed
+    if thresholds:  # what --set changed, so that a report says the thresholds it was judged by
+        head["thresholds"] = {rule: dict(sorted(values.items())) for rule, values in sorted(thresholds.items())}
     attribution: list[dict[str, Any]] = []
     if summary["basis"] == "timeline":
         head.update(gpu_states(store))
@@ -121,6 +123,10 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
                     attribution=attribution, window=window_info(store) if summary["basis"] else {},
                     efficiency=eff, operators=efficiency.operator_rows(store) if eff else [])
     report.memory = memory_section(store)
+    if len(report.memory) >= MAX_DEVICES and (left_out := devices_left_out(store)):
+        report.summary["memory_devices_left_out"] = left_out
+    if not summary["basis"] and (words := memory_headline(report.memory, findings)) is not None:
+        report.summary["memory"] = words  # a memory-only input (a snapshot): what failed or leaked, and how much
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
     return report
 
@@ -170,6 +176,8 @@ def steps_found(row: dict[str, Any]) -> str:
     if row["method"] == "profiler":
         return "ProfilerStep#N annotations"
     if row["method"] == "kernel":
+        from tracedoc.ingest.ncu_model import short_name  # here: ncu_model imports pyarrow, which a run needs not
+
         return f"the repeating kernel {short_name(str(row['detail']))}"
     name = str(row["detail"])
     return f"the host ranges '{name[:-1]}N'" if name.endswith(" #") else f"the host range '{name}'"

@@ -6,6 +6,12 @@ anything reads it, its JSON is parsed strictly (no NaN or Infinity) and its shap
 contract (schema 1): the types of every field the renderers and the diff read, and, in the metrics' rows, of the
 columns whose names say what they hold (a unit suffix such as ``_ms`` or ``_pct``: a number; ``rank``, ``step``:
 an integer; ``name``, ``kernel``: text). Every other value must be a plain JSON scalar.
+
+A saved report's strings are as untrusted as a trace's names, and the renderers print words of the report's own
+(titles, causes, summary lines) as they are: so every string read here, keys included, has its control and
+bidirectional characters written visibly and its line breaks folded (``words.sanitize.visible_strings``) before
+any renderer, the diff or the dashboard sees it, in every format: no escape sequence reaches a terminal, and no
+string starts a Markdown heading or table row of its own.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from tracedoc.errors import InputError, first_line
 from tracedoc.limits import Limits
 from tracedoc.report import REPORT_SCHEMA, SEVERITIES, Report, Scope
 from tracedoc.store import Store
+from tracedoc.words.sanitize import visible_strings
 
 _HEAD_BYTES = 1 << 20
 
@@ -32,13 +39,14 @@ def looks_like_report(path: Path) -> bool:
 
 
 def read_report(path: Path) -> Report:
-    """The report saved at ``path`` (`tracedoc analyze --format json`), once its shape is checked."""
+    """The report saved at ``path`` (`tracedoc analyze --format json`), once its shape is checked, its strings
+    with their control characters made visible."""
     try:
         data = strict_json.loads(path.read_bytes())
         if isinstance(data, dict) and data.get("kind") == "diff":
             raise InputError(f"{path}: a tracedoc diff, not a report; give a report or the traces instead")
         check_report(data)
-        return Report.from_dict(data)
+        return Report.from_dict(visible_strings(data, one_line=True))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise InputError(f"{path}: not a tracedoc JSON report ({first_line(exc)})") from None
 
@@ -91,7 +99,7 @@ def check_report(data: Any) -> None:
 
 # The memory section's fields whose names do not say their kind (tracedoc.memory_report).
 _MEMORY_KINDS = {"steps_to_oom": _NUM, "growth_r2": _NUM, "steady_steps": _INT, "bytes_per_step": _NUM,
-                 "allocations": _INT, "blocks": _INT, "site": _STR, "op": _STR}
+                 "allocations": _INT, "blocks": _INT, "site": _STR, "op": _STR, "role": _STR}
 
 
 def _check_memory(entry: Any, where: str) -> None:
@@ -99,7 +107,7 @@ def _check_memory(entry: Any, where: str) -> None:
     OOMs, an object of scalars for the peak's place and for fragmentation."""
     _expect(isinstance(entry, dict), where, "an object")
     for key, value in entry.items():
-        if key in ("top_sites", "growth_sites", "ooms"):
+        if key in ("top_sites", "by_role", "growth_sites", "ooms"):
             _expect(isinstance(value, list), f"{where}.{key}", "a list")
             for i, row in enumerate(value):
                 _check_memory_row(row, f"{where}.{key}[{i}]")
@@ -122,6 +130,12 @@ def _check_summary(summary: dict[str, Any]) -> None:
             _expect(isinstance(value, list), "summary.missing_ranks", "a list")
             for i, row in enumerate(value):
                 _check_row(row, f"summary.missing_ranks[{i}]")
+        elif key == "thresholds" and value is not None:  # --set: {rule: {threshold: number}}
+            _expect(isinstance(value, dict), "summary.thresholds", "an object of rules")
+            for rule, values in value.items():
+                _expect(isinstance(values, dict), f"summary.thresholds.{rule}", "an object of thresholds")
+                for name, number in values.items():
+                    _check_value(number, f"summary.thresholds.{rule}.{name}", _NUM, optional=False)
         else:
             _check_value(value, f"summary.{key}", _kind_of(key))
 

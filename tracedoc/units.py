@@ -30,6 +30,11 @@ def fmt_bytes(value: float) -> str:
     return f"{size:,.1f} TiB"
 
 
+def fmt_count(value: Any, one: str, many: str) -> str:
+    """A count with its noun, singular or plural: '1 launch', '1,204 launches'."""
+    return f"{value:,} {one if value == 1 else many}"
+
+
 def report_number(value: Any) -> Any:
     """A measured value as reports carry it: floats (and DuckDB's decimals) to 3 decimals, and a number that is not
     finite (NaN, ±inf from a corrupt or hostile input) as None, since JSON has no way to write it; other values as

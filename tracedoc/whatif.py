@@ -50,8 +50,10 @@ def what_if(report: Report, number: int) -> WhatIf | None:
     cannot name): removing that time is not a change anyone can make from it."""
     finding = report.findings[number - 1]
     rank = finding.scope.rank
+    if rank is None or finding.impact_ms <= 0 or not _projects(finding):
+        return None  # before the attribution is read: top_what_ifs asks of every finding until it has its few
     spans = _step_spans(window_rows(report.attribution), rank)
-    if rank is None or not spans or finding.impact_ms <= 0 or not _projects(finding):
+    if not spans:
         return None
     total = sum(spans.values())
     keep = max(total - finding.impact_ms, 0.0) / total

@@ -67,7 +67,7 @@ from tracedoc.words.sanitize import one_line, terminal_text
                    "record_shapes off, Nsight Systems): MFU from it and the step time.")
 @click.option("--bytes-per-step", type=click.FloatRange(min=0, min_open=True), default=None,
               help="The bytes one step must move (decode: weights + KV cache), for MBU where the trace holds no "
-                   "shapes.")
+                   "shapes (CUDA graphs): alone, it gives MBU without MFU.")
 @click.option("--step-time-ms", type=click.FloatRange(min=0, min_open=True), default=None,
               help="The step time in ms from your own logs, without the profiler: MFU and MBU divide by it instead "
                    "of the profiled step's time, and the report echoes it.")

@@ -9,7 +9,8 @@ from rich.table import Table
 
 from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import parse_settings, rules_option, set_option, table_console
-from tracedoc.judge import load_rules
+from tracedoc.judge import Rule, load_rules
+from tracedoc.judge.template import fields
 
 
 @click.command("rules")
@@ -55,6 +56,20 @@ def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...], settings: t
         console.print(f"severity: {rule.severity}; critical when the saving is at least "
                       f"{rule.critical_above_pct:g} % of wall time{unless}")
     console.print(f"estimated saving (ms): {rule.impact_ms}")
-    console.print(f"fix: {rule.fix}")
+    for line in fix_lines(rule):
+        console.print(line, markup=False, highlight=False)
     for ref in rule.references:
         console.print(f"  see {ref}")
+
+
+def fix_lines(rule: Rule) -> list[str]:
+    """A rule's fix as `tracedoc rules` shows it: the text, or, where the trace fills it in (a ``{column}`` of the
+    rule's view), what fills it, since no trace is at hand to fill it from."""
+    names = sorted(fields(rule.fix))
+    if not names:
+        return [f"fix: {rule.fix}"]
+    source = f"{rule.view}, in tracedoc/analyses/{rule.reads.replace('.', '/')}.sql"
+    if rule.fix.strip() in {f"{{{name}}}" for name in names}:
+        return [f"fix: written for each finding from what the trace shows: the column {names[0]} of {source}"]
+    return [f"fix: {rule.fix}", *(f"  {{{name}}} is filled from the trace: the column {name} of {source}"
+                                   for name in names)]

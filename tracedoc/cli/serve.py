@@ -14,11 +14,29 @@ from tracedoc.cli.options import cache_dir_option, parse_settings, rules_option,
 from tracedoc.cli.ports import DEFAULT_PORT, listen_port
 from tracedoc.ingest import InputFile
 from tracedoc.judge import load_rules
+from tracedoc.pages import PAGES
 from tracedoc.store.cache import default_cache_dir
 from tracedoc.words.sanitize import one_line
 
+# The command's help; its list of pages is the dashboard's own (tracedoc.pages.PAGES), so it names every page.
+SERVE_HELP = f"""Serve the dashboard for traces, a cached store (*.duckdb) or a saved JSON report.
 
-@click.command("serve")
+    The pages ({", ".join(page.module for page in PAGES)}) show what `tracedoc analyze` finds, with
+    charts. Traces are read into the cache before the server starts (an input that cannot be read is one line,
+    exit 2), then analysed while the pages show the progress. Needs the dashboard extra:
+    pip install 'tracedoc[dashboard]'.
+
+    Example:
+
+        tracedoc serve ranks/
+
+        tracedoc serve trace.json.gz --port 8080 --no-show
+
+        tracedoc serve --diff before/ after/
+    """
+
+
+@click.command("serve", help=SERVE_HELP)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. The dashboard has no login: keep it on 127.0.0.1 unless the network "
@@ -34,21 +52,7 @@ from tracedoc.words.sanitize import one_line
 @one_line_errors
 def serve_command(paths: tuple[Path, ...], host: str, port: int | None, no_show: bool, as_diff: bool,
                   rules_dirs: tuple[Path, ...], settings: tuple[str, ...], cache_dir: Path | None) -> None:
-    """Serve the dashboard for traces, a cached store (*.duckdb) or a saved JSON report.
-
-    The pages (overview, timeline, kernels, ranks, overlap, ncu, hang) show what `tracedoc analyze` finds, with
-    charts. Traces are read into the cache before the server starts (an input that cannot be read is one line,
-    exit 2), then analysed while the pages show the progress. Needs the dashboard extra:
-    pip install 'tracedoc[dashboard]'.
-
-    Example:
-
-        tracedoc serve ranks/
-
-        tracedoc serve trace.json.gz --port 8080 --no-show
-
-        tracedoc serve --diff before/ after/
-    """
+    """Serve the dashboard (the help is SERVE_HELP: it names the pages from the dashboard's own list)."""
     from tracedoc.dashboard import require
 
     if as_diff and len(paths) != 2:
@@ -56,25 +60,30 @@ def serve_command(paths: tuple[Path, ...], host: str, port: int | None, no_show:
     rules = load_rules(rules_dirs)
     thresholds = parse_settings(settings, rules)
     port = listen_port(host, port)  # before reading anything: a port taken is refused at once
-    require("tracedoc serve")  # before importing the dashboard, whose dependencies are an optional extra
+    require("tracedoc serve")  # before reading the traces: the dashboard's dependencies are an optional extra
     address = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     cache = cache_dir or default_cache_dir()
+    # the inputs are read and refused, if they must be, before the dashboard's libraries are imported: those take
+    # several times as long as reading a small trace
     if as_diff:
-        from tracedoc.dashboard.diff import DiffLoading, serve_diff
         from tracedoc.diff.side import check_kinds, resolve_side
 
         sides = [resolve_side(path) for path in paths]
         check_kinds(*sides)
         for side in sides:
             ingest(side.inputs, cache)
+        from tracedoc.dashboard.diff import DiffLoading, serve_diff
+
         click.echo(f"tracedoc diff at {address} (Ctrl-C stops it)", err=True)
         serve_diff(DiffLoading(paths[0], paths[1], cache, rules, thresholds), host, port, show=not no_show)
         return
-    from tracedoc.dashboard.app import serve
-    from tracedoc.dashboard.source import Loading, resolve
+    from tracedoc.dashboard.target import resolve
 
     target = resolve(paths)
     ingest(target.inputs, cache)
+    from tracedoc.dashboard.app import serve
+    from tracedoc.dashboard.source import Loading
+
     click.echo(f"tracedoc dashboard at {address} (Ctrl-C stops it)", err=True)
     serve(Loading(target, cache, rules, thresholds), host, port, show=not no_show)
 

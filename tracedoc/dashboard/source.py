@@ -14,42 +14,19 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracedoc.api import build_report, load_report
+from tracedoc.dashboard.target import Target
 from tracedoc.errors import first_line
-from tracedoc.ingest import InputFile, discover
 from tracedoc.judge import Rule
 from tracedoc.limits import Limits
 from tracedoc.pages.timeline import Timeline, warm_up
 from tracedoc.report import Report
-from tracedoc.saved import looks_like_report, open_complete_store, read_report
 from tracedoc.store import Store
 from tracedoc.words.sanitize import one_line
 
 READY_LINE = "the pages are ready"
-
-
-@dataclass
-class Target:
-    """Exactly one of: traces to ingest, a cached store, a saved report."""
-
-    inputs: list[InputFile] = field(default_factory=list)
-    store_path: Path | None = None
-    report: Report | None = None
-
-
-def resolve(paths: Sequence[Path]) -> Target:
-    """Decide what the paths are; raises InputError for what cannot be served."""
-    if len(paths) == 1 and paths[0].is_file():
-        path = paths[0]
-        if path.suffix == ".duckdb":
-            open_complete_store(path).close()  # refused here, before the server starts
-            return Target(store_path=path)
-        if path.suffix == ".json" and looks_like_report(path):
-            return Target(report=read_report(path))
-    return Target(inputs=discover(list(paths)))
 
 
 class BackgroundLoad:

@@ -61,18 +61,47 @@ def compare_efficiency(before: Report, after: Report) -> list[EfficiencyRow]:
     return [r for r in out if r.before is not None or r.after is not None]
 
 
-def compare_operators(before: Report, after: Report, limit: int = TOP_OPERATORS) -> list[OperatorRow]:
-    """The operators (per rank) whose GPU time per steady step changed most, largest change first."""
-    def per_step(report: Report) -> dict[tuple[int, str], tuple[float, float | None]]:
-        steps = {rank: max(int(r.get("steps") or 0), 1) for rank, r in _ranks(report).items()}
-        return {(o["rank"], o["op"]): (float(o["gpu_ms"] or 0.0) / steps.get(o["rank"], 1), o.get("tflops") or None)
-                for o in report.operators}  # no TFLOP/s for an op without FLOPs
+# Operators of this kind (efficiency.ops) are matrix products; a side may run one product under another name
+# (eager's aten::linear is torch.compile's aten::mm), so they are compared together when their names differ.
+PRODUCT_KIND = "gemm"
+PRODUCTS = "matrix products"
 
-    b, a = per_step(before), per_step(after)
-    absent = (None, None)
+
+def _per_step(report: Report) -> dict[tuple[int, str], dict[str, Any]]:
+    """Each (rank, op)'s GPU ms and FLOPs per steady step, its kind and TFLOP/s, from the report's operators."""
+    steps = {rank: max(int(r.get("steps") or 0), 1) for rank, r in _ranks(report).items()}
+    return {(o["rank"], o["op"]): {"ms": float(o.get("gpu_ms") or 0.0) / steps.get(o["rank"], 1),
+                                   "flops": float(o.get("flops") or 0.0) / steps.get(o["rank"], 1),
+                                   "kind": o.get("kind"), "tflops": o.get("tflops") or None}
+            for o in report.operators}  # no TFLOP/s for an op without FLOPs
+
+
+def _group_products(b: dict[tuple[int, str], dict[str, Any]], a: dict[tuple[int, str], dict[str, Any]]) -> None:
+    """Per rank whose matrix products go by other op names on the two sides, those ops merged (in place) into one
+    'matrix products: before's names → after's' entry, so a product that changed name is not a regression of one
+    op and a gain of another."""
+    for rank in {r for r, _ in b} | {r for r, _ in a}:
+        names = [sorted(op for (r, op), v in side.items() if r == rank and v["kind"] == PRODUCT_KIND)
+                 for side in (b, a)]
+        if names[0] == names[1] or not (names[0] and names[1]):
+            continue
+        label = f"{PRODUCTS}: {', '.join(names[0])} → {', '.join(names[1])}"
+        for side, members in zip((b, a), names, strict=True):
+            parts = [side.pop((rank, op)) for op in members]
+            ms, flops = sum(p["ms"] for p in parts), sum(p["flops"] for p in parts)
+            side[(rank, label)] = {"ms": ms, "flops": flops, "kind": PRODUCT_KIND,
+                                   "tflops": flops / ms / 1e9 if ms and flops else None}
+
+
+def compare_operators(before: Report, after: Report, limit: int = TOP_OPERATORS) -> list[OperatorRow]:
+    """The operators (per rank) whose GPU time per steady step changed most, largest change first; a rank's matrix
+    products compared as one when their op names differ between the sides (_group_products)."""
+    b, a = _per_step(before), _per_step(after)
+    _group_products(b, a)
+    absent: dict[str, Any] = {"ms": None, "tflops": None}
     rows = []
     for rank, op in sorted(set(b) | set(a)):
-        (before_ms, before_tflops), (after_ms, after_tflops) = b.get((rank, op), absent), a.get((rank, op), absent)
-        rows.append(OperatorRow(rank, op, before_ms, after_ms, before_tflops, after_tflops))
+        ob, oa = b.get((rank, op), absent), a.get((rank, op), absent)
+        rows.append(OperatorRow(rank, op, ob["ms"], oa["ms"], ob["tflops"], oa["tflops"]))
     rows.sort(key=lambda r: (-abs(r.change_ms), r.rank, r.op))
     return rows[:limit]

@@ -10,6 +10,7 @@ from tracedoc.diff.kernels import KernelRow, KernelSide, NcuRow
 from tracedoc.diff.model import FROM_LAUNCHES, FROM_MEAN, KERNEL_NOISE_PCT, Diff, changed_by
 from tracedoc.diff.stats import Change, Distribution
 from tracedoc.diff.steps import BASIS_TEXT, NO_STEPS, StepComparison
+from tracedoc.pages.names import kernel_labels
 from tracedoc.report import Finding
 from tracedoc.units import fmt_bytes, fmt_ms
 from tracedoc.words.attribution import cause_label
@@ -48,7 +49,7 @@ def ms_or_dash(value: float | None) -> str:
 
 
 def short_name(name: str, limit: int = NAME_CHARS) -> str:
-    """A kernel name cut to ``limit`` characters (C++ template names run to thousands)."""
+    """A name cut to ``limit`` characters (an operator's; kernels are shortened together, ``kernel_labels``)."""
     return name if len(name) <= limit else name[:limit - 1] + "…"
 
 
@@ -180,13 +181,13 @@ def _launches_arrow(kernel: KernelRow) -> str:
     return f"{per_step[0]:,.1f} → {per_step[1]:,.1f}"
 
 
-def _kernel_rows(kernels: list[KernelRow], name_chars: int) -> list[list[str]]:
+def _kernel_rows(kernels: list[KernelRow], labels: dict[str, str]) -> list[list[str]]:
     rows = []
     for k in kernels:
         split = k.split()
         parts = [signed_ms(split[0]), signed_ms(split[1])] if split is not None else ["—", "—"]
         change = signed_ms(k.delta_ms_per_step) if k.delta_ms_per_step is not None else signed_ms(k.delta_total_ms)
-        rows.append([short_name(k.name, name_chars), _launches_arrow(k), _mean_arrow(k.before, k.after), *parts,
+        rows.append([labels[k.name], _launches_arrow(k), _mean_arrow(k.before, k.after), *parts,
                      change])
     return rows
 
@@ -214,9 +215,12 @@ def kernel_sections(diff: Diff, name_chars: int = NAME_CHARS) -> list[Section]:
             + ("; per step of the job." if per_step else "."))
     out = []
     tables = [(title, changed_by(diff.kernels, part, sign, MAX_LISTED)) for title, part, sign in _KERNEL_TABLES]
-    for title, rows in (*tables, ("New kernels", new[:MAX_LISTED]), ("Vanished kernels", gone[:MAX_LISTED])):
+    tables += [("New kernels", new[:MAX_LISTED]), ("Vanished kernels", gone[:MAX_LISTED])]
+    # the dashboard's shortener, over every name shown, so that no two kernels read alike
+    labels = kernel_labels((k.name for _, rows in tables for k in rows), name_chars)
+    for title, rows in tables:
         if rows:
-            out.append(Section(title, header, _kernel_rows(rows, name_chars), numeric={1, 2, 3, 4, 5}))
+            out.append(Section(title, header, _kernel_rows(rows, labels), numeric={1, 2, 3, 4, 5}))
     if out:
         out[0].note = note
     else:
@@ -249,7 +253,8 @@ def ncu_section(diff: Diff, name_chars: int = NAME_CHARS) -> Section | None:
     """Speed of light, occupancy and the top warp stall of each profiled kernel, before → after."""
     if not diff.ncu:
         return None
-    rows = [[short_name(r.kernel, name_chars), f"{r.grid} / {r.block}",
+    labels = kernel_labels((r.kernel for r in diff.ncu), name_chars)
+    rows = [[labels[r.kernel], f"{r.grid} / {r.block}",
              f"{r.before.get('busiest_unit') or '—'} → {r.after.get('busiest_unit') or '—'}",
              *(_ncu_cell(r, k) for k, _ in _NCU_SHOWN), _stall_cell(r)] for r in diff.ncu]
     return Section("Nsight Compute kernels (speed of light, % of peak)",

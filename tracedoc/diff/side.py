@@ -2,9 +2,10 @@
 the kernel table the comparison matches kernels on.
 
 Traces are analysed as ``tracedoc analyze`` does (through the cache); a ``*.duckdb`` store is analysed as it is; a
-saved JSON report (``tracedoc analyze --format json``) is taken as it is. From a store every kernel is counted
-(``gpu_activity``); a saved report keeps only each rank's top kernels (``metrics.top_kernels``), so its kernel
-table is partial, and the diff says so.
+saved JSON report (``tracedoc analyze --format json``) is taken as it is. From a store every kernel of the judged
+work is counted (``gpu_judged_kernels``: those launched in the steady steps, so work queued before the window and
+the warm-up's are not counted per step); a saved report keeps only each rank's top kernels
+(``metrics.top_kernels``), so its kernel table is partial, and the diff says so.
 """
 
 from __future__ import annotations
@@ -23,12 +24,6 @@ from tracedoc.report import Report
 from tracedoc.saved import looks_like_report, open_complete_store, read_report
 from tracedoc.store import Store
 from tracedoc.store.cache import store_location
-
-# Every kernel of a store, per rank, name and launch configuration (grid and block, NULL where not recorded).
-_KERNELS_SQL = """
-    SELECT rank, name, coalesce(any_value(category), 'compute') AS category, grid, block, count(*) AS count,
-           sum(dur_ns) / 1e6 AS total_ms
-    FROM gpu_activity WHERE kind = 'kernel' GROUP BY rank, name, grid, block ORDER BY rank, name, grid, block"""
 
 __all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "TIMELINE", "Side", "Source", "check_kinds", "kind_of",
            "load_side", "resolve_side"]
@@ -126,10 +121,12 @@ def load_side(side: Source | Path, rules: Sequence[Rule], thresholds: dict[str, 
 
 
 def _kernels(store: Store) -> list[dict[str, Any]]:
-    """Every kernel of the store; none for a store without a GPU timeline table."""
+    """Every kernel of the store's judged work (gpu.kernels' ``gpu_judged_kernels``); none for a store without a GPU
+    timeline table."""
     if not store.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = 'gpu_activity'"):
         return []
-    return [{**row, "total_ms": float(row["total_ms"] or 0.0)} for row in store.query(_KERNELS_SQL)]
+    store.include("gpu.kernels")
+    return [{**row, "total_ms": float(row["total_ms"] or 0.0)} for row in store.query("FROM gpu_judged_kernels")]
 
 
 def _top_kernels(report: Report) -> list[dict[str, Any]]:

@@ -153,7 +153,7 @@ def _row(r: dict[str, Any], step: int | None) -> dict[str, Any]:
             "model_flops": per_step(r["model_flops"]), "hardware_flops": per_step(r["hardware_flops"]),
             "achieved_tflops": n(r["achieved_tflops"]), "mfu_pct": n(r["mfu_pct"]), "hfu_pct": n(r["hfu_pct"]),
             "bytes": per_step(r["bytes"]), "achieved_gbps": n(r["achieved_gbps"]), "mbu_pct": n(r["mbu_pct"]),
-            "flop_model_coverage_pct": n(r["coverage_pct"]), "bound": r["bound"],
+            "flop_model_coverage_pct": n(r["coverage_pct"]), "bound": r["bound"], "workload": r["workload"],
             "peak": {"gpu": r["gpu"], "device_name": r["device_name"], "dtype": r["dtype"],
                      "tflops": n(r["peak_tflops"]), "gbps": n(r["peak_gbps"]), "source": r["peak_source"]},
             "note": r["note"]}
@@ -189,9 +189,11 @@ def operator_rows(store: Store) -> list[dict[str, Any]]:
 
 def headline(rows: list[dict[str, Any]]) -> str | None:
     """The headline's words for the efficiency rows: 'MFU 53.9% of NVIDIA H200 SXM bf16 dense' (the ranks' mean
-    over their steady steps; MBU for a memory-bound step), or why it is unavailable; None without rows. The figure
-    is the profiled step's; where the profiler cost the step 5 % or more, the estimate without it follows
-    (efficiency.observer), and with --step-time-ms the figure is at the given step time, as the words say."""
+    over their steady steps), or why it is unavailable; None without rows. A training step (one with a backward
+    pass) is judged by its MFU, with its MBU beside it, however memory-bound its ops are; an inference step that is
+    memory-bound (decode) by its MBU. The figure is the profiled step's; where the profiler cost the step 5 % or
+    more, the estimate without it follows (efficiency.observer), and with --step-time-ms the figure is at the given
+    step time, as the words say."""
     ranks = [r for r in rows if r["step"] is None]
     if not ranks:
         return None
@@ -202,12 +204,16 @@ def headline(rows: list[dict[str, Any]]) -> str | None:
     given = str(peak["source"] or "").startswith("--peak-")
     gpu = "the given peak" if given or not (peak["gpu"] or peak["device_name"]) else peak["gpu"] or peak["device_name"]
     mean = lambda key: sum(float(r[key] or 0) for r in known) / len(known)  # noqa: E731
-    figure = "mbu_pct" if all(r["bound"] == "memory" for r in known) else "mfu_pct"
-    if figure == "mbu_pct":
-        words = f"MBU {mean('mbu_pct'):.1f}% of {gpu} HBM bandwidth"
+    training = any(r.get("workload") == "training" for r in known)
+    if all(r["mfu_pct"] is None for r in known):  # only --bytes-per-step given: no FLOPs to divide
+        figure, words = "mbu_pct", f"MBU {mean('mbu_pct'):.1f}% of {gpu} HBM bandwidth (MFU needs --flops-per-step)"
+    elif not training and all(r["bound"] == "memory" for r in known):
+        figure, words = "mbu_pct", f"MBU {mean('mbu_pct'):.1f}% of {gpu} HBM bandwidth"
     else:
         hfu = f" (HFU {mean('hfu_pct'):.1f}%)" if any(r["hfu_pct"] is not None for r in known) else ""
-        words = f"MFU {mean('mfu_pct'):.1f}% of {gpu} {peak['dtype']} dense{hfu}"
+        mbu = f", MBU {mean('mbu_pct'):.1f}% of its HBM bandwidth" if training and any(
+            r["mbu_pct"] is not None for r in known) else ""
+        figure, words = "mfu_pct", f"MFU {mean('mfu_pct'):.1f}% of {gpu} {peak['dtype']} dense{hfu}{mbu}"
     if any(r.get("step_time_source") == "--step-time-ms" for r in known):
         return f"{words} at the given {mean('step_ms'):.2f} ms step"
     return words + _unprofiled_figure_words(known, figure)

@@ -38,15 +38,17 @@ def efficiency_lines(report: Report) -> list[str]:
             continue
         peak = r["peak"]
         hfu = f", HFU {_num(r['hfu_pct'])}%" if r["hfu_pct"] is not None else ""
-        mfu = (f"MFU {_num(r['mfu_pct'], 2 if (r['mfu_pct'] or 0) < 1 else 1)}%{hfu} ({_num(r['achieved_tflops'], 1)} "
-               f"of {_num(peak['tflops'], 0)} TFLOP/s {peak['dtype']} dense)")
+        mfu = "MFU unavailable (give --flops-per-step)" if r["mfu_pct"] is None else (
+            f"MFU {_num(r['mfu_pct'], 2 if (r['mfu_pct'] or 0) < 1 else 1)}%{hfu} ({_num(r['achieved_tflops'], 1)} "
+            f"of {_num(peak['tflops'], 0)} TFLOP/s {peak['dtype']} dense)")
         mbu = f"MBU {_num(r['mbu_pct'])}% ({_num(r['achieved_gbps'], 0)} of {_num(peak['gbps'], 0)} GB/s)"
+        bound = f", {r['bound']}-bound{_workload(r)}" if r["bound"] else ""
+        coverage = ("" if r["flop_model_coverage_pct"] is None else
+                    f"; {_num(r['flop_model_coverage_pct'])}% of the GPU time has a FLOP or byte model")
         lines.append(
-            f"rank {r['rank']}: {', '.join([mbu, mfu] if r['bound'] == 'memory' else [mfu, mbu])}, "
-            f"{r['bound']}-bound; {_amount(r['model_flops'], 'FLOP')} and {_amount(r['bytes'], 'B')} per "
-            f"{_num(r['step_ms'], 2)} ms step; "
-            f"{_num(r['flop_model_coverage_pct'])}% of the GPU time has a FLOP or byte model; peak: "
-            f"{peak['gpu'] or peak['device_name']} ({peak['source']})")
+            f"rank {r['rank']}: {', '.join(_first_figure(r, mfu, mbu))}{bound}; "
+            f"{_amount(r['model_flops'], 'FLOP')} and {_amount(r['bytes'], 'B')} per {_num(r['step_ms'], 2)} ms step"
+            f"{coverage}; peak: {peak['gpu'] or peak['device_name']} ({peak['source']})")
         lines += unprofiled_lines(r)
     return lines
 
@@ -61,8 +63,8 @@ def unprofiled_lines(row: dict[str, Any]) -> list[str]:
     u = row.get("unprofiled")
     if not u:
         return []
-    order = (("MBU", "mbu_pct"), ("MFU", "mfu_pct")) if row.get("bound") == "memory" else (
-        ("MFU", "mfu_pct"), ("MBU", "mbu_pct"))
+    memory = row.get("bound") == "memory" and row.get("workload") != "training"
+    order = (("MBU", "mbu_pct"), ("MFU", "mfu_pct")) if memory else (("MFU", "mfu_pct"), ("MBU", "mbu_pct"))
     digits = lambda key: 2 if (u[key] or 0) < 1 else 1  # noqa: E731
     figures = [f"{name} about {_num(u[key], digits(key))}% ({_num(u[key + '_low'], digits(key))}–"
                f"{_num(u[key + '_high'], digits(key))}%)" for name, key in order if u.get(key) is not None]
@@ -76,6 +78,17 @@ def unprofiled_lines(row: dict[str, Any]) -> list[str]:
             f"{_num(u['critical_events_per_step'], 0)} of its {_num(u['host_events_per_step'], 0)} host events a "
             f"step start while the GPU waits, about {_num(u['event_cost_us'], 1)} µs each (recorded with "
             f"{recorded})"]
+
+
+def _first_figure(row: dict[str, Any], mfu: str, mbu: str) -> list[str]:
+    """MBU first for a memory-bound inference step (decode), MFU first for the others (a training step whatever
+    bounds it: tracedoc.efficiency.headline)."""
+    memory = row["bound"] == "memory" and row.get("workload") != "training"
+    return [mbu, mfu] if memory or row["mfu_pct"] is None else [mfu, mbu]
+
+
+def _workload(row: dict[str, Any]) -> str:
+    return f" {row['workload']} step" if row.get("workload") else ""
 
 
 def operator_rows(report: Report, count: int = SHOWN_OPERATORS) -> list[tuple[str, ...]]:

@@ -2,9 +2,10 @@
 ui.perfetto.dev, Perfetto's trace_processor and chrome://tracing.
 
 Format: the Chrome JSON trace event format (an array of events), which Perfetto opens by its content. It needs no
-library: DuckDB writes the events straight from the store (the module export.perfetto makes them), with no Python
-object per event, as fast as it reads them. (Perfetto's own protobuf TrackEvent format is richer, but would need the
-protobuf runtime and an object per event in Python.) Its one constraint, that slices on one thread nest, holds by
+library: DuckDB writes each event's JSON from the store (the module export.perfetto makes them), a batch at a
+time, and Python only joins the lines into the file (the analysis connection may not touch files: Store.lock).
+(Perfetto's own protobuf TrackEvent format is richer, but would need the protobuf runtime and an object per event
+in Python.) Its one constraint, that slices on one thread nest, holds by
 construction: GPU work per stream and host activity per thread as the profilers recorded it, attribution segments
 that never overlap, and one thread per finding.
 
@@ -28,12 +29,12 @@ from tracedoc import strict_json
 from tracedoc.errors import InputError
 from tracedoc.report import Report
 from tracedoc.store import Store
-from tracedoc.store.store import sql_literal
 from tracedoc.words.findings import finding_span, scope_text
 
 NAME = "perfetto"
 EXTENSION = ".perfetto.json"
 TITLE = "Perfetto trace"
+_BATCH_ROWS = 100_000  # events' JSON lines joined and written at a time
 
 # The process of the findings about the whole job (a source's pids start at 1000: export.perfetto), and the tid of
 # finding n in its process: FINDING_TID + n.
@@ -53,8 +54,15 @@ def write(store: Store, report: Report, path: Path) -> None:
     rows = finding_events(store, report)
     if rows:
         store.con.executemany("INSERT INTO export_perfetto_findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    store.con.execute(f"COPY (SELECT * FROM export_perfetto_events) TO {sql_literal(str(path))} "
-                      "(FORMAT json, ARRAY true)")
+    reader = store.con.sql("SELECT to_json(e)::VARCHAR FROM export_perfetto_events e").to_arrow_reader(
+        _BATCH_ROWS)
+    with path.open("w", encoding="utf-8") as f:
+        separator = "[\n\t"
+        for batch in reader:
+            if batch.num_rows:
+                f.write(separator + ",\n\t".join(batch.column(0).to_pylist()))
+                separator = ",\n\t"
+        f.write("\n]\n" if separator != "[\n\t" else "[\n]\n")
 
 
 def finding_events(store: Store, report: Report) -> list[tuple[Any, ...]]:

@@ -404,8 +404,7 @@ def _check_times(store: Store, inputs: Sequence[InputFile]) -> None:
         bad_dur = f" OR {dur} < 0 OR {dur} >= {_MAX_NS}" if dur else ""
         checks.append(f"(SELECT source_id FROM {table} WHERE ts_ns < {_MIN_NS} OR ts_ns >= {_MAX_NS}{bad_dur} "
                       "LIMIT 1)")
-    row = store.con.execute(f"SELECT min(s) FROM (SELECT unnest([{', '.join(checks)}]) AS s)").fetchone()
-    bad = row[0] if row else None
+    bad = store.scalar(f"SELECT min(s) FROM (SELECT unnest([{', '.join(checks)}]) AS s)")  # the result read whole
     if bad is not None:
         raise InputError(f"{inputs[bad].path}: timestamps or durations beyond any profiler clock (more than 2^62 ns, "
                          "146 years): a corrupt or edited trace")

@@ -19,7 +19,9 @@ counted once, plus what the reader builds from lists of any length — tensor sh
 groups and their ranks — counted once per record that refers to them. The member ranks its process groups declare
 (each group's distinct ranks, summed over its groups) are at most ``TRACEDOC_MAX_FR_RANKS`` (default 262,144: a
 rank belongs to the default group of every rank and a few smaller ones), because the hang analyses and the report
-hold a row per group member. A dump nests at most 64 levels deep (torch's nest 5). Strings are stored as valid
+hold a row per group member; and it declares at most ``TRACEDOC_MAX_FR_GROUPS`` groups (default 262,144, as many
+as member ranks), counted in ``pg_config`` and ``pg_status`` as soon as the dump is parsed, before anything else is
+read. A dump nests at most 64 levels deep (torch's nest 5). Strings are stored as valid
 Unicode: lone surrogates (which pickles and JSON escapes can carry) become U+FFFD and C0/C1 control characters are
 dropped. The rows go into the store as Arrow tables, one statement per table, whatever their number.
 """
@@ -50,6 +52,7 @@ _MAX_DEPTH = 64  # nesting levels of a dump (torch's nest 5: dump, entries, entr
 _ENTRIES_VAR, _DEFAULT_MAX_ENTRIES = "TRACEDOC_MAX_FR_ENTRIES", 50_000
 _VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_FR_VALUES", 10_000_000
 _RANKS_VAR, _DEFAULT_MAX_RANKS = "TRACEDOC_MAX_FR_RANKS", 262_144
+_GROUPS_VAR, _DEFAULT_MAX_GROUPS = "TRACEDOC_MAX_FR_GROUPS", 262_144
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 
@@ -91,6 +94,12 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     if len(entries) > max_entries:
         raise InputError(f"{path}: {len(entries):,} flight-recorder records, over the limit of {max_entries:,} "
                          f"(set {_ENTRIES_VAR} to read more)")
+    max_groups = env_limit(_GROUPS_VAR, _DEFAULT_MAX_GROUPS)
+    for key in ("pg_config", "pg_status"):
+        declared = dump.get(key)
+        if isinstance(declared, dict | list) and len(declared) > max_groups:
+            raise InputError(f"{path}: {len(declared):,} process groups in its {key}, over the limit of "
+                             f"{max_groups:,} (set {_GROUPS_VAR} to read more)")
     budget = Budget(path, env_limit(_VALUES_VAR, _DEFAULT_MAX_VALUES), _VALUES_VAR, "the flight-recorder dump",
                     "a value shared by many records counts once per record")
     check_nesting(dump, path, _MAX_DEPTH, "a flight-recorder dump", budget)

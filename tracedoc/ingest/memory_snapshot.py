@@ -1,24 +1,28 @@
 """PyTorch CUDA allocator snapshots (``torch.cuda.memory._dump_snapshot()``: the ``_snapshot()`` dict, pickled) into
-memory_segments, memory_blocks and memory_actions (schema_memory.sql).
+memory_segments, memory_blocks, memory_actions and memory_annotations (schema_memory.sql).
 
 A snapshot holds the allocator's segments (each cut into blocks, live ones with the Python frames that allocated
 them) and, when ``_record_memory_history`` was on, each device's recent history (``device_traces``: alloc,
-free_requested, free_completed, segment_alloc, segment_free, oom, ... with a time in µs since the epoch, an
-address, a size and frames). It is untrusted input: read by snapshot_pickle's opcode machine, which builds only
-plain data (every opcode that would look up or call a class or function is refused; nothing in the file runs) and
-hands over each record of the segment list and of each device's history as soon as it is complete, so the rows are
-built and written as the file is read and the snapshot is never held whole. Most of a history comes as runs of
-records read in bulk (snapshot_bulk's ``Records``), whose rows are built a column at a time; the rows go to DuckDB
-as Arrow columns (strings as dictionaries: a stack is hundreds of bytes, shared by thousands of rows). Every field
-is checked against the shape torch writes; a missing or malformed field becomes NULL.
+free_requested, free_completed, segment_alloc, segment_free, oom, ... with a time in µs since the epoch, an address,
+a size and frames) with the annotations opened and closed meanwhile (``external_annotations``: the
+``record_function`` ranges, ``ProfilerStep#N`` among them). It is untrusted input: read by snapshot_pickle's opcode
+machine, which builds only plain data (every opcode that would look up or call a class or function is refused;
+nothing in the file runs) and hands over each record of the segment list and of each device's history as soon as it
+is complete, so the rows are built and written as the file is read and the snapshot is never held whole. Most of a
+history comes as runs of records read in bulk (snapshot_bulk's ``Records``), whose rows are built a column at a
+time; the rows go to DuckDB as Arrow columns (strings as dictionaries: a stack is hundreds of bytes, shared by
+thousands of rows). Every field is checked against the shape torch writes; a missing or malformed field becomes
+NULL, and a device id out of range is bad input.
 
-What a snapshot can make the reader do is bounded by limits, not by what it claims: the file is at most
-``TRACEDOC_MAX_SNAPSHOT_BYTES`` (default 4 GiB; a 1 GB snapshot is read in under 1 GiB of memory), at most 32 marks
-are open at once, and the reader turns at most ``TRACEDOC_MAX_SNAPSHOT_VALUES`` values into rows (by default one
-per 8 bytes of the file, at least 2,000,000: each segment, block, history entry and the frames of each distinct
-stack count, once per place that refers to them, before a batch's rows are built). Of each stack, 64 frames are looked
-at and 8 kept. A snapshot belongs to no rank of its own (``per_host``, ingest/base.py): the memory analyses tie it
-to the trace of the same run by time and address.
+What a snapshot can make the reader do is bounded by limits, not by what it claims (and by its structure: a list of
+segments or of a device's history whose first 1,000 records have none of torch's fields is refused): the file is at
+most ``TRACEDOC_MAX_SNAPSHOT_BYTES`` (default 4 GiB; a 1 GB snapshot is read in under 1 GiB of memory), at most 32
+marks are open at once, and the reader turns at most ``TRACEDOC_MAX_SNAPSHOT_VALUES`` values into rows (by default
+one per 8 bytes of the file, at least 2,000,000: each segment, block, history entry, item of another top-level list
+and the frames of each distinct stack count, once per place that refers to them, before a batch's rows are built).
+Of each stack, 256 frames are looked at (a stack recorded with C++ frames, torch's default, has dozens before the
+first Python frame) and 8 kept. A snapshot belongs to no rank of its own (``per_host``, ingest/base.py): the memory
+analyses tie it to the trace of the same run by time and address.
 """
 
 from __future__ import annotations
@@ -45,12 +49,18 @@ _BYTES_PER_VALUE = 8  # torch's snapshots hold one record per 80 to 100 bytes, a
 _FLUSH_ROWS = 500_000
 _FRAMES_CACHED = 100_000
 _MAX_DEPTH = 32
-_FRAMES_SCANNED = 64
+_FRAMES_SCANNED = 256
 _FRAMES_KEPT = 8
 _MAX_TEXT = 300
 _INT64 = 1 << 63
+_SHAPE_WITHIN = 1000  # records of a list read before one of torch's shape must have come
+_MAX_DEVICE = 1 << 31  # device ids are written as 32-bit integers
 # Frames of these files are the framework's, not the user's: a site is the innermost frame outside them.
 _LIBRARY = re.compile(r"(^|/)(site-packages|dist-packages|torch|lib/python3\.\d+)/|^<")
+# A Python source file: every other frame of a stack recorded with C++ frames (torch's default, stacks="all") is
+# the unwinder's (torch::unwind::unwind, CapturedTraceback::gather), CPython's (PyEval_*, _start), the framework's
+# C++ (c10::, at::, torch::, .cpp/.h/.cc sources) or an address without a symbol ('??'): never where a fix goes.
+_PYTHON_FILE = re.compile(r"\.py$")
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 # The columns written from Python; the source's id is added by the INSERT and time_ns made from time_us there.
@@ -65,6 +75,8 @@ _ACTIONS = pa.schema([("device", pa.int32()), ("seq", pa.int32()), ("action", pa
                       ("time_us", pa.int64()), ("site", pa.string()), ("stack", pa.string())])
 _TIME_NS = f"CASE WHEN time_us > -{_INT64 // 1000} AND time_us < {_INT64 // 1000} THEN time_us * 1000 END"
 _ACTION_INTS = ("addr", "size", "device_free", "stream", "time_us")
+_ANNOTATIONS = pa.schema([("device", pa.int32()), ("stage", pa.string()), ("name", pa.string()),
+                          ("time_us", pa.int64())])
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -99,6 +111,9 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
         for device, entries in enumerate(traces):
             if isinstance(entries, list):
                 rows.take(snapshot_pickle.Sink("trace", device), entries)
+    annotations = snapshot.get("external_annotations")
+    if isinstance(annotations, list):
+        rows.annotations(annotations)
     rows.flush()
     history = "with its allocator history" if rows.actions else \
         "no allocator history (_record_memory_history was off)"
@@ -139,20 +154,40 @@ class _Rows:
     def __init__(self, store: Store, source_id: int, budget: Budget, path: Path) -> None:
         self.store, self.source_id, self.budget, self.path = store, source_id, budget, path
         self.tables = (_Columns("memory_segments", _SEGMENTS), _Columns("memory_blocks", _BLOCKS),
-                       _Columns("memory_actions", _ACTIONS, f"* EXCLUDE (time_us), {_TIME_NS} AS time_ns"))
+                       _Columns("memory_actions", _ACTIONS, f"* EXCLUDE (time_us), {_TIME_NS} AS time_ns"),
+                       _Columns("memory_annotations", _ANNOTATIONS, f"* EXCLUDE (time_us), {_TIME_NS} AS time_ns"))
         self.segments = self.blocks = self.actions = 0
         self.frames: dict[int, tuple[Any, str | None, str | None]] = {}
         self.sites: dict[int, str | None] = {}  # the same by id alone, to look up a column at once
         self.texts: dict[tuple[int, ...], tuple[Any, str | None, str | None]] = {}
         self.stacks: dict[int, str | None] = {}
+        self.shaped: set[snapshot_pickle.Sink] = set()  # the sinks that have had a record of torch's shape
 
     def take(self, sink: snapshot_pickle.Sink, items: list) -> None:
+        if sink.kind == snapshot_pickle.UNREAD:  # a list no row is made of: counted, then dropped
+            self.budget.spend(sum(item.count if type(item) is Records else 1 for item in items))
+            return
+        if sink not in self.shaped:
+            self._check_shape(sink, items)
         if sink.kind == "segments":
             self._segments([d for item in items for d in (item.dicts() if type(item) is Records else (item,))])
         else:
             self._actions(sink.device, sink.count, items)
         if sum(map(len, self.tables)) >= _FLUSH_ROWS:
             self.flush()
+
+    def _check_shape(self, sink: snapshot_pickle.Sink, items: list) -> None:
+        """Refuse a list of segments or of a device's history none of whose first _SHAPE_WITHIN records has the
+        field torch always writes (a segment's total_size, an entry's action): millions of empty or foreign dicts
+        are not a snapshot, and would otherwise be read to the end before there is nothing to analyse."""
+        key = "total_size" if sink.kind == "segments" else "action"
+        if any(type(item) is Records and item.column(key) is not None
+               or type(item) is dict and key in item for item in items):
+            self.shaped.add(sink)
+        elif sink.count + len(items) >= _SHAPE_WITHIN:
+            what = "segments" if sink.kind == "segments" else f"history entries of device {sink.device}"
+            raise InputError(f"{self.path}: not an allocator snapshot (none of its first {sink.count + len(items):,} "
+                             f"{what} has a {key})")
 
     def flush(self) -> None:
         for table in self.tables:
@@ -183,6 +218,16 @@ class _Rows:
         self.sites[id(frames)], self.stacks[id(frames)] = site, stack
         return site, stack
 
+    def annotations(self, entries: list) -> None:
+        """The snapshot's annotations (each a dict: stage, name, device, time_us)."""
+        self.budget.spend(len(entries))
+        out = self.tables[3].values
+        for a in entries:
+            if type(a) is dict:
+                device = _int(a.get("device"))
+                _append(out, device=device if device is not None and 0 <= device < 1 << 31 else None,
+                        stage=_text(a.get("stage")), name=_text(a.get("name")), time_us=_int(a.get("time_us")))
+
     def _segments(self, segments: list) -> None:
         self.budget.spend(sum(1 + len(s["blocks"]) if isinstance(s, dict) and isinstance(s.get("blocks"), list)
                               else 1 for s in segments))  # before any row is built
@@ -190,7 +235,7 @@ class _Rows:
         for s in segments:
             if not isinstance(s, dict):
                 continue
-            device, address = _int(s.get("device")), _int(s.get("address"))
+            device, address = self._device(s.get("device")), _int(s.get("address"))
             blocks = s.get("blocks") if isinstance(s.get("blocks"), list) else []
             self.segments += 1
             _append(seg, device=device, address=address, total_size=_int(s.get("total_size")),
@@ -206,6 +251,14 @@ class _Rows:
                 _append(block, device=device, segment_address=address, address=_int(b.get("address")),
                         size=_int(b.get("size")), requested_size=_int(b.get("requested_size")),
                         state=_text(b.get("state")), site=site, stack=stack)
+
+    def _device(self, value: Any) -> int | None:
+        """A segment's device id (NULL when missing); one that no device has (the column is 32-bit) is bad input."""
+        device = _int(value)
+        if device is not None and not 0 <= device < _MAX_DEVICE:
+            raise InputError(f"{self.path}: malformed allocator snapshot (a segment's device id {device} is out of "
+                             "range)")
+        return device
 
     def _actions(self, device: int, seq: int, entries: list) -> None:
         self.budget.spend(sum(e.count if type(e) is Records else 1 for e in entries))  # before any row is built
@@ -291,8 +344,11 @@ def _text(value: Any) -> str | None:
 
 
 def _frames(looked: list | tuple) -> tuple[str | None, str | None]:
-    """The allocation site (innermost frame outside the framework, else the innermost frame) and the stack, from
-    the first _FRAMES_SCANNED frames."""
+    """The allocation site and the stack, from the first _FRAMES_SCANNED frames. The site is the innermost Python
+    frame outside the framework (the user's first frame), else the innermost Python frame, else None (a stack of
+    C++ frames only: the analyses name it by the range it fell in); the stack is up to _FRAMES_KEPT frames,
+    innermost first, of the Python frames where there are any (as torch's _memory_viz leaves the unwinder,
+    CPython and C++ frames out), else of the C++ frames with a symbol."""
     named = []
     for f in looked:
         if not isinstance(f, dict):
@@ -301,8 +357,12 @@ def _frames(looked: list | tuple) -> tuple[str | None, str | None]:
         named.append((filename, f"{_short(filename)}:{line if line is not None else '?'} ({name})"))
     if not named:
         return None, None
-    site = next((text for filename, text in named if not _LIBRARY.search(filename)), named[0][1])
-    return site, " ← ".join(text for _, text in named[:_FRAMES_KEPT])
+    python = [(filename, text) for filename, text in named if _PYTHON_FILE.search(filename)]
+    if not python:  # C++ frames only (autograd's backward thread): no site; the analyses name it otherwise
+        symbols = [text for filename, text in named if filename != "??"] or [text for _, text in named]
+        return None, " ← ".join(symbols[:_FRAMES_KEPT])
+    site = next((text for filename, text in python if not _LIBRARY.search(filename)), python[0][1])
+    return site, " ← ".join(text for _, text in python[:_FRAMES_KEPT])
 
 
 def _short(filename: str) -> str:

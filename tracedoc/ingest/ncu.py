@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from tracedoc.errors import InputError
-from tracedoc.ingest import ncu_csv, ncu_rep
+from tracedoc.errors import InputError, TracedocError
+from tracedoc.ingest import compressed, ncu_csv, ncu_rep
 from tracedoc.ingest.base import LoadResult
 from tracedoc.ingest.ncu_model import INT32_MAX, LaunchTables, check_fixed, launch_tables, out_of_range
 from tracedoc.store import Store
@@ -89,6 +89,23 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     _write(store, source_id, tables, path)
     tool = "Nsight Compute report (ncu_report)" if is_report else "Nsight Compute CSV export"
     return LoadResult(rank=None, world_size=None, event_count=tables.count, tool=tool)
+
+
+def load_compressed(store: Store, source_id: int, path: Path, kind: str, limit: int, workdir: Path,
+                    name: Path) -> LoadResult:
+    """A gzip or xz report or export (``kind``), unpacked into ``workdir`` (at most ``limit`` bytes) and read as
+    ``load`` reads it; a report that needs the missing ncu-report package is refused before it is unpacked, naming
+    the user's file (``name``) and how to export it."""
+    if ncu_rep.is_report(compressed.head(path, kind, 4, name)):
+        ncu_rep.check_readable(name, kind)
+    plain = workdir / f"unpacked-ncu-{source_id}"
+    compressed.inflate(path, kind, plain, limit, name=name)
+    try:
+        return load(store, source_id, plain, workdir)
+    except TracedocError as exc:
+        raise type(exc)(str(exc).replace(str(plain), str(name))) from None
+    finally:
+        plain.unlink(missing_ok=True)
 
 
 def _write(store: Store, source_id: int, tables: LaunchTables, path: Path) -> None:

@@ -127,14 +127,23 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def _import_ncu_report(path: Path) -> Any:
+def _import_ncu_report(path: Path, compression: str | None = None) -> Any:
+    """NVIDIA's ncu_report module; without it, one line naming ``path`` as the user gave it and a command that
+    exports the report as a CSV tracedoc reads without it (unpacking a gzip or xz ``compression`` first)."""
     try:
         import ncu_report
     except ImportError:
+        report = path.with_suffix("") if compression else path  # x.ncu-rep.xz unpacks beside itself to x.ncu-rep
+        unpack = f"{'xz' if compression == 'xz' else 'gzip'} -dk {path} && " if compression else ""
         raise InputError(f"{path}: reading .ncu-rep needs NVIDIA's ncu-report package: pip install "
-                         f"'tracedoc[ncu]' (or export a CSV: ncu --import {path} --csv --page raw "
-                         f"--print-units base > {path.stem}.csv)") from None
+                         f"'tracedoc[ncu]' (or export a CSV: {unpack}ncu --import {report} --csv --page raw "
+                         f"--print-units base > {report.with_suffix('').name}.csv)") from None
     return ncu_report
+
+
+def check_readable(name: Path, compression: str) -> None:
+    """Before a compressed report is unpacked: refuse it, naming the user's file, when ncu_report is missing."""
+    _import_ncu_report(name, compression)
 
 
 def _launch(ncu_report: Any, launch_id: int, action: Any) -> Launch:

@@ -64,3 +64,13 @@ CREATE TABLE memory_actions (
     site         VARCHAR,
     stack        VARCHAR
 );
+
+-- A snapshot's annotations (external_annotations: record_function ranges, ProfilerStep#N among them, opened and
+-- closed while the history was recorded), one row per start or end.
+CREATE TABLE memory_annotations (
+    source_id  INTEGER,
+    device     INTEGER,
+    stage      VARCHAR,   -- 'START' | 'END'
+    name       VARCHAR,
+    time_ns    BIGINT     -- ns since the Unix epoch (the snapshot's time_us)
+);

@@ -6,9 +6,10 @@ whole snapshot first.
 mapped, not read; the opcodes are run one by one (protocols 2 to 5: containers, strings, bytes, numbers, the memo,
 frames); every opcode that would look up or call a class or function (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST,
 OBJ, NEWOBJ, PERSID, EXT…) is refused before anything runs, as is anything else not listed. A list that is the value
-of the top-level ``segments`` key, or an item of the top-level ``device_traces`` list, is a *sink*: what is appended
-to it goes to the callback and is dropped, and the memo keeps only a marker for it (a pickle that refers back to
-such a record is refused: torch's never does). So memory holds the memo's shared values (frames, strings), one
+of the top-level ``segments`` key, or an item of the top-level ``device_traces`` list, is a *sink* (as is the list
+of any other top-level key, of kind UNREAD: none of its items is kept, but the callback counts them): what is
+appended to it goes to the callback and is dropped, and the memo keeps only a marker for it (a pickle that refers
+back to such a record is refused: torch's never does). So memory holds the memo's shared values (frames, strings), one
 batch of records (pickle appends 1000 at a time) and the rest of the snapshot's small dict.
 
 The records of a sink's batch are read in bulk where they match (snapshot_bulk: a run of records of one shape, one
@@ -39,6 +40,7 @@ from tracedoc.errors import InputError
 from tracedoc.ingest.snapshot_bulk import CONSUMED, REFERS_BACK, Bulk, Records, Refused, SharedFrames
 
 _MAX_STACK = 1_000_000
+UNREAD = "unread"  # the kind of the sink of a top-level list other than segments and device_traces
 _MAX_MEMO_GAP = 1 << 16
 _DROP_EVERY = 64 << 20  # drop pages read so far from memory every this many bytes
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
@@ -202,7 +204,8 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
             if len(marks) > max_depth:
                 raise Refused(f"nested more than {max_depth} levels deep: not an allocator snapshot")
         elif op == 0x7D:  # EMPTY_DICT: a record of a sink's batch starts the fast path (snapshot_bulk)
-            run = bulk.records(data, i - 1) if marks and marks[-1] and type(stack[marks[-1] - 1]) is Sink \
+            owner = stack[marks[-1] - 1] if marks and marks[-1] else None
+            run = bulk.records(data, i - 1) if type(owner) is Sink and owner.kind != UNREAD \
                 and len(marks) + 3 <= max_depth else None
             if run is None:
                 push({})
@@ -238,11 +241,13 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
                 elif type(last) is Sink and last.kind == "trace" and marks and marks[-1] < len(stack) \
                         and stack[marks[-1] - 1] is traces:
                     lst = Sink("trace", last.device + 1)
-            elif top_level_value():
+            if type(lst) is list and top_level_value():
                 if stack[-1] == "segments":
                     lst = Sink("segments", 0)
                 elif stack[-1] == "device_traces":
                     traces = lst
+                else:  # a list of another key (external_annotations): counted by the callback, never held
+                    lst = Sink(UNREAD, 0)
             push(lst)
         elif op == 0x65:  # APPENDS
             if held and marks and (marks[-1] < 1 or type(stack[marks[-1] - 1]) is not Sink):

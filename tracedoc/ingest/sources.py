@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 
 import duckdb
+import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,12 @@ _COLUMNS = tuple(f.name for f in fields(SourceRow))
 
 
 def insert_sources(con: duckdb.DuckDBPyConnection, rows: Sequence[SourceRow]) -> None:
-    """Write the rows into ``sources``, by column name."""
+    """Write the rows into ``sources``, by column name, in one statement (row by row, a thousand ranks' sources
+    took seconds)."""
     if rows:
-        con.executemany(f"INSERT INTO sources ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-                        [astuple(row) for row in rows])
+        table = pa.table({name: [getattr(row, name) for row in rows] for name in _COLUMNS})
+        con.register("_sources_in", table)
+        try:
+            con.execute(f"INSERT INTO sources ({', '.join(_COLUMNS)}) SELECT {', '.join(_COLUMNS)} FROM _sources_in")
+        finally:
+            con.unregister("_sources_in")

@@ -38,8 +38,10 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from tracedoc.errors import RuleError
-from tracedoc.judge.files import builtin_folder, read_rule, rule_files
+from tracedoc.judge.files import builtin_folder, builtin_mappings, read_rule, rule_files
 from tracedoc.judge.savings import CAUSES, Claim
 from tracedoc.judge.template import TemplateError, fill
 from tracedoc.report import SEVERITIES
@@ -101,16 +103,32 @@ class Rule:
     span: SpanSpec | None = None
     source: str = "built-in"
 
+    def expressions(self) -> dict[str, str]:
+        """Every piece of SQL of the rule (the view it reads, its expressions), by the field that holds it
+        (``evidence[2].value``)."""
+        found = {"view": self.view, "when": self.when, "impact_ms": self.impact_ms}
+        if self.impact_bytes is not None:
+            found["impact_bytes"] = self.impact_bytes
+        found.update({f"scope.{key}": expr for key, expr in self.scope.items()})
+        found.update({f"evidence[{i}].value": e.value for i, e in enumerate(self.evidence)})
+        if self.claims is not None and self.claims.fraction is not None:
+            found["claims.fraction"] = self.claims.fraction
+        if self.absorbs is not None:
+            found["absorbs.when"] = self.absorbs.when
+        if self.span is not None:
+            found.update({"span.start_ms": self.span.start_ms, "span.dur_ms": self.span.dur_ms})
+        return {field_name: str(expr) for field_name, expr in found.items()}
+
     def bindings(self, overrides: dict[str, dict[str, float]] | None = None) -> dict[str, str | float]:
         """What the rule's SQL may name as ``$name``: its id (``$rule_id``), its params and its thresholds, as
         ``overrides`` (``--set``) set them."""
         return {RULE_ID_PARAM: self.id, **self.params, **self.thresholds, **(overrides or {}).get(self.id, {})}
 
     @classmethod
-    def from_file(cls, path: Path | Traversable, source: str) -> Rule:
-        """Parse and validate one rule file (with the bases it extends); a malformed one raises RuleError naming
-        the file."""
-        data = read_rule(path)
+    def from_file(cls, path: Path | Traversable, source: str, data: dict[str, Any] | None = None) -> Rule:
+        """Parse and validate one rule file (with the bases it extends; ``data``: that file as ``read_rule`` gave
+        it already); a malformed one raises RuleError naming the file."""
+        data = read_rule(path) if data is None else data
         missing = [k for k in _REQUIRED if data.get(k) in (None, "")]
         if missing:
             raise RuleError(f"{path}: rule is missing {', '.join(missing)}")
@@ -132,7 +150,7 @@ class Rule:
             thresholds = {str(k): float(v) for k, v in (data.get("thresholds") or {}).items()}
         except (TypeError, ValueError) as exc:
             raise RuleError(f"{path}: bad evidence or thresholds ({exc})") from None
-        return cls(id=data["id"], title=data["title"], severity=data["severity"], reads=data["reads"],
+        rule = cls(id=data["id"], title=data["title"], severity=data["severity"], reads=data["reads"],
                    view=data["view"], when=data["when"], impact_ms=str(data["impact_ms"]),
                    message=data["message"].strip(), fix=data["fix"].strip(), thresholds=thresholds,
                    params=_params(path, data.get("params"), thresholds),
@@ -143,6 +161,18 @@ class Rule:
                    scope=data.get("scope") or {},
                    impact_bytes=None if data.get("impact_bytes") is None else str(data["impact_bytes"]),
                    evidence=evidence, references=list(data.get("references") or []), source=source)
+        for field_name, expr in rule.expressions().items():
+            if _ends_a_statement(expr):
+                raise RuleError(f"{path}: {field_name} must be one SQL expression or name, not statements "
+                                "(it holds ';')")
+        return rule
+
+
+def _ends_a_statement(sql: str) -> bool:
+    """True when ``sql`` holds a ';' outside its strings and comments: the end of one statement and the start of
+    another (``true; COPY (SELECT 42) TO 'x.csv'; SELECT 1``), which the judge would run."""
+    return any(kind == duckdb.token_type.operator and sql.startswith(";", offset)
+               for offset, kind in duckdb.tokenize(sql))
 
 
 def check_thresholds(rules: Sequence[Rule], overrides: dict[str, dict[str, float]]) -> None:
@@ -210,8 +240,13 @@ def _span(path: Path | Any, spec: Any) -> SpanSpec | None:
 
 @functools.cache
 def _builtin_rules() -> tuple[Rule, ...]:
-    """The rules shipped with tracedoc, parsed once per process (the CLI and the API both ask for them)."""
-    return tuple(Rule.from_file(f, "built-in") for f in rule_files(builtin_folder()))
+    """The rules shipped with tracedoc, parsed once per process (the CLI and the API both ask for them), their
+    files read from the cache between processes (files.builtin_mappings) and checked each time."""
+    from tracedoc.store.cache import default_cache_dir  # here: the store imports DuckDB, which rules need not
+
+    files = rule_files(builtin_folder())
+    return tuple(Rule.from_file(f, "built-in", data)
+                 for f, data in zip(files, builtin_mappings(files, default_cache_dir()), strict=True))
 
 
 def load_rules(user_dirs: tuple[Path, ...] | list[Path] = ()) -> list[Rule]:

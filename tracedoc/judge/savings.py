@@ -74,9 +74,16 @@ def allocate(candidates: Sequence[tuple[Finding, Claim, float]], pools: Sequence
         floor[key] += float(row.get("floor_ms") or 0.0)
     taken_by: dict[PoolKey, list[tuple[int, float]]] = defaultdict(list)
     part_of: dict[int, int] = {}
+    # the pools of each rank, in the order they are drawn from: a finding about one rank looks at its rank's
+    # alone, so that the work grows with the ranks, not with their square
+    ordered = sorted(remaining, key=lambda k: tuple(map(str, k)))
+    of_rank: dict[Any, list[PoolKey]] = defaultdict(list)
+    for key in ordered:
+        of_rank[key[0]].append(key)
     order = sorted(candidates, key=lambda c: (-c[0].impact_ms, c[0].rule, str(c[0].scope.to_dict())))
     for finding, claim, fraction in order:
-        keys = sorted((k for k in remaining if claim.matches(k, finding)), key=lambda k: tuple(map(str, k)))
+        pools_here = ordered if finding.scope.rank is None else of_rank.get(finding.scope.rank, [])
+        keys = [k for k in pools_here if claim.matches(k, finding)]
         wanted = max(finding.impact_ms, 0.0)
         got = 0.0
         for key in keys:

@@ -4,21 +4,27 @@ trace knows.
 A template may hold optional parts in double brackets: ``[[ Of the host's time in them, {host_cause_pct:.0f}% is
 {host_cause_text}.]]`` is left out whole when any field inside it is NULL (a trace without long host gaps has no host
 cause to name); parts do not nest. ``{x_ns:time}`` writes a duration given in ns readably ('1.2 ms'), ``{x:bytes}``
-a byte count ('32.0 MiB'). A NULL field outside an optional part reads 'unknown'; rules put every field a trace may
-lack inside an optional part, so that never shows.
+a byte count ('32.0 MiB'), ``{n:plural launch|launches}`` a count with its noun ('1 launch', '1,204 launches'). A
+value that ends a sentence before the template's own full stop leaves one stop, not two. A NULL field outside an
+optional part reads 'unknown'; rules put every field a trace may lack inside an optional part, so that never
+shows.
 """
 
 from __future__ import annotations
 
+import numbers
 import re
 import string
 from collections.abc import Mapping
 from typing import Any
 
-from tracedoc.units import fmt_bytes, fmt_ms
+from tracedoc.units import fmt_bytes, fmt_count, fmt_ms
 
 _OPTIONAL = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
+# Two full stops ending a sentence (a value's own, then the template's), never an ellipsis or a '../' path.
+_DOUBLE_STOP = re.compile(r"(?<!\.)\.\.(?=\s|$)")
 UNKNOWN = "unknown"
+PLURAL = "plural "
 
 
 class TemplateError(ValueError):
@@ -38,7 +44,8 @@ def fill(template: str, values: Mapping[str, Any]) -> str:
                if i % 2 == 0 or all(values.get(name) is not None for name in fields(piece))]
     except (ValueError, IndexError) as exc:
         raise TemplateError(str(exc)) from None
-    return _squeeze("".join(out)) if len(pieces) > 1 else "".join(out)
+    text = _squeeze("".join(out)) if len(pieces) > 1 else "".join(out)
+    return _DOUBLE_STOP.sub(".", text)
 
 
 def fields(template: str) -> set[str]:
@@ -56,7 +63,8 @@ def _squeeze(text: str) -> str:
 
 
 class _Formatter(string.Formatter):
-    """str.format that reads NULL as 'unknown', writes {x:time} as a duration, and never fails on a spec."""
+    """str.format that reads NULL as 'unknown', writes {x:time} as a duration, {n:plural one|many} as a count with
+    its noun, and never fails on a spec."""
 
     def get_value(self, key: int | str, args: Any, kwargs: Any) -> Any:
         return kwargs.get(key) if isinstance(key, str) else None
@@ -68,6 +76,9 @@ class _Formatter(string.Formatter):
             return fmt_ms(float(value) / 1e6)
         if format_spec == "bytes":
             return fmt_bytes(float(value))
+        if format_spec.startswith(PLURAL) and isinstance(value, numbers.Number) and not isinstance(value, bool):
+            one, _, many = format_spec[len(PLURAL):].partition("|")
+            return fmt_count(value, one, many or one)
         try:
             return super().format_field(value, format_spec)
         except (ValueError, TypeError):

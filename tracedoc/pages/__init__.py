@@ -9,6 +9,8 @@ with the optional ``dashboard`` extra: this module imports none of them, so the 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -19,12 +21,17 @@ DASHBOARD_MODULES = ("panel", "holoviews", "bokeh", "datashader")
 
 
 def require(what: str, modules: tuple[str, ...] = DASHBOARD_MODULES) -> None:
-    """Raise a one-line TracedocError naming the extra when one of ``modules`` cannot be imported."""
+    """Raise a one-line TracedocError naming the extra when one of ``modules`` is not installed; found, not
+    imported (Panel, Bokeh and datashader take seconds to import: a command checks first, then reads its
+    inputs, and imports them only when it draws)."""
     for name in modules:
         try:
-            importlib.import_module(name)
-        except ImportError:
-            raise TracedocError(f"{what} needs {name} (the dashboard extra): {INSTALL_HINT}") from None
+            found = sys.modules[name] is not None if name in sys.modules else \
+                importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise TracedocError(f"{what} needs {name} (the dashboard extra): {INSTALL_HINT}")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.models import ColumnDataSource, HoverTool, LabelSet
 from bokeh.plotting import figure
 
 from tracedoc.efficiency.render import unprofiled_lines
@@ -41,14 +41,22 @@ STEP_COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms"
                 Column("gb", "GB moved", number(3), numeric=True), Column("bound", "bound"),
                 Column("flop_model_coverage_pct", "modelled %", number(1), numeric=True),
                 Column("peak_text", "peak", wide=True), Column("note", "unavailable because", wide=True)]
+SHAPE_CHARS = 36  # the table's shapes and kernels are cut to this (the full text on hover): no sideways scroll
+KERNEL_CHARS = 40
+ROOFLINE_CAP = 100  # a share of roofline over this is shown as '>100': the byte model over-counts that op
 OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), Column("count", "calls", number(), numeric=True),
               Column("cpu_ms", "CPU ms", number(2), numeric=True), Column("gpu_ms", "GPU ms", number(2), numeric=True),
               Column("share_pct", "% of GPU work", number(1), numeric=True),
               Column("tflops", "TFLOP/s", number(1), numeric=True), Column("gbps", "GB/s", number(0), numeric=True),
               Column("intensity", "FLOP/B", number(1), numeric=True),
-              Column("roofline_pct", "% of roofline", number(0), numeric=True), Column("dtype", "dtype"),
-              Column("shape", "shape (most time)", wide=True),
-              Column("kernel_text", "top kernel", wide=True, abbreviate=lambda text: kernel_short(text.split("; ")[0]))]
+              Column("roofline_pct", "% of roofline", lambda v: f">{ROOFLINE_CAP}" if v > ROOFLINE_CAP else f"{v:,.0f}",
+                     numeric=True, help="the time its modelled work takes at peak, % of its GPU time; over 100: the "
+                                        "op moved fewer bytes than its model counts (L2 served re-reads, or its "
+                                        "output is smaller than taken)"),
+              Column("dtype", "dtype"),
+              Column("shape", "shape (most time)", wide=True, abbreviate=lambda text: short(text, SHAPE_CHARS)),
+              Column("kernel_text", "top kernel", wide=True,
+                     abbreviate=lambda text: kernel_short(text.split("; ")[0], KERNEL_CHARS))]
 
 
 def has_data(report: Report) -> bool:
@@ -80,16 +88,25 @@ def sections(report: Report) -> list[Section]:
     if not report.operators:
         return out
     ops = [{**o, "tflops": o["tflops"] or None, "intensity": o["intensity"] or None,
-            "kernel_text": "; ".join(f"{k['name']} ×{k['count']}" for k in o["kernels"][:3])} for o in report.operators]
+            "kernel_text": "; ".join(f"{k['name']} ×{k['count']}" for k in top_kernels(o["kernels"])[:3])}
+           for o in report.operators]
+    columns = OP_COLUMNS if len({o["rank"] for o in ops}) > 1 else OP_COLUMNS[1:]  # one rank: no rank column
     peak = next((r["peak"] for r in report.efficiency if r["note"] is None), None)
     out.append(Section("Roofline of operators", note="Achieved TFLOP/s against arithmetic intensity (FLOPs per byte "
                                                      "moved), each op a circle sized by its GPU time; the lines are "
-                                                     "the chip's peak FLOP/s and bandwidth. Ops without FLOPs are "
-                                                     "not drawn.", items=[roofline_chart(report.operators, peak)]))
+                                                     "the chip's peak FLOP/s and bandwidth; the largest are "
+                                                     "labelled. Ops that do no FLOPs (copies, norms, elementwise) "
+                                                     f"are squares at {NO_FLOP_INTENSITY} FLOP/B on the bandwidth "
+                                                     "side, as high as the bandwidth they reach: their distance "
+                                                     "below the slanted roof is their share of peak bandwidth.",
+                       items=[roofline_chart(report.operators, peak)]))
     out.append(Section("Operators", note="The aten ops with the most GPU time in the steady steps: the GPU time of the "
                                          "kernels each launched (nested ops included), its FLOPs and bytes from its "
                                          "shapes, and % of roofline: the time its work takes at peak, of its GPU "
-                                         "time.", items=[table_html(ops, OP_COLUMNS)]))
+                                         f"time (over {ROOFLINE_CAP}: the op moved fewer bytes than its model "
+                                         "counts, as when L2 serves its re-reads or its output is smaller than its "
+                                         "largest input). The top kernel is its longest kernel; copies and "
+                                         "memsets come after kernels.", items=[table_html(ops, columns)]))
     return out
 
 
@@ -113,23 +130,59 @@ def _peak_text(peak: dict[str, Any]) -> str:
             f"{peak.get('gbps') or 0:g} GB/s")
 
 
+NO_FLOP_INTENSITY = 0.05  # where the roofline draws ops without FLOPs: left of every op that does FLOPs
+LABELLED_POINTS = 6
+
+
+def top_kernels(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An op's kernels, longest first, with copies and memsets (a DtoD memcpy) after the compute kernels: the
+    top kernel is what the op computes with, not the copy beside it."""
+    return sorted(kernels, key=lambda k: str(k["name"]).lower().startswith(("memcpy", "memset")))
+
+
 def roofline_chart(operators: list[dict[str, Any]], peak: dict[str, Any] | None) -> Any:
-    """Log-log roofline: one circle per (rank, op) with FLOPs, area by GPU time; the peak's roof when known."""
-    pts = [o for o in operators if (o.get("tflops") or 0) > 0 and (o.get("intensity") or 0) > 0]
-    top = max((o["gpu_ms"] or 0 for o in pts), default=1.0) or 1.0
-    source = ColumnDataSource({
-        "x": [o["intensity"] for o in pts], "y": [o["tflops"] for o in pts],
-        "size": [8 + 32 * math.sqrt((o["gpu_ms"] or 0) / top) for o in pts],
-        "op": [short(o["op"], 60) for o in pts], "rank": [o["rank"] for o in pts],
-        "shape": [short(o.get("shape") or "", 80) for o in pts], "ms": [o["gpu_ms"] for o in pts],
-        "roof": [o.get("roofline_pct") for o in pts]})
+    """Log-log roofline: one circle per (rank, op) with FLOPs, area by GPU time; one square per op with bytes and
+    no FLOPs, at NO_FLOP_INTENSITY and the TFLOP/s its bandwidth gives there (its height against the slanted roof
+    is its share of peak bandwidth); the peak's roof when known; the largest points labelled."""
+    flop_ops = [o for o in operators if (o.get("tflops") or 0) > 0 and (o.get("intensity") or 0) > 0]
+    byte_ops = [o for o in operators if not (o.get("flops") or 0) and (o.get("gbps") or 0) > 0]
+    top = max((o["gpu_ms"] or 0 for o in flop_ops + byte_ops), default=1.0) or 1.0
+
+    def points(ops: list[dict[str, Any]], xs: list[float], ys: list[float]) -> ColumnDataSource:
+        return ColumnDataSource({
+            "x": xs, "y": ys, "size": [8 + 32 * math.sqrt((o["gpu_ms"] or 0) / top) for o in ops],
+            "op": [short(o["op"], 60) for o in ops], "label": [short(str(o["op"]).removeprefix("aten::"), 24)
+                                                               for o in ops],
+            "rank": [o["rank"] for o in ops], "shape": [short(o.get("shape") or "", 80) for o in ops],
+            "ms": [o["gpu_ms"] for o in ops], "gbps": [o.get("gbps") for o in ops],
+            "tflops": [o.get("tflops") or 0.0 for o in ops], "intensity": [o.get("intensity") or 0.0 for o in ops],
+            "roof": [o.get("roofline_pct") for o in ops]})
+
+    flops = points(flop_ops, [o["intensity"] for o in flop_ops], [o["tflops"] for o in flop_ops])
+    nonflop = points(byte_ops, [NO_FLOP_INTENSITY] * len(byte_ops),
+                     [NO_FLOP_INTENSITY * o["gbps"] / 1e3 for o in byte_ops])
     fig = figure(x_axis_type="log", y_axis_type="log", height=420, sizing_mode="stretch_width",
                  x_axis_label="FLOPs per byte", y_axis_label="TFLOP/s", toolbar_location="above")
     if peak and peak.get("tflops") and peak.get("gbps"):
-        xs = [min([0.5, *source.data["x"]]), peak["tflops"] * 1e3 / peak["gbps"],
-              max([1e4, *source.data["x"]]) * 2]
+        xs = [min([NO_FLOP_INTENSITY / 2, *flops.data["x"]]), peak["tflops"] * 1e3 / peak["gbps"],
+              max([1e4, *flops.data["x"]]) * 2]
         fig.line(xs, [min(x * peak["gbps"] / 1e3, peak["tflops"]) for x in xs], color="#c44e52", line_width=2)
-    fig.scatter("x", "y", size="size", source=source, fill_alpha=0.5, color="#4c72b0")
+    fig.scatter("x", "y", size="size", source=flops, fill_alpha=0.5, color="#4c72b0",
+                legend_label="ops with FLOPs")
+    if byte_ops:
+        fig.scatter("x", "y", size="size", source=nonflop, fill_alpha=0.5, color="#dd8452", marker="square",
+                    legend_label=f"ops without FLOPs (at {NO_FLOP_INTENSITY} FLOP/B)")
+    largest = sorted(flop_ops + byte_ops, key=lambda o: -(o["gpu_ms"] or 0))[:LABELLED_POINTS]
+    for source, ops in ((flops, flop_ops), (nonflop, byte_ops)):
+        keep = [i for i, o in enumerate(ops) if any(o is big for big in largest)]
+        if keep:
+            labels = ColumnDataSource({k: [v[i] for i in keep] for k, v in source.data.items()})
+            fig.add_layout(LabelSet(x="x", y="y", text="label", source=labels, x_offset=6, y_offset=4,
+                                    text_font_size="9pt", text_color="#1d2330"))
+    fig.legend.location = "top_left"
+    fig.legend.label_text_font_size = "9pt"
     fig.add_tools(HoverTool(tooltips=[("op", "@op"), ("rank", "@rank"), ("shape", "@shape"), ("GPU ms", "@ms{0.00}"),
-                                      ("TFLOP/s", "@y{0.0}"), ("FLOP/B", "@x{0.0}"), ("% of roofline", "@roof{0}")]))
+                                      ("TFLOP/s", "@tflops{0.0}"), ("GB/s", "@gbps{0}"),
+                                      ("FLOP/B", "@intensity{0.0}"),
+                                      ("% of roofline", "@roof{0}")]))
     return fig

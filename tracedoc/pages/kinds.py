@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracedoc.judge.files import builtin_folder, read_rule, rule_files
 from tracedoc.units import fmt_ms
-from tracedoc.words.findings import saving_text
+from tracedoc.words.findings import finding_saving_text, saving_text
 
 if TYPE_CHECKING:  # the notebook view reaches this module from tracedoc.report: no import back at run time
     from tracedoc.report import Finding
@@ -70,6 +70,17 @@ def impact_text(finding: Finding, wall_ms: float) -> str:
         lost = f" ({fmt_ms(finding.impact_ms)} of clock time given up)" if finding.impact_ms > 0 else ""
         return f"informational, no saving{lost}"
     return saving_text(finding.impact_ms, finding.impact_pct, wall_ms, finding.impact_bytes)
+
+
+def saving_cell(finding: Finding, wall_ms: float) -> str:
+    """A finding's saving as the findings tables of the text and Markdown reports state it: the estimated saving
+    ('part of #N' where a bigger finding holds its time), 'none estimated' where it saves nothing, and for a hang
+    or an informational health finding what its time is (``impact_text``), never a saving."""
+    if kind_of(finding) in ("hang", "health"):
+        return impact_text(finding, wall_ms)
+    if finding.impact_bytes is None and finding.impact_ms <= 0 and not finding.part_of:
+        return "none estimated"
+    return finding_saving_text(finding, wall_ms)
 
 
 def charted(findings: Sequence[Finding]) -> list[tuple[Finding, int]]:

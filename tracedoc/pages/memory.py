@@ -37,6 +37,7 @@ BEFORE_TRACE = "(allocated before the trace)"
 GROWING_COLOR, OTHER_COLOR = "#c44e52", "#4c72b0"
 # GPUs drawn (one chart each); the tables hold every GPU.
 MAX_CHARTS = 8
+MAX_STEP_LABELS = 20  # step numbers drawn above the bands; more steps are labelled every k-th
 
 
 def _gpu_key(row: dict[str, Any]) -> tuple[Any, Any]:
@@ -63,8 +64,9 @@ def _staircase(points: list[dict[str, Any]], key: str) -> tuple[list[float], lis
 
 def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], entry: dict[str, Any] | None,
                    ooms: list[dict[str, Any]] | None = None) -> Any:
-    """Allocated and reserved MiB over ms, each step a shaded band labelled with its number, the peak marked, and
-    each failed request (``ooms``) a cross at the allocated memory it failed on."""
+    """Allocated and reserved MiB over ms, each step a shaded band labelled with its number (every k-th of many
+    steps), the peak marked, and each failed request (``ooms``) a cross at the allocated memory it failed on; the
+    legend below the plot."""
     from bokeh.plotting import figure
 
     xs, allocated = _staircase(points, "allocated_bytes")
@@ -76,16 +78,18 @@ def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], en
     fig = figure(height=340, sizing_mode="stretch_width", tools="xpan,xwheel_zoom,reset", toolbar_location="right",
                  x_range=Range1d(0, right, bounds=(0, right)), y_range=Range1d(0, top))
     if steps:
+        every = -(-len(steps) // MAX_STEP_LABELS)  # every step labelled up to MAX_STEP_LABELS, else every k-th
         bands = ColumnDataSource({
             "left": [s["start_ms"] for s in steps], "right": [s["end_ms"] for s in steps],
             "mid": [(s["start_ms"] + s["end_ms"]) / 2 for s in steps], "top": [top] * len(steps),
             "label": [str(s["step"]) for s in steps],
+            "shown": [str(s["step"]) if i % every == 0 else "" for i, s in enumerate(steps)],
             "fill": [STEP_SHADES[i % 2] for i in range(len(steps))],
             "warmup": ["warm-up" if s.get("warmup") else "steady" for s in steps],
             "end_mib": [(s.get("allocated_end_bytes") or 0) / _MIB for s in steps]})
         rects = fig.quad(left="left", right="right", bottom=0, top="top", fill_color="fill", line_color="#d5dae3",
                          line_width=0.5, source=bands)
-        fig.text(x="mid", y="top", text="label", source=bands, text_align="center", text_baseline="top",
+        fig.text(x="mid", y="top", text="shown", source=bands, text_align="center", text_baseline="top",
                  text_font_size="8pt", text_color=CATEGORY_COLORS["step"], y_offset=4)
         fig.add_tools(HoverTool(renderers=[rects], tooltips=[("step", "@label (@warmup)"),
                                                              ("allocated at its end", "@end_mib{0,0.0} MiB")]))
@@ -112,9 +116,10 @@ def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], en
     style(fig, "ms from the first allocator event or step")
     fig.yaxis.axis_label = "MiB"
     fig.ygrid.visible = True
-    fig.legend.location = "bottom_right"
-    fig.legend.orientation = "horizontal"
-    fig.legend.background_fill_alpha = 0.8
+    legend = fig.legend[0]  # below the plot, never over the curve
+    fig.center.remove(legend)
+    fig.add_layout(legend, "below")
+    legend.orientation = "horizontal"
     return fig
 
 
@@ -145,9 +150,9 @@ def _chart_sections(report: Report) -> list[Section]:
                                  [s for s in steps if _gpu_key(s) == g and s.get("start_ms") is not None],
                                  entries.get(g), [o for o in ooms if _gpu_key(o) == g][:20])
                   for g in gpus[:MAX_CHARTS]]
-        note = ("MiB over time, from the allocator events of the trace: allocated (live tensors) and reserved (held "
-                "by the caching allocator), each step a shaded band with its number, the peak marked, and a failed "
-                "request a cross")
+        note = ("MiB over time, from the allocator events of the trace or a snapshot's history: allocated (live "
+                "tensors) and reserved (held by the caching allocator), each step a shaded band with its number, the "
+                "peak marked, and a failed request a cross")
         if any(m.get("basis") == "cuda" for m in report.memory):
             note += ("; from Nsight Systems' CUDA memory events the one line is what the process took from CUDA "
                      "(a caching allocator's reserve, not its tensors)")
@@ -197,6 +202,15 @@ def sections(report: Report) -> list[Section]:
                     Column("allocated_end_bytes", "allocated MiB", number(1), numeric=True),
                     Column("reserved_end_bytes", "reserved MiB", number(1), numeric=True),
                     Column("allocated_max_bytes", "peak in step MiB", number(1), numeric=True)])]))
+    roles = _mib([{"rank": m.get("rank"), "device": m.get("device"), **r} for m in report.memory
+                  for r in m.get("by_role") or []], ("bytes",))
+    if roles:
+        out.append(Section("At the peak, by role", note="MiB live when the most was allocated, by what the memory is "
+                           "for, read from each allocation's stack and the operators and ranges around it",
+                           items=[table_html(roles, [
+                               Column("rank", "rank"), Column("device", "GPU"), Column("role", "role"),
+                               Column("allocations", "allocations", number(), numeric=True),
+                               Column("bytes", "MiB", number(1), numeric=True)])]))
     sites = _mib(report.metrics.get("memory_peak_sites") or [], ("bytes",))
     if sites:
         out.append(Section("Live at the peak, by allocation site (table)", note="MiB", items=[table_html(

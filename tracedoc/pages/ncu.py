@@ -12,6 +12,7 @@ from tracedoc.pages.fragments import Column, number, table_html
 from tracedoc.pages.names import kernel_labels
 from tracedoc.pages.roofline import roofline_chart
 from tracedoc.report import Report
+from tracedoc.units import fmt_count
 
 TITLE = "ncu"
 ROUTE = "ncu"
@@ -148,7 +149,8 @@ def _coverage_note(report: Report) -> str:
     notes = []
     for c in report.metrics.get("ncu_coverage") or []:
         if c.get("unmeasured_launches"):
-            notes.append(f"{c['unmeasured_launches']} launch(es) without metrics ({c['unmeasured_kernels']}).")
+            launches = fmt_count(c["unmeasured_launches"], "launch", "launches")
+            notes.append(f"{launches} without metrics ({c['unmeasured_kernels']}).")
         if c.get("not_judged"):
             notes.append(f"Not judged: {c['not_judged']}.")
     return " ".join(["Every profiled kernel; # matches the charts."] + notes)

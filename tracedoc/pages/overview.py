@@ -40,9 +40,12 @@ def sections(report: Report, findings: Sequence[Finding] | None = None, links: L
     else:
         chart = savings.savings_chart(report, shown, links.finding if links else None)
         note = savings.note(report, shown)
-        out += [Section("Estimated saving per finding", note=note, items=[chart]) if chart is not None
-                else Section("Estimated saving per finding", empty=note),
-                Section("Findings", items=[findings_html(report, shown, links.finding if links else None)])]
+        if chart is not None:
+            out.append(Section("Estimated saving per finding", note=note, items=[chart]))
+        elif any(f.impact_ms for f in shown):  # a hang's wait, a health finding's time: the note says why no bar
+            out.append(Section("Estimated saving per finding", empty=note))
+        # else no box: no finding saves time (memory findings save bytes)
+        out.append(Section("Findings", items=[findings_html(report, shown, links.finding if links else None)]))
     inputs = [{"rank": i.rank, "format": i.format, "events": i.events, "path": i.path} for i in report.inputs]
     out.append(Section("Inputs", items=[table_html(inputs, [Column("rank", "rank"), Column("format", "format"),
                                                            Column("events", "events", number(), numeric=True),

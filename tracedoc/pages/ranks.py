@@ -55,8 +55,9 @@ COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms", "st
 
 
 def has_data(report: Report) -> bool:
-    """Whether the report holds per-step rows of ranks."""
-    return bool(report.metrics.get("rank_steps"))
+    """Whether the report holds per-step rows of two ranks or more: one rank's rows compare with nothing (its
+    heatmaps would be one row at zero wait), so a one-rank trace gets the page's empty state."""
+    return len({r.get("rank") for r in report.metrics.get("rank_steps") or []}) > 1
 
 
 def empty_sentence(report: Report) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 from tracedoc.efficiency.render import OPERATOR_HEADERS, efficiency_lines, operator_rows
+from tracedoc.pages.kinds import saving_cell
 from tracedoc.render.base import Renderer
 from tracedoc.report import Report
 from tracedoc.words.attribution import attribution_by_device, window_text
 from tracedoc.words.findings import (
     evidence_rows,
-    finding_saving_text,
     missing_ranks_lines,
     scope_text,
     summary_text,
@@ -48,11 +48,11 @@ class MarkdownRenderer(Renderer):
             lines += ["| # | severity | rule | where | est. saving |", "|---|---|---|---|---|"]
             for i, f in enumerate(report.findings, 1):
                 lines.append(f"| {i} | {f.severity} | `{f.rule}` | {escape(scope_text(f.scope.to_dict()))} | "
-                             f"{finding_saving_text(f, wall)} |")
+                             f"{saving_cell(f, wall)} |")
             lines.append("")
             for i, f in enumerate(report.findings, 1):
                 lines += [f"### {i}. {escape(f.title)} (`{f.rule}`, {f.severity})", "", escape(f.message), "",
-                          f"**Estimated saving:** {finding_saving_text(f, wall)}", "",
+                          f"**Estimated saving:** {saving_cell(f, wall)}", "",
                           "| evidence | value |", "|---|---|"]
                 lines += [f"| {escape(name)} | {escape(value)} |" for name, value in evidence_rows(f.evidence)]
                 lines += ["", f"**Fix:** {escape(f.fix)}", ""]

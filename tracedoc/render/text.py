@@ -15,6 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tracedoc.efficiency.render import OPERATOR_HEADERS, efficiency_lines, operator_rows
+from tracedoc.pages.kinds import has_saving, kind_of, saving_cell
+from tracedoc.pages.names import kernel_labels
 from tracedoc.render.base import Renderer
 from tracedoc.render.ranks import rank_steps_parts, step_times_text
 from tracedoc.report import Finding, Report
@@ -33,7 +35,7 @@ from tracedoc.words.memory import NOTE, memory_lines
 from tracedoc.words.sanitize import one_line, terminal_text
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
-KERNEL_CHARS = 40  # kernel names in the top-kernels table, cut with an ellipsis (the JSON has them whole)
+KERNEL_CHARS = 60  # kernel names in the top-kernels table, shortened as the dashboard does (the JSON has them whole)
 
 
 class TextRenderer(Renderer):
@@ -73,11 +75,7 @@ class TextRenderer(Renderer):
             table.add_column(col, **kw)
         for i, f in enumerate(report.findings, 1):
             table.add_row(str(i), Text(f.severity, style=_STYLE.get(f.severity, "")), Text(one_line(f.rule)),
-                          Text(one_line(scope_text(f.scope.to_dict()))),
-                          saving_text(0, 0, 0, f.impact_bytes) if f.impact_bytes is not None
-                          else "" if f.part_of and f.impact_ms <= 0 else fmt_ms(f.impact_ms),
-                          f"part of #{f.part_of}" if f.part_of else f"{f.impact_pct:.1f}%"
-                          if wall and f.impact_bytes is None else "")
+                          Text(one_line(scope_text(f.scope.to_dict()))), *_saving_cells(f, wall))
         out.append(table)
         for i, f in enumerate(report.findings, 1):
             evidence = Table.grid(padding=(0, 2))
@@ -111,9 +109,24 @@ def memory_parts(report: Report) -> list:
     return out
 
 
+def _saving_cells(finding: Finding, wall: float) -> tuple[str, str]:
+    """A finding's two cells in the findings table: its saving (in bytes for memory) and its share of the wall
+    time or 'part of #N'; blank where it saves nothing, and what its time is for a hang or a health finding."""
+    if not has_saving(finding) and finding.impact_bytes is None:
+        return saving_cell(finding, wall), ""
+    if finding.impact_bytes is not None:
+        return saving_text(0, 0, 0, finding.impact_bytes), f"part of #{finding.part_of}" if finding.part_of else ""
+    if finding.impact_ms <= 0:
+        return "", f"part of #{finding.part_of}" if finding.part_of else ""
+    return fmt_ms(finding.impact_ms), f"part of #{finding.part_of}" if finding.part_of else \
+        f"{finding.impact_pct:.1f}%" if wall else ""
+
+
 def _saving_subtitle(finding: Finding, wall: float) -> str:
-    """A finding panel's subtitle: what fixing it saves, 'part of #N' when a bigger finding counts its time, or
-    that it has no time to save of its own."""
+    """A finding panel's subtitle: what fixing it saves, 'part of #N' when a bigger finding counts its time, that
+    it has no time to save of its own (a hang or a health finding: its time is in the table, no saving)."""
+    if not has_saving(finding) and finding.impact_bytes is None:
+        return "no saving: the job is stuck" if kind_of(finding) == "hang" else "informational, no saving"
     if finding.impact_ms > 0 or finding.impact_bytes is not None:
         return f"saves ~{finding_saving_text(finding, wall)}"
     return f"part of #{finding.part_of}" if finding.part_of else "no time saving estimated"
@@ -150,10 +163,10 @@ def top_kernel_parts(report: Report, count: int = 5) -> list:
     aligned: tuple[tuple[str, Any], ...] = (("rank", "right"), ("kernel", "left"), ("launches", "right"),
                                             ("time", "right"), ("share", "right"))
     for col, justify in aligned:
-        table.add_column(col, justify=justify, **({"no_wrap": True, "overflow": "ellipsis", "max_width": KERNEL_CHARS}
-                                                  if col == "kernel" else {"no_wrap": True}))
+        table.add_column(col, justify=justify, **({"overflow": "fold"} if col == "kernel" else {"no_wrap": True}))
+    labels = kernel_labels((str(r["name"]) for r in rows), KERNEL_CHARS)  # no two kernels alike
     for r in rows:
-        table.add_row(str(r["rank"]), Text(one_line(str(r["name"]))), f"{int(r['launch_count']):,}",
+        table.add_row(str(r["rank"]), Text(one_line(labels[str(r["name"])])), f"{int(r['launch_count']):,}",
                       fmt_ms(float(r["total_ms"] or 0)), f"{float(r['share_pct'] or 0):.1f}%")
     return [Text("Top kernels", style="bold"), Text("share: of the kernels' time", style="dim"), table]
 

@@ -7,7 +7,8 @@ on a connection, the declared input formats are written to the TEMP table ``inpu
 
 Some groups measure one kind of input only (``group_formats``): Nsight Compute kernels, flight-recorder dumps,
 GPU health. Their modules are run only when an input of such a format is in the store; elsewhere their tables
-would be empty, and planning their queries alone costs more than analysing a small trace.
+would be empty, and planning their queries alone costs more than analysing a small trace. Likewise the groups
+that read timelines run only on a store holding a timeline (``timeline_formats``), ``trace`` on every store.
 """
 
 from __future__ import annotations
@@ -68,12 +69,31 @@ def all_modules() -> list[str]:
 CROSS_RANK: frozenset[str] = frozenset({"ranks.stragglers", "ranks.alltoall"})
 
 
+# Groups run on every store: the summary and window say what the inputs are, a timeline or not.
+EVERY_STORE: frozenset[str] = frozenset({"trace"})
+
+
+@functools.cache
+def timeline_formats() -> frozenset[str]:
+    """The formats whose inputs are timelines (ingest/base.py FORMATS of kind TIMELINE), which every group not in
+    ``group_formats`` reads."""
+    from tracedoc.ingest.base import FORMATS, TIMELINE  # here, not at the top: the ingest package imports the store
+
+    return frozenset(f.name for f in FORMATS if f.kind == TIMELINE)
+
+
 def applies(module: str, formats: Collection[str], ranks: int) -> bool:
-    """True when ``module`` can find anything in a store holding inputs of ``formats`` from ``ranks`` ranks."""
-    if module in CROSS_RANK and ranks < 2:
+    """True when ``module`` can find anything in a store holding inputs of ``formats`` from ``ranks`` ranks. A
+    timeline group finds nothing without a timeline: on an Nsight Compute CSV, planning those modules alone took
+    a quarter of the analyses. Ranks are compared only when they can be one job's: not timelines of two formats
+    (an Nsight Systems run beside a PyTorch trace: two recordings, not two ranks)."""
+    if module in CROSS_RANK and (ranks < 2 or len(timeline_formats() & set(formats)) > 1):
         return False
-    needs = group_formats().get(module.partition(".")[0])
-    return needs is None or not needs.isdisjoint(formats)
+    group = module.partition(".")[0]
+    needs = group_formats().get(group)
+    if needs is None:
+        return group in EVERY_STORE or not timeline_formats().isdisjoint(formats)
+    return not needs.isdisjoint(formats)
 
 
 def _declare_formats(con: duckdb.DuckDBPyConnection) -> None:

@@ -76,18 +76,24 @@ def summary_text(summary: dict[str, Any], inputs: int) -> str:
         parts.append(f"profiled kernel time {fmt_ms(float(summary['wall_ms']))}")
     if summary.get("efficiency"):  # tracedoc.efficiency.headline
         parts.append(str(summary["efficiency"]))
+    if summary.get("memory"):  # tracedoc.memory_report.memory_headline: a memory-only input
+        parts.append(str(summary["memory"]))
     return " · ".join(parts)
 
 
 def missing_ranks_lines(summary: dict[str, Any]) -> list[str]:
-    """Lines for under the headline: when the inputs are runs of different kinds (``summary['mixed_inputs']``),
-    when the traces hold fewer ranks than their job has, and one per input a
-    distributed run could not analyse (``summary['missing_ranks']``); the paths and reasons are untrusted text, for
-    the caller to sanitize or escape."""
+    """Lines for under the headline: the thresholds --set changed (``summary['thresholds']``), when the inputs are
+    separate runs (``summary['mixed_inputs']``), when the traces hold fewer ranks than their job has, and one per
+    input a distributed run could not analyse (``summary['missing_ranks']``); the paths and reasons are untrusted
+    text, for the caller to sanitize or escape."""
     lines = []
+    if summary.get("thresholds"):
+        lines.append("Thresholds set: " + ", ".join(f"{rule}.{name}={value:g}" for rule, values
+                                                    in summary["thresholds"].items() for name, value in values.items())
+                     + " (--set; the others are the rules' own).")
     if summary.get("mixed_inputs"):
-        lines.append(f"These inputs are runs of different kinds, not the ranks of one job: {summary['mixed_inputs']}. "
-                     "The rank count and the headline mix them; analyse each kind apart.")
+        lines.append(f"These inputs are separate runs, not the ranks of one job: {summary['mixed_inputs']}. "
+                     "The rank count and the headline mix them; analyse each apart.")
     if summary.get("world_size"):
         lines.append(f"The job has {summary['world_size']} ranks and these traces hold {summary['ranks']}: what they "
                      "wait for and who straggles are judged among these alone.")

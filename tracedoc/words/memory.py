@@ -3,10 +3,12 @@ findings' savings are bytes, never added to the time savings)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracedoc.report import Report
 from tracedoc.units import fmt_bytes
+
+if TYPE_CHECKING:  # the notebook view, which tracedoc.report imports, reads this module: no import back at run time
+    from tracedoc.report import Report
 
 NOTE = ("GPU memory per device (the trace's allocator or CUDA memory events, and snapshots); savings of memory "
         "findings are bytes")
@@ -54,6 +56,8 @@ def _lines(m: dict[str, Any]) -> list[str]:
     if m.get("top_sites"):
         label = "live at the peak" if m.get("peak_bytes") is not None else "live in the snapshot"
         out.append(f"{label}: " + "; ".join(f"{s['site']} {_b(s['bytes'])}" for s in m["top_sites"]))
+    if m.get("by_role"):
+        out.append("at the peak by role: " + "; ".join(f"{r['role']} {_b(r['bytes'])}" for r in m["by_role"]))
     frag = m.get("fragmentation") or {}
     if frag.get("stranded_bytes") is not None:
         out.append(f"free inside segments that hold live tensors {_b(frag['stranded_bytes'])} "

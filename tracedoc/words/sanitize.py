@@ -7,7 +7,8 @@ every other control character visibly (``\\x07``), so nothing from a trace can a
 is not an issue once the text is passed as a ``rich.text.Text`` (never as a markup string). ``one_line`` also
 folds line breaks, for table cells and headings. ``visible_text`` is for HTML, where nothing acts on a terminal
 but a reader should see every character a name holds: it removes nothing and writes every such character visibly,
-escape sequences' ESC included (``\\x1b[2J``); ``visible_strings`` does it to every string of a report's data.
+escape sequences' ESC included (``\\x1b[2J``); ``visible_strings`` does it to every string of a report's data
+(and, for a saved report, folds line breaks too).
 """
 
 from __future__ import annotations
@@ -55,12 +56,16 @@ def visible_text(text: object) -> str:
     return _UNSAFE.sub(_visible, str(text))
 
 
-def visible_strings(value: Any) -> Any:
-    """``value`` (parsed JSON: dicts, lists, scalars) with every string, keys included, through visible_text."""
+def visible_strings(value: Any, one_line: bool = False) -> Any:
+    """``value`` (parsed JSON: dicts, lists, scalars) with every string, keys included, through visible_text; with
+    ``one_line``, runs of line breaks and tabs first become one space (a string of a saved report, which must not
+    start a Markdown heading or a table row of its own)."""
     if isinstance(value, str):
+        if one_line and _LINE_BREAKS.search(value):
+            value = _LINE_BREAKS.sub(" ", value)
         return visible_text(value) if _UNSAFE.search(value) else value
     if isinstance(value, dict):
-        return {visible_strings(k): visible_strings(v) for k, v in value.items()}
+        return {visible_strings(k, one_line): visible_strings(v, one_line) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [visible_strings(v) for v in value]
+        return [visible_strings(v, one_line) for v in value]
     return value

@@ -11,13 +11,30 @@
 
 -- Per device: the host causes of its long idle (ns each), the dominant one with the range that holds most of it
 -- (host_cause, host_detail, host_cause_pct: its share of those causes, %) and the advice for it (host_fix), in
--- PyTorch's terms only where the trace is of a PyTorch program (trace.framework).
+-- PyTorch's terms only where the trace is of a PyTorch program (trace.framework). alloc_calls, alloc_ns, free_ns:
+-- the synchronous cudaFree/cudaMalloc calls (and the driver's and HIP's) the host sat in during those gaps, their
+-- time in the gaps and cudaFree's part; alloc_pct: % of the host causes' time. Without a memory pool (CuPy's
+-- set_allocator(None), raw CUDA) every array is a cudaMalloc and every drop a cudaFree, which waits for the GPU's
+-- queue: where they hold a fifth of the host's time or more, the advice starts with a pool.
 CREATE OR REPLACE TEMP VIEW attribution_host_causes AS
 WITH per_cause AS (
     SELECT source_id, device, cause, sum(ns) AS ns, arg_max(detail, (ns, detail)) AS detail
     FROM attribution_slices
     WHERE cause IN ('data_loading', 'phase', 'host_work', 'uninstrumented_host')
     GROUP BY source_id, device, cause
+),
+allocs AS (  -- synchronous frees and allocations the host sat in during the long host-wait gaps
+    SELECT g.source_id, g.device, count(DISTINCT r.ts_ns) AS alloc_calls,
+           sum(least(g.end_ns, r.ts_ns + r.dur_ns) - greatest(g.ts_ns, r.ts_ns)) AS alloc_ns,
+           sum(least(g.end_ns, r.ts_ns + r.dur_ns) - greatest(g.ts_ns, r.ts_ns))
+               FILTER (WHERE r.name IN ('cudaFree', 'cuMemFree_v2', 'cuMemFree', 'hipFree')) AS free_ns
+    FROM gpu_idle_gaps g
+    JOIN cpu_activity r ON r.source_id = g.source_id AND r.kind IN ('runtime', 'driver')
+                       AND r.ts_ns < g.end_ns AND r.ts_ns + r.dur_ns > g.ts_ns
+    WHERE g.cause = 'host_wait' AND g.long_gap
+      AND r.name IN ('cudaFree', 'cudaMalloc', 'cuMemFree_v2', 'cuMemAlloc_v2', 'cuMemFree', 'cuMemAlloc',
+                     'hipFree', 'hipMalloc')
+    GROUP BY g.source_id, g.device
 ),
 dominant AS (
     SELECT source_id, device,
@@ -30,7 +47,21 @@ dominant AS (
            100.0 * max(ns) / nullif(sum(ns), 0) AS host_cause_pct
     FROM per_cause GROUP BY source_id, device
 )
-SELECT d.*,
+SELECT d.*, a.alloc_calls, a.alloc_ns, a.free_ns, a.alloc_ns / nullif(w.step_count, 0) AS alloc_step_ns,
+       100.0 * a.alloc_ns / nullif(coalesce(d.data_loading_ns, 0) + coalesce(d.phase_ns, 0)
+                                   + coalesce(d.host_work_ns, 0) + coalesce(d.uninstrumented_ns, 0), 0) AS alloc_pct,
+       CASE WHEN a.alloc_ns >= 0.2 * (coalesce(d.data_loading_ns, 0) + coalesce(d.phase_ns, 0)
+                                      + coalesce(d.host_work_ns, 0) + coalesce(d.uninstrumented_ns, 0))
+            THEN 'Keep allocation out of the loop: cudaFree waits for all the work the GPU has queued, and cudaMalloc '
+                 || 'stalls the host too. '
+                 || CASE WHEN f.pytorch THEN 'Let PyTorch''s caching allocator keep the memory (do not call '
+                                             || 'torch.cuda.empty_cache() in the loop, and avoid allocators that '
+                                             || 'bypass it), or allocate the buffers once and reuse them.'
+                         ELSE 'Use a memory pool: CuPy''s default pool (cupy.cuda.set_allocator('
+                              || 'cupy.cuda.MemoryPool().malloc); never set_allocator(None)), a stream-ordered pool '
+                              || '(cudaMallocAsync/cudaFreeAsync, CuPy''s MemoryAsyncPool), or allocate the '
+                              || 'buffers once before the loop and reuse them.' END || ' '
+            ELSE '' END ||
        CASE host_cause
            WHEN 'data_loading' THEN 'Feed the GPU from a faster input pipeline: load and preprocess data in '
                || 'DataLoader worker processes (num_workers > 0, persistent_workers=True, prefetch_factor ≥ 2) with '
@@ -52,13 +83,15 @@ SELECT d.*,
                || CASE WHEN f.pytorch THEN 'torch.profiler.record_function or NVTX ranges' ELSE 'NVTX ranges' END
                || ' to name it, then move it off the critical path.'
        END AS host_fix
-FROM dominant d LEFT JOIN trace_framework f USING (source_id);
+FROM dominant d LEFT JOIN trace_framework f USING (source_id) LEFT JOIN allocs a USING (source_id, device)
+LEFT JOIN trace_wall w USING (source_id);
 
 -- nvtx_gpu_idle_host_bound (gpu.idle's long host-wait idle with its NVTX range) with the columns above, and the
 -- dominant cause as words for the finding's sentence (host_cause_text, host_detail_text: ' (mostly ''name'')' or
 -- ''); from efficiency.observer (PyTorch traces, else NULL): profiler_idle_ns, what the profiler's own bookkeeping
 -- may cost of the long idle (its cost over the steady steps, at most that idle), profiler_idle_pct (its share, %),
 -- unprofiled_step_ns, traced_step_ns and gpu_paced, as gpu.launch's gpu_launch_overhead has them.
+-- pool_alloc_ns: alloc_ns where the synchronous frees and allocations are a cause to name (alloc_pct ≥ 20).
 CREATE OR REPLACE TEMP VIEW attribution_host_bound AS
 SELECT b.*, c.* EXCLUDE (source_id, device),
        CASE WHEN o.profiler_cost_sum_ns IS NOT NULL  -- least() would pass the idle for a missing estimate
@@ -70,6 +103,7 @@ SELECT b.*, c.* EXCLUDE (source_id, device),
                          WHEN 'host_work' THEN 'profiled host work' ELSE 'host time no profiled range covers' END
            AS host_cause_text,
        CASE WHEN c.host_detail IS NOT NULL AND c.host_cause <> 'uninstrumented_host'
-            THEN ' (mostly ''' || c.host_detail || ''')' ELSE '' END AS host_detail_text
+            THEN ' (mostly ''' || c.host_detail || ''')' ELSE '' END AS host_detail_text,
+       CASE WHEN c.alloc_pct >= 20 THEN c.alloc_ns END AS pool_alloc_ns
 FROM nvtx_gpu_idle_host_bound b LEFT JOIN attribution_host_causes c USING (source_id, device)
 LEFT JOIN efficiency_observer o USING (source_id);

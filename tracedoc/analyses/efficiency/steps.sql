@@ -7,7 +7,8 @@
 --                    shapes (SET VARIABLE flops_per_step)
 --   hardware FLOPs   the same with recomputation (activation checkpointing) counted
 --   TFLOP/s          model FLOPs / step time;   MFU = TFLOP/s / peak;   HFU = hardware FLOPs / step time / peak
---   bytes            Σ bytes of the step's ops (efficiency.ops); --bytes-per-step overrides
+--   bytes            Σ bytes of the step's ops (efficiency.ops); --bytes-per-step overrides, and alone (a step
+--                    in CUDA graphs, a trace without shapes) gives MBU without MFU
 --   MBU              bytes / step time / peak HBM bandwidth
 --   peak dtype       the dtype that carries most of the source's FLOPs picks the peak (bf16/fp16, fp8, tf32 where
 --                    the fp32 products' kernels are TF32, else fp32); --peak-tflops overrides it
@@ -15,6 +16,10 @@
 --                    point (peak FLOP/s ÷ peak bytes/s): then MBU, not MFU, says how close it is (decode)
 --   coverage         GPU time of ops with a FLOP or byte model, % of the GPU time of the work launched in the step
 --                    (communication kernels aside: they do no FLOPs)
+--   training         the step runs a backward pass (aten ops on the autograd thread: efficiency.ops)
+--   workload         per rank: 'training' (a step with a backward pass), else 'decode' (memory-bound: each token
+--                    reads every weight) or 'prefill' (compute-bound inference); it picks the headline's figure
+--                    (MFU for training, whatever bounds it) and the advice of low-mfu and low-mbu
 -- A figure that cannot be computed is NULL and ``note`` says why (no shapes, CUDA graphs, an unknown GPU).
 -- include: efficiency.ops
 -- include: efficiency.peaks
@@ -42,6 +47,10 @@ graphs AS (
     WHERE kind IN ('runtime', 'driver') AND name LIKE '%GraphLaunch%' GROUP BY source_id
 ),
 shaped AS (SELECT DISTINCT source_id FROM op_shapes),
+backward AS (
+    SELECT DISTINCT c.source_id, c.step FROM efficiency_op_costs c JOIN efficiency_backward_threads USING (source_id, tid)
+    WHERE c.step IS NOT NULL
+),
 steps AS (
     SELECT s.source_id, s.rank, s.step,
            CASE WHEN w.last_ns IS NOT NULL
@@ -57,7 +66,8 @@ steps AS (
            CASE coalesce(d.dtype, 'bf16') WHEN 'bf16' THEN p.bf16_tflops WHEN 'fp16' THEN p.bf16_tflops
                 WHEN 'fp8' THEN p.fp8_tflops WHEN 'tf32' THEN p.tf32_tflops WHEN 'fp32' THEN p.fp32_tflops
                 WHEN 'int8' THEN p.int8_tflops END AS table_tflops,
-           coalesce(g.launches, 0) AS graph_launches, sh.source_id IS NOT NULL AS has_shapes
+           coalesce(g.launches, 0) AS graph_launches, sh.source_id IS NOT NULL AS has_shapes,
+           bw.source_id IS NOT NULL AS training
     FROM trace_steady_steps s
     LEFT JOIN work w USING (source_id, step)
     LEFT JOIN ops o USING (source_id, step)
@@ -65,18 +75,23 @@ steps AS (
     LEFT JOIN efficiency_peaks p USING (source_id)
     LEFT JOIN graphs g USING (source_id)
     LEFT JOIN shaped sh USING (source_id)
+    LEFT JOIN backward bw USING (source_id, step)
 ),
 judged AS (
     SELECT *, coalesce(user_tflops, table_tflops) AS peak_tflops, coalesce(user_gbps, hbm_gbps) AS peak_gbps,
            CASE WHEN step_ns IS NULL OR step_ns <= 0 THEN 'no GPU work in the step'
-                WHEN model_flops IS NULL AND graph_launches > 0 AND NOT has_shapes
+                WHEN model_flops IS NULL AND bytes IS NULL AND graph_launches > 0 AND NOT has_shapes
                     THEN 'the steps run in CUDA graphs: their operators and shapes are not in the trace (give '
                          || '--flops-per-step)'
-                WHEN model_flops IS NULL THEN 'the trace has no operator shapes (record with record_shapes=True, '
-                                              || 'or give --flops-per-step)'
-                WHEN coalesce(user_tflops, table_tflops) IS NULL AND device_name IS NULL
+                WHEN model_flops IS NULL AND bytes IS NULL
+                    THEN 'the trace has no operator shapes (record with record_shapes=True, or give --flops-per-step)'
+                -- only --bytes-per-step given (a step in CUDA graphs, a trace without shapes): MBU alone, on the
+                -- bandwidth's peak
+                WHEN (CASE WHEN model_flops IS NULL THEN coalesce(user_gbps, hbm_gbps)
+                           ELSE coalesce(user_tflops, table_tflops) END) IS NULL AND device_name IS NULL
                     THEN 'the trace does not name its GPU (give --peak-tflops and --peak-gbps)'
-                WHEN coalesce(user_tflops, table_tflops) IS NULL
+                WHEN (CASE WHEN model_flops IS NULL THEN coalesce(user_gbps, hbm_gbps)
+                           ELSE coalesce(user_tflops, table_tflops) END) IS NULL
                     THEN 'no peak known for ' || device_name || ' (give --peak-tflops and --peak-gbps)'
            END AS note
     FROM steps
@@ -99,7 +114,9 @@ SELECT source_id, rank, step, step_ns, model_flops, hardware_flops, bytes,
             WHEN user_tflops IS NOT NULL THEN '--peak-tflops; bandwidth: ' || coalesce(peak_source, 'unknown')
             WHEN user_gbps IS NOT NULL THEN '--peak-gbps; FLOP/s: ' || coalesce(peak_source, 'unknown')
             ELSE peak_source END AS peak_source,
-       user_flops, note
+       user_flops, note, training,
+       CASE WHEN training THEN 'training' WHEN bound = 'memory' THEN 'decode' WHEN bound = 'compute' THEN 'prefill'
+            END AS workload
 FROM judged;
 
 -- One row per source over its steady steps: Σ FLOPs and bytes over Σ step time (same columns as efficiency_steps,
@@ -116,5 +133,7 @@ SELECT source_id, any_value(rank) AS rank, count(*) AS steps, sum(step_ns) AS st
        100.0 * sum(modelled_ns) / nullif(sum(work_ns), 0) AS coverage_pct,
        mode(bound) AS bound, any_value(device_name) AS device_name, any_value(gpu) AS gpu,
        any_value(dtype) AS dtype, any_value(peak_tflops) AS peak_tflops, any_value(peak_gbps) AS peak_gbps,
-       any_value(peak_source) AS peak_source, any_value(note) AS note
+       any_value(peak_source) AS peak_source, any_value(note) AS note,
+       CASE WHEN bool_or(training) THEN 'training' WHEN mode(bound) = 'memory' THEN 'decode'
+            WHEN mode(bound) = 'compute' THEN 'prefill' END AS workload
 FROM efficiency_steps GROUP BY source_id;

@@ -96,7 +96,9 @@ SELECT 'process_name', '__metadata', 'M', 0.0, 0.0, export_perfetto_pid(source_i
 FROM gpu_activity GROUP BY source_id, device
 UNION ALL
 SELECT 'thread_name', '__metadata', 'M', 0.0, 0.0, export_perfetto_pid(source_id, export_perfetto_gpu(device)), tid,
-       json_object('name', 'stream ' || stream || CASE WHEN tid >= export_perfetto_sync_tid(0) THEN ' · syncs'
+       json_object('name', CASE WHEN stream = 4294967295 THEN 'no stream (event and context syncs)'  -- CUPTI's none
+                                ELSE 'stream ' || stream END
+                           || CASE WHEN tid >= export_perfetto_sync_tid(0) THEN ' · syncs'
                                                        WHEN tid >= export_perfetto_overlap_tid(0) THEN ' · overlapping'
                                                        ELSE '' END)
 FROM (SELECT DISTINCT source_id, device, stream, tid FROM export_perfetto_gpu)

@@ -27,3 +27,21 @@ SELECT rank, category, activity_count, total_ns / 1e6 AS total_ms, share_pct FRO
 CREATE OR REPLACE TEMP VIEW gpu_report_top_kernels AS
 SELECT rank, name, category, launch_count, total_ns / 1e6 AS total_ms, mean_ns / 1e3 AS mean_us, share_pct
 FROM gpu_top_kernels QUALIFY row_number() OVER (PARTITION BY rank ORDER BY total_ns DESC) <= 10;
+
+-- The kernels of the judged work, per rank, name and launch configuration — what a diff compares per step: on a
+-- source with steps, the kernels launched in its steady steps (trace.steps: neither the warm-up's nor work queued
+-- before the first step, which the window's prologue holds, so launches per step are those of a steady step);
+-- without steps, the kernels in its window (gpu_work). Columns: rank, name, category, grid, block (NULL where not
+-- recorded), count (launches), total_ms (Σ duration).
+CREATE OR REPLACE TEMP VIEW gpu_judged_kernels AS
+WITH judged AS (
+    SELECT w.rank, w.name, w.category, w.grid, w.block, w.dur_ns
+    FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step)
+    WHERE w.kind = 'kernel'
+    UNION ALL
+    SELECT rank, name, category, grid, block, dur_ns FROM gpu_work
+    WHERE kind = 'kernel' AND source_id NOT IN (SELECT source_id FROM trace_steady_steps)
+)
+SELECT rank, name, coalesce(any_value(category), 'compute') AS category, grid, block, count(*) AS count,
+       sum(dur_ns) / 1e6 AS total_ms
+FROM judged GROUP BY rank, name, grid, block ORDER BY rank, name, grid, block;

@@ -26,16 +26,25 @@ SELECT *,
            OR coalesce(remap_failed, false) OR coalesce(retired_pages_pending, false) AS needs_action,
        concat_ws('; ',
            CASE WHEN ecc_volatile_uncorrected > 0
-                THEN ecc_volatile_uncorrected || ' uncorrected ECC error(s) since the driver loaded' END,
+                THEN ecc_volatile_uncorrected || ' uncorrected ECC error'
+                     || CASE WHEN ecc_volatile_uncorrected = 1 THEN '' ELSE 's' END
+                     || ' since the driver loaded' END,
            CASE WHEN remap_pending THEN 'a row remap is pending (applied at the next GPU reset)' END,
            CASE WHEN remap_failed THEN 'a row remap failed (no spare rows left)' END,
            CASE WHEN retired_pages_pending THEN 'a page retirement is pending (applied at the next reset)' END,
            CASE WHEN ecc_aggregate_uncorrected > 0
-                THEN ecc_aggregate_uncorrected || ' uncorrected ECC error(s) over the GPU''s life' END,
+                THEN ecc_aggregate_uncorrected || ' uncorrected ECC error'
+                     || CASE WHEN ecc_aggregate_uncorrected = 1 THEN '' ELSE 's' END
+                     || ' over the GPU''s life' END,
            CASE WHEN remapped_rows_uncorrected > 0
-                THEN remapped_rows_uncorrected || ' row(s) remapped after uncorrectable errors' END,
-           CASE WHEN retired_pages_dbe > 0 THEN retired_pages_dbe || ' page(s) retired after double-bit errors' END,
+                THEN remapped_rows_uncorrected || CASE WHEN remapped_rows_uncorrected = 1 THEN ' row' ELSE ' rows' END
+                     || ' remapped after uncorrectable errors' END,
+           CASE WHEN retired_pages_dbe > 0
+                THEN retired_pages_dbe || CASE WHEN retired_pages_dbe = 1 THEN ' page' ELSE ' pages' END
+                     || ' retired after double-bit errors' END,
            CASE WHEN ecc_volatile_corrected > 0
-                THEN ecc_volatile_corrected || ' corrected ECC error(s) since the driver loaded' END
+                THEN ecc_volatile_corrected || ' corrected ECC error'
+                     || CASE WHEN ecc_volatile_corrected = 1 THEN '' ELSE 's' END
+                     || ' since the driver loaded' END
        ) AS issues
 FROM e;

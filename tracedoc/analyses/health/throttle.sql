@@ -16,7 +16,8 @@
 -- sm_clock_mhz (snapshot: now; telemetry: mean while busy), sm_clock_min_mhz, sm_clock_max_mhz, sm_clock_pct
 -- (sm_clock_mhz / maximum, %), temperature_c (snapshot: now; telemetry: highest), temperature_slowdown_c,
 -- power_w (snapshot: now; telemetry: mean while busy), power_limit_w, power_default_limit_w,
--- power_limit_lowered, fault_lost_ms / power_cap_lost_ms (time lost to the lowered clock, ms; 0 for a snapshot).
+-- power_limit_lowered, fault_lost_ms / power_cap_lost_ms (time lost to the lowered clock, ms; 0 for a snapshot),
+-- telemetry_covered (a snapshot of a GPU that telemetry sampled as well: the telemetry's shares say more).
 CREATE OR REPLACE TEMP VIEW health_throttle AS
 WITH wall AS (SELECT max(wall_ns) / 1e6 AS wall_ms FROM trace_wall)
 SELECT source_id, 'snapshot' AS basis, rank, device, name, 1 AS samples, CASE WHEN busy THEN 1 ELSE 0 END
@@ -30,12 +31,15 @@ SELECT source_id, 'snapshot' AS basis, rank, device, name, 1 AS samples, CASE WH
        CASE WHEN clocks_event_reasons & 4 <> 0 THEN 100.0 ELSE 0.0 END AS sw_power_cap_pct,
        slowdown_reasons, sm_clock_mhz::DOUBLE AS sm_clock_mhz, sm_clock_mhz AS sm_clock_min_mhz, sm_clock_max_mhz,
        sm_clock_pct, temperature_c, temperature_slowdown_c, power_w, power_limit_w, power_default_limit_w,
-       power_limit_lowered, 0.0 AS fault_lost_ms, 0.0 AS power_cap_lost_ms
-FROM health_gpus WHERE nvml_error IS NULL
+       power_limit_lowered, 0.0 AS fault_lost_ms, 0.0 AS power_cap_lost_ms,
+       EXISTS (SELECT 1 FROM health_telemetry_by_device t
+               WHERE t.device = g.device AND t.rank IS NOT DISTINCT FROM g.rank) AS telemetry_covered
+FROM health_gpus g WHERE nvml_error IS NULL
 UNION ALL
 SELECT t.source_id, 'telemetry', t.rank, t.device, NULL, t.samples, t.busy_samples, t.fault_pct,
        t.power_cap_busy_pct, t.hw_slowdown_pct, t.sw_thermal_pct, t.hw_thermal_pct, t.hw_power_brake_pct,
        t.sw_power_cap_pct, t.slowdown_reasons, t.sm_clock_mean_mhz, t.sm_clock_min_mhz, t.sm_clock_max_mhz,
        t.sm_clock_pct, t.temperature_max_c, NULL, t.power_mean_w, t.power_limit_w, t.power_default_limit_w,
-       t.power_limit_lowered, least(t.fault_lost_ns / 1e6, w.wall_ms), least(t.power_cap_lost_ns / 1e6, w.wall_ms)
+       t.power_limit_lowered, least(t.fault_lost_ns / 1e6, w.wall_ms), least(t.power_cap_lost_ns / 1e6, w.wall_ms),
+       false
 FROM health_telemetry_by_device t, wall w;

@@ -14,22 +14,33 @@
 -- include: gpu.idle
 -- include: trace.framework
 
--- One row per blocking sync call: its operator (via the profiler's External id), start, duration (ns), and
+-- One row per blocking sync call: its operator (via the profiler's External id), start, duration (ns),
 -- pageable_copy: whether it waits for a copy from pageable host memory, its own (a synchronous cudaMemcpy) or one
--- its operator made (a copy_ from an unpinned tensor: cudaMemcpyAsync, then cudaStreamSynchronize).
+-- its operator made (a copy_ from an unpinned tensor: cudaMemcpyAsync, then cudaStreamSynchronize), and
+-- value_read: whether it reads a value back to the host (.item(): aten::item/_local_scalar_dense; .tolist(),
+-- `if tensor:` (aten::is_nonzero), torch.equal; .cpu() and other copies to the host), which waits for all the GPU
+-- work queued before it: a per-step one stalls every step, even where a slow input pipeline hides it today.
 CREATE OR REPLACE TEMP TABLE host_sync_calls AS
 WITH pageable AS (
-    SELECT DISTINCT r.source_id, r.correlation_id, r.external_id
+    SELECT DISTINCT r.source_id, r.correlation_id, r.external_id, g.host_memory = 'pageable' AS pageable,
+           g.copy_kind = 'DtoH' AS to_host
     FROM gpu_work g JOIN cpu_activity r
       ON r.source_id = g.source_id AND r.correlation_id = g.correlation_id AND r.kind IN ('runtime', 'driver')
-    WHERE g.kind = 'memcpy' AND g.host_memory = 'pageable'
+    WHERE g.kind = 'memcpy' AND (g.host_memory = 'pageable' OR g.copy_kind = 'DtoH')
 )
 SELECT r.source_id, r.rank, r.name AS call, r.ts_ns, r.dur_ns, r.ts_ns + r.dur_ns AS end_ns,
        (SELECT arg_max(o.name, (o.ts_ns, o.name)) FROM cpu_activity o
         WHERE o.source_id = r.source_id AND o.kind = 'op' AND o.external_id = r.external_id) AS op,
        EXISTS (SELECT 1 FROM pageable p
-               WHERE p.source_id = r.source_id
-                 AND (p.correlation_id = r.correlation_id OR p.external_id = r.external_id)) AS pageable_copy
+               WHERE p.source_id = r.source_id AND p.pageable
+                 AND (p.correlation_id = r.correlation_id OR p.external_id = r.external_id)) AS pageable_copy,
+       EXISTS (SELECT 1 FROM cpu_activity o
+               WHERE o.source_id = r.source_id AND o.kind = 'op' AND o.external_id = r.external_id
+                 AND o.name IN ('aten::item', 'aten::_local_scalar_dense', 'aten::tolist', 'aten::is_nonzero',
+                                'aten::equal'))
+           OR EXISTS (SELECT 1 FROM pageable p
+                      WHERE p.source_id = r.source_id AND p.to_host
+                        AND (p.correlation_id = r.correlation_id OR p.external_id = r.external_id)) AS value_read
 FROM cpu_activity r JOIN trace_windows w USING (source_id)
 WHERE r.kind IN ('runtime', 'driver')
   AND r.ts_ns >= w.start_ns AND r.ts_ns < w.end_ns
@@ -40,7 +51,8 @@ WHERE r.kind IN ('runtime', 'driver')
 
 -- GPU idle charged to syncs, one row per idle gap that a sync blocked the host in or returned in: cost_ns is the
 -- summed least(blocked time, idle during the call in a host-wait gap + idle after the return) of those syncs,
--- capped at the gap's length. Gaps and syncs meet through time buckets: each source's window is cut into as many
+-- capped at the gap's length; value_read_cost_ns: the same over the syncs that read a value back (value_read).
+-- Gaps and syncs meet through time buckets: each source's window is cut into as many
 -- buckets as it has gaps (1,024 to 2^20; the last one holds everything after the window), each gap and sync is
 -- listed in the buckets it touches, and a pair that overlaps is joined once, in the first bucket the two share.
 -- The work is bounded by the gaps, the syncs and the buckets, where a join on the overlap alone pairs millions of
@@ -77,7 +89,13 @@ SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns,
                                       THEN greatest(least(g.end_ns, s.end_ns) - greatest(g.ts_ns, s.ts_ns), 0)
                                       ELSE 0 END
                                  + CASE WHEN s.end_ns BETWEEN g.ts_ns AND g.end_ns THEN g.end_ns - s.end_ns ELSE 0 END
-                                 ))) AS cost_ns
+                                 ))) AS cost_ns,
+       least(g.dur_ns, coalesce(sum(least(s.dur_ns,
+                                 CASE WHEN g.cause = 'host_wait'
+                                      THEN greatest(least(g.end_ns, s.end_ns) - greatest(g.ts_ns, s.ts_ns), 0)
+                                      ELSE 0 END
+                                 + CASE WHEN s.end_ns BETWEEN g.ts_ns AND g.end_ns THEN g.end_ns - s.end_ns ELSE 0 END
+                                 )) FILTER (WHERE s.value_read), 0)) AS value_read_cost_ns
 FROM gap_buckets g JOIN sync_buckets s
   ON s.source_id = g.source_id AND s.bucket = g.bucket
  AND g.bucket = greatest(g.first_bucket, s.first_bucket)
@@ -88,7 +106,11 @@ GROUP BY g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns;
 -- (gpu_idle_ns, ns and % of the window), and the operator that made most of them (on a tie, the one that made
 -- the first), pageable_syncs: those that wait for copies from pageable memory (host.memcpy's pageable copies
 -- cause them: pinning the memory removes both, rule pageable-memcpy joins host-sync's diagnosis where they are
--- most; pageable_sync_count: the same, NULL for none), and fix_text: the advice, in PyTorch's terms where the trace is of a PyTorch program (trace.framework),
+-- most; pageable_sync_count: the same, NULL for none), value_read_count (syncs that read a value back to the host:
+-- .item(), .cpu(), .tolist(); NULL for none), value_reads_among_others (the same where other syncs are there too,
+-- which may hide them: NULL where they are all or none of the syncs), value_reads_per_step, value_read_blocked_ns (the host blocked in them),
+-- value_read_idle_ns (the GPU idle charged to them), value_read_origin (the operator that made most: aten::item
+-- for .item()), and fix_text: the advice, in PyTorch's terms where the trace is of a PyTorch program (trace.framework),
 -- else in CUDA's; pinned, asynchronous copies first where most syncs wait for pageable copies.
 CREATE OR REPLACE TEMP VIEW host_sync_by_rank AS
 SELECT s.source_id, s.rank, count(*) AS sync_count, count(*) FILTER (WHERE s.pageable_copy) AS pageable_syncs,
@@ -99,6 +121,16 @@ SELECT s.source_id, s.rank, count(*) AS sync_count, count(*) FILTER (WHERE s.pag
        100.0 * coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0)
            / nullif(any_value(w.wall_ns), 0) AS gpu_idle_pct,
        mode(coalesce(s.op, s.call) ORDER BY s.ts_ns, coalesce(s.op, s.call)) AS top_origin,
+       nullif(count(*) FILTER (WHERE s.value_read), 0) AS value_read_count,
+       CASE WHEN count(*) FILTER (WHERE s.value_read) BETWEEN 1 AND count(*) - 1
+            THEN count(*) FILTER (WHERE s.value_read) END AS value_reads_among_others,
+       count(*) FILTER (WHERE s.value_read) / nullif(any_value(w.step_count), 0) AS value_reads_per_step,
+       sum(s.dur_ns) FILTER (WHERE s.value_read) AS value_read_blocked_ns,
+       CASE WHEN bool_or(s.value_read) THEN coalesce((SELECT sum(i.value_read_cost_ns) FROM host_sync_idle i
+                                                      WHERE i.source_id = s.source_id), 0) END
+           AS value_read_idle_ns,
+       mode(CASE WHEN s.op = 'aten::_local_scalar_dense' THEN 'aten::item' ELSE coalesce(s.op, s.call) END
+            ORDER BY s.ts_ns) FILTER (WHERE s.value_read) AS value_read_origin,
        any_value(w.wall_ns) AS wall_ns,
        CASE WHEN 2 * count(*) FILTER (WHERE s.pageable_copy) < count(*) THEN ''
             WHEN coalesce(any_value(f.pytorch), true)

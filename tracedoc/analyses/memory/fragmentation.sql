@@ -24,4 +24,5 @@ SELECT coalesce(t.source_id, s.trace_id) AS source_id, coalesce(t.rank, s.rank) 
        s.pinning_site, s.pinning_stranded_bytes,
        100.0 * s.free_in_used_segments_bytes / nullif(s.reserved_bytes, 0) AS stranded_pct,
        100.0 * (t.reserved_bytes - t.allocated_bytes) / nullif(t.reserved_bytes, 0) AS trace_unused_pct
-FROM trace t FULL JOIN memory_snapshot_summary s ON s.trace_id = t.source_id AND s.device = t.device;
+FROM trace t FULL JOIN memory_snapshot_summary s  -- a snapshot given alone is its own trace (memory.timeline)
+  ON coalesce(s.trace_id, s.snapshot_id) = t.source_id AND s.device = t.device;

@@ -7,10 +7,12 @@
 -- same amount every step). The allocations behind it are those made in a steady step and never freed before the
 -- trace ended, leaving out the last two steps (whose tensors may still be freed by the next step: outputs kept one
 -- step for logging, double buffers); divided by the steps they come from, they give each site's bytes per step.
--- A site is the user's innermost Python frame on the allocating thread (with_stack=True), else the operator that
--- allocated, else the innermost annotation (an NVTX range: all an Nsight Systems export names); where a snapshot of the same run was given, the snapshot's frames name it (memory.snapshot).
+-- A site is memory_sites' (memory.timeline): the snapshot's frames where a snapshot of the run was given (or the
+-- snapshot is the input), else the user's innermost Python frame on the allocating thread (with_stack=True), else
+-- the operator that allocated, else the innermost annotation (an NVTX range: all an Nsight Systems export names).
 -- include: memory.timeline
 -- include: memory.snapshot
+-- include: trace.framework
 
 -- One row per source and GPU with at least 3 steady steps: growth_bytes_per_step (slope), r2, the steady steps,
 -- allocated at the first and last steady step's end, capacity, and steps_to_oom: steps until the allocator's
@@ -47,23 +49,11 @@ held AS (
     JOIN memory_steps s ON s.source_id = a.source_id AND s.device = a.device AND s.step = a.step
     JOIN steady ON steady.source_id = a.source_id AND steady.device = a.device
     WHERE a.freed_ns IS NULL AND s.n IS NOT NULL AND s.n <= steady.last_n - 2
-),
-frames AS (
-    SELECT h.source_id, h.device, h.addr, h.ts_ns,
-           arg_max(memory_user_frame(c.name), c.ts_ns)
-               FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS py_site,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation' AND c.name NOT LIKE 'ProfilerStep#%') AS annotation
-    FROM held h
-    JOIN cpu_activity c ON c.source_id = h.source_id AND c.tid = h.tid AND c.ts_ns <= h.ts_ns
-                       AND h.ts_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python', 'annotation')
-    GROUP BY ALL
 )
-SELECT h.*, f.op, coalesce(j.site, f.py_site, f.op, f.annotation, '(unknown)') AS site, j.stack
+SELECT h.* EXCLUDE (site, stack), n.op, coalesce(n.site, '(unknown)') AS site, n.stack
 FROM held h
-LEFT JOIN frames f USING (source_id, device, addr, ts_ns)
-LEFT JOIN memory_snapshot_matches j ON j.source_id = h.source_id AND j.device = h.device AND j.addr = h.addr
-                                   AND j.ts_ns = h.ts_ns;
+LEFT JOIN memory_sites n ON n.source_id = h.source_id AND n.device = h.device AND n.addr = h.addr
+                        AND n.ts_ns = h.ts_ns;
 
 -- Per source, GPU and site: bytes held per step (over the steps the held allocations come from), allocations,
 -- their sizes, and the site's share of the growth.
@@ -79,18 +69,47 @@ GROUP BY h.source_id, h.device, h.site;
 
 -- What the leak rule reads: per GPU with steady growth, the growth and its largest site, also as tensor_site
 -- where the events are the allocator's (its tensors' site) or as cuda_range where they are CUDA's (the range in
--- which the process took more from CUDA; memory.timeline's basis).
+-- which the process took more from CUDA; memory.timeline's basis), and fix_text: the advice, for tensors a PyTorch
+-- program keeps (the allocator's events), for a PyTorch program's reserve seen by CUDA, or for any other CUDA
+-- program (CuPy, C++: trace.framework), naming the site only where one is named.
 CREATE OR REPLACE TEMP VIEW memory_leaks AS
-SELECT g.*, s.site AS top_site, s.op AS top_op, s.bytes_per_step AS top_site_bytes_per_step,
-       CASE WHEN d.basis = 'allocator' THEN s.site END AS tensor_site,
-       CASE WHEN d.basis = 'cuda' THEN s.site END AS cuda_range,
-       s.allocations AS top_site_allocations, s.stack AS top_site_stack,
-       100.0 * s.bytes_per_step / nullif(g.growth_bytes_per_step, 0) AS top_site_share_pct
-FROM memory_growth g
-JOIN memory_by_device d USING (source_id, device)
-LEFT JOIN (SELECT * FROM memory_growth_sites
-           QUALIFY row_number() OVER (PARTITION BY source_id, device ORDER BY bytes_per_step DESC, site) = 1) s
-  USING (source_id, device);
+WITH leaks AS (
+    SELECT g.*, s.site AS top_site, s.op AS top_op, s.bytes_per_step AS top_site_bytes_per_step,
+           CASE WHEN d.basis = 'allocator' THEN s.site END AS tensor_site,
+           CASE WHEN d.basis = 'cuda' THEN s.site END AS cuda_range,
+           s.allocations AS top_site_allocations, s.stack AS top_site_stack,
+           100.0 * s.bytes_per_step / nullif(g.growth_bytes_per_step, 0) AS top_site_share_pct,
+           d.basis, coalesce(f.pytorch, d.basis = 'allocator') AS pytorch,
+           s.site IS NOT NULL AND s.site <> '(unknown)' AS site_named
+    FROM memory_growth g
+    JOIN memory_by_device d USING (source_id, device)
+    LEFT JOIN trace_framework f USING (source_id)
+    LEFT JOIN (SELECT * FROM memory_growth_sites
+               QUALIFY row_number() OVER (PARTITION BY source_id, device ORDER BY bytes_per_step DESC, site) = 1) s
+      USING (source_id, device)
+)
+SELECT * EXCLUDE (basis, pytorch, site_named),
+       CASE WHEN basis = 'cuda' AND NOT pytorch THEN
+           'Find what keeps each step''s GPU memory: arrays or buffers added to a list, dict or cache every step '
+           || '(keep results on the host, or drop the reference once used), a memory pool that only grows (CuPy''s '
+           || 'default pool keeps every freed block for reuse: `cupy.get_default_memory_pool().free_all_blocks()` '
+           || 'returns them; CUDA''s stream-ordered pool, cudaMallocAsync with a release threshold, reuses them '
+           || 'instead of asking for more), or a cudaMalloc without its cudaFree.'
+           || CASE WHEN site_named THEN ' The range named above is where the process took more memory; the line '
+                   || 'that keeps it is usually in it or just after it.' ELSE '' END
+       ELSE
+           'Find what keeps a reference to each step''s tensors: a list or dict appended every step (outputs, '
+           || 'losses or metrics kept "for later": store `.item()` or `.detach().cpu()` instead), a loss summed '
+           || 'without `.detach()` (which keeps every step''s autograd graph alive), hooks or caches that grow, or '
+           || '`retain_graph=True`.'
+           || CASE WHEN site_named AND basis = 'allocator' THEN ' The allocation site named above made the tensors; '
+                   || 'the line that keeps them is usually just after it.'
+                   WHEN site_named THEN ' CUDA sees the caching allocator''s reserve, not tensors: the range named '
+                   || 'above is where the allocator took more memory, and the tensors kept were made in it or before.'
+                   ELSE '' END
+           || ' Check with `torch.cuda.memory_allocated()` at each step''s end.'
+       END AS fix_text
+FROM leaks;
 
 -- The report's sites behind each GPU's growth (memory_growth_sites). Columns: rank, device, site, op,
 -- allocations, held_bytes, bytes_per_step.

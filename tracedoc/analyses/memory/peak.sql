@@ -2,33 +2,47 @@
 --
 -- Live at the peak: allocations recorded in the trace before the peak and not freed by then; what the totals held
 -- that the trace never saw allocated (made before it started: parameters, optimizer state) is one row,
--- '(allocated before the trace)'. Sites as memory.growth: the snapshot's frames, else the user's Python frame,
--- else the operator, else the annotation.
+-- '(allocated before the trace)'. Sites from memory_sites (memory.timeline): the snapshot's frames, else the
+-- user's Python frame, else the operator, else the annotation.
+--
+-- The peak by role (memory_peak_roles), each live allocation's role read from its stack (a snapshot's frames) and
+-- the operators and annotations around it (memory_sites.context), the first that matches: 'parameters' (made by
+-- nn/parameter.py, nn/init.py, or a module's _apply, to, cuda, reset_parameters, load_state_dict), 'optimizer state'
+-- (inside torch/optim or an Optimizer.step annotation: the state and the step's temporaries), 'gradients' (in
+-- the backward pass: autograd's engine, a …Backward operator, a 'backward' frame or range), 'activations' (in the
+-- forward pass: a 'forward' frame or range, nn/modules, nn/functional: outputs and what autograd saves for the
+-- backward pass), else 'other'; what the trace never saw allocated is '(allocated before the trace)'.
 -- include: memory.timeline
 -- include: memory.snapshot
 
+-- The role of an allocation from its stack and context (see above).
+CREATE OR REPLACE TEMP MACRO memory_role(stack, context) AS
+    CASE WHEN regexp_matches(coalesce(stack, ''),
+                             '(nn/parameter\.py|nn/init\.py|\((_apply|to|cuda|reset_parameters|_?load_state_dict|_load_from_state_dict)\))')
+             THEN 'parameters'
+         WHEN regexp_matches(coalesce(stack, ''), 'optim/')
+           OR regexp_matches(coalesce(context, ''), '(Optimizer\.|(^|> )optimizer( >|$))')
+             THEN 'optimizer state'
+         WHEN regexp_matches(coalesce(stack, ''), '\(backward\)')
+           OR regexp_matches(coalesce(context, ''), '(autograd::|Backward|(^|> )backward( >|$))')
+             THEN 'gradients'
+         WHEN regexp_matches(coalesce(stack, ''), '(\(forward\)|nn/modules/|nn/functional)')
+           OR regexp_matches(coalesce(context, ''), '(^|> )forward( >|$)')
+             THEN 'activations'
+         ELSE 'other' END;
+
+-- Per source, GPU and site: the allocations live at the peak and their bytes, and what the trace never saw
+-- allocated as one row.
 CREATE OR REPLACE TEMP TABLE memory_peak_sites AS
 WITH live AS (
     SELECT a.* FROM memory_allocs a JOIN memory_peaks p USING (source_id, device)
     WHERE a.ts_ns <= p.peak_ns AND (a.freed_ns IS NULL OR a.freed_ns > p.peak_ns)
 ),
-frames AS (
-    SELECT l.source_id, l.device, l.addr, l.ts_ns,
-           arg_max(memory_user_frame(c.name), c.ts_ns)
-               FILTER (WHERE c.kind = 'python' AND memory_user_frame(c.name) IS NOT NULL) AS py_site,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'op') AS op,
-           arg_max(c.name, c.ts_ns) FILTER (WHERE c.kind = 'annotation' AND c.name NOT LIKE 'ProfilerStep#%') AS annotation
-    FROM live l
-    JOIN cpu_activity c ON c.source_id = l.source_id AND c.tid = l.tid AND c.ts_ns <= l.ts_ns
-                       AND l.ts_ns <= c.ts_ns + c.dur_ns AND c.kind IN ('op', 'python', 'annotation')
-    GROUP BY ALL
-),
 named AS (
-    SELECT l.source_id, l.rank, l.device, l.bytes, coalesce(j.site, f.py_site, f.op, f.annotation, '(unknown)') AS site
+    SELECT l.source_id, l.rank, l.device, l.bytes, coalesce(n.site, '(unknown)') AS site
     FROM live l
-    LEFT JOIN frames f USING (source_id, device, addr, ts_ns)
-    LEFT JOIN memory_snapshot_matches j ON j.source_id = l.source_id AND j.device = l.device AND j.addr = l.addr
-                                       AND j.ts_ns = l.ts_ns
+    LEFT JOIN memory_sites n ON n.source_id = l.source_id AND n.device = l.device AND n.addr = l.addr
+                            AND n.ts_ns = l.ts_ns
 ),
 seen AS (
     SELECT source_id, any_value(rank) AS rank, device, site, count(*) AS allocations, sum(bytes) AS bytes,
@@ -41,6 +55,24 @@ SELECT p.source_id, d.rank, p.device, '(allocated before the trace)', NULL, p.pe
 FROM memory_peaks p JOIN memory_by_device d USING (source_id, device)
 LEFT JOIN (SELECT source_id, device, sum(bytes) AS bytes FROM seen GROUP BY ALL) s USING (source_id, device)
 WHERE p.peak_bytes - coalesce(s.bytes, 0) > 0;
+
+-- Per source and GPU: bytes live at the peak by role (see above), and the allocations behind each.
+CREATE OR REPLACE TEMP TABLE memory_peak_roles AS
+WITH live AS (
+    SELECT a.* FROM memory_allocs a JOIN memory_peaks p USING (source_id, device)
+    WHERE a.ts_ns <= p.peak_ns AND (a.freed_ns IS NULL OR a.freed_ns > p.peak_ns)
+),
+seen AS (
+    SELECT l.source_id, any_value(l.rank) AS rank, l.device, memory_role(n.stack, n.context) AS role,
+           count(*) AS allocations, sum(l.bytes) AS bytes
+    FROM live l
+    LEFT JOIN memory_sites n ON n.source_id = l.source_id AND n.device = l.device AND n.addr = l.addr
+                            AND n.ts_ns = l.ts_ns
+    GROUP BY l.source_id, l.device, role
+)
+SELECT * FROM seen
+UNION ALL
+SELECT source_id, rank, device, site, NULL, bytes FROM memory_peak_sites WHERE site = '(allocated before the trace)';
 
 -- What memory-headroom reads: per GPU, the peak against the device's memory.
 CREATE OR REPLACE TEMP VIEW memory_headroom AS

@@ -83,7 +83,9 @@ SELECT s.source_id, s.rank, s.path, l.launches, l.unmeasured_launches, l.unmeasu
        mb.not_judged, coalesce(mb.not_judged_count, 0) AS not_judged_count,
        'ncu --set full -o REPORT <application>' AS collect_hint,
        concat_ws('; ',
-           CASE WHEN l.unmeasured_launches > 0 THEN l.unmeasured_launches || ' launch(es) carry no metrics ('
+           CASE WHEN l.unmeasured_launches = 1
+                THEN '1 launch carries no metrics (' || l.unmeasured_kernels || ') and was not judged'
+                WHEN l.unmeasured_launches > 1 THEN l.unmeasured_launches || ' launches carry no metrics ('
                 || l.unmeasured_kernels || ') and were not judged' END,
            CASE WHEN mb.not_judged IS NOT NULL THEN 'not judged for lack of metrics: ' || mb.not_judged END)
            AS summary

@@ -22,7 +22,7 @@
 -- include: gpu.idle
 
 -- GPU work launched in a steady step, with its step (trace.steps). Columns: source_id, rank, device, kind,
--- category, name, dur_ns, ts_ns, end_ns, blocks (kernels' thread blocks), step.
+-- category, name, grid, block, dur_ns, ts_ns, end_ns, blocks (kernels' thread blocks), step.
 CREATE OR REPLACE TEMP VIEW ranks_launched_work AS
 SELECT w.* EXCLUDE (launch_ns) FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step);
 

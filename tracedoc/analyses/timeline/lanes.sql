@@ -75,7 +75,9 @@ FROM gpu_activity;
 -- The lanes, numbered from 0 (top): per rank, steps, ranges (by thread, then depth), each host thread's lanes
 -- (threads with the most intervals first), then GPU devices and streams. mark: steps and ranges, drawn as
 -- rectangles with their names whenever there are few enough in view. label: e.g. 'rank 0 · GPU 1 · stream 7',
--- 'rank 0 · ranges, depth 1', 'rank 0 · thread 517 · CUDA API'.
+-- 'rank 0 · ranges, depth 1', 'rank 0 · thread 517 · CUDA API'; the GPU's syncs that CUPTI ties to no stream (an
+-- event's or the context's: stream id 2³² − 1, an unsigned −1) are 'rank 0 · GPU 1 · no stream (event and context
+-- syncs)'.
 CREATE OR REPLACE TEMP TABLE timeline_lanes AS
 WITH keys AS (
     SELECT rank, lane_group, tid, depth, device, stream, count(*) AS intervals
@@ -99,7 +101,9 @@ SELECT row_number() OVER (ORDER BY k.rank, CASE WHEN k.lane_group <= 1 THEN k.la
            WHEN k.lane_group = 2 THEN ' · thread ' || k.tid || ' · ops'
            WHEN k.lane_group = 3 THEN ' · thread ' || k.tid || ' · CUDA API'
            WHEN k.lane_group = 4 THEN ' · thread ' || k.tid || ' · OS calls'
-           ELSE ' · GPU ' || k.device || ' · stream ' || k.stream END AS label
+           ELSE ' · GPU ' || k.device || ' · ' || CASE WHEN k.stream = 4294967295
+                                                         THEN 'no stream (event and context syncs)'
+                                                         ELSE 'stream ' || k.stream END END AS label
 FROM keys k LEFT JOIN threads t USING (rank, tid) LEFT JOIN ranged r USING (rank);
 
 -- The names drawn, each once (the intervals hold a name_id).

@@ -166,7 +166,8 @@ WHERE next_ns IS NOT NULL;
 
 -- The GPU work (kernels, copies, memsets) of sources with steps, with when the host launched it (launch_ns; NULL:
 -- before the trace began) and the step it was launched in (NULL: outside every step). Columns: source_id, rank,
--- device, kind, category, name, dur_ns, ts_ns, end_ns, blocks (a kernel's thread blocks), launch_ns, step.
+-- device, kind, category, name, grid, block, dur_ns, ts_ns, end_ns, blocks (a kernel's thread blocks), launch_ns,
+-- step.
 CREATE OR REPLACE TEMP TABLE trace_step_work AS
 WITH stepped AS (  -- the step each launch fell in (the ASOF join sorts these narrow rows, not the work's)
     SELECT l.source_id, l.correlation_id, l.launch_ns,
@@ -175,7 +176,8 @@ WITH stepped AS (  -- the step each launch fell in (the ASOF join sorts these na
       ON l.source_id = s.source_id AND l.launch_ns >= s.ts_ns
     WHERE l.source_id IN (SELECT source_id FROM trace_steps_found)
 )
-SELECT g.source_id, g.rank, g.device, g.kind, g.category, g.name, g.dur_ns, g.ts_ns, g.ts_ns + g.dur_ns AS end_ns,
+SELECT g.source_id, g.rank, g.device, g.kind, g.category, g.name, g.grid, g.block, g.dur_ns, g.ts_ns,
+       g.ts_ns + g.dur_ns AS end_ns,
        CASE WHEN g.kind = 'kernel' THEN list_product(TRY_CAST(string_split(g.grid, ',') AS BIGINT[])) END AS blocks,
        st.launch_ns, st.step
 FROM gpu_activity g LEFT JOIN stepped st USING (source_id, correlation_id)

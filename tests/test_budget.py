@@ -1,0 +1,90 @@
+"""What a run costs, counted rather than timed: the SQL statements DuckDB plans, and the heavy modules imported.
+
+On a small trace most of a run is DuckDB binding, optimizing and planning statements, a few ms each (docs/speed.md),
+so every statement added to the analyses costs every run. STATEMENTS is the budget per sample: a run that plans
+more fails. Growth needs a matching cut elsewhere or a stated reason (then raise the number here, with the reason
+in the commit message); a cut lowers the number, so the next addition has to pay for itself too.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from tests.conftest import ROOT, SAMPLES
+from tracedoc import analyze
+from tracedoc.store import store as store_module
+
+# Statements planned by `analyze SAMPLE --no-cache` (ingest, analyses, rules and report tables), per sample.
+STATEMENTS = {
+    "decode-eager": 250,  # a PyTorch profiler trace
+    "nsys-nvfuser-h200": 305,  # an Nsight Systems export
+    "ncu-h100-gemm-cublas": 181,  # an Nsight Compute CSV (with its GEMM ladder)
+}
+
+
+class CountingConnection:
+    """A DuckDB connection that counts the statements run through it (each statement of a script; an
+    ``executemany`` or a relation built from SQL as one)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, counts: list[int]) -> None:
+        self._con = con
+        self._counts = counts
+
+    def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._counts.append(len(duckdb.extract_statements(sql)))
+        return self._con.execute(sql, *args, **kwargs)
+
+    def executemany(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._counts.append(1)
+        return self._con.executemany(sql, *args, **kwargs)
+
+    def sql(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        self._counts.append(1)
+        return self._con.sql(sql, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+def statements_of_a_run(sample: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """The statements one `analyze --no-cache` of ``sample`` runs, on every connection it opens."""
+    counts: list[int] = []
+    connect = store_module._connect
+    monkeypatch.setattr(store_module, "_connect", lambda *a, **k: CountingConnection(connect(*a, **k), counts))
+    analyze([sample], use_cache=False)
+    return sum(counts)
+
+
+@pytest.mark.parametrize("sample", sorted(STATEMENTS))
+def test_a_run_plans_no_more_statements_than_its_budget(sample: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    planned = statements_of_a_run(SAMPLES / sample, monkeypatch)
+    budget = STATEMENTS[sample]
+    assert planned <= budget, (
+        f"{sample}: {planned} statements planned per run, over the budget of {budget}: cut as many elsewhere, or "
+        f"raise STATEMENTS in {Path(__file__).name} saying why")
+    assert planned == budget, f"{sample}: {planned} statements, under the budget of {budget}: lower it to {planned}"
+
+
+def imported_by_a_run(sample: Path) -> set[str]:
+    """The top-level modules a fresh process has imported once it has analysed ``sample``."""
+    code = ("import sys; from tracedoc import analyze; analyze([sys.argv[1]], use_cache=False); "
+            "print(' '.join(sorted({m.partition('.')[0] for m in sys.modules})))")
+    done = subprocess.run([sys.executable, "-c", code, str(sample)], cwd=ROOT, capture_output=True, text=True,
+                          check=True)
+    return set(done.stdout.split())
+
+
+def test_a_pytorch_trace_is_analysed_without_arrow_numpy_or_pandas() -> None:
+    """pyarrow and numpy took 0.2 s and 35 MiB of a small trace's run, pandas more; the Kineto path needs none."""
+    assert imported_by_a_run(SAMPLES / "decode-eager") & {"pyarrow", "numpy", "pandas", "polars"} == set()
+
+
+def test_an_nsys_export_is_read_without_pandas_or_polars() -> None:
+    """ADBC's DB-API module imports pandas and polars (about 1 s); its low-level API reads the same Arrow."""
+    assert imported_by_a_run(SAMPLES / "nsys-nvfuser-h200") & {"pandas", "polars"} == set()
