@@ -59,10 +59,22 @@ def _draw_savings(store: Store, judged: list[tuple[Finding, Rule, float]]) -> di
     candidates = [(f, rule.claims, fraction) for f, rule, fraction in judged if rule.claims is not None]
     if not candidates:
         return {}
-    store.include("attribution.time")
-    pools = store.query("SELECT rank, device, cause, detail, sum(ns) / 1e6 AS ms FROM attribution_slices "
-                        "GROUP BY ALL")
+    store.include("efficiency.floor")
+    pools = store.query(_POOLS_SQL)
     return allocate(candidates, pools)
+
+
+# The attribution summed over steps, less the GPU floor (efficiency.floor) on each device's compute kernels: ms is
+# what findings may claim, floor_ms what no fix removes.
+_POOLS_SQL = """
+SELECT a.rank, a.device, a.cause, a.detail,
+       (sum(a.ns) - coalesce(any_value(f.floor_ns), 0)) / 1e6 AS ms,
+       coalesce(any_value(f.floor_ns), 0) / 1e6 AS floor_ms
+FROM attribution_slices a
+LEFT JOIN efficiency_floor f ON a.cause = 'gpu_compute' AND a.detail = 'kernels'
+     AND f.source_id = a.source_id AND f.device = a.device
+GROUP BY a.source_id, a.rank, a.device, a.cause, a.detail
+"""
 
 
 def _absorb(absorbing: list[tuple[Finding, str]], findings: list[Finding]) -> dict[int, int]:

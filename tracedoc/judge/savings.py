@@ -9,8 +9,12 @@ in its scope (rank and device), largest estimate first: a finding can never save
 hold, and time one finding took is not available to another. A finding left with less than it estimated because
 a bigger one took that time is marked ``part_of`` that finding.
 
-So the savings of one rank's findings add up to at most that rank's time. Rules that judge kernels from a
-profile (Nsight Compute), health or hangs claim nothing and keep their own estimates.
+The compute kernels of each device keep a floor no finding may claim: the GPU work no fix removes
+(analyses/efficiency/floor.sql: the kernels' time at the roofline where the operators are modelled, else the least
+kernel time of any device of the run). A finding whose saving that floor cuts says so in its evidence (FLOOR).
+
+So the savings of one rank's findings add up to at most that rank's time less its GPU floor. Rules that judge
+kernels from a profile (Nsight Compute), health or hangs claim nothing and keep their own estimates.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracedoc.causes import WINDOW_CAUSES
-from tracedoc.report import Finding
+from tracedoc.report import Evidence, Finding
 
 CAUSES = WINDOW_CAUSES  # what a rule may claim: the causes of the judged window
 _EPS_MS = 1e-6
 
 PoolKey = tuple[Any, Any, str, str | None]  # rank, device, cause, detail
+FLOOR = "GPU floor its saving leaves"  # the evidence of a finding whose saving the GPU floor cut
 
 
 @dataclass(frozen=True)
@@ -56,13 +61,17 @@ def allocate(candidates: Sequence[tuple[Finding, Claim, float]], pools: Sequence
     """Cut each candidate's ``impact_ms`` (the time its fix removes) to the unclaimed attributed time of its claim,
     largest estimate first, and keep the candidate's fraction of it as the saving.
 
-    ``candidates``: (finding, claim, fraction). ``pools``: rows with rank, device, cause, detail and ms (the
-    attribution summed over steps). Returns, for a finding that lost time to an earlier one,
-    ``{id(finding): id(the finding that took most of it)}``.
+    ``candidates``: (finding, claim, fraction). ``pools``: rows with rank, device, cause, detail, ms (the
+    attribution summed over steps, less the GPU floor) and floor_ms (that floor). A finding that wanted more than
+    it got from pools that hold a floor gains the FLOOR evidence. Returns, for a finding that lost time to an
+    earlier one, ``{id(finding): id(the finding that took most of it)}``.
     """
     remaining: dict[PoolKey, float] = defaultdict(float)
+    floor: dict[PoolKey, float] = defaultdict(float)
     for row in pools:
-        remaining[(row["rank"], row["device"], row["cause"], row["detail"])] += float(row["ms"] or 0.0)
+        key = (row["rank"], row["device"], row["cause"], row["detail"])
+        remaining[key] += max(float(row["ms"] or 0.0), 0.0)
+        floor[key] += float(row.get("floor_ms") or 0.0)
     taken_by: dict[PoolKey, list[tuple[int, float]]] = defaultdict(list)
     part_of: dict[int, int] = {}
     # the pools of each rank, in the order they are drawn from: a finding about one rank looks at its rank's
@@ -90,6 +99,9 @@ def allocate(candidates: Sequence[tuple[Finding, Claim, float]], pools: Sequence
             owner = _largest_other_taker(keys, taken_by, id(finding))
             if owner is not None:
                 part_of[id(finding)] = owner
+            kept = sum(floor[k] for k in keys)
+            if kept > _EPS_MS:
+                finding.evidence.append(Evidence(FLOOR, round(kept, 3), "ms"))
         finding.impact_ms = round(got * min(max(fraction, 0.0), 1.0), 3)
     return part_of
 

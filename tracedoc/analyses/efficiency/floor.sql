@@ -1,0 +1,38 @@
+-- efficiency.floor: the GPU work of each device's window that no fix removes — the floor every saving leaves.
+--
+-- A fix can remove idle time (launches, host work, syncs, waiting), communication, and GPU work that runs below
+-- what the hardware can do; it cannot make the GPU's own work take less than the hardware needs for it. So the
+-- compute kernels of each device's window (attribution.time's gpu_compute 'kernels') keep a floor that no finding
+-- may claim (judge.savings):
+--   modelled   where efficiency.ops models the steps' operators (a PyTorch trace with shapes): each op's GPU time
+--              at its roofline, max(FLOPs / peak FLOP/s, bytes / peak bytes/s) (efficiency.operators'
+--              roofline_pct, never above the time it took), and the measured GPU time of ops without a model;
+--              the window's kernel time × that share of the steps' op GPU time
+--   peers      without a model: the least kernel time of any device of the run (a rank brought level with its
+--              peers by fixing an imbalance does the same work they do, no less); a single device's whole time
+-- Copies and memsets keep no floor (a pageable copy becomes a pinned one, a sync copy an async one).
+-- One row per device with kernels in its window: source_id, rank, device, kernels_ns, floor_ns, basis
+-- ('modelled' or 'peers'), floor_pct (of its kernel time).
+-- include: efficiency.operators
+-- include: attribution.time
+
+CREATE OR REPLACE TEMP TABLE efficiency_floor AS
+WITH kernels AS (
+    SELECT source_id, rank, device, sum(ns) AS kernels_ns
+    FROM attribution_slices WHERE cause = 'gpu_compute' AND detail = 'kernels'
+    GROUP BY ALL
+),
+modelled AS (  -- the share of the steps' op GPU time that is the roofline's (or unmodelled, so kept whole)
+    SELECT source_id,
+           sum(CASE WHEN kind IS NOT NULL AND roofline_pct IS NOT NULL
+                    THEN gpu_ns * least(roofline_pct, 100.0) / 100.0 ELSE gpu_ns END)
+               / nullif(sum(gpu_ns), 0) AS share
+    FROM efficiency_operators GROUP BY source_id
+)
+SELECT k.source_id, k.rank, k.device, k.kernels_ns,
+       CASE WHEN m.share IS NOT NULL THEN k.kernels_ns * least(m.share, 1.0)
+            ELSE min(k.kernels_ns) OVER () END AS floor_ns,
+       CASE WHEN m.share IS NOT NULL THEN 'modelled' ELSE 'peers' END AS basis,
+       100.0 * (CASE WHEN m.share IS NOT NULL THEN k.kernels_ns * least(m.share, 1.0)
+                     ELSE min(k.kernels_ns) OVER () END) / nullif(k.kernels_ns, 0) AS floor_pct
+FROM kernels k LEFT JOIN modelled m USING (source_id);
