@@ -54,11 +54,11 @@ _ATTRIBUTION_EXPORTS = (
     Export("attribution_slices", "attribution.time", "SELECT * FROM attribution_slices"),
     Export("attribution_gpu_states", "attribution.time", "SELECT * FROM attribution_gpu_states"),
 )
-# The second pass: the efficiency figures each rank's own trace gives (tracedoc.efficiency words them) and the
-# profiler's cost on it.
+# The second pass: the efficiency figures each rank's own trace gives (tracedoc.efficiency words them), the
+# profiler's cost on it, and the share of its GPU work at the roofline (the floor its savings leave, judge.savings).
 _EFFICIENCY_EXPORTS = tuple(Export(name, module, f"SELECT * FROM {name}") for name, module in (
     ("efficiency_steps", "efficiency.steps"), ("efficiency_by_rank", "efficiency.steps"),
-    ("efficiency_observer", "efficiency.observer")))
+    ("efficiency_observer", "efficiency.observer"), ("efficiency_floor_shares", "efficiency.floor")))
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 _CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
 

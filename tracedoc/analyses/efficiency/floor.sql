@@ -16,18 +16,20 @@
 -- include: efficiency.operators
 -- include: attribution.time
 
+-- efficiency_floor_shares: per source, the share of its steps' op GPU time that is the roofline's (or unmodelled,
+-- so kept whole): one rank's own, handed to a distributed run's client (scale.exports), which has no operators.
+CREATE OR REPLACE TEMP TABLE efficiency_floor_shares AS
+SELECT source_id,
+       sum(CASE WHEN kind IS NOT NULL AND roofline_pct IS NOT NULL
+                THEN gpu_ns * least(roofline_pct, 100.0) / 100.0 ELSE gpu_ns END)
+           / nullif(sum(gpu_ns), 0) AS share
+FROM efficiency_operators GROUP BY source_id;
+
 CREATE OR REPLACE TEMP TABLE efficiency_floor AS
 WITH kernels AS (
     SELECT source_id, rank, device, sum(ns) AS kernels_ns
     FROM attribution_slices WHERE cause = 'gpu_compute' AND detail = 'kernels'
     GROUP BY ALL
-),
-modelled AS (  -- the share of the steps' op GPU time that is the roofline's (or unmodelled, so kept whole)
-    SELECT source_id,
-           sum(CASE WHEN kind IS NOT NULL AND roofline_pct IS NOT NULL
-                    THEN gpu_ns * least(roofline_pct, 100.0) / 100.0 ELSE gpu_ns END)
-               / nullif(sum(gpu_ns), 0) AS share
-    FROM efficiency_operators GROUP BY source_id
 )
 SELECT k.source_id, k.rank, k.device, k.kernels_ns,
        CASE WHEN m.share IS NOT NULL THEN k.kernels_ns * least(m.share, 1.0)
@@ -35,4 +37,4 @@ SELECT k.source_id, k.rank, k.device, k.kernels_ns,
        CASE WHEN m.share IS NOT NULL THEN 'modelled' ELSE 'peers' END AS basis,
        100.0 * (CASE WHEN m.share IS NOT NULL THEN k.kernels_ns * least(m.share, 1.0)
                      ELSE min(k.kernels_ns) OVER () END) / nullif(k.kernels_ns, 0) AS floor_pct
-FROM kernels k LEFT JOIN modelled m USING (source_id);
+FROM kernels k LEFT JOIN efficiency_floor_shares m USING (source_id);
