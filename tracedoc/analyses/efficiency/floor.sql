@@ -25,6 +25,7 @@ SELECT source_id,
            / nullif(sum(gpu_ns), 0) AS share
 FROM efficiency_operators GROUP BY source_id;
 
+-- efficiency_floor: per device, its window's compute kernels and the floor they keep (the columns above).
 CREATE OR REPLACE TEMP TABLE efficiency_floor AS
 WITH kernels AS (
     SELECT source_id, rank, device, sum(ns) AS kernels_ns

@@ -23,8 +23,9 @@ shapes AS (
 ),
 ops AS (
     SELECT o.source_id, any_value(o.rank) AS rank, o.name AS op, count(*) AS count, sum(o.cpu_ns) AS cpu_ns,
-           sum(o.gpu_ns) AS gpu_ns, sum(o.flops) AS flops, sum(o.bytes) AS bytes, mode(o.kind) AS kind,
-           mode(o.dtype) AS dtype
+           sum(o.gpu_ns) AS gpu_ns, sum(o.flops) AS flops, sum(o.bytes) AS bytes,
+           mode(o.kind ORDER BY o.kind) AS kind,  -- ties to the first by name: the same on every run
+           mode(o.dtype ORDER BY o.dtype) AS dtype
     FROM steady o GROUP BY o.source_id, o.name
 )
 SELECT o.source_id, o.rank, o.op, o.count, o.cpu_ns, o.gpu_ns, o.flops, o.bytes,

@@ -228,7 +228,8 @@ CREATE OR REPLACE TEMP TABLE efficiency_params AS
 SELECT c.source_id, st.step,
        sum(efficiency_numel(TRY_CAST(json_extract(s.input_dims, '$[0]') AS BIGINT[]))
            * efficiency_itemsize(json_extract_string(s.input_types, '$[0]'))) AS param_bytes,
-       mode(json_extract_string(s.input_types, '$[0]')) AS dtype
+       mode(json_extract_string(s.input_types, '$[0]')
+            ORDER BY json_extract_string(s.input_types, '$[0]')) AS dtype
 FROM op_shapes s
 JOIN cpu_activity c ON c.source_id = s.source_id AND c.external_id = s.external_id AND c.ts_ns = s.ts_ns
                    AND c.name = s.name AND c.kind = 'op'

@@ -131,9 +131,9 @@ SELECT source_id, any_value(rank) AS rank, count(*) AS steps, sum(step_ns) AS st
             THEN 100.0 * sum(hardware_flops) / (sum(step_ns) / 1e9) / 1e12 / any_value(peak_tflops) END AS hfu_pct,
        100.0 * sum(bytes) / (sum(step_ns) / 1e9) / 1e9 / any_value(peak_gbps) AS mbu_pct,
        100.0 * sum(modelled_ns) / nullif(sum(work_ns), 0) AS coverage_pct,
-       mode(bound) AS bound, any_value(device_name) AS device_name, any_value(gpu) AS gpu,
+       mode(bound ORDER BY bound) AS bound, any_value(device_name) AS device_name, any_value(gpu) AS gpu,
        any_value(dtype) AS dtype, any_value(peak_tflops) AS peak_tflops, any_value(peak_gbps) AS peak_gbps,
        any_value(peak_source) AS peak_source, any_value(note) AS note,
-       CASE WHEN bool_or(training) THEN 'training' WHEN mode(bound) = 'memory' THEN 'decode'
-            WHEN mode(bound) = 'compute' THEN 'prefill' END AS workload
+       CASE WHEN bool_or(training) THEN 'training' WHEN mode(bound ORDER BY bound) = 'memory' THEN 'decode'
+            WHEN mode(bound ORDER BY bound) = 'compute' THEN 'prefill' END AS workload
 FROM efficiency_steps GROUP BY source_id;
