@@ -100,13 +100,14 @@ def check_report(data: Any) -> None:
 
 # The report's parts beside its metrics (tracedoc.report_tables.SECTIONS, and efficiency): a list of rows, or one
 # object (window).
-_LIST, _OBJECT = "a list of objects", "an object"
+_LIST, _OBJECT, _TEXTS = "a list of objects", "an object", "a list of text"
 _PARTS = {**{s.key: _OBJECT if s.key == "window" else _LIST for s in SECTIONS if "." not in s.key},
           "efficiency": _LIST}
 # Fields of those parts whose names do not say their kind: nested rows (LIST of STRUCT, a STRUCT) and scalars.
 _PART_KINDS = {"top_sites": _LIST, "by_role": _LIST, "growth_sites": _LIST, "ooms": _LIST, "kernels": _LIST,
-               "ranks": _LIST,
-               "peak_at": _OBJECT, "fragmentation": _OBJECT, "peak": _OBJECT, "start_ns": _TIME, "end_ns": _TIME,
+               "ranks": _LIST, "recorded_with": _TEXTS,
+               "peak_at": _OBJECT, "unprofiled": _OBJECT, "fragmentation": _OBJECT, "peak": _OBJECT,
+               "start_ns": _TIME, "end_ns": _TIME,
                "steps_to_oom": _NUM, "growth_r2": _NUM, "steady_steps": _INT, "bytes_per_step": _NUM,
                "allocations": _INT, "blocks": _INT, "site": _STR, "op": _STR, "role": _STR}
 
@@ -126,6 +127,9 @@ def _check_part(value: Any, where: str, shape: str) -> None:
         kind = _PART_KINDS.get(key, _kind_of(key))
         if kind in (_LIST, _OBJECT):
             _check_part(field_value, f"{where}.{key}", kind)
+        elif kind == _TEXTS:
+            _expect(isinstance(field_value, list) and all(isinstance(v, str) for v in field_value),
+                    f"{where}.{key}", _TEXTS)
         else:
             _check_value(field_value, f"{where}.{key}", kind)
 
