@@ -45,14 +45,15 @@ def test_every_gallery_report_gives_a_frame_per_table(path: Path) -> None:
     report = Report.from_json(path.read_text())
     frames = report.frames
     own = {"findings": report.findings, "attribution": report.attribution, "efficiency": report.efficiency,
-           "operators": report.operators}  # efficiency and operators: where the trace had operator shapes
-    assert set(frames) == {"findings", "attribution", *(n for n in ("efficiency", "operators") if own[n]),
-                           *report.metrics}
+           "operators": report.operators, "memory": report.memory}  # efficiency and operators: where the trace had
+    # operator shapes; memory: where an input held allocator data
+    assert set(frames) == {"findings", "attribution",
+                           *(n for n in ("efficiency", "operators", "memory") if own[n]), *report.metrics}
     for name in frames:
         rows = own.get(name, report.metrics.get(name))
         frame = frames[name]
         assert frame.height == len(rows), name
-        if rows and name not in ("findings", "efficiency", "operators"):  # those two flatten nested fields
+        if rows and name not in ("findings", "efficiency", "operators", "memory"):  # these flatten nested fields
             assert set(frame.columns) == {k for row in rows for k in row}, name
     findings = frames["findings"]
     assert findings["rule"].to_list() == [f.rule for f in report.findings]
