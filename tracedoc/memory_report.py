@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracedoc.report import Finding
-from tracedoc.report_tables import MEMORY, METRICS, Section, section_rows
+from tracedoc.report_tables import MEMORY
 from tracedoc.store import Store
 from tracedoc.units import fmt_bytes
 
@@ -24,29 +24,21 @@ from tracedoc.units import fmt_bytes
 # one) would otherwise fill the report with them.
 MAX_DEVICES = 64
 
-# The memory tables of ``Report.metrics`` (declared with the others in tracedoc.report_tables).
-MEMORY_METRICS = {name: table for name, table in METRICS.items() if name.startswith("memory_")}
-
-
-def memory_section(store: Store) -> list[dict[str, Any]]:
-    """The report's ``memory`` entries (empty when no input holds allocator data): its views' rows
-    (analyses/memory/report.sql), those of the first MAX_DEVICES devices (devices_left_out counts the others)."""
-    return first_devices(section_rows(store, Section("memory", MEMORY)), {})
-
 
 def first_devices(rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The memory section's presenter (pipeline.PRESENTERS): the entries of the first MAX_DEVICES devices."""
+    """The memory section's presenter (pipeline.PRESENTERS): the entries of the first MAX_DEVICES devices
+    (devices_left_out counts the others)."""
     return rows[:MAX_DEVICES]
 
 
 def devices_left_out(store: Store, shown: int) -> int:
     """How many devices with allocator data the memory section leaves out (beyond its first MAX_DEVICES), given
-    the ``shown`` entries it holds."""
-    if shown < MAX_DEVICES or not store.applies("memory.timeline"):
+    the ``shown`` entries it holds: the rows of its views (report_tables.MEMORY) past those."""
+    if shown < MAX_DEVICES:
         return 0
-    shown = store.scalar("SELECT count(*) FROM memory_by_device") + store.scalar(
-        "SELECT count(*) FROM memory_fragmentation WHERE source_id IS NULL")
-    return max(0, int(shown) - MAX_DEVICES)
+    total = sum(int(store.scalar(f"SELECT count(*) FROM {table.view}")) for table in MEMORY
+                if store.applies(table.module))
+    return max(0, total - MAX_DEVICES)
 
 
 def memory_headline(entries: list[dict[str, Any]], findings: list[Finding]) -> str | None:
