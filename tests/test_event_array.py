@@ -110,13 +110,13 @@ def test_any_member_order_layout_and_compression_reads_the_same(tmp_path: Path, 
                                                                   order: str, layout: str, compression: str) -> None:
     """Edited copies of the H100 trace (its members reordered, a log list with brackets and quotes in its strings
     after the events, written three ways, plain, gzip or xz), read in parts of 16 KiB: what the original gives."""
-    import tracedoc.ingest.kineto as kineto
+    import tracedoc.ingest.chrome_trace as chrome_trace
 
     original = stored(PROPERTIES_AFTER, tmp_path / "original")
     doc = json.loads(gzip.decompress(PROPERTIES_AFTER.read_bytes()))
     edited = _compressed(_text(_reordered(doc, order), layout), compression, tmp_path / f"trace.json.{compression}")
-    monkeypatch.setattr(kineto, "_PART_BYTES", 16 << 10)
-    monkeypatch.setattr(kineto, "_MIN_PART_BYTES", 16 << 10)
+    monkeypatch.setattr(chrome_trace, "_PART_BYTES", 16 << 10)
+    monkeypatch.setattr(chrome_trace, "_MIN_PART_BYTES", 16 << 10)
     assert stored(edited, tmp_path / "edited") == original
 
 

@@ -22,8 +22,8 @@ from tracedoc.ingest.base import (
     Format,
     PreparesFiles,
     Reader,
-    ReadsCompressed,
     ReadsMany,
+    ReadsStream,
     SetsAsideInDirectory,
 )
 from tracedoc.pipeline import open_store
@@ -49,7 +49,7 @@ def test_every_reader_module_keeps_the_reader_contract(declared: Format) -> None
     module = importlib.import_module(declared.module)
     assert isinstance(module, Reader)
     for protocol, member in ((Reader, "sniff"), (Reader, "load"), (ReadsMany, "load_many"),
-                             (ReadsCompressed, "load_compressed"), (PreparesFiles, "prepare"),
+                             (ReadsStream, "load_stream"), (PreparesFiles, "prepare"),
                              (SetsAsideInDirectory, "redundant_in_directory")):
         if hasattr(module, member):
             assert _parameters(getattr(module, member)) == _parameters(getattr(protocol, member)), member

@@ -93,10 +93,10 @@ def test_plain_and_gzipped_traces_give_the_same_store(tmp_path: Path) -> None:
 
 def test_large_traces_are_read_in_several_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Splitting the event array at event boundaries loses and duplicates nothing."""
-    import tracedoc.ingest.kineto as kineto
+    import tracedoc.ingest.chrome_trace as chrome_trace
 
     trace = SAMPLES / "decode-eager" / "trace.json.gz"
-    monkeypatch.setattr(kineto, "_PART_BYTES", 64 << 10)  # ~60 parts instead of one
+    monkeypatch.setattr(chrome_trace, "_PART_BYTES", 64 << 10)  # ~60 parts instead of one
     with ingest(tmp_path, trace) as store:
         assert store.scalar("SELECT count(*) FROM gpu_activity") == sum(reference(trace)["gpu"].values())
 
@@ -142,15 +142,15 @@ def test_plain_ranks_read_together_give_each_rank_its_own_rows(tmp_path: Path,
     """Plain rank traces are parsed several files at a time, parts of two ranks in one pass (small parts here, so
     that a pass holds the end of one rank and the start of the next): every row keeps its own rank's source and
     rank, exactly as when each gzipped rank is read alone."""
-    import tracedoc.ingest.kineto as kineto
+    import tracedoc.ingest.chrome_trace as chrome_trace
 
     sample = SAMPLES / "moe-hot-expert-4rank"
     with ingest(tmp_path / "alone", sample) as store:
         alone = _per_source(store)
-    monkeypatch.setattr(kineto, "_PART_BYTES", 600 << 10)  # 3 parts a rank, parsed 2 at a time
+    monkeypatch.setattr(chrome_trace, "_PART_BYTES", 600 << 10)  # 3 parts a rank, parsed 2 at a time
     passes = []
-    real_read = kineto._read_events
-    monkeypatch.setattr(kineto, "_read_events",
+    real_read = chrome_trace._read_events
+    monkeypatch.setattr(chrome_trace, "_read_events",
                         lambda con, parts, *limit: passes.append(parts) or real_read(con, parts, *limit))
     with ingest(tmp_path / "together", *_plain_ranks("moe-hot-expert-4rank", tmp_path / "plain")) as store:
         assert store.self_check() == []
@@ -163,10 +163,10 @@ def test_plain_ranks_read_together_give_each_rank_its_own_rows(tmp_path: Path,
 def test_a_bad_rank_among_plain_ranks_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A rank read in one pass with others is named by its own path when its events are malformed or its times out
     of range, and the error shows no temporary part file."""
-    import tracedoc.ingest.kineto as kineto
+    import tracedoc.ingest.chrome_trace as chrome_trace
     from tracedoc.errors import InputError
 
-    monkeypatch.setattr(kineto, "_PART_BYTES", 16 << 20)  # each rank one part, both in one pass
+    monkeypatch.setattr(chrome_trace, "_PART_BYTES", 16 << 20)  # each rank one part, both in one pass
     ranks = _plain_ranks("ddp-straggler", tmp_path / "mangled")
     text = ranks[1].read_text()
     ranks[1].write_text(text.replace('"ph": "X"', '"ph" "X"', 1))
@@ -189,24 +189,25 @@ def test_a_trace_is_parsed_on_one_thread_per_bytes_per_thread(tmp_path: Path,
     """input-slow unpacked (1 MB), with _BYTES_PER_THREAD lowered to a third of it and small parts: read on 3 of the
     8 threads set, three parts a statement, and the 8 given back afterwards; the same GPU activity (count and time
     by kind) as read on all 8."""
+    import tracedoc.ingest.chrome_trace as chrome_trace
     import tracedoc.ingest.kineto as kineto
 
     plain = tmp_path / "trace.json"
     plain.write_bytes(gzip.decompress((SAMPLES / "input-slow" / "trace.json.gz").read_bytes()))
-    monkeypatch.setattr(kineto, "_BYTES_PER_THREAD", -(-plain.stat().st_size // 3))
-    monkeypatch.setattr(kineto, "_MIN_PART_BYTES", 64 << 10)
+    monkeypatch.setattr(chrome_trace, "_BYTES_PER_THREAD", -(-plain.stat().st_size // 3))
+    monkeypatch.setattr(chrome_trace, "_MIN_PART_BYTES", 64 << 10)
     seen: list[tuple[int, int]] = []
-    read_events = kineto._read_events
+    read_events = chrome_trace._read_events
 
-    def spy(con: duckdb.DuckDBPyConnection, parts: list[kineto._Part], *limit: int | None) -> dict[int, int]:
+    def spy(con: duckdb.DuckDBPyConnection, parts: list[chrome_trace.Part], *limit: int | None) -> dict[int, int]:
         seen.append((int(con.execute("SELECT current_setting('threads')").fetchone()[0]), len(parts)))
         return read_events(con, parts, *limit)
 
     counts = []
     for spied in (True, False):
-        monkeypatch.setattr(kineto, "_read_events", spy if spied else read_events)
+        monkeypatch.setattr(chrome_trace, "_read_events", spy if spied else read_events)
         if not spied:
-            monkeypatch.setattr(kineto, "_BYTES_PER_THREAD", 1)  # every thread set
+            monkeypatch.setattr(chrome_trace, "_BYTES_PER_THREAD", 1)  # every thread set
         with Store.create(None) as store:
             store.con.execute("SET threads = 8")
             kineto.load(store, 0, plain, tmp_path)

@@ -1,10 +1,11 @@
 """Ingest: find the trace files among the user's paths, detect their format, and load them into a store.
 
 One reader module per format, held to the contract in ingest/base.py (``Reader``: ``FORMAT``, ``sniff``,
-``load``, which reads a plain file; optionally ``load_many``, ``load_compressed``, ``prepare`` and
-``redundant_in_directory``), looked up once per format by ``reader``. A compressed input is unpacked into the
-work directory first (bounded: ``compressed``), to at most the format's ``max_bytes`` when it declares one,
-unless the format reads it as it unpacks (``load_compressed``: PyTorch traces). ``-`` reads standard input
+``load``, which reads a plain file; optionally ``load_many``, ``load_stream``, ``prepare`` and
+``redundant_in_directory``), looked up once per format by ``reader``. A compressed input is wrapped as a stream of
+its unpacked bytes (``compressed.Unpacking``, bounded by the inflate cap, and by the format's ``max_bytes`` when
+it declares one): handed to the reader when it reads streams (``load_stream``: the Chrome-trace formats, Nsight
+Compute), else unpacked into the work directory for ``load``. ``-`` reads standard input
 (spooled to a temporary file). Every source is written to the ``sources`` table by ``sources.insert_sources``.
 Declare a new format in ingest/base.py's FORMATS (its module is imported only when a file is sniffed or read with
 it, so reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses
@@ -36,8 +37,8 @@ from tracedoc.ingest.base import (
     LoadResult,
     PreparesFiles,
     Reader,
-    ReadsCompressed,
     ReadsMany,
+    ReadsStream,
     SetsAsideInDirectory,
 )
 from tracedoc.ingest.base import FORMATS as _DECLARED
@@ -98,7 +99,7 @@ class FormatReader:
 
     module: Reader
     many: ReadsMany | None
-    streamed: ReadsCompressed | None
+    streamed: ReadsStream | None
     prepares: PreparesFiles | None
     sets_aside: SetsAsideInDirectory | None
 
@@ -112,7 +113,7 @@ def reader(name: str) -> FormatReader:
         raise TypeError(f"{module.__name__} is no reader module (FORMAT, sniff and load)")
     return FormatReader(module,
                         cast(ReadsMany, module) if hasattr(module, "load_many") else None,
-                        cast(ReadsCompressed, module) if hasattr(module, "load_compressed") else None,
+                        cast(ReadsStream, module) if hasattr(module, "load_stream") else None,
                         cast(PreparesFiles, module) if hasattr(module, "prepare") else None,
                         cast(SetsAsideInDirectory, module) if hasattr(module, "redundant_in_directory") else None)
 
@@ -122,7 +123,7 @@ if TYPE_CHECKING:  # the type checker holds each reader module to the contract i
 
     _READERS: tuple[Reader, ...] = (kineto, flight_recorder, nsys, ncu, nvml, telemetry, gemm_ladder,
                                     memory_snapshot)
-    _OPTIONAL: tuple[ReadsMany, ReadsCompressed, PreparesFiles, SetsAsideInDirectory] = (kineto, kineto, nsys, nsys)
+    _OPTIONAL: tuple[ReadsMany, ReadsStream, PreparesFiles, SetsAsideInDirectory] = (kineto, kineto, nsys, nsys)
 
 
 def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile]:
@@ -325,17 +326,25 @@ def _source_rows(first_id: int, index: int, item: InputFile, result: LoadResult)
 
 
 def _load(store: Store, source_id: int, item: InputFile, workdir: Path) -> LoadResult:
-    """Load one input with its format's reader: a compressed one as it unpacks when the format reads streams
-    (``load_compressed``), else from a plain copy; every error names the input as the user gave it (not the copy)."""
+    """Load one input with its format's reader. A compressed one is wrapped as a stream of its unpacked bytes
+    (``compressed.Unpacking``, bounded): handed to the reader when it reads streams (``load_stream``), else saved
+    into a plain copy that ``load`` reads; every error names the input as the user gave it (not the copy)."""
     read = reader(item.format)
-    streamed = read.streamed if item.compression is not None else None
-    cap = store.limits.max_inflate_bytes
-    plain = _unpacked(item, workdir, cap) if item.compression and streamed is None else item.file
+    stream = _unpacking(item, store.limits.max_inflate_bytes) if item.compression else None
+    plain = item.file
     try:
-        if streamed is not None and item.compression is not None:
-            return streamed.load_compressed(store, source_id, item.file, item.compression,
-                                            compressed.max_inflate_bytes(item.size_bytes, cap), workdir, item.path)
+        if stream is not None and read.streamed is not None:
+            return read.streamed.load_stream(store, source_id, stream, workdir, item.path)
+        if stream is not None:
+            plain = workdir / f"unpacked-{re.sub(r'[^A-Za-z0-9._-]', '_', item.path.name)[-80:]}"
+            stream.save(plain)
         return read.module.load(store, source_id, plain, workdir)
+    except compressed.InflateLimitError:
+        format_max = BY_NAME[item.format].max_bytes
+        if stream is None or format_max is None or stream.limit != format_max + 1:
+            raise
+        raise InputError(f"{item.path}: unpacks to more than {format_max:,} bytes, larger than any "
+                         f"{item.format} file") from None
     except TracedocError as exc:
         if plain == item.path:
             raise
@@ -378,22 +387,14 @@ def _load_many(store: Store, batch: list[tuple[int, InputFile]], workdir: Path,
         raise InputError(f"{names}: {batch[0][1].format} data tracedoc cannot store ({first_line(exc)})") from None
 
 
-def _unpacked(item: InputFile, workdir: Path, cap: int | None) -> Path:
-    """The input unpacked into ``workdir``, to at most the inflate cap (``cap``, else the default for its size) or
-    the format's own ``max_bytes``."""
+def _unpacking(item: InputFile, cap: int | None) -> compressed.Unpacking:
+    """The compressed input as a stream, to at most the inflate cap (``cap``, else the default for its size) or,
+    when the format declares a smaller ``max_bytes``, one byte more than that."""
     assert item.compression is not None
-    out = workdir / f"unpacked-{re.sub(r'[^A-Za-z0-9._-]', '_', item.path.name)[-80:]}"
     limit = compressed.max_inflate_bytes(item.size_bytes, cap)
     format_max = BY_NAME[item.format].max_bytes
-    try:
-        compressed.inflate(item.file, item.compression, out, min(limit, format_max + 1) if format_max else limit,
-                           name=item.path)
-    except compressed.InflateLimitError:
-        if format_max is None or format_max >= limit:
-            raise
-        raise InputError(f"{item.path}: unpacks to more than {format_max:,} bytes, larger than any "
-                         f"{item.format} file") from None
-    return out
+    return compressed.Unpacking(item.file, item.compression, min(limit, format_max + 1) if format_max else limit,
+                                item.path)
 
 
 def _check_times(store: Store, inputs: Sequence[InputFile]) -> None:

@@ -6,7 +6,7 @@ may read it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -48,7 +48,7 @@ class Reader(Protocol):
     """A format's reader module (``Format.module``), as ingest calls it: ``FORMAT`` (the format's name),
     ``sniff(path, head)`` (``head``: the file's first MiB, unpacked when compressed) and ``load``, which reads one
     plain file into the store under ``source_id`` (``workdir``: room for temporary files). A module may also have
-    the members of ``ReadsMany``, ``ReadsCompressed``, ``PreparesFiles`` and ``SetsAsideInDirectory``; ingest looks
+    the members of ``ReadsMany``, ``ReadsStream``, ``PreparesFiles`` and ``SetsAsideInDirectory``; ingest looks
     them up once per format (``tracedoc.ingest.reader``)."""
 
     FORMAT: str
@@ -66,12 +66,32 @@ class ReadsMany(Protocol):
                   started: Callable[[int], None] | None = None) -> list[LoadResult]: ...
 
 
-class ReadsCompressed(Protocol):
-    """Optional: read a gzip or xz file (``kind``) as it unpacks, at most ``limit`` bytes, instead of from an
+class ByteStream(Protocol):
+    """An input's bytes as a stream: a compressed file as it unpacks (``compressed.Unpacking``, which stops past the
+    inflate cap). ``compression``: the container's format ('gzip', 'xz'); ``chunks()`` gives the bytes in order,
+    once; ``size_hint`` is the unpacked size the container states (untrusted: for sizing work only), None when it
+    states none; ``head(size)`` the first bytes, read apart; ``save(out)`` writes them all into a file, for a reader
+    that needs one."""
+
+    @property
+    def compression(self) -> str: ...
+
+    @property
+    def size_hint(self) -> int | None: ...
+
+    def chunks(self) -> Iterator[bytes]: ...
+
+    def head(self, size: int) -> bytes: ...
+
+    def save(self, out: Path) -> None: ...
+
+
+class ReadsStream(Protocol):
+    """Optional: read a file from the stream of its bytes (a gzip or xz file as it unpacks) instead of from an
     unpacked copy; errors name the input as the user gave it (``name``)."""
 
-    def load_compressed(self, store: Store, source_id: int, path: Path, kind: str, limit: int, workdir: Path,
-                        name: Path) -> LoadResult: ...
+    def load_stream(self, store: Store, source_id: int, stream: ByteStream, workdir: Path,
+                    name: Path) -> LoadResult: ...
 
 
 class PreparesFiles(Protocol):

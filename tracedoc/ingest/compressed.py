@@ -1,7 +1,8 @@
 """Compressed inputs (gzip, xz) and standard input: sniffed through their first bytes, unpacked bounded.
 
-A compressed file is untrusted like any input: it is streamed in chunks (never whole in memory; ``chunks`` for
-readers that parse as it unpacks, ``inflate`` into a file for the others), and unpacking stops with a one-line
+A compressed file is untrusted like any input: it is streamed in chunks (never whole in memory), wrapped as an
+``Unpacking`` around the reader of its format: handed as the stream to readers that parse as it unpacks
+(``load_stream``), saved into a file for the others, and unpacking stops with a one-line
 error once its output passes a cap, so a few megabytes that would inflate to terabytes (a decompression bomb) cost
 at most the cap in disk and seconds. The cap is the run's ``Limits.max_inflate_bytes`` (`--max-inflate`,
 ``TRACEDOC_MAX_INFLATE_BYTES``) when given, else the larger of 100 times the compressed size and 64 MiB: real
@@ -102,6 +103,33 @@ def size_hint(path: Path, kind: str) -> int | None:
     with path.open("rb") as f:
         f.seek(-4, os.SEEK_END)
         return int.from_bytes(f.read(4), "little")
+
+
+class Unpacking:
+    """A compressed file's unpacked bytes as a stream (``ingest.base.ByteStream``), bounded by ``limit``: what ingest
+    hands a reader that parses as it reads (``load_stream``), and what it saves into a file for one that needs a
+    file. Errors name the input as the user gave it (``name``)."""
+
+    def __init__(self, path: Path, kind: str, limit: int, name: Path) -> None:
+        self.path, self.compression, self.limit, self.name = path, kind, limit, name
+
+    @property
+    def size_hint(self) -> int | None:
+        """The unpacked size the container states, when it is plausible (never smaller than the file)."""
+        hint = size_hint(self.path, self.compression)
+        return hint if hint is not None and hint >= self.path.stat().st_size else None  # modulo 4 GiB, untrusted
+
+    def chunks(self) -> Iterator[bytes]:
+        """The unpacked bytes in chunks as they come."""
+        return chunks(self.path, self.compression, self.limit, self.name)
+
+    def head(self, size: int) -> bytes:
+        """The first ``size`` unpacked bytes."""
+        return head(self.path, self.compression, size, self.name)
+
+    def save(self, out: Path) -> None:
+        """Unpack it whole into ``out``."""
+        inflate(self.path, self.compression, out, self.limit, self.name)
 
 
 def inflate(path: Path, kind: str, out: Path, limit: int, name: Path | str | None = None) -> None:

@@ -14,8 +14,8 @@ import duckdb
 import pyarrow as pa
 
 from tracedoc.errors import InputError, TracedocError
-from tracedoc.ingest import compressed, ncu_csv, ncu_rep
-from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest import ncu_csv, ncu_rep
+from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.ingest.ncu_model import INT32_MAX, LaunchTables, check_fixed, launch_tables, out_of_range
 from tracedoc.store import Store
 
@@ -91,15 +91,14 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     return LoadResult(rank=None, world_size=None, event_count=tables.count, tool=tool)
 
 
-def load_compressed(store: Store, source_id: int, path: Path, kind: str, limit: int, workdir: Path,
-                    name: Path) -> LoadResult:
-    """A gzip or xz report or export (``kind``), unpacked into ``workdir`` (at most ``limit`` bytes) and read as
-    ``load`` reads it; a report that needs the missing ncu-report package is refused before it is unpacked, naming
-    the user's file (``name``) and how to export it."""
-    if ncu_rep.is_report(compressed.head(path, kind, 4, name)):
-        ncu_rep.check_readable(name, kind)
+def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path, name: Path) -> LoadResult:
+    """A compressed report or export, saved from its stream into ``workdir`` and read as ``load`` reads it (both
+    need a file); a report that needs the missing ncu-report package is refused before it is unpacked, naming the
+    user's file (``name``) and how to export it."""
+    if ncu_rep.is_report(stream.head(4)):
+        ncu_rep.check_readable(name, stream.compression)
     plain = workdir / f"unpacked-ncu-{source_id}"
-    compressed.inflate(path, kind, plain, limit, name=name)
+    stream.save(plain)
     try:
         return load(store, source_id, plain, workdir)
     except TracedocError as exc:
