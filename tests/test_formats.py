@@ -56,9 +56,10 @@ def test_every_reader_module_keeps_the_reader_contract(declared: Format) -> None
 
 
 def test_the_readers_offer_what_their_formats_need() -> None:
-    """PyTorch ranks are parsed together and as they unpack; an Nsight Compute input unpacks itself (so that its
-    errors and hints name the user's file); Nsight Systems reports are exported together first and an export beside
-    its report is set aside; every other format is one file at a time."""
+    """PyTorch ranks are parsed together and as they unpack; a compressed flight-recorder dump is read from its
+    stream; an Nsight Compute input unpacks itself (so that its errors and hints name the user's file); Nsight
+    Systems reports are exported together first and an export beside its report is set aside; every other format is
+    one file at a time, a compressed one unpacked for it."""
     offered = {}
     for f in FORMATS:
         found = reader(f.name)
@@ -67,6 +68,7 @@ def test_the_readers_offer_what_their_formats_need() -> None:
         offered[f.name] = tuple(name for name, member in members.items() if member is not None)
     assert offered.pop("torch") == ("many", "streamed")
     assert offered.pop("ncu") == ("streamed",)
+    assert offered.pop("flight_recorder") == ("streamed",)
     assert offered.pop("nsys") == ("prepares", "sets_aside")
     assert set(offered.values()) == {()}
 

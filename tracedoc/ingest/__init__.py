@@ -4,8 +4,8 @@ One reader module per format, held to the contract in ingest/base.py (``Reader``
 ``load``, which reads a plain file; optionally ``load_many``, ``load_stream``, ``prepare`` and
 ``redundant_in_directory``), looked up once per format by ``reader``. A compressed input is wrapped as a stream of
 its unpacked bytes (``compressed.Unpacking``, bounded by the inflate cap, and by the format's ``max_bytes`` when
-it declares one): handed to the reader when it reads streams (``load_stream``: the Chrome-trace formats, Nsight
-Compute), else unpacked into the work directory for ``load``. ``-`` reads standard input
+it declares one): handed to the reader when it reads streams (``load_stream``: the Chrome-trace formats, flight-recorder
+dumps, Nsight Compute), else unpacked into the work directory for ``load``. ``-`` reads standard input
 (spooled to a temporary file). Every source is written to the ``sources`` table by ``sources.insert_sources``.
 Declare a new format in ingest/base.py's FORMATS (its module is imported only when a file is sniffed or read with
 it, so reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses
@@ -124,6 +124,7 @@ if TYPE_CHECKING:  # the type checker holds each reader module to the contract i
     _READERS: tuple[Reader, ...] = (kineto, flight_recorder, nsys, ncu, nvml, telemetry, gemm_ladder,
                                     memory_snapshot)
     _OPTIONAL: tuple[ReadsMany, ReadsStream, PreparesFiles, SetsAsideInDirectory] = (kineto, kineto, nsys, nsys)
+    _STREAMED: tuple[ReadsStream, ...] = (kineto, ncu, flight_recorder)
 
 
 def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile]:
@@ -341,7 +342,7 @@ def _load(store: Store, source_id: int, item: InputFile, workdir: Path) -> LoadR
         return read.module.load(store, source_id, plain, workdir)
     except compressed.InflateLimitError:
         format_max = BY_NAME[item.format].max_bytes
-        if stream is None or format_max is None or stream.limit != format_max + 1:
+        if stream is None or format_max is None or stream.limit != format_max:
             raise
         raise InputError(f"{item.path}: unpacks to more than {format_max:,} bytes, larger than any "
                          f"{item.format} file") from None
@@ -388,12 +389,12 @@ def _load_many(store: Store, batch: list[tuple[int, InputFile]], workdir: Path,
 
 
 def _unpacking(item: InputFile, cap: int | None) -> compressed.Unpacking:
-    """The compressed input as a stream, to at most the inflate cap (``cap``, else the default for its size) or,
-    when the format declares a smaller ``max_bytes``, one byte more than that."""
+    """The compressed input as a stream, to at most the inflate cap (``cap``, else the default for its size) or
+    the format's ``max_bytes`` when it declares a smaller one."""
     assert item.compression is not None
     limit = compressed.max_inflate_bytes(item.size_bytes, cap)
     format_max = BY_NAME[item.format].max_bytes
-    return compressed.Unpacking(item.file, item.compression, min(limit, format_max + 1) if format_max else limit,
+    return compressed.Unpacking(item.file, item.compression, min(limit, format_max) if format_max else limit,
                                 item.path)
 
 

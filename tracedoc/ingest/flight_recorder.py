@@ -38,7 +38,7 @@ from typing import Any, TypeGuard
 import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
-from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit, load_plain
 from tracedoc.store import Store
 
@@ -86,7 +86,19 @@ def sniff(path: Path, head: bytes) -> bool:
 
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     """Read one dump into fr_dumps, fr_process_groups, fr_pg_status and fr_entries under ``source_id``."""
-    dump, encoding = _read(path)
+    return _load(store, source_id, path.read_bytes(), path)
+
+
+def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path, name: Path) -> LoadResult:
+    """Read a compressed dump from its stream as ``load`` reads a plain one: the dump is parsed whole either way,
+    so it is gathered in memory (at most the format's ``max_bytes``: ingest bounds the stream) and never unpacked
+    to disk."""
+    return _load(store, source_id, b"".join(stream.chunks()), name)
+
+
+def _load(store: Store, source_id: int, raw: bytes, path: Path) -> LoadResult:
+    """Read the dump's bytes (``path``: the input as the user named it, for errors)."""
+    dump, encoding = _read(raw, path)
     entries = dump.get("entries") or []
     if not isinstance(entries, list):
         raise InputError(f"{path}: malformed flight-recorder dump ('entries' is not a list of records)")
@@ -146,10 +158,8 @@ def _insert(con: Any, table: str, rows: pa.Table) -> None:
         con.unregister("_fr_rows_in")
 
 
-def _read(path: Path) -> tuple[dict[str, Any], str]:
-    """The dump as a dict, and its encoding (pickle | json). ``path`` is a plain file: ingest unpacks a gzipped or
-    xz dump first, to at most its declared ``max_bytes`` (ingest/base.py)."""
-    raw = path.read_bytes()
+def _read(raw: bytes, path: Path) -> tuple[dict[str, Any], str]:
+    """The dump's bytes as a dict, and its encoding (pickle | json)."""
     encoding = "pickle" if PICKLE_MAGIC.match(raw) else "json"
     if encoding == "pickle":
         dump = load_plain(raw, path, "a flight-recorder dump", "flight-recorder pickle")
