@@ -99,6 +99,7 @@ def _try(cast: str) -> str:
     """A conversion above that gives NULL instead of failing."""
     return "TRY_" + cast
 
+
 _NORMALIZE_CHUNK_SQL = f"""
 CREATE TEMP TABLE IF NOT EXISTS _flow_end (source_id INTEGER, pid BIGINT, tid BIGINT, ts_ns BIGINT,
                                          correlation_id BIGINT);
