@@ -6,7 +6,7 @@ One reader module per format, held to the contract in ingest/base.py (``Reader``
 work directory first (bounded: ``compressed``), to at most the format's ``max_bytes`` when it declares one,
 unless the format reads it as it unpacks (``load_compressed``: PyTorch traces). ``-`` reads standard input
 (spooled to a temporary file). Every source is written to the ``sources`` table by ``sources.insert_sources``.
-Declare a new format in ingest/base.py's FORMATS (its module is imported only when a file is sniffed or read with
+Declare a new format in tracedoc/formats.py's FORMATS (its module is imported only when a file is sniffed or read with
 it, so reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses
 or rules.
 """
@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, cast
 import duckdb
 
 from tracedoc.errors import InputError, TracedocError, first_line
+from tracedoc.formats import BY_NAME
+from tracedoc.formats import FORMATS as _DECLARED
 from tracedoc.ingest import compressed
 from tracedoc.ingest.base import (
-    BY_NAME,
     LoadResult,
     PreparesFiles,
     Reader,
@@ -40,7 +41,6 @@ from tracedoc.ingest.base import (
     ReadsMany,
     SetsAsideInDirectory,
 )
-from tracedoc.ingest.base import FORMATS as _DECLARED
 from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.limits import Limits
 from tracedoc.store import Store
@@ -49,7 +49,7 @@ from tracedoc.store.cache import file_digest
 __all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "FormatReader", "InputFile", "assign_ranks", "discover", "load_all",
            "reader"]
 
-# Format name (the module's FORMAT): its reader module, in the order files are sniffed (ingest/base.py FORMATS).
+# Format name (the module's FORMAT): its reader module, in the order files are sniffed (tracedoc/formats.py FORMATS).
 FORMATS: dict[str, str] = {f.name: f.module for f in _DECLARED}
 
 STDIN = Path("-")

@@ -148,7 +148,7 @@ def _insert(con: Any, table: str, rows: pa.Table) -> None:
 
 def _read(path: Path) -> tuple[dict[str, Any], str]:
     """The dump as a dict, and its encoding (pickle | json). ``path`` is a plain file: ingest unpacks a gzipped or
-    xz dump first, to at most its declared ``max_bytes`` (ingest/base.py)."""
+    xz dump first, to at most its declared ``max_bytes`` (tracedoc/formats.py)."""
     raw = path.read_bytes()
     encoding = "pickle" if PICKLE_MAGIC.match(raw) else "json"
     if encoding == "pickle":
