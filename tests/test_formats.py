@@ -17,12 +17,14 @@ import pytest
 
 from tests.conftest import ROOT, SAMPLES
 from tracedoc import analyze, kinds
+from tracedoc.diff.side import check_kinds, resolve_side
 from tracedoc.errors import InputError
 from tracedoc.formats import (
     CAPABILITIES,
     FORMATS,
     HANG_DUMPS,
     HEALTH,
+    KERNEL_PROFILE,
     NVTX,
     PYTORCH_OPERATORS,
     RUN_KINDS,
@@ -226,3 +228,20 @@ def test_a_compressed_file_is_unpacked_no_further_than_its_format_declares(tmp_p
     path.write_bytes(gzip.compress(b'{"format": "tracedoc-gemm-ladder", "rungs": []' + b" " * (17 << 20) + b"}"))
     with pytest.raises(InputError, match=r"unpacks to more than 16,777,216 bytes, larger than any gemm_ladder file"):
         analyze([path], use_cache=False)
+
+
+@pytest.mark.parametrize("declared", [f for f in FORMATS if f.kind not in (TIMELINE, KERNEL_PROFILE)],
+                         ids=lambda f: f.name)
+def test_a_diff_refuses_two_runs_without_steps_or_kernels(declared: Format) -> None:
+    """Two runs of a kind that holds no steps or kernels (hang dumps, and each kind that rides along) are refused
+    in the words of that kind; a run of it against a run of another kind is refused as two kinds."""
+    alone = [name for name in SAMPLES_OF[declared.name]
+             if {kinds.kind_of([i.format]) for i in discover([SAMPLES / name])} == {declared.kind}]
+    if not alone:
+        pytest.skip(f"no sample holds {declared.kind} alone")
+    side = resolve_side(SAMPLES / alone[0])
+    with pytest.raises(InputError, match=f"both sides are {declared.kind}: they hold no steps or kernels"):
+        check_kinds(side, side)
+    other = resolve_side(SAMPLES / "decode-compile")
+    with pytest.raises(InputError, match=f"AFTER a {declared.kind} .*: diff compares two runs of one kind"):
+        check_kinds(other, side)
