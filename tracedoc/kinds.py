@@ -1,9 +1,8 @@
 """What kind of run an input is, from its format's declared kind (tracedoc/formats.py): a timeline (PyTorch
 profiler, Nsight Systems), a kernel profile (Nsight Compute) or hang dumps (NCCL flight recorder); GPU health
 records (NVML snapshots, telemetry), allocator snapshots and kernel benchmarks (the GEMM ladder's timings) ride
-along with any of them. A diff compares two runs of one kind; a directory
-whose inputs cannot be one job's ranks (a timeline beside a kernel profile, an Nsight Systems run beside a PyTorch
-trace) says so."""
+along with any of them. A diff compares two runs of one kind; a directory whose inputs cannot be one job's ranks
+(a timeline beside a kernel profile, an Nsight Systems run beside a PyTorch trace) says so."""
 
 from __future__ import annotations
 

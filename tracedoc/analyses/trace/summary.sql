@@ -5,8 +5,8 @@
 
 -- One row: wall_ms (the longest rank window, ms; for kernel profiles without a timeline, e.g. Nsight Compute,
 -- the summed duration of the profiled kernels), gpu_busy_pct (busy time over window time, all devices, %),
--- ranks (number of ranks), world_size (the job's ranks when a trace of a format that gives it says so, else NULL), steps (most steady steps
--- seen on one rank), basis (what wall_ms measures: 'timeline'
+-- ranks (number of ranks), world_size (the job's ranks when a trace of a format that gives it, in input_formats,
+-- says so, else NULL), steps (most steady steps seen on one rank), basis (what wall_ms measures: 'timeline'
 -- with GPU activity, 'host-only timeline' when the timelines recorded no GPU activity, 'kernel profile', or NULL).
 CREATE OR REPLACE TEMP VIEW trace_summary AS
 SELECT coalesce((SELECT max(wall_ns) FROM trace_wall), (SELECT sum(duration_ns) FROM ncu_kernels)) / 1e6 AS wall_ms,
