@@ -62,7 +62,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracedoc.ingest.base import FORMATS as DECLARED
+from tracedoc.formats import FORMATS as DECLARED
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
@@ -158,7 +158,7 @@ class Mutant:
 @dataclass(frozen=True)
 class FormatSpec:
     """The bases of one kind of input, the tracedoc format they are read as (``reads``: a name in
-    tracedoc.ingest.base.FORMATS) and the kinds of mutation they get."""
+    tracedoc.formats.FORMATS) and the kinds of mutation they get."""
 
     reads: str
     bases: tuple[Base, ...]

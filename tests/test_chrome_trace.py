@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLES
-from tracedoc import ingest
+from tracedoc import formats, ingest
 from tracedoc.errors import InputError
-from tracedoc.ingest import base, chrome_trace
-from tracedoc.ingest.base import TIMELINE, Format
-from tracedoc.store import Store
+from tracedoc.formats import TIMELINE, Format
+from tracedoc.ingest import chrome_trace
+from tracedoc.store import Store, modules
 
 EXAMPLE = Format("chrome_example", "tests.chrome_format_example", "Chrome trace (example)", TIMELINE)
 TRACES = [SAMPLES / "decode-eager" / "trace.json.gz", SAMPLES / "ddp-straggler" / "rank1.trace.json.gz"]
@@ -25,10 +25,10 @@ TRACES = [SAMPLES / "decode-eager" / "trace.json.gz", SAMPLES / "ddp-straggler" 
 @pytest.fixture
 def declared(monkeypatch: pytest.MonkeyPatch) -> None:
     """The example format declared first among the formats (so that it, not the PyTorch reader, claims the files),
-    as its Format line in ingest/base.py would."""
-    monkeypatch.setattr(base, "FORMATS", (EXAMPLE, *base.FORMATS))
-    monkeypatch.setattr(base, "BY_NAME", {**base.BY_NAME, EXAMPLE.name: EXAMPLE})
-    monkeypatch.setattr(ingest, "BY_NAME", base.BY_NAME)
+    as its Format line in tracedoc/formats.py would."""
+    monkeypatch.setattr(formats, "FORMATS", (EXAMPLE, *formats.FORMATS))
+    monkeypatch.setattr(modules, "FORMATS", formats.FORMATS)
+    monkeypatch.setitem(formats.BY_NAME, EXAMPLE.name, EXAMPLE)  # the one dict every reader of BY_NAME holds
     monkeypatch.setattr(ingest, "FORMATS", {EXAMPLE.name: EXAMPLE.module, **ingest.FORMATS})
 
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from tests.conftest import ROOT
 from tracedoc.cli import cli
-from tracedoc.ingest.base import FORMATS
+from tracedoc.formats import FORMATS
 from tracedoc.judge import load_rules
 from tracedoc.pages import PAGES
 from tracedoc.report_tables import SECTIONS

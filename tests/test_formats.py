@@ -1,25 +1,40 @@
-"""Each input format is declared once (tracedoc/ingest/base.py FORMATS): its reader module exists and names it;
-ingest and the run kinds read that one list. The analyses say what they read in their headers (store.modules)."""
+"""Each input format is declared once (tracedoc/formats.py FORMATS): its reader module exists and names it;
+ingest and the run kinds read that one list, and what each format declares it gives (operator shapes, the job's
+size, memory events, host ranges, Python stacks, how to record it) is what its samples show and what the analyses
+conclude from them. The analyses say what they read in their headers (store.modules)."""
 
 from __future__ import annotations
 
+import ast
 import gzip
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import ROOT, SAMPLES
 from tracedoc import analyze, kinds
+from tracedoc.diff.side import check_kinds, resolve_side
 from tracedoc.errors import InputError
+from tracedoc.formats import (
+    CAPABILITIES,
+    FORMATS,
+    HANG_DUMPS,
+    HEALTH,
+    KERNEL_PROFILE,
+    NVTX,
+    PYTORCH_OPERATORS,
+    RUN_KINDS,
+    TIMELINE,
+    Format,
+    giving,
+)
 from tracedoc.ingest import FORMATS as READERS
 from tracedoc.ingest import discover, reader
 from tracedoc.ingest.base import (
-    FORMATS,
-    HEALTH,
-    Format,
     PreparesFiles,
     Reader,
     ReadsMany,
@@ -27,6 +42,7 @@ from tracedoc.ingest.base import (
     SetsAsideInDirectory,
 )
 from tracedoc.pipeline import open_store
+from tracedoc.store import Store
 from tracedoc.store.modules import facts, on_client
 
 
@@ -34,6 +50,17 @@ def test_every_declared_format_has_its_reader() -> None:
     assert list(READERS) == [f.name for f in FORMATS]
     for f in FORMATS:
         assert f.name == importlib.import_module(f.module).FORMAT
+
+
+def test_the_type_checker_holds_every_declared_reader_to_the_contract() -> None:
+    """Each declared format's module is named in ingest's ``_READERS`` (read only by the type checker, so read here
+    from the source): a module left out would no longer be checked against ``Reader``."""
+    tree = ast.parse((ROOT / "tracedoc" / "ingest" / "__init__.py").read_text())
+    readers = next(node.value for node in ast.walk(tree) if isinstance(node, ast.AnnAssign)
+                   and isinstance(node.target, ast.Name) and node.target.id == "_READERS")
+    assert isinstance(readers, ast.Tuple)
+    assert sorted(f"tracedoc.ingest.{e.id}" for e in readers.elts if isinstance(e, ast.Name)) == \
+        sorted(f.module for f in FORMATS)
 
 
 def _parameters(function: Callable[..., object]) -> list[tuple[str, bool]]:
@@ -73,11 +100,109 @@ def test_the_readers_offer_what_their_formats_need() -> None:
     assert set(offered.values()) == {()}
 
 
-def test_the_run_kinds_and_the_analyses_follow_the_declarations() -> None:
-    for f in FORMATS:
-        assert kinds.kind_of([f.name]) == f.kind
-        assert f.distributable == (f.name in ("torch", "nsys", "flight_recorder"))
+@pytest.mark.parametrize("declared", FORMATS, ids=lambda f: f.name)
+def test_the_run_kinds_follow_the_declarations(declared: Format) -> None:
+    """A format's inputs are a run of its kind, whatever rides along; a distributed run never splits by rank a kernel
+    profile or what rides along; only timelines say how to record their GPU activity."""
+    assert kinds.kind_of([declared.name]) == declared.kind
+    for other in FORMATS:
+        ride_along = [f.name for f in (declared, other) if f.kind not in RUN_KINDS]
+        expected = declared.kind if ride_along == [other.name] else None
+        if expected:
+            assert kinds.kind_of([declared.name, other.name]) == expected
+    if declared.kind not in (TIMELINE, HANG_DUMPS):
+        assert not declared.distributable
+    assert (declared.how_to_record is not None) == (declared.kind == TIMELINE)
+
+
+def test_an_unknown_format_rides_along() -> None:
     assert kinds.kind_of(["not_a_format"]) == HEALTH
+    with pytest.raises(ValueError, match="unknown capability"):
+        giving("shapes")
+    assert kinds.mixed_runs([("not_a_format", 0), ("torch", 1)]) is None
+
+
+# The samples of each format that show what it gives (its sample when it gives nothing): a new format's line in
+# FORMATS needs its sample here.
+SAMPLES_OF = {
+    "torch": ("memory-leak", "ddp-straggler"),  # shapes, memory, Python stacks; the job's size
+    "flight_recorder": ("hang-4rank-stuck",),  # names its largest group's size: not the job's
+    "nsys": ("nsys-memory-leak",),  # CUDA memory, NVTX ranges
+    "ncu": ("ncu-h100-gemm-cublas",),
+    "nvml": ("health-h100",),
+    "telemetry": ("health-h100",),
+    "gemm_ladder": ("ncu-h100-gemm-cublas",),
+    "memory_snapshot": ("snapshot-leak-default",),
+}
+
+
+@pytest.fixture(scope="module")
+def sample_stores() -> Iterator[dict[str, Store]]:
+    """Each sample of SAMPLES_OF ingested, without the cache."""
+    names = sorted({s for samples in SAMPLES_OF.values() for s in samples})
+    stores = {name: open_store(discover([SAMPLES / name]), None)[0] for name in names}
+    yield stores
+    for store in stores.values():
+        store.close()
+
+
+def _shown(store: Store, fmt: str, sql: str) -> Any:
+    """``sql``'s first value, with ``$fmt`` the format's name."""
+    return store.scalar(sql, {"fmt": fmt})
+
+
+# What shows, in a store, that a source's format gave each capability: a count of rows, or a set of values.
+_EVIDENCE = {
+    "operator_shapes": "SELECT count(*) FROM op_shapes JOIN sources USING (source_id) WHERE format = $fmt",
+    "python_stacks": """SELECT count(*) FROM cpu_activity JOIN sources USING (source_id)
+                        WHERE format = $fmt AND kind = 'python'""",
+    "memory_events": "SELECT count(*) FROM memory_events JOIN sources USING (source_id) WHERE format = $fmt",
+}
+
+
+def test_the_samples_cover_every_format() -> None:
+    assert set(SAMPLES_OF) == {f.name for f in FORMATS}
+    assert set(_EVIDENCE) | {"world_size", "host_ranges", "how_to_record"} == set(CAPABILITIES)
+
+
+@pytest.mark.parametrize("declared", FORMATS, ids=lambda f: f.name)
+def test_a_format_gives_what_it_declares_and_the_analyses_read_it(declared: Format,
+                                                                  sample_stores: dict[str, Store]) -> None:
+    """On its samples, a format's sources hold operator shapes, Python frames and memory events exactly when it
+    declares them; the memory curve's basis is what it declares its memory events count; the summary's world
+    size is read only from formats that give it (a flight-recorder dump names its largest group's size, not the
+    job's); PyTorch operator ranges make the trace a PyTorch program's, NVTX ranges show as such; a timeline
+    without GPU activity is told how its format records it."""
+    stores = [sample_stores[name] for name in SAMPLES_OF[declared.name]]
+    fmt = declared.name
+    for capability, sql in _EVIDENCE.items():
+        shown = [_shown(store, fmt, sql) for store in stores]
+        assert bool(getattr(declared, capability)) == any(shown), capability
+    bases = []
+    for store in stores:
+        store.include("trace.summary")
+        store.include("trace.framework")
+        sizes = _shown(store, fmt, "SELECT max(world_size) FROM sources WHERE format = $fmt")
+        if sizes is not None:
+            assert (store.scalar("SELECT world_size FROM trace_summary") == sizes) == declared.world_size
+        if declared.memory_events:
+            store.include("memory.timeline")
+            bases += _shown(store, fmt, """SELECT list(DISTINCT basis) FROM memory_by_device JOIN sources
+                                           USING (source_id) WHERE format = $fmt""") or []
+        if declared.kind == TIMELINE:
+            pytorch = _shown(store, fmt, """SELECT bool_and(pytorch) FROM trace_framework JOIN sources USING
+                                            (source_id) WHERE format = $fmt""")
+            assert pytorch or declared.host_ranges != PYTORCH_OPERATORS
+            advice = _shown(store, fmt, """SELECT list(DISTINCT how_to_record) FROM trace_recording
+                                          WHERE format = $fmt""")
+            assert advice == [declared.how_to_record]
+    assert set(bases) == ({declared.memory_events} if declared.memory_events else set())
+    nvtx = [_shown(store, fmt, "SELECT count(*) FROM nvtx_ranges JOIN sources USING (source_id) WHERE format = $fmt")
+            for store in stores]
+    operators = [_shown(store, fmt, """SELECT count(*) FROM cpu_activity JOIN sources USING (source_id)
+                                       WHERE format = $fmt AND name LIKE 'aten::%'""") for store in stores]
+    assert any(nvtx) == (declared.host_ranges == NVTX)
+    assert any(operators) == (declared.host_ranges == PYTORCH_OPERATORS)
 
 
 def test_a_module_applies_where_the_tables_its_header_reads_have_rows() -> None:
@@ -105,3 +230,20 @@ def test_a_compressed_file_is_unpacked_no_further_than_its_format_declares(tmp_p
     path.write_bytes(gzip.compress(b'{"format": "tracedoc-gemm-ladder", "rungs": []' + b" " * (17 << 20) + b"}"))
     with pytest.raises(InputError, match=r"unpacks to more than 16,777,216 bytes, larger than any gemm_ladder file"):
         analyze([path], use_cache=False)
+
+
+@pytest.mark.parametrize("declared", [f for f in FORMATS if f.kind not in (TIMELINE, KERNEL_PROFILE)],
+                         ids=lambda f: f.name)
+def test_a_diff_refuses_two_runs_without_steps_or_kernels(declared: Format) -> None:
+    """Two runs of a kind that holds no steps or kernels (hang dumps, and each kind that rides along) are refused
+    in the words of that kind; a run of it against a run of another kind is refused as two kinds."""
+    alone = [name for name in SAMPLES_OF[declared.name]
+             if {kinds.kind_of([i.format]) for i in discover([SAMPLES / name])} == {declared.kind}]
+    if not alone:
+        pytest.skip(f"no sample holds {declared.kind} alone")
+    side = resolve_side(SAMPLES / alone[0])
+    with pytest.raises(InputError, match=f"both sides are {declared.kind}: they hold no steps or kernels"):
+        check_kinds(side, side)
+    other = resolve_side(SAMPLES / "decode-compile")
+    with pytest.raises(InputError, match=f"AFTER a {declared.kind} .*: diff compares two runs of one kind"):
+        check_kinds(other, side)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz import FORMATS, base_content, failure_report, plan, run_batch, summary_table
+from tracedoc.formats import FORMATS as DECLARED
 from tracedoc.ingest import discover
-from tracedoc.ingest.base import FORMATS as DECLARED
 
 SEED = 20250101
 MUTANTS = int(os.environ.get("TRACEDOC_FUZZ_MUTANTS", "200"))

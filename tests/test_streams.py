@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLES
-from tracedoc import ingest
+from tracedoc import formats, ingest
 from tracedoc.errors import InputError
-from tracedoc.ingest import base, compressed
+from tracedoc.ingest import compressed
 from tracedoc.store import Store
 
 HANG = SAMPLES / "hang-4rank-stuck"
@@ -62,8 +62,8 @@ def test_the_formats_bound_holds_on_the_stream(tmp_path: Path, monkeypatch: pyte
     size) with the format's one-line error, as an unpacked copy did."""
     dump = sorted(HANG.glob("trace_rank_*"))[0]
     size = dump.stat().st_size
-    small = dataclasses.replace(base.BY_NAME["flight_recorder"], max_bytes=size - 1)
-    monkeypatch.setattr(ingest, "BY_NAME", {**base.BY_NAME, "flight_recorder": small})
+    small = dataclasses.replace(formats.BY_NAME["flight_recorder"], max_bytes=size - 1)
+    monkeypatch.setitem(formats.BY_NAME, "flight_recorder", small)
     packed = _packed([dump], tmp_path / "dump", "gzip")
     with pytest.raises(InputError, match=rf"^{packed[0]}: unpacks to more than {size - 1:,} bytes, larger than any "
                                          "flight_recorder file$"):

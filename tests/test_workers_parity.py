@@ -16,8 +16,8 @@ from distributed import LocalCluster  # noqa: E402
 from tests.conftest import sample_dirs  # noqa: E402
 from tracedoc.api import analyze  # noqa: E402
 from tracedoc.errors import InputError  # noqa: E402
+from tracedoc.formats import BY_NAME  # noqa: E402
 from tracedoc.ingest import InputFile, discover  # noqa: E402
-from tracedoc.ingest.base import BY_NAME  # noqa: E402
 from tracedoc.scale import ClusterSpec, analyze_distributed  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -1,41 +1,42 @@
-"""What kind of run an input is, from its format: a timeline (PyTorch profiler, Nsight Systems), a kernel profile
-(Nsight Compute), hang dumps (NCCL flight recorder) or GPU health records (NVML snapshots, telemetry, the GEMM
-ladder's timings), which ride along with any of the others. A diff compares two runs of one kind; a directory
-whose inputs cannot be one job's ranks (a timeline beside a kernel profile, an Nsight Systems run beside a PyTorch
-trace) says so."""
+"""What kind of run an input is, from its format's declared kind (tracedoc/formats.py): a timeline (PyTorch
+profiler, Nsight Systems), a kernel profile (Nsight Compute) or hang dumps (NCCL flight recorder); GPU health
+records (NVML snapshots, telemetry), allocator snapshots and kernel benchmarks (the GEMM ladder's timings) ride
+along with any of them. A diff compares two runs of one kind; a directory whose inputs cannot be one job's ranks
+(a timeline beside a kernel profile, an Nsight Systems run beside a PyTorch trace) says so."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from tracedoc.ingest.base import BY_NAME, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
+from tracedoc.formats import BY_NAME, HANG_DUMPS, HEALTH, KERNEL_PROFILE, KINDS, RUN_KINDS, TIMELINE
 
-__all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "TIMELINE", "kind_of", "mixed_runs"]
+__all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "RUN_KINDS", "TIMELINE", "kind_of", "mixed_runs"]
 
 
 def kind_of(formats: Sequence[str]) -> str:
-    """timeline, kernel profile, hang dumps or GPU health records: what inputs of these formats are, whatever
-    else rides along (e.g. telemetry beside a timeline)."""
+    """What inputs of these formats are: the first of the kinds (tracedoc/formats.py KINDS) among them, so a run's
+    kind whatever else rides along (e.g. telemetry beside a timeline); GPU health records for none or an unknown
+    format."""
     present = {BY_NAME[f].kind if f in BY_NAME else HEALTH for f in formats}
-    return next((kind for kind in (TIMELINE, KERNEL_PROFILE, HANG_DUMPS) if kind in present), HEALTH)
+    return next((kind for kind in KINDS if kind in present), HEALTH)
 
 
 def mixed_runs(inputs: Iterable[tuple[str, int | None]]) -> str | None:
     """For inputs (format, rank) that cannot be the ranks of one job — a kernel profile beside a timeline or hang
     dumps, or timelines of two formats (an Nsight Systems run beside a PyTorch trace: two recordings, of one
     program or of two) — what each is: "a timeline (PyTorch profiler: rank 1) and a kernel profile (Nsight
-    Compute: rank 0)"; else None. Health records ride along with anything, and flight-recorder dumps may come from
-    the job whose traces lie beside them."""
+    Compute: rank 0)"; else None. Health records, allocator snapshots and benchmarks ride along with anything
+    (kinds other than RUN_KINDS), and flight-recorder dumps may come from the job whose traces lie beside them."""
     by_kind: dict[str, dict[str, set[int]]] = {}
     for fmt, rank in inputs:
         kind = kind_of([fmt])
-        if kind != HEALTH:
+        if kind in RUN_KINDS:
             by_kind.setdefault(kind, {}).setdefault(fmt, set()).update([] if rank is None else [rank])
     timelines = len(by_kind.get(TIMELINE, {}))
     if not ((KERNEL_PROFILE in by_kind and len(by_kind) >= 2) or timelines > 1):
         return None
     parts = []
-    for kind in (TIMELINE, KERNEL_PROFILE, HANG_DUMPS):
+    for kind in RUN_KINDS:
         formats = [f"{BY_NAME[fmt].title if fmt in BY_NAME else fmt}: {_ranks_text(ranks)}"
                    for fmt, ranks in sorted(by_kind.get(kind, {}).items())]
         article = "an" if kind[0] in "aeiou" else "a"

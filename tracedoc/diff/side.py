@@ -97,7 +97,7 @@ def check_kinds(before: Source | Side, after: Source | Side) -> None:
     if before.kind != after.kind:
         raise InputError(f"BEFORE is a {before.kind} ({', '.join(before.formats)}) and AFTER a {after.kind} "
                          f"({', '.join(after.formats)}): diff compares two runs of one kind")
-    if before.kind in (HANG_DUMPS, HEALTH):
+    if before.kind not in (TIMELINE, KERNEL_PROFILE):
         raise InputError(f"both sides are {before.kind}: they hold no steps or kernels to compare; "
                          "analyze each with tracedoc analyze")
 

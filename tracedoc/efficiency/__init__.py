@@ -2,8 +2,9 @@
 peak table): what ``Report.efficiency`` and the headline carry (the operator view, ``Report.operators``, is the
 view efficiency_report_operators, tracedoc.report_tables).
 
-The figures are measured only for PyTorch traces (the inputs that can record operator shapes), or for any trace
-with steps when the user gives ``--flops-per-step``; elsewhere the report has no efficiency section.
+The figures are measured only for the inputs of a format that gives operator shapes (tracedoc/formats.py: PyTorch
+traces), or for any trace with steps when the user gives ``--flops-per-step``; elsewhere the report has no
+efficiency section.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tracedoc.formats import giving
 from tracedoc.store import Store
 from tracedoc.units import report_number
 
@@ -43,7 +45,7 @@ class Options:
 
 _STEPS_SQL = """
     SELECT e.*, src.format FROM {table} e JOIN sources src USING (source_id)
-    WHERE src.format = 'torch' OR ?
+    WHERE src.format IN (SELECT format FROM input_formats WHERE operator_shapes) OR ?
     ORDER BY e.rank, e.source_id{order}"""
 
 
@@ -51,7 +53,7 @@ def efficiency_rows(store: Store, options: Options | None = None) -> list[dict[s
     """The report's ``efficiency``: per rank, one row over its steady steps (step None) and one per step, with
     the peak and its source; a figure that cannot be computed is None and ``note`` says why (a PyTorch trace
     without shapes: one row per rank, saying so)."""
-    if not store.scalar("SELECT count(*) FROM sources WHERE format = 'torch'") and not (options and options.user_flops):
+    if store.formats().isdisjoint(giving("operator_shapes")) and not (options and options.user_flops):
         return []
     if not store.applies("efficiency.steps"):
         return _unavailable(store, options)
@@ -105,8 +107,9 @@ def _at_step(value: float | None, step_ns: float | None, other_ns: float | None,
 
 
 def _unavailable(store: Store, options: Options | None) -> list[dict[str, Any]]:
-    """One row per PyTorch rank with steady steps whose trace holds no operator shapes: null figures, the peak
-    its GPU would have, why (CUDA graphs, or record_shapes off), and the step without the profiler."""
+    """One row per rank of a format that gives operator shapes (PyTorch), with steady steps, whose trace holds
+    none: null figures, the peak its GPU would have, why (CUDA graphs, or record_shapes off), and the step without
+    the profiler."""
     store.include("trace.steps")
     store.include("efficiency.peaks")
     rows = store.query("""
@@ -116,7 +119,7 @@ def _unavailable(store: Store, options: Options | None) -> list[dict[str, Any]]:
                p.bf16_tflops, p.hbm_gbps, g.source_id IS NOT NULL AS graphs
         FROM trace_steady_steps s JOIN sources src USING (source_id) LEFT JOIN efficiency_peaks p USING (source_id)
         LEFT JOIN graphs g USING (source_id)
-        WHERE src.format = 'torch'
+        WHERE src.format IN (SELECT format FROM input_formats WHERE operator_shapes)
         GROUP BY ALL ORDER BY src.rank, src.source_id""")
     unprofiled = _unprofiled(store)
     return [{"rank": r["rank"], "step": None, "steps": r["steps"], **_NONE,

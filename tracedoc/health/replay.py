@@ -17,8 +17,8 @@ from typing import Any
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
+from tracedoc.formats import BY_NAME
 from tracedoc.health.nvml import Backend, NvmlError, pynvml_version
-from tracedoc.ingest.base import BY_NAME
 
 FORMAT_TAG = "tracedoc-nvml-replay"
 VERSION = 1

@@ -7,7 +7,7 @@ its unpacked bytes (``compressed.Unpacking``, bounded by the inflate cap, and by
 it declares one): handed to the reader when it reads streams (``load_stream``: the Chrome-trace formats, flight-recorder
 dumps, Nsight Compute), else unpacked into the work directory for ``load``. ``-`` reads standard input
 (spooled to a temporary file). Every source is written to the ``sources`` table by ``sources.insert_sources``.
-Declare a new format in ingest/base.py's FORMATS (its module is imported only when a file is sniffed or read with
+Declare a new format in tracedoc/formats.py's FORMATS (its module is imported only when a file is sniffed or read with
 it, so reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses
 or rules.
 """
@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, cast
 import duckdb
 
 from tracedoc.errors import InputError, TracedocError, first_line
+from tracedoc.formats import BY_NAME
+from tracedoc.formats import FORMATS as _DECLARED
 from tracedoc.ingest import compressed
 from tracedoc.ingest.base import (
-    BY_NAME,
     LoadResult,
     PreparesFiles,
     Reader,
@@ -41,7 +42,6 @@ from tracedoc.ingest.base import (
     ReadsStream,
     SetsAsideInDirectory,
 )
-from tracedoc.ingest.base import FORMATS as _DECLARED
 from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.limits import Limits
 from tracedoc.store import Store
@@ -50,7 +50,7 @@ from tracedoc.store.cache import file_digest
 __all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "FormatReader", "InputFile", "assign_ranks", "discover", "load_all",
            "reader"]
 
-# Format name (the module's FORMAT): its reader module, in the order files are sniffed (ingest/base.py FORMATS).
+# Format name (the module's FORMAT): its reader module, in the order files are sniffed (tracedoc/formats.py FORMATS).
 FORMATS: dict[str, str] = {f.name: f.module for f in _DECLARED}
 
 STDIN = Path("-")

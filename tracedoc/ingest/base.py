@@ -1,8 +1,6 @@
-"""What every input format is (``Format``, one entry each in ``FORMATS``), what its reader module offers
-(``Reader`` and the optional members' protocols) and what it hands back about a file it loaded (``load`` →
-LoadResult). The store's choice of analyses, scale-out, the diff's side kinds and the checks of how a trace was
-recorded read ``FORMATS`` rather than lists of their own. Imports nothing of tracedoc when run, so that the store
-may read it."""
+"""What a format's reader module offers (``Reader`` and the optional members' protocols) and what it hands back
+about a file it loaded (``load`` → LoadResult). The formats themselves, and the module path of each one's reader,
+are declared in tracedoc/formats.py (``FORMATS``)."""
 
 from __future__ import annotations
 
@@ -106,53 +104,3 @@ class SetsAsideInDirectory(Protocol):
     report beside its SQLite export), so that only the other is read."""
 
     def redundant_in_directory(self, path: Path, head: bytes) -> bool: ...
-
-
-# What a run of a format's inputs is: a diff compares two runs of one kind (tracedoc.kinds).
-TIMELINE, KERNEL_PROFILE, HANG_DUMPS, HEALTH = "timeline", "kernel profile", "hang dumps", "GPU health records"
-
-
-@dataclass(frozen=True)
-class Format:
-    """One input format: ``name`` (``sources.format``), its reader module (imported on first use), its name for
-    people, its ``kind``; ``per_host``: a file covers a whole host, not a rank (GPU health, allocator snapshots);
-    ``several_per_rank``: a rank may leave several files, which its analyses choose among (flight-recorder dumps);
-    ``max_bytes``: the largest file the format can be (a compressed one is unpacked no further), None
-    for no limit of its own."""
-
-    name: str
-    module: str
-    title: str
-    kind: str
-    per_host: bool = False
-    several_per_rank: bool = False
-    max_bytes: int | None = None
-
-    @property
-    def distributable(self) -> bool:
-        """Whether a distributed run splits its inputs by rank: per-rank timelines and flight-recorder dumps."""
-        return self.kind in (TIMELINE, HANG_DUMPS) and not self.per_host
-
-
-# Every format, in the order files are sniffed.
-FORMATS: tuple[Format, ...] = (
-    Format("torch", "tracedoc.ingest.kineto", "PyTorch profiler", TIMELINE),
-    # a rank may leave several dumps side by side (the automatic one and on-demand ones); the hang analyses use
-    # one per rank (analyses/hang/dumps.sql), so two dumps claiming one rank are not an error
-    # larger than 1 GiB is no dump: the ring buffer keeps a few MB
-    Format("flight_recorder", "tracedoc.ingest.flight_recorder", "flight recorder", HANG_DUMPS,
-           several_per_rank=True, max_bytes=1 << 30),
-    Format("nsys", "tracedoc.ingest.nsys", "Nsight Systems", TIMELINE),
-    Format("ncu", "tracedoc.ingest.ncu", "Nsight Compute", KERNEL_PROFILE),
-    # the largest NVML recording (tracedoc/health/replay.py reads its limit here)
-    Format("nvml", "tracedoc.ingest.nvml", "NVML", HEALTH, per_host=True, max_bytes=32 << 20),
-    Format("telemetry", "tracedoc.ingest.telemetry", "GPU telemetry", HEALTH, per_host=True),
-    # the ladder writes a few KB; anything this large is not one of its files
-    Format("gemm_ladder", "tracedoc.ingest.gemm_ladder", "GEMM ladder", HEALTH, per_host=True,
-           max_bytes=16 << 20),
-    # no rank of its own: joined with the trace of its run by time and address (analyses/memory)
-    # the reader's own limit (TRACEDOC_MAX_SNAPSHOT_BYTES) applies after unpacking
-    Format("memory_snapshot", "tracedoc.ingest.memory_snapshot", "allocator snapshot", HEALTH, per_host=True,
-           max_bytes=8 << 30),
-)
-BY_NAME: dict[str, Format] = {f.name: f for f in FORMATS}

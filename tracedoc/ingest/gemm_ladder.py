@@ -13,7 +13,8 @@ from typing import Any
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError
-from tracedoc.ingest.base import BY_NAME, LoadResult
+from tracedoc.formats import BY_NAME
+from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
 
 FORMAT = "gemm_ladder"

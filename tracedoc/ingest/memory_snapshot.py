@@ -21,7 +21,7 @@ marks are open at once, and the reader turns at most ``TRACEDOC_MAX_SNAPSHOT_VAL
 one per 8 bytes of the file, at least 2,000,000: each segment, block, history entry, item of another top-level list
 and the frames of each distinct stack count, once per place that refers to them, before a batch's rows are built).
 Of each stack, 256 frames are looked at (a stack recorded with C++ frames, torch's default, has dozens before the
-first Python frame) and 8 kept. A snapshot belongs to no rank of its own (``per_host``, ingest/base.py): the memory
+first Python frame) and 8 kept. A snapshot belongs to no rank of its own (``per_host``, tracedoc/formats.py): the memory
 analyses tie it to the trace of the same run by time and address.
 """
 

@@ -11,6 +11,7 @@ from bokeh.models import ColumnDataSource, HoverTool, LabelSet
 from bokeh.plotting import figure
 
 from tracedoc.efficiency.render import unprofiled_lines
+from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, kernel_short, short
 from tracedoc.pages.fragments import Column, Html, esc, number, table_html
@@ -21,14 +22,14 @@ ROUTE = "efficiency"
 
 EFFICIENCY_HOW = ("MFU and MBU are measured on PyTorch traces recorded with torch.profiler.profile("
                   "record_shapes=True), or from --flops-per-step / --bytes-per-step")
-# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+# kind of input (tracedoc.pages.empty.input_kind) → why this page has nothing to show
 EMPTY: dict[str, str] = {
-    "timeline": f"No efficiency figures for these traces: {EFFICIENCY_HOW}.",
-    "ncu": "An Nsight Compute profile measures kernels, not steps: its Nsight Compute page gives each kernel's "
-           "throughput against the chip's peak.",
-    "flight_recorder": "NCCL flight-recorder dumps hold no timeline to measure efficiency on.",
-    "telemetry": "GPU telemetry holds no operators to count FLOPs from.",
-    "other": f"No efficiency figures for these inputs: {EFFICIENCY_HOW}.",
+    TIMELINE: f"No efficiency figures for these traces: {EFFICIENCY_HOW}.",
+    KERNEL_PROFILE: "An Nsight Compute profile measures kernels, not steps: its Nsight Compute page gives each "
+                    "kernel's throughput against the chip's peak.",
+    HANG_DUMPS: "NCCL flight-recorder dumps hold no timeline to measure efficiency on.",
+    HEALTH: "GPU telemetry holds no operators to count FLOPs from.",
+    empty.OTHER: f"No efficiency figures for these inputs: {EFFICIENCY_HOW}.",
 }
 
 STEP_COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms", "step ms", number(2), numeric=True),

@@ -1,7 +1,7 @@
 """Why a page has nothing to show for a report, in the words of the inputs' format: an Nsight Compute profile has
 kernels but no timeline, flight-recorder dumps have collectives but no kernels, a single-rank trace has nothing to
 compare across ranks. Each page module words its own empty state: ``EMPTY`` (input kind, see ``input_kind`` → the
-sentence, with 'other' for the rest), ``has_data(report)`` and, where the wording needs more than the input kind,
+sentence, with OTHER for the rest), ``has_data(report)`` and, where the wording needs more than the input kind,
 ``empty_sentence(report)``; a page without ``has_data`` is always drawn. This module reads those members for any
 page: the pages show the sentence as their empty state and the dashboard's navigation greys out the page with it as
 the tooltip. Needs no Bokeh.
@@ -12,30 +12,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import ModuleType
 
-from tracedoc.ingest.base import FORMATS, TIMELINE
+from tracedoc.formats import BY_NAME, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.report import Report
 
-TIMELINE_FORMATS = frozenset(f.name for f in FORMATS if f.kind == TIMELINE)
-TELEMETRY_FORMATS = frozenset({"nvml", "telemetry"})
-INPUT_KINDS = ("timeline", "ncu", "flight_recorder", "telemetry", "other")
+OTHER = "other"
+# The kinds of input a page words its empty state for (tracedoc/formats.py), the first present winning, and OTHER.
+INPUT_KINDS = (TIMELINE, KERNEL_PROFILE, HANG_DUMPS, HEALTH, OTHER)
 
 
 def input_kind(report: Report | None) -> str:
-    """What the inputs are, for the wording: 'timeline' (PyTorch traces, Nsight Systems reports), else 'ncu',
-    'flight_recorder', 'telemetry' (NVML), or 'other' (also without a report)."""
-    formats = {i.format for i in report.inputs} if report is not None else set()
-    if formats & TIMELINE_FORMATS:
-        return "timeline"
-    for kind, found in (("ncu", "ncu" in formats), ("flight_recorder", "flight_recorder" in formats),
-                        ("telemetry", bool(formats & TELEMETRY_FORMATS))):
-        if found:
-            return kind
-    return "other"
+    """What the inputs are, for the wording, from their formats' declared kinds: TIMELINE (PyTorch traces, Nsight
+    Systems reports), else KERNEL_PROFILE, HANG_DUMPS, HEALTH (NVML, telemetry), or OTHER (allocator snapshots,
+    kernel benchmarks; also without a report)."""
+    kinds = {BY_NAME[i.format].kind for i in report.inputs if i.format in BY_NAME} if report is not None else set()
+    return next((kind for kind in INPUT_KINDS if kind in kinds), OTHER)
 
 
 def worded(sentences: Mapping[str, str], report: Report | None) -> str:
-    """The sentence of ``sentences`` (a page's ``EMPTY``) for the report's kind of input, else its 'other' one."""
-    return sentences.get(input_kind(report), sentences["other"])
+    """The sentence of ``sentences`` (a page's ``EMPTY``) for the report's kind of input, else its OTHER one."""
+    return sentences.get(input_kind(report), sentences[OTHER])
 
 
 def sentence(page: ModuleType, report: Report) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from bokeh.models import BasicTicker, ColumnDataSource, FactorRange, HoverTool, NumeralTickFormatter
 from bokeh.plotting import figure
 
+from tracedoc.formats import HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, style
 from tracedoc.pages.fragments import Column, number, table_html
@@ -19,15 +20,15 @@ ROUTE = "hang"
 
 DUMPS_HOW = ("PyTorch writes them when a collective times out, with TORCH_NCCL_DUMP_ON_TIMEOUT=1 and "
              "TORCH_FR_DUMP_TEMP_FILE set")
-# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+# kind of input (tracedoc.pages.empty.input_kind) → why this page has nothing to show
 EMPTY: dict[str, str] = {
-    "timeline": f"No NCCL flight-recorder dumps in these inputs: this page is for a job that hung, from the "
-                f"dumps of its ranks ({DUMPS_HOW}). A trace that finished did not hang.",
-    "ncu": f"No NCCL flight-recorder dumps in these inputs (an Nsight Compute profile): this page is for a job "
-           f"that hung ({DUMPS_HOW}).",
-    "telemetry": f"No NCCL flight-recorder dumps in these inputs (GPU telemetry): this page is for a job that "
-                 f"hung ({DUMPS_HOW}).",
-    "other": f"No NCCL flight-recorder dumps in these inputs ({DUMPS_HOW}).",
+    TIMELINE: "No NCCL flight-recorder dumps in these inputs: this page is for a job that hung, from the dumps of its "
+              f"ranks ({DUMPS_HOW}). A trace that finished did not hang.",
+    KERNEL_PROFILE: "No NCCL flight-recorder dumps in these inputs (an Nsight Compute profile): this page is for a "
+                    f"job that hung ({DUMPS_HOW}).",
+    HEALTH: "No NCCL flight-recorder dumps in these inputs (GPU telemetry): this page is for a job that hung "
+            f"({DUMPS_HOW}).",
+    empty.OTHER: f"No NCCL flight-recorder dumps in these inputs ({DUMPS_HOW}).",
 }
 
 STAGES = (("last_enqueued_seq", "enqueued", "#9aa1ad"), ("last_started_seq", "started", "#e6a23c"),

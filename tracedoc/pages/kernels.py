@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, stacked_hbar_chart
 from tracedoc.pages.fragments import Column, number, table_html
@@ -15,19 +16,18 @@ from tracedoc.report import Report
 TITLE = "Kernels"
 ROUTE = "kernels"
 
-# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+# kind of input (tracedoc.pages.empty.input_kind) → why this page has nothing to show
 EMPTY: dict[str, str] = {
-    "timeline": "No GPU kernels in these traces: the profiler recorded the host only (a CPU-only run, or CUDA "
-                "activity not enabled in the profiler).",
-    "ncu": "An Nsight Compute profile measures each kernel on its own: its kernels are on the ncu page, with "
-           "their speed of light, warp stalls and roofline. This page charts the kernels of a timeline (PyTorch "
-           "profiler traces, Nsight Systems reports).",
-    "flight_recorder": "NCCL flight-recorder dumps hold the collectives each rank issued, not its GPU kernels: "
-                       "see the Hang page. This page charts the kernels of a timeline (PyTorch profiler traces, "
-                       "Nsight Systems reports).",
-    "telemetry": "GPU telemetry holds clocks, power and temperatures, not kernels. This page charts the kernels "
-                 "of a timeline (PyTorch profiler traces, Nsight Systems reports).",
-    "other": "No GPU kernels in these inputs.",
+    TIMELINE: "No GPU kernels in these traces: the profiler recorded the host only (a CPU-only run, or CUDA activity "
+              "not enabled in the profiler).",
+    KERNEL_PROFILE: "An Nsight Compute profile measures each kernel on its own: its kernels are on the ncu page, with "
+                    "their speed of light, warp stalls and roofline. This page charts the kernels of a timeline "
+                    "(PyTorch profiler traces, Nsight Systems reports).",
+    HANG_DUMPS: "NCCL flight-recorder dumps hold the collectives each rank issued, not its GPU kernels: see the Hang "
+                "page. This page charts the kernels of a timeline (PyTorch profiler traces, Nsight Systems reports).",
+    HEALTH: "GPU telemetry holds clocks, power and temperatures, not kernels. This page charts the kernels of a "
+            "timeline (PyTorch profiler traces, Nsight Systems reports).",
+    empty.OTHER: "No GPU kernels in these inputs.",
 }
 
 MAX_RANKS = 8

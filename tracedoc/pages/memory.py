@@ -9,6 +9,7 @@ from typing import Any
 
 from bokeh.models import ColumnDataSource, HoverTool, Range1d
 
+from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, short, style
 from tracedoc.pages.fragments import Column, number, table_html
@@ -21,13 +22,13 @@ ROUTE = "memory"
 
 MEMORY_HOW = ("record the trace with torch.profiler.profile(profile_memory=True, with_stack=True) or nsys profile "
               "--cuda-memory-usage=true, or give an allocator snapshot from torch.cuda.memory._dump_snapshot()")
-# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+# kind of input (tracedoc.pages.empty.input_kind) → why this page has nothing to show
 EMPTY: dict[str, str] = {
-    "timeline": f"No GPU memory data in these traces: {MEMORY_HOW}.",
-    "ncu": f"An Nsight Compute profile holds no allocator data: {MEMORY_HOW}.",
-    "flight_recorder": f"NCCL flight-recorder dumps hold no allocator data: {MEMORY_HOW}.",
-    "telemetry": f"GPU telemetry samples the memory in use but not who allocated it: {MEMORY_HOW}.",
-    "other": f"No GPU memory data in these inputs: {MEMORY_HOW}.",
+    TIMELINE: f"No GPU memory data in these traces: {MEMORY_HOW}.",
+    KERNEL_PROFILE: f"An Nsight Compute profile holds no allocator data: {MEMORY_HOW}.",
+    HANG_DUMPS: f"NCCL flight-recorder dumps hold no allocator data: {MEMORY_HOW}.",
+    HEALTH: f"GPU telemetry samples the memory in use but not who allocated it: {MEMORY_HOW}.",
+    empty.OTHER: f"No GPU memory data in these inputs: {MEMORY_HOW}.",
 }
 
 _MIB = 1 << 20

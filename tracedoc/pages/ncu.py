@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracedoc.formats import HANG_DUMPS, HEALTH, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, hbar_chart, heatmap
 from tracedoc.pages.fragments import Column, number, table_html
@@ -19,13 +20,13 @@ ROUTE = "ncu"
 
 NCU_HOW = ("collect one with ncu --set full -o kernels python app.py and give kernels.ncu-rep to tracedoc, alone or "
            "beside the timeline of the same program")
-# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+# kind of input (tracedoc.pages.empty.input_kind) → why this page has nothing to show
 EMPTY: dict[str, str] = {
-    "timeline": f"No Nsight Compute profile here: these traces time every kernel, but a kernel's speed of light, "
-                f"warp stalls and roofline come from Nsight Compute; {NCU_HOW}.",
-    "flight_recorder": f"No Nsight Compute profile in these inputs (flight-recorder dumps): {NCU_HOW}.",
-    "telemetry": f"No Nsight Compute profile in these inputs (GPU telemetry): {NCU_HOW}.",
-    "other": f"No Nsight Compute profile in these inputs: {NCU_HOW}.",
+    TIMELINE: "No Nsight Compute profile here: these traces time every kernel, but a kernel's speed of light, warp "
+              f"stalls and roofline come from Nsight Compute; {NCU_HOW}.",
+    HANG_DUMPS: f"No Nsight Compute profile in these inputs (flight-recorder dumps): {NCU_HOW}.",
+    HEALTH: f"No Nsight Compute profile in these inputs (GPU telemetry): {NCU_HOW}.",
+    empty.OTHER: f"No Nsight Compute profile in these inputs: {NCU_HOW}.",
 }
 
 MAX_KERNELS = 12

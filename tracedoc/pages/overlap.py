@@ -3,6 +3,7 @@ communication ran hidden behind compute and how much was exposed. Overlap % = |c
 
 from __future__ import annotations
 
+from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty, waits
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, stacked_hbar_chart
 from tracedoc.pages.fragments import Column, number, table_html
@@ -11,17 +12,17 @@ from tracedoc.report import Report
 TITLE = "Overlap"
 ROUTE = "overlap"
 
-# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+# kind of input (tracedoc.pages.empty.input_kind) → why this page has nothing to show
 EMPTY: dict[str, str] = {
-    "timeline": "No communication kernels (NCCL) in these traces, so nothing to overlap: a run on one GPU, or "
-                "one whose collectives the profiler did not record.",
-    "ncu": "An Nsight Compute profile runs each kernel alone, so communication and compute cannot be set "
-           "against each other: that needs a timeline (PyTorch profiler traces or Nsight Systems reports).",
-    "flight_recorder": "NCCL flight-recorder dumps say which collectives ran, not when the GPU computed beside "
-                       "them: overlap needs a timeline (PyTorch profiler traces or Nsight Systems reports).",
-    "telemetry": "GPU telemetry holds no kernels, so nothing to overlap: that needs a timeline (PyTorch "
-                 "profiler traces or Nsight Systems reports).",
-    "other": "No communication kernels (NCCL) in these inputs, so nothing to overlap.",
+    TIMELINE: "No communication kernels (NCCL) in these traces, so nothing to overlap: a run on one GPU, or one whose "
+              "collectives the profiler did not record.",
+    KERNEL_PROFILE: "An Nsight Compute profile runs each kernel alone, so communication and compute cannot be set "
+                    "against each other: that needs a timeline (PyTorch profiler traces or Nsight Systems reports).",
+    HANG_DUMPS: "NCCL flight-recorder dumps say which collectives ran, not when the GPU computed beside them: overlap "
+                "needs a timeline (PyTorch profiler traces or Nsight Systems reports).",
+    HEALTH: "GPU telemetry holds no kernels, so nothing to overlap: that needs a timeline (PyTorch profiler traces or "
+            "Nsight Systems reports).",
+    empty.OTHER: "No communication kernels (NCCL) in these inputs, so nothing to overlap.",
 }
 
 COLUMNS = [Column("rank", "rank"), Column("device", "device"),

@@ -7,6 +7,7 @@ import statistics
 
 from bokeh.palettes import Oranges256, RdBu11
 
+from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty, waits
 from tracedoc.pages.charts import Section, heatmap
 from tracedoc.pages.fragments import Column, number, table_html
@@ -15,20 +16,20 @@ from tracedoc.report import Report
 TITLE = "Ranks"
 ROUTE = "ranks"
 
-# input kind (tracedoc.pages.empty.input_kind), or 'one_rank' (a timeline of one rank: empty_sentence) → why
+# kind of input (tracedoc.pages.empty.input_kind), or 'one_rank' (a timeline of one rank: empty_sentence) → why
 # this page has nothing to show
 EMPTY: dict[str, str] = {
-    "one_rank": "One rank only: this page sets ranks side by side step by step (who is slower, who waits). "
-                "Give tracedoc every rank's trace (a directory with one trace per rank) to see it.",
-    "timeline": "No steps found to compare ranks by: it needs ProfilerStep#N annotations (torch.profiler's "
-                "schedule), NVTX step ranges or a CUDA profiler capture range.",
-    "ncu": "An Nsight Compute profile holds single kernels, not the steps of ranks: this page needs a timeline "
-           "of every rank (PyTorch profiler traces or Nsight Systems reports).",
-    "flight_recorder": "NCCL flight-recorder dumps hold each rank's last collectives, not step times: what each "
-                       "rank issued is on the Hang page.",
-    "telemetry": "GPU telemetry holds no steps: this page needs a timeline of every rank (PyTorch profiler "
-                 "traces or Nsight Systems reports).",
-    "other": "No per-step data for several ranks in these inputs.",
+    "one_rank": "One rank only: this page sets ranks side by side step by step (who is slower, who waits). Give "
+                "tracedoc every rank's trace (a directory with one trace per rank) to see it.",
+    TIMELINE: "No steps found to compare ranks by: it needs ProfilerStep#N annotations (torch.profiler's schedule), "
+              "NVTX step ranges or a CUDA profiler capture range.",
+    KERNEL_PROFILE: "An Nsight Compute profile holds single kernels, not the steps of ranks: this page needs a "
+                    "timeline of every rank (PyTorch profiler traces or Nsight Systems reports).",
+    HANG_DUMPS: "NCCL flight-recorder dumps hold each rank's last collectives, not step times: what each rank issued "
+                "is on the Hang page.",
+    HEALTH: "GPU telemetry holds no steps: this page needs a timeline of every rank (PyTorch profiler traces or "
+            "Nsight Systems reports).",
+    empty.OTHER: "No per-step data for several ranks in these inputs.",
 }
 
 MIN_SPAN_PCT = 10.0  # the step-time colour scale spans at least ±10 % of the median

@@ -24,7 +24,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE
 from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
+from tracedoc.pages.empty import OTHER
 from tracedoc.pages.kinds import across_ranks
 from tracedoc.report import Finding
 from tracedoc.store import Store
@@ -33,15 +35,15 @@ from tracedoc.words.findings import finding_span
 TITLE = "Timeline"
 ROUTE = "timeline"
 
-# input kind (tracedoc.pages.empty.input_kind) → why this page has nothing to show
+# kind of input (tracedoc.pages.empty.input_kind) → why this page has nothing to show
 EMPTY: dict[str, str] = {
-    "ncu": "No timeline: an Nsight Compute profile replays each kernel on its own, so it holds no time line of "
-           "the run. Its kernels are on the ncu page.",
-    "flight_recorder": "No timeline: NCCL flight-recorder dumps hold each rank's last collectives, not their "
-                       "timing on the GPU. They are on the Hang page.",
-    "telemetry": "No timeline: GPU telemetry holds clocks, power and temperatures sampled over time, not the "
-                 "run's events. What it shows is in the Overview's findings.",
-    "other": "No timeline in these inputs.",
+    KERNEL_PROFILE: "No timeline: an Nsight Compute profile replays each kernel on its own, so it holds no time line "
+                    "of the run. Its kernels are on the ncu page.",
+    HANG_DUMPS: "No timeline: NCCL flight-recorder dumps hold each rank's last collectives, not their timing on the "
+                "GPU. They are on the Hang page.",
+    HEALTH: "No timeline: GPU telemetry holds clocks, power and temperatures sampled over time, not the run's events. "
+            "What it shows is in the Overview's findings.",
+    OTHER: "No timeline in these inputs.",
 }
 
 DETAIL_MAX = 5000   # intervals in view (marks and work each) up to which each is drawn, with its name on hover

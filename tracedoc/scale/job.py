@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tracedoc.errors import InputError
+from tracedoc.formats import BY_NAME
 from tracedoc.ingest import RANK_IN_NAME, STDIN, InputFile, assign_ranks
-from tracedoc.ingest.base import BY_NAME
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.limits import Limits

@@ -17,8 +17,10 @@ A module's header says what the code needs to know about it, one fact a line, pa
   which holds a batch of ranks and not the job, leaves their statements out.
 
 Modules create only TEMP views, tables and macros, so analysing never changes a stored database. Before the first
-module on a connection, the declared input formats are written to the TEMP table ``input_formats(format, kind)``
-(ingest/base.py FORMATS), so that a module picks inputs by kind ('timeline') rather than by a list of names.
+module on a connection, the declared input formats are written to the TEMP table ``input_formats`` (format, kind
+and a column per capability: operator_shapes, world_size, memory_events, host_ranges, python_stacks,
+how_to_record; tracedoc/formats.py FORMATS), so that a module picks inputs by what they are ('timeline') and what
+they give (``WHERE operator_shapes``) rather than by a list of names.
 A module without ``-- reads:`` reads timelines: it runs only on a store holding a timeline
 (``timeline_formats``), the ``trace`` group on every store (``EVERY_STORE``).
 """
@@ -28,13 +30,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib import resources
 from importlib.resources.abc import Traversable
 
 import duckdb
 
 from tracedoc.errors import TracedocError, first_line
+from tracedoc.formats import CAPABILITIES, FORMATS, TIMELINE, Format, of_kind
 from tracedoc.store.memory import out_of_memory_advice
 
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
@@ -106,19 +109,21 @@ EVERY_STORE: frozenset[str] = frozenset({"trace"})
 
 @functools.cache
 def timeline_formats() -> frozenset[str]:
-    """The formats whose inputs are timelines (ingest/base.py FORMATS of kind TIMELINE), which every module
+    """The formats whose inputs are timelines (tracedoc/formats.py FORMATS of kind TIMELINE), which every module
     without ``-- reads:`` reads."""
-    from tracedoc.ingest.base import FORMATS, TIMELINE  # here, not at the top: the ingest package imports the store
+    return of_kind(TIMELINE)
 
-    return frozenset(f.name for f in FORMATS if f.kind == TIMELINE)
+
+# input_formats' columns after (format, kind): each capability and its SQL type (a bool, else what it is).
+_CAPABILITY_COLUMNS = ", ".join(f"{f.name} {'BOOLEAN' if f.type == 'bool' else 'VARCHAR'}"
+                                for f in fields(Format) if f.name in CAPABILITIES)
 
 
 def _declare_formats(con: duckdb.DuckDBPyConnection) -> None:
-    """The TEMP table ``input_formats``: each declared input format and its kind."""
-    from tracedoc.ingest.base import FORMATS  # here, not at the top: the ingest package imports the store
-
-    con.execute("CREATE OR REPLACE TEMP TABLE input_formats (format VARCHAR, kind VARCHAR)")
-    con.executemany("INSERT INTO input_formats VALUES (?, ?)", [(f.name, f.kind) for f in FORMATS])
+    """The TEMP table ``input_formats``: each declared input format, its kind and what it can give."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE input_formats (format VARCHAR, kind VARCHAR, {_CAPABILITY_COLUMNS})")
+    con.executemany(f"INSERT INTO input_formats VALUES (?, ?{', ?' * len(CAPABILITIES)})",
+                    [(f.name, f.kind, *(getattr(f, name) for name in CAPABILITIES)) for f in FORMATS])
 
 
 def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,

@@ -27,8 +27,9 @@
 --                     memory (allocator events)
 -- profiler_cost_sum_ns: the cost over all the steady steps, for the findings whose idle it lengthens
 -- (gpu.launch's launch-bound, attribution.host's gpu-idle-host-bound).
--- One row per PyTorch trace with steady steps and launch calls (the cost is the PyTorch profiler's: Nsight Systems
--- costs the host far less per event and is not modelled); times are means per steady step, in ns.
+-- One row per PyTorch trace with steady steps and launch calls: a source of a format whose host ranges are PyTorch's
+-- operators (input_formats), the events whose cost is modelled (Nsight Systems costs the host far less per event
+-- and is not modelled); times are means per steady step, in ns.
 -- include: trace.steps
 -- include: intervals.merge
 
@@ -85,7 +86,7 @@ per_step AS (
            l.launch_call_ns
     FROM spans sp JOIN launches l USING (source_id) JOIN sources src USING (source_id)
     LEFT JOIN busy b USING (source_id, step) LEFT JOIN events e USING (source_id, step)
-    WHERE src.format = 'torch'
+    WHERE src.format IN (SELECT format FROM input_formats WHERE host_ranges = 'pytorch operators')
 ),
 costed AS (
     SELECT *, traced_ns - floor_ns AS idle_ns,

@@ -137,12 +137,12 @@ JOIN memory_sites s ON s.source_id = p.source_id AND s.device = p.device AND s.a
                    AND s.ts_ns = p.peak_ns;
 
 -- One row per source and GPU: the curve summarised. capacity_bytes: the device's memory from the trace header.
--- basis: what the totals count, 'allocator' (a PyTorch trace: the caching allocator's tensors and its reserve) or
--- 'cuda' (an Nsight Systems export: memory taken from CUDA, both totals alike; in a PyTorch job the allocator's
--- reserve).
+-- basis: what the totals count, as the source's format declares its memory events (input_formats.memory_events):
+-- 'allocator' (a PyTorch trace: the caching allocator's tensors and its reserve) or 'cuda' (an Nsight Systems
+-- export: memory taken from CUDA, both totals alike; in a PyTorch job the allocator's reserve).
 CREATE OR REPLACE TEMP TABLE memory_by_device AS
 SELECT e.source_id, any_value(e.rank) AS rank, e.device,
-       CASE WHEN any_value(s.format) = 'nsys' THEN 'cuda' ELSE 'allocator' END AS basis,
+       coalesce(any_value(f.memory_events), 'allocator') AS basis,
        count(*) FILTER (WHERE e.kind <> 'oom') AS events,
        min(e.ts_ns) AS first_ns, max(e.ts_ns) AS last_ns,
        arg_min(e.total_allocated, e.ts_ns) AS allocated_start, arg_max(e.total_allocated, e.ts_ns) AS allocated_end,
@@ -157,6 +157,7 @@ LEFT JOIN memory_peaks p USING (source_id, device)
 LEFT JOIN memory_peak_where w USING (source_id, device)
 LEFT JOIN devices d ON d.source_id = e.source_id AND d.device = e.device
 LEFT JOIN sources s ON s.source_id = e.source_id
+LEFT JOIN input_formats f ON f.format = s.format
 GROUP BY e.source_id, e.device;
 
 -- The origin of each source's memory times (the first allocator event or step): the Memory page's curve and steps

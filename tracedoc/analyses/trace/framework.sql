@@ -3,8 +3,9 @@
 -- Advice such as "remove per-step .item()" or "let DDP all-reduce buckets" fits a PyTorch program and a DDP job;
 -- on an Nsight Systems trace of a C++ or JAX program, or of a job that all-reduces by hand, it sends the reader
 -- after code that is not there. The evidence is read from the names the trace holds, once per distinct name.
--- One row per timeline source: pytorch (a PyTorch profiler trace, or aten:: ranges, PyTorch's kernels or Python
--- frames in an Nsight Systems trace), ddp (DistributedDataParallel's annotations), fsdp (FSDP's annotations).
+-- One row per timeline source: pytorch (a format whose host ranges are PyTorch's operators, the PyTorch
+-- profiler's, in input_formats; or aten:: ranges, PyTorch's kernels or Python frames in another, such as an Nsight
+-- Systems trace), ddp (DistributedDataParallel's annotations), fsdp (FSDP's annotations).
 CREATE OR REPLACE TEMP VIEW trace_framework AS
 WITH host_names AS (
     SELECT source_id,
@@ -19,10 +20,11 @@ WITH host_names AS (
     GROUP BY source_id
 )
 SELECT s.source_id,
-       s.format = 'torch' OR coalesce(h.torch_ops, false) OR coalesce(k.torch_kernels, false) AS pytorch,
+       f.host_ranges IS NOT DISTINCT FROM 'pytorch operators' OR coalesce(h.torch_ops, false)
+           OR coalesce(k.torch_kernels, false) AS pytorch,
        coalesce(h.ddp, false) AS ddp,
        coalesce(h.fsdp, false) AS fsdp
 FROM sources s
+JOIN input_formats f ON f.format = s.format AND f.kind = 'timeline'
 LEFT JOIN host_names h USING (source_id)
-LEFT JOIN kernel_names k USING (source_id)
-WHERE s.format IN (SELECT format FROM input_formats WHERE kind = 'timeline');
+LEFT JOIN kernel_names k USING (source_id);

@@ -5,7 +5,7 @@
 -- copies or memsets: every GPU rule then has nothing to judge and the report would read "no problems".
 -- One row per timeline source (a format of kind 'timeline' in input_formats: torch, nsys): counts of host ops,
 -- runtime/driver calls (launch calls among them) and GPU activity rows; host_ms: the source's host activity span
--- (ms).
+-- (ms); how_to_record: how its format records GPU activity (input_formats).
 -- hands back: trace_recording
 CREATE OR REPLACE TEMP VIEW trace_recording AS
 WITH cpu AS (
@@ -24,10 +24,8 @@ SELECT s.source_id, s.rank, s.path, s.format,
        coalesce(cpu.host_ops, 0) AS host_ops, coalesce(cpu.api_calls, 0) AS api_calls,
        coalesce(cpu.launch_calls, 0) AS launch_calls, coalesce(cpu.host_events, 0) AS host_events,
        cpu.host_ms, coalesce(gpu.gpu_events, 0) AS gpu_events,
-       CASE WHEN s.format = 'nsys' THEN 'capture with `nsys profile --trace=cuda,nvtx,osrt`'
-            ELSE 'pass `activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]` to `torch.profiler.profile`'
-       END AS how_to_record
+       f.how_to_record
 FROM sources s
+JOIN input_formats f ON f.format = s.format AND f.kind = 'timeline'
 LEFT JOIN cpu USING (source_id)
-LEFT JOIN gpu USING (source_id)
-WHERE s.format IN (SELECT format FROM input_formats WHERE kind = 'timeline');
+LEFT JOIN gpu USING (source_id);

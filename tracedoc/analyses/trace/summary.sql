@@ -5,8 +5,8 @@
 
 -- One row: wall_ms (the longest rank window, ms; for kernel profiles without a timeline, e.g. Nsight Compute,
 -- the summed duration of the profiled kernels), gpu_busy_pct (busy time over window time, all devices, %),
--- ranks (number of ranks), world_size (the job's ranks when a trace says so, else NULL), steps (most steady steps
--- seen on one rank), basis (what wall_ms measures: 'timeline'
+-- ranks (number of ranks), world_size (the job's ranks when a trace of a format that gives it, in input_formats,
+-- says so, else NULL), steps (most steady steps seen on one rank), basis (what wall_ms measures: 'timeline'
 -- with GPU activity, 'host-only timeline' when the timelines recorded no GPU activity, 'kernel profile', or NULL).
 CREATE OR REPLACE TEMP VIEW trace_summary AS
 SELECT coalesce((SELECT max(wall_ns) FROM trace_wall), (SELECT sum(duration_ns) FROM ncu_kernels)) / 1e6 AS wall_ms,
@@ -15,7 +15,8 @@ SELECT coalesce((SELECT max(wall_ns) FROM trace_wall), (SELECT sum(duration_ns) 
             WHEN EXISTS (SELECT 1 FROM ncu_kernels) THEN 'kernel profile' END AS basis,
        (SELECT 100.0 * sum(busy_ns) / nullif(sum(wall_ns), 0) FROM gpu_busy_by_device) AS gpu_busy_pct,
        (SELECT count(DISTINCT rank) FROM sources) AS ranks,
-       (SELECT max(world_size) FROM sources WHERE format = 'torch') AS world_size,
+       (SELECT max(world_size) FROM sources WHERE format IN (SELECT format FROM input_formats WHERE world_size))
+           AS world_size,
        (SELECT max(step_count) FROM trace_wall) AS steps;
 
 -- The report's step durations on the host (trace.steps). Columns: rank, step, step_ms (its duration), warmup
