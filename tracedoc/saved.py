@@ -216,11 +216,11 @@ def _expect(ok: bool, where: str, what: str) -> None:
         raise ValueError(f"{where} should be {what}")
 
 
-def open_complete_store(path: Path) -> Store:
-    """The cached store at ``path``, opened (for the caller to close) once known to be complete, under the limits
-    the environment sets."""
+def open_complete_store(path: Path, limits: Limits | None = None) -> Store:
+    """The cached store at ``path``, opened (for the caller to close) once known to be complete, under ``limits``
+    (None: those the environment sets)."""
     try:
-        store = Store.open(path, Limits.from_env())
+        store = Store.open(path, Limits.from_env() if limits is None else limits)
     except duckdb.Error as exc:
         raise InputError(f"{path}: not a tracedoc store ({first_line(exc)})") from None
     if not store.is_complete():
