@@ -62,8 +62,9 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
     _check_distributable(inputs)
     exports = report_exports(rules, thresholds, REPORT_TABLES)
     with contextlib.ExitStack() as stack:
-        if use_cache:
-            store_dir = store_location(cache_dir).absolute()
+        location = store_location(cache_dir, use_cache)
+        if location is not None:
+            store_dir = location.absolute()
         else:  # the per-rank stores must outlive the first pass: on this machine, removed at the end
             store_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tracedoc-ranks-")))
         tasks = _tasks(inputs, store_dir, options)

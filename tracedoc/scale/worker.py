@@ -136,9 +136,10 @@ def _attach_rank(con: duckdb.DuckDBPyConnection, alias: str, task: RankInput,
                 os.utime(path)  # its age in `tracedoc cache list` counts from the last use
         try:
             con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
-            complete, local = con.execute(f"""
+            row = con.execute(f"""
                 SELECT (SELECT value FROM {alias}.store_meta WHERE key = 'complete'),
                        (SELECT list(reported_rank ORDER BY source_id) FROM {alias}.sources)""").fetchone()
+            complete, local = row if row is not None else (None, [])  # one row, whatever the store holds
         except duckdb.Error as exc:
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"DETACH {alias}")
