@@ -69,3 +69,9 @@ def test_the_value_is_frozen_and_checks_what_it_is_given() -> None:
     with pytest.raises(InputError, match="peak_tflops"):
         Peaks(peak_tflops=float("inf"))
     assert Peaks(flops_per_step=2).given() == {"flops_per_step": 2.0}
+
+
+def test_serve_refuses_a_saved_report_with_options_that_need_its_traces() -> None:
+    result = CliRunner().invoke(cli, ["serve", str(REPORTS / "decode-eager.json"), "--no-show", "--peak-tflops", "900"])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert "a saved report is rendered as it is" in result.stderr and "peaks" in result.stderr
