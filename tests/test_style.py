@@ -123,6 +123,17 @@ def test_the_core_never_imports_the_faces() -> None:
     assert upward == []
 
 
+def test_what_draws_a_report_never_reads_rules() -> None:
+    """The pages, the renderers, the notebook view, the dashboard and the wording take what a finding's rule made of
+    it from the finding (``Finding.kind``, ``across_ranks``): none imports the rules' package, so none reads a rule
+    file."""
+    graph = import_graph(ROOT / "tracedoc")
+    readers = sorted(f"{m} → {t}" for m, targets in graph.items()
+                     if m.startswith((*FACES, "tracedoc.words")) and not m.startswith("tracedoc.cli")
+                     for t in targets if t.startswith("tracedoc.judge"))
+    assert readers == []
+
+
 def test_no_import_circles() -> None:
     graph = import_graph(ROOT / "tracedoc")
     assert len(graph) > 50 and graph["tracedoc.render.html"]  # the whole package is read
