@@ -156,18 +156,19 @@ def distributed_rank_cost(job: Path, cache: Path, ranks_per_batch: int) -> tuple
     from tracedoc.api import METRICS
     from tracedoc.ingest import discover
     from tracedoc.judge import load_rules
+    from tracedoc.options import AnalysisOptions
     from tracedoc.scale.exports import report_exports
     from tracedoc.scale.job import _Job, _tasks, plan_batches
     from tracedoc.scale.worker import analyse_ranks, summarize_ranks
 
     shutil.rmtree(cache, ignore_errors=True)
-    tasks = _tasks(discover([job]), cache)
+    tasks = _tasks(discover([job]), cache, AnalysisOptions())
     batches = plan_batches(tasks, max(1, len(tasks) // ranks_per_batch))
     exports = report_exports(load_rules(()), None, METRICS)
     start = time.perf_counter()
     read = sorted(((b, summarize_ranks(b)) for b in batches), key=lambda r: r[0][0].indices)
     worker_s = time.perf_counter() - start
-    summaries = _Job(read)
+    summaries = _Job(read, AnalysisOptions())
     summaries.align()
     total = sum(t.nbytes for _, summary in read for t in summary.tables.values())
     for batch, _ in read:

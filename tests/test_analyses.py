@@ -11,6 +11,7 @@ import pytest
 from tests.conftest import SAMPLES
 from tracedoc.api import open_store
 from tracedoc.ingest import discover
+from tracedoc.options import AnalysisOptions
 from tracedoc.store import Store
 
 
@@ -171,11 +172,10 @@ def test_rank_comparisons_run_only_with_several_ranks(sample: str, ranks: int) -
     """Straggler and all-to-all balance compare ranks: on one rank's trace neither they nor their rules run (nothing
     to find there), on two they do and expert-imbalance finds moe-hot-expert's hot expert."""
     from tracedoc.api import build_report
-    from tracedoc.judge import load_rules
 
     store, _ = open_store(discover([SAMPLES / sample]), None)
     try:
-        report = build_report(store, load_rules(()))
+        report = build_report(store, AnalysisOptions())
         assert store.ranks() == ranks
         ran = {"ranks.stragglers", "ranks.alltoall"} & store._included
         assert ran == (set() if ranks == 1 else {"ranks.stragglers", "ranks.alltoall"})

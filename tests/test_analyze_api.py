@@ -16,6 +16,7 @@ from tracedoc.cli import cli
 from tracedoc.errors import InputError
 from tracedoc.ingest import discover
 from tracedoc.limits import MEMORY_LIMIT_ENV_VAR, Limits
+from tracedoc.options import AnalysisOptions
 from tracedoc.pipeline import input_files, open_store
 from tracedoc.scale.spec import ClusterSpec
 
@@ -92,8 +93,9 @@ def test_the_limits_go_with_each_ranks_task(tmp_path: Path) -> None:
     from tracedoc.scale.job import _tasks
 
     limits = Limits(memory_bytes=1 << 30, max_inflate_bytes=1 << 31)
-    tasks = _tasks(discover([SAMPLES / "ddp-straggler"]), tmp_path, limits)
-    assert len(tasks) >= 2 and all(t.limits == limits for t in tasks)
+    options = AnalysisOptions(limits=limits, step_range="ProfilerStep")
+    tasks = _tasks(discover([SAMPLES / "ddp-straggler"]), tmp_path, options)
+    assert len(tasks) >= 2 and all(t.options == options for t in tasks)
 
 
 def test_limits_from_the_environment_and_the_options() -> None:

@@ -20,7 +20,7 @@ from tests.conftest import SAMPLES
 from tracedoc.api import load_report
 from tracedoc.cli import cli
 from tracedoc.ingest import discover
-from tracedoc.judge import load_rules
+from tracedoc.options import AnalysisOptions
 from tracedoc.store import cache as store_cache
 
 EAGER = SAMPLES / "decode-eager"
@@ -161,11 +161,11 @@ def test_serve_rebuilds_a_store_damaged_where_it_reads(tmp_path: Path, capsys: p
     """The dashboard loads its store and report with load_report: a store that opens but fails when read is
     rebuilt, and the store it hands on is the sound one."""
     inputs = discover([EAGER])
-    rules = load_rules()
-    store, report = load_report(inputs, tmp_path, rules)
+    options = AnalysisOptions()
+    store, report = load_report(inputs, tmp_path, options)
     store.close()
     _kernel_block_overwritten(store_of(tmp_path))
-    store, again = load_report(inputs, tmp_path, rules)
+    store, again = load_report(inputs, tmp_path, options)
     with store:
         assert store.scalar("SELECT count(*) FROM gpu_activity") > 4000
     assert [f.rule for f in again.findings] == [f.rule for f in report.findings]

@@ -37,10 +37,10 @@ def _boom(*args: object, **kwargs: object) -> None:
 
 # Each command with an internal function it calls first, so that function's failure is "nobody anticipated it".
 COMMANDS = {
-    "analyze": ("tracedoc.cli.analyze.analyze", ["analyze", str(EAGER)]),
+    "analyze": ("tracedoc.cli.analyze.run_analysis", ["analyze", str(EAGER)]),
     "rules": ("tracedoc.cli.rules.load_rules", ["rules"]),
     "health": ("tracedoc.cli.health.load_rules", ["health"]),
-    "serve": ("tracedoc.cli.serve.load_rules", ["serve", str(EAGER), "--no-show"]),
+    "serve": ("tracedoc.cli.options.load_rules", ["serve", str(EAGER), "--no-show"]),
     "workload": ("tracedoc.workload.missing_modules", ["workload", "list"]),
     "cache": ("tracedoc.cli.cache.cached_stores", ["cache", "list"]),
 }
@@ -56,7 +56,7 @@ def test_an_unexpected_error_is_one_line_and_exit_3(command: str, monkeypatch: p
 
 
 def test_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tracedoc.cli.analyze.analyze", _boom)
+    monkeypatch.setattr("tracedoc.cli.analyze.run_analysis", _boom)
     code, _, err = run("--debug", "analyze", str(EAGER))
     assert code == 3 and err.startswith("Traceback") and "in _boom" in err
     assert err.endswith(f"internal error: ZeroDivisionError: division by zero {HINT}\n")
@@ -87,7 +87,7 @@ def test_every_form_of_ctrl_c_is_exit_130(kind: str, monkeypatch: pytest.MonkeyP
     def interrupted(*args: object, **kwargs: object) -> None:
         raise exc
 
-    monkeypatch.setattr("tracedoc.cli.analyze.analyze", interrupted)
+    monkeypatch.setattr("tracedoc.cli.analyze.run_analysis", interrupted)
     code, _, err = run("analyze", str(EAGER))
     assert (code, err) == (130, "interrupted\n")
 
@@ -179,11 +179,11 @@ def test_analyze_passes_a_dash_through(monkeypatch: pytest.MonkeyPatch) -> None:
     """`tracedoc analyze -` hands Path('-') (standard input) to the API instead of refusing it."""
     seen: list[object] = []
 
-    def analyze(paths: object, **kwargs: object) -> None:
+    def analyze(paths: object, *args: object, **kwargs: object) -> None:
         seen.append(paths)
         raise InputError("stop here")
 
-    monkeypatch.setattr("tracedoc.cli.analyze.analyze", analyze)
+    monkeypatch.setattr("tracedoc.cli.analyze.run_analysis", analyze)
     assert run("analyze", "-")[0] == 2
     assert seen == [(Path("-"),)]
 

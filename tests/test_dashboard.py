@@ -35,7 +35,6 @@ from tracedoc.dashboard.source import Loading, Target
 from tracedoc.dashboard.target import resolve
 from tracedoc.dashboard.views import timeline_view
 from tracedoc.ingest import discover
-from tracedoc.judge import load_rules
 from tracedoc.pages import hang, kernels, ncu, overlap, overview, ranks, timeline
 from tracedoc.pages.charts import kernel_short
 from tracedoc.pages.fragments import Html
@@ -392,7 +391,7 @@ def test_pages_show_the_loading_progress(tmp_path: Path) -> None:
     """Until the data is there a page shows a spinner and what is being done: each file read, then the analysis."""
     from tracedoc.dashboard.app import page_app
 
-    loading = Loading(resolve([SAMPLES / "ddp-straggler"]), tmp_path / "cache", load_rules())
+    loading = Loading(resolve([SAMPLES / "ddp-straggler"]), tmp_path / "cache")
     seen: list[str] = []
     shown = loading._progress
     loading._progress = lambda message: (seen.append(message), shown(message))
@@ -409,7 +408,7 @@ def test_a_failed_load_shows_one_line_in_every_page(tmp_path: Path) -> None:
     bad = tmp_path / "trace.json"  # a real trace cut in half: recognised, then failing to load
     whole = gzip.decompress((SAMPLES / "input-slow" / "trace.json.gz").read_bytes())
     bad.write_bytes(whole[: len(whole) // 2])
-    loading = Loading(Target(inputs=discover([bad])), tmp_path / "cache", [])
+    loading = Loading(Target(inputs=discover([bad])), tmp_path / "cache")
     loading.start()
     assert loading.done.wait(60)
     assert loading.error and "\n" not in loading.error
@@ -425,7 +424,7 @@ def test_a_saved_report_and_store_are_served(tmp_path: Path, hang_report: Report
     cache = tmp_path / "cache"
     analyze([SAMPLES / "hang-slow-rank"], cache_dir=cache)
     [store] = cache.glob("*.duckdb")
-    loading = Loading(resolve([store]), cache, load_rules())
+    loading = Loading(resolve([store]), cache)
     loading.start()
     assert loading.done.wait(60) and loading.error is None
     assert [f.rule for f in loading.report.findings] == [f.rule for f in hang_report.findings]

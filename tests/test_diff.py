@@ -33,7 +33,6 @@ from tracedoc.diff.render import render
 from tracedoc.diff.sections import kernel_sections
 from tracedoc.diff.stats import compare, quantile
 from tracedoc.diff.steps import step_tables
-from tracedoc.judge import load_rules
 from tracedoc.saved import read_report
 
 PAIRS = {  # problem → fixed, the rules whose findings the fix must resolve
@@ -155,8 +154,7 @@ def raw_ncu_kernels(sample: str) -> dict[str, float]:
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Side]:
     cache = tmp_path_factory.getbasetemp() / "cache"
-    rules = load_rules(())
-    return {name: load_side(SAMPLES / name, rules, cache_dir=cache) for name in SIDES}
+    return {name: load_side(SAMPLES / name, cache_dir=cache) for name in SIDES}
 
 
 @pytest.fixture(scope="module")
@@ -234,8 +232,7 @@ def test_gains_of_the_pairs(diffs: dict[tuple[str, str], Diff]) -> None:
 @pytest.fixture(scope="module")
 def ncu_diffs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Diff]:
     cache = tmp_path_factory.getbasetemp() / "cache"
-    rules = load_rules(())
-    sides = {name: load_side(SAMPLES / name, rules, cache_dir=cache) for pair in NCU_PAIRS for name in pair}
+    sides = {name: load_side(SAMPLES / name, cache_dir=cache) for pair in NCU_PAIRS for name in pair}
     return {(b, a): build_diff(sides[b], sides[a]) for b, a in NCU_PAIRS}
 
 

@@ -13,7 +13,6 @@ from tests.conftest import SAMPLES
 from tracedoc.cli import cli
 from tracedoc.dashboard.diff import DiffLoading
 from tracedoc.diff import Diff, build_diff, load_side
-from tracedoc.judge import load_rules
 from tracedoc.pages.diff import cause_chart, diff_sections, step_chart
 from tracedoc.pages.fragments import Html
 
@@ -23,8 +22,8 @@ BEFORE, AFTER = SAMPLES / "moe-hot-expert", SAMPLES / "moe-balanced"
 
 @pytest.fixture(scope="module")
 def moe_diff(tmp_path_factory: pytest.TempPathFactory) -> Diff:
-    cache, rules = tmp_path_factory.mktemp("cache"), load_rules(())
-    return build_diff(load_side(BEFORE, rules, cache_dir=cache), load_side(AFTER, rules, cache_dir=cache))
+    cache = tmp_path_factory.mktemp("cache")
+    return build_diff(load_side(BEFORE, cache_dir=cache), load_side(AFTER, cache_dir=cache))
 
 
 def _data(fig: Any) -> list[dict[str, list[Any]]]:
@@ -69,7 +68,7 @@ def test_the_page_holds_the_verdict_kernels_and_findings_fate(moe_diff: Diff) ->
 def test_a_side_that_cannot_be_read_is_one_line_in_the_page(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('{"traceEvents": [')
-    loading = DiffLoading(BEFORE, broken, tmp_path / "cache", load_rules(()))
+    loading = DiffLoading(BEFORE, broken, tmp_path / "cache")
     loading._run()
     assert loading.diff is None and loading.error and "\n" not in loading.error
 

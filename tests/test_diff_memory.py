@@ -17,7 +17,6 @@ from tests.conftest import SAMPLES
 from tracedoc.cli import cli
 from tracedoc.diff import Diff, build_diff, load_side
 from tracedoc.diff.render import render
-from tracedoc.judge import load_rules
 
 LEAK, FIXED = SAMPLES / "memory-leak", SAMPLES / "memory-fixed"
 
@@ -31,8 +30,7 @@ def trace_peaks(sample: Path) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def diff() -> Diff:
-    rules = load_rules(())
-    return build_diff(load_side(LEAK, rules), load_side(FIXED, rules))
+    return build_diff(load_side(LEAK), load_side(FIXED))
 
 
 def test_peak_and_growth_before_and_after(diff: Diff) -> None:
@@ -99,7 +97,6 @@ def test_saved_reports_compare_as_the_traces_do(diff: Diff, tmp_path: Path) -> N
 
 
 def test_runs_without_allocator_data_have_no_memory_section(diff: Diff) -> None:
-    rules = load_rules(())
-    plain = build_diff(load_side(SAMPLES / "host-stall-item", rules), load_side(SAMPLES / "host-stall-fixed", rules))
+    plain = build_diff(load_side(SAMPLES / "host-stall-item"), load_side(SAMPLES / "host-stall-fixed"))
     assert plain.memory == [] and "memory" not in plain.to_dict()
     assert "GPU memory" not in render(plain, "text")

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from tracedoc.api import analyze
 from tracedoc.cli import cli
-from tracedoc.efficiency import Options
+from tracedoc.options import Peaks
 from tracedoc.store.modules import module_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,7 +126,7 @@ def test_cuda_graph_trace_says_why_and_takes_user_flops(tmp_path: Path) -> None:
     report = analyze(trace, cache_dir=tmp_path)
     assert "CUDA graphs" in report.summary["efficiency"] and rank_row(report)["mfu_pct"] is None
     counts = COUNTS["decode-eager-shapes"]
-    given = analyze(trace, cache_dir=tmp_path, peaks=Options(flops_per_step=counts["flops_per_step"],
+    given = analyze(trace, cache_dir=tmp_path, peaks=Peaks(flops_per_step=counts["flops_per_step"],
                                                              bytes_per_step=counts["weights_kv_bytes_per_step"]))
     row = rank_row(given)
     assert row["bound"] == "memory" and row["note"] is None
@@ -239,7 +239,7 @@ def test_memory_bound_training_step_gets_training_advice(tmp_path: Path) -> None
     past every op, so the real step reads as memory-bound, as a conv net's does on the H200): the headline still
     leads with MFU, and low-mbu's advice is a training step's (fuse the norms and elementwise ops), with its op mix
     in the message, not the decode advice it gives the eager decode loop."""
-    report = report_of("gpt-step-gpt2", tmp_path, peaks=Options(peak_tflops=1e5))
+    report = report_of("gpt-step-gpt2", tmp_path, peaks=Peaks(peak_tflops=1e5))
     row = rank_row(report)
     assert row["bound"] == "memory" and row["workload"] == "training"
     assert report.summary["efficiency"].startswith("MFU 0.2% of the given peak bf16 dense, MBU 14.")
@@ -257,7 +257,7 @@ def test_bytes_per_step_alone_gives_mbu_on_cuda_graphs(tmp_path: Path) -> None:
     cache read per step) gives MBU over the trace's step time, and MFU says it needs --flops-per-step."""
     trace = [ROOT / "samples" / "decode-cudagraph" / "trace.json.gz"]
     per_step = COUNTS["decode-eager-shapes"]["weights_kv_bytes_per_step"]
-    report = analyze(trace, cache_dir=tmp_path, peaks=Options(bytes_per_step=per_step))
+    report = analyze(trace, cache_dir=tmp_path, peaks=Peaks(bytes_per_step=per_step))
     row = rank_row(report)
     assert row["note"] is None and row["mfu_pct"] is None
     assert row["mbu_pct"] == pytest.approx(100 * per_step / (row["step_ms"] / 1e3) / (row["peak"]["gbps"] * 1e9),

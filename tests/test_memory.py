@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tracedoc.api import build_report, input_files, open_store
 from tracedoc.cli import cli
-from tracedoc.judge import load_rules
+from tracedoc.options import AnalysisOptions
 from tracedoc.store.memory import MEMORY_LIMIT_ENV_VAR
 from tracedoc.store.store import PARALLEL_EVENTS
 
@@ -75,7 +75,7 @@ def test_small_stores_are_analysed_on_one_thread(monkeypatch: pytest.MonkeyPatch
     try:
         assert store.scalar("SELECT sum(event_count) FROM sources") < PARALLEL_EVENTS
         assert store.threads() == 1  # ingest: 0.6 MB on disk
-        build_report(store, load_rules(()))
+        build_report(store, AnalysisOptions())
         assert store.threads() == 1
     finally:
         store.close()

@@ -90,6 +90,7 @@ def test_readme_python_example_shows_the_report_in_a_kernel_without_ipywidgets(t
 def test_a_memory_reports_notebook_view_has_its_memory_section() -> None:
     """memory-leak's saved report: the notebook view states each GPU's memory as the text report does (its peak
     and the 32 MiB per step the leak planted), escaped."""
+    import tracedoc.notebook  # noqa: F401  (the view a notebook gets with tracedoc's public names)
     from tracedoc.saved import read_report
     from tracedoc.words.memory import memory_lines
     report = read_report(ROOT / "reports" / "memory-leak.json")

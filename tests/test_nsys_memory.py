@@ -18,7 +18,6 @@ from tests.conftest import SAMPLES
 from tracedoc.api import analyze
 from tracedoc.cli import cli
 from tracedoc.diff import build_diff, load_side
-from tracedoc.judge import load_rules
 from tracedoc.report import Report
 
 LEAK, FIXED = SAMPLES / "nsys-memory-leak", SAMPLES / "nsys-memory-fixed"
@@ -80,8 +79,7 @@ def test_fixed_twin_is_quiet_and_the_diff_shows_the_growth_gone(tmp_path: Path) 
     with sqlite3.connect(fixed) as con:
         (first_step,) = con.execute("SELECT min(start) FROM NVTX_EVENTS WHERE text = 'train_step'").fetchone()
     assert not [d for t, d in device_memory(fixed) if t > first_step]  # nothing taken in the steps
-    rules = load_rules(())
-    diff = build_diff(load_side(export(LEAK, tmp_path), rules), load_side(fixed, rules))
+    diff = build_diff(load_side(export(LEAK, tmp_path)), load_side(fixed))
     (gpu,) = diff.memory
     before, after = gpu.pair("growth_bytes_per_step")
     assert before == pytest.approx(33_554_432, rel=0.05) and after == 0
@@ -143,7 +141,6 @@ def test_a_free_of_memory_taken_before_the_capture_keeps_the_total_above_zero(tm
 def test_a_diff_does_not_compare_tensors_with_what_cuda_gave(tmp_path: Path) -> None:
     """samples/memory-leak (the PyTorch profiler's allocator events) against nsys-memory-leak (CUDA's): the same
     leak counted two ways, so the diff warns and compares no GPU memory rather than call the reserve growth."""
-    rules = load_rules(())
-    diff = build_diff(load_side(SAMPLES / "memory-leak", rules), load_side(export(LEAK, tmp_path), rules))
+    diff = build_diff(load_side(SAMPLES / "memory-leak"), load_side(export(LEAK, tmp_path)))
     assert diff.memory == [] and diff.growth_sites == []
     assert any("GPU memory is not compared" in w for w in diff.warnings)

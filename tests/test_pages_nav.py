@@ -19,7 +19,6 @@ from tracedoc.dashboard.source import Loading
 from tracedoc.dashboard.target import resolve
 from tracedoc.dashboard.views import ALL, overview_view, timeline_view
 from tracedoc.ingest import discover
-from tracedoc.judge import load_rules
 from tracedoc.pages import (
     efficiency,
     empty,
@@ -40,7 +39,7 @@ REPORT_PAGES = (kernels, efficiency, ranks, overlap, ncu, hang, memory)
 
 def loaded(sample: str, cache: Path) -> Loading:
     """What `tracedoc serve SAMPLE` loads, loaded."""
-    loading = Loading(resolve([SAMPLES / sample]), cache, load_rules())
+    loading = Loading(resolve([SAMPLES / sample]), cache)
     loading.start()
     assert loading.done.wait(120) and loading.error is None, loading.error
     return loading

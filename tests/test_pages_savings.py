@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 from bokeh.models import LabelSet, LogScale
@@ -16,6 +17,7 @@ from tracedoc import analyze
 from tracedoc.pages import overview, savings
 from tracedoc.pages.fragments import Html, findings_html
 from tracedoc.report import Report
+from tracedoc.saved import read_report
 
 
 def chart_of(report: Report) -> object | None:
@@ -40,6 +42,25 @@ def test_a_hang_gets_no_saving_bar() -> None:
     assert "hang" in section.empty and "not a saving" in section.empty
     card = findings_html(report).markup
     assert "estimated saving" not in card and "no saving to estimate: the job is stuck" in card
+
+
+def test_a_users_hang_rule_is_drawn_as_a_hang(tmp_path: Path) -> None:
+    """collective-hang copied under another id into a user's rule folder (an edited copy: its id changed): its
+    finding on hang-4rank-stuck is a hang as the built-in's is, with no saving bar and the card saying so; read back
+    from the saved JSON, the built-in's finding is a hang again."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    text = (ROOT / "rules" / "collective-hang.yaml").read_text().replace("id: collective-hang", "id: my-hang", 1)
+    (rules / "my-hang.yaml").write_text(text)
+    report = analyze([SAMPLES / "hang-4rank-stuck"], rules_dirs=[rules])
+    [mine] = [f for f in report.findings if f.rule == "my-hang"]
+    assert (mine.kind, mine.impact_ms > 10_000) == ("hang", True)
+    assert chart_of(report) is None
+    assert "estimated saving" not in findings_html(report).markup
+    saved = tmp_path / "hang.json"
+    saved.write_text(analyze([SAMPLES / "hang-4rank-stuck"]).to_json())
+    assert {f.kind for f in read_report(saved).findings if f.rule == "collective-hang"} == {"hang"}
+    assert {f.kind for f in Report.from_json(saved.read_text()).findings} == {"saving"}  # raw: no rules asked
 
 
 def test_informational_health_findings_get_no_bar() -> None:

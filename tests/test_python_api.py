@@ -12,7 +12,7 @@ import pytest
 
 import tracedoc
 from tests.conftest import ROOT
-from tracedoc.report import Report
+from tracedoc import Report  # its public name: the notebook view comes with it
 
 DOC = ROOT / "docs" / "python-api.md"
 # A python block, and the text block right after it: what the python block prints.

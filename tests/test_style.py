@@ -109,17 +109,29 @@ def test_the_pages_and_the_words_do_not_import_the_renderers() -> None:
     assert upward == []
 
 CORE = ("tracedoc.report", "tracedoc.store", "tracedoc.analyses", "tracedoc.judge", "tracedoc.ingest")
-FACES = ("tracedoc.cli", "tracedoc.dashboard", "tracedoc.pages", "tracedoc.render")
+FACES = ("tracedoc.cli", "tracedoc.dashboard", "tracedoc.notebook", "tracedoc.pages", "tracedoc.render")
 
 
 def test_the_core_never_imports_the_faces() -> None:
     """Reading, storing, measuring and judging import nothing that shows a report (the command line, the dashboard,
-    the pages, the renderers): a library user gets the core without them."""
+    the notebook view, the pages, the renderers), not even inside a function: a library user gets the core without
+    them."""
     graph = import_graph(ROOT / "tracedoc")
     assert any(m.startswith("tracedoc.ingest.") for m in graph)  # the core is read
     upward = sorted(f"{m} → {t}" for m, targets in graph.items() if m.startswith(CORE)
                     for t in targets if t.startswith(FACES))
     assert upward == []
+
+
+def test_what_draws_a_report_never_reads_rules() -> None:
+    """The pages, the renderers, the notebook view, the dashboard and the wording take what a finding's rule made of
+    it from the finding (``Finding.kind``, ``across_ranks``): none imports the rules' package, so none reads a rule
+    file."""
+    graph = import_graph(ROOT / "tracedoc")
+    readers = sorted(f"{m} → {t}" for m, targets in graph.items()
+                     if m.startswith((*FACES, "tracedoc.words")) and not m.startswith("tracedoc.cli")
+                     for t in targets if t.startswith("tracedoc.judge"))
+    assert readers == []
 
 
 def test_no_import_circles() -> None:

@@ -27,5 +27,6 @@ def __getattr__(name: str) -> Any:
     if name not in _PUBLIC:
         raise AttributeError(f"module 'tracedoc' has no attribute {name!r}")
     value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    from tracedoc import notebook  # noqa: F401  (installs the report's notebook view: a notebook uses these names)
     globals()[name] = value
     return value

@@ -5,14 +5,11 @@ snapshot, or telemetry files, judged by the rules that read ``health.*``)."""
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tracedoc import efficiency
 from tracedoc.errors import InputError
 from tracedoc.health.metrics import HEALTH_METRICS
 from tracedoc.ingest import discover
@@ -20,6 +17,7 @@ from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.judge import Rule, judge, load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.limits import Limits
+from tracedoc.options import AnalysisOptions, Peaks
 from tracedoc.pipeline import (
     METRICS,
     Progress,
@@ -41,8 +39,8 @@ if TYPE_CHECKING:
     from tracedoc.scale.spec import ClusterSpec
 
 __all__ = ["METRICS", "Progress", "analyze", "build_report", "collect_metrics", "health_files_report",
-           "health_rules", "health_snapshot_report", "input_files", "load_report", "open_store", "saved_report_path",
-           "store_key"]
+           "health_rules", "health_snapshot_report", "input_files", "load_report", "open_store", "run_analysis",
+           "saved_report_path", "store_key"]
 
 HEALTH_GROUP = "health."
 
@@ -52,9 +50,9 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
             thresholds: dict[str, dict[str, float]] | None = None, progress: Progress | None = None,
             step_range: str | None = None, *, cluster: ClusterSpec | None = None, limits: Limits | None = None,
             what_if: str | None = None, perfetto: Path | None = None,
-            peaks: efficiency.Options | None = None, step_time_ms: float | None = None) -> Report:
+            peaks: Peaks | None = None, step_time_ms: float | None = None) -> Report:
     """Ingest the traces at ``paths`` (files or directories of ranks; one path may be given as it is), measure,
-    judge and return the report.
+    judge and return the report: ``run_analysis`` with the options these keyword arguments make.
 
     ``thresholds`` ({rule: {name: value}}) must name rules and thresholds that exist. ``step_range`` names the host
     range (NVTX or record_function) that marks a step, where tracedoc would choose otherwise (trace.steps). Without
@@ -69,45 +67,50 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
     One saved JSON report given alone (`tracedoc analyze --format json`) is read back as it is, to be rendered
     again: nothing is measured or judged anew, so thresholds, a step range, a cluster or a Perfetto trace are refused.
     """
-    limits = Limits.from_env() if limits is None else limits
     if step_time_ms is not None:
-        peaks = _with_step_time(peaks, step_time_ms)
-    rules = load_rules(tuple(rules_dirs))
-    if what_if is not None and what_if not in {r.id for r in rules}:
-        raise InputError(f"--what-if {what_if}: no such rule (tracedoc rules lists them)")
+        peaks = Peaks(**{**(peaks.given() if peaks else {}), "step_time_ms": step_time_ms})
+    options = AnalysisOptions(rules_dirs=tuple(rules_dirs), thresholds=thresholds or {}, step_range=step_range,
+                              peaks=peaks, limits=Limits.from_env() if limits is None else limits, what_if=what_if)
+    return run_analysis(paths, options, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
+                        cluster=cluster, perfetto=perfetto)
+
+
+def run_analysis(paths: Sequence[Path | str] | Path | str, options: AnalysisOptions, *,
+                 cache_dir: Path | None = None, use_cache: bool = True, progress: Progress | None = None,
+                 cluster: ClusterSpec | None = None, perfetto: Path | None = None) -> Report:
+    """The report of the traces at ``paths``, judged by ``options`` (what ``tracedoc analyze`` runs; ``analyze``'s
+    keyword arguments say what the others do)."""
+    rules = load_rules(options.rules_dirs)
+    if options.what_if is not None and options.what_if not in {r.id for r in rules}:
+        raise InputError(f"--what-if {options.what_if}: no such rule (tracedoc rules lists them)")
     if (saved := saved_report_path(paths)) is not None:
-        report = _saved_report(saved, thresholds, step_range, cluster, perfetto, peaks)
+        options.refuse_saved(str(saved), tuple(what for what, given in (
+            ("--workers or a Dask scheduler", cluster is not None), ("--format perfetto", perfetto is not None))
+            if given))
+        report = read_report(saved)
     elif cluster is not None:
         if perfetto is not None:
             raise InputError("--format perfetto writes the events of one store: not with --workers or a Dask "
                              "scheduler")
-        if peaks is not None:
+        if options.peaks is not None:
             raise InputError("--peak-tflops, --peak-gbps, --flops-per-step, --bytes-per-step and --step-time-ms are "
                              "not taken with --workers or a Dask scheduler")
         from tracedoc.scale import analyze_distributed  # Dask is imported only for distributed runs
 
-        report = analyze_distributed(paths, cluster, rules_dirs=rules_dirs, cache_dir=cache_dir, use_cache=use_cache,
-                                     thresholds=thresholds, progress=progress, step_range=step_range, limits=limits)
+        report = analyze_distributed(paths, cluster, options, cache_dir=cache_dir, use_cache=use_cache,
+                                     progress=progress)
     else:
-        check_thresholds(rules, thresholds or {})
-        store, report = load_report(input_files(paths, limits), store_location(cache_dir, use_cache), rules,
-                                    thresholds, progress, step_range, limits, peaks)
+        check_thresholds(rules, {rule: dict(values) for rule, values in options.thresholds.items()})
+        store, report = load_report(input_files(paths, options.limits), store_location(cache_dir, use_cache), options,
+                                    progress)
         try:
             if perfetto is not None:
                 _write_export(store, report, "perfetto", perfetto, progress)
         finally:
             store.close()
-    if what_if is not None:
-        projection_for(report, what_if)
+    if options.what_if is not None:
+        projection_for(report, options.what_if)
     return report
-
-
-def _with_step_time(peaks: efficiency.Options | None, step_time_ms: Any) -> efficiency.Options:
-    """``peaks`` with the user's step time (a positive, finite number of ms, else an InputError)."""
-    if isinstance(step_time_ms, bool) or not isinstance(step_time_ms, (int, float)) \
-            or not math.isfinite(step_time_ms) or step_time_ms <= 0:
-        raise InputError(f"step_time_ms: {step_time_ms!r} is not a positive number of milliseconds")
-    return dataclasses.replace(peaks or efficiency.Options(), step_time_ms=float(step_time_ms))
 
 
 def saved_report_path(paths: Sequence[Path | str] | Path | str) -> Path | None:
@@ -118,19 +121,6 @@ def saved_report_path(paths: Sequence[Path | str] | Path | str) -> Path | None:
         return None
     path = Path(given[0])
     return path if path.is_file() and path.suffix == ".json" and looks_like_report(path) else None
-
-
-def _saved_report(path: Path, thresholds: dict[str, dict[str, float]] | None, step_range: str | None,
-                  cluster: ClusterSpec | None, perfetto: Path | None,
-                  peaks: efficiency.Options | None = None, step_time_ms: float | None = None) -> Report:
-    """A saved report, read back for rendering; what would need the traces again is refused."""
-    needs_traces = [what for what, given in (("--set", thresholds), ("--step-range", step_range is not None),
-                                             ("--workers or a Dask scheduler", cluster is not None),
-                                             ("--format perfetto", perfetto is not None),
-                                             ("the peaks or FLOPs per step", peaks is not None)) if given]
-    if needs_traces:
-        raise InputError(f"{path}: a saved report is rendered as it is; give the traces for {', '.join(needs_traces)}")
-    return read_report(path)
 
 
 def _write_export(store: Store, report: Report, name: str, path: Path, progress: Progress | None) -> None:

@@ -1,4 +1,5 @@
-"""A report's overview as HTML for notebooks (``Report._repr_html_``): the headline, the findings ranked by
+"""A report's overview as HTML for notebooks (``Report._repr_html_``, which this module installs as
+``Report.html_view``): the headline, the findings ranked by
 estimated saving, each a line that opens (a ``<details>`` element) on its message, evidence, fix and what-if
 projection, where each GPU's time went and its memory (peak, growth, live sites, OOMs: what the text and Markdown
 reports say of it), made of the HTML report's escaped fragments (tracedoc.pages.fragments),
@@ -8,7 +9,6 @@ with its style scoped to the output so that it leaves the notebook's own look al
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from tracedoc.pages.fragments import (
     STYLE,
@@ -20,12 +20,10 @@ from tracedoc.pages.fragments import (
     saving_html,
     table_html,
 )
+from tracedoc.report import Finding, Report
 from tracedoc.words.attribution import part_of_text
 from tracedoc.words.findings import scope_text, what_if_text
 from tracedoc.words.memory import NOTE, memory_lines
-
-if TYPE_CHECKING:
-    from tracedoc.report import Finding, Report
 
 SCOPE = "div.tracedoc"
 DETAILS_STYLE = """
@@ -91,3 +89,6 @@ def report_html(report: Report) -> str:
     parts.append('<p class="note">Tables: <code>report.frames</code>; the events: <code>tracedoc.open_store</code>.'
                  "</p></div>")
     return "".join(parts)
+
+
+Report.html_view = report_html  # what Report._repr_html_ draws with: the report imports no face

@@ -13,10 +13,12 @@ from typing import Any
 from tracedoc import efficiency
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover, load_all
-from tracedoc.judge import Rule, judge
+from tracedoc.judge import judge, load_rules
+from tracedoc.judge.rule import check_thresholds
 from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
 from tracedoc.memory_report import devices_left_out, first_devices, memory_headline
+from tracedoc.options import AnalysisOptions
 from tracedoc.report import InputInfo, Report
 from tracedoc.report_tables import (
     METRICS,
@@ -40,29 +42,23 @@ def input_files(paths: Sequence[Path | str] | Path | str, limits: Limits = Limit
     return discover([Path(p) for p in ([paths] if isinstance(paths, str | os.PathLike) else paths)], limits)
 
 
-def load_report(inputs: Sequence[InputFile], cache_dir: Path | None, rules: list[Rule],
-                thresholds: dict[str, dict[str, float]] | None = None,
-                progress: Progress | None = None, step_range: str | None = None,
-                limits: Limits | None = None, peaks: efficiency.Options | None = None) -> tuple[Store, Report]:
-    """The store of these inputs (left open for the caller to close) and its report; a cached store found damaged
-    while reading it is rebuilt once. ``cache_dir`` None: a store in memory, for this report only. ``limits``
-    None: those the environment sets (``Limits.from_env``). ``peaks``: the peaks and FLOPs per step the user
-    gives (--peak-tflops, …)."""
+def load_report(inputs: Sequence[InputFile], cache_dir: Path | None, options: AnalysisOptions,
+                progress: Progress | None = None) -> tuple[Store, Report]:
+    """The store of these inputs (left open for the caller to close) and its report, judged by ``options``; a
+    cached store found damaged while reading it is rebuilt once. ``cache_dir`` None: a store in memory, for this
+    report only."""
     paths = [str(i.path) for i in inputs]
-    limits = Limits.from_env() if limits is None else limits
-    store, cached = open_store(inputs, cache_dir, progress, limits)
+    store, cached = open_store(inputs, cache_dir, progress, options.limits)
     try:
-        return store, build_report(store, rules, thresholds, progress, paths=paths, step_range=step_range,
-                                   peaks=peaks)
+        return store, build_report(store, options, progress, paths=paths)
     except BaseException as exc:
         store.close()
         if not cached or store.path is None or not isinstance(exc, Exception) or not is_damage(exc, store.path):
             raise
         discard_damaged(store.path, exc)
-    store, _ = open_store(inputs, cache_dir, progress, limits)
+    store, _ = open_store(inputs, cache_dir, progress, options.limits)
     try:
-        return store, build_report(store, rules, thresholds, progress, paths=paths, step_range=step_range,
-                                   peaks=peaks)
+        return store, build_report(store, options, progress, paths=paths)
     except BaseException:
         store.close()
         raise
@@ -84,24 +80,27 @@ def store_key(inputs: Sequence[InputFile]) -> str:
     return content_key([f"{i.format}:{i.digest}" for i in inputs])
 
 
-def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, float]] | None = None,
-                 progress: Progress | None = None, paths: Sequence[str] | None = None,
-                 step_range: str | None = None, peaks: efficiency.Options | None = None) -> Report:
-    """Measure and judge an ingested store.
+def build_report(store: Store, options: AnalysisOptions, progress: Progress | None = None,
+                 paths: Sequence[str] | None = None) -> Report:
+    """Measure an ingested store and judge it by ``options`` (its rules and thresholds, which must exist; its step
+    range and peaks).
 
     ``paths`` are the inputs as given this time, by input order: a cached store keeps the paths of the run that
-    ingested it, and the same bytes may since have been given under other names. ``step_range``: as ``analyze``.
+    ingested it, and the same bytes may since have been given under other names.
     """
     if progress:
         progress("analysing")
+    rules = load_rules(options.rules_dirs)
+    thresholds = {rule: dict(values) for rule, values in options.thresholds.items()}
+    check_thresholds(rules, thresholds)
     store.fit_threads()
     store.lock()
-    store.set_step_range(step_range)
-    if peaks is not None:
-        peaks.apply(store)
+    store.set_step_range(options.step_range)
+    if options.peaks is not None:
+        efficiency.set_peaks(store, options.peaks)
     store.include("trace.summary")
-    if step_range is not None:
-        check_step_range(store, step_range)
+    if options.step_range is not None:
+        check_step_range(store, options.step_range)
     summary = store.query("SELECT * FROM trace_summary")[0]
     wall_ms = float(summary["wall_ms"] or 0.0)  # 0 for inputs without a timeline (e.g. hang dumps)
     findings = judge(store, rules, wall_ms, thresholds)
@@ -121,7 +120,7 @@ def build_report(store: Store, rules: list, thresholds: dict[str, dict[str, floa
     timeline = summary["basis"] == "timeline"
     if timeline:
         head.update(gpu_states(store))
-    eff = efficiency.efficiency_rows(store, peaks) if timeline else []
+    eff = efficiency.efficiency_rows(store, options.peaks) if timeline else []
     if (words := efficiency.headline(eff)) is not None:
         head["efficiency"] = words
     parts: dict[str, Any] = {"metrics": {}, "efficiency": eff}

@@ -8,8 +8,9 @@ report re-renders without analysing again (``Report.from_json``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tracedoc import strict_json
 from tracedoc.version import __version__
@@ -77,9 +78,23 @@ class Finding:
     # The time the finding is about on its rank's timeline, where its rule says (the timeline and the Perfetto
     # trace place it there; else by its step or its rank's window).
     span: Span | None = None
+    # What its rule makes of it, for the pages and renderers (tracedoc.judge.rule.mark_kinds; not in the JSON, which
+    # says what the rule found, not how to draw it): ``kind`` is 'saving' (its impact is the time fixing it is
+    # estimated to save), 'hang' (its impact is the time waited: the job is stuck), 'health' (an informational
+    # health finding: nothing broken) or 'memory' (its saving is in bytes); ``across_ranks``, whether it is about
+    # ranks waiting for one another (a straggler, a hot expert).
+    # A finding read back from JSON (``from_dict``) is a saving, or memory, until its rules say more
+    # (``tracedoc.saved.read_report`` asks the built-in ones).
+    kind: str = field(default="saving", compare=False)
+    across_ranks: bool = field(default=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.impact_bytes is not None:
+            self.kind = "memory"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        del d["kind"], d["across_ranks"]
         d["scope"] = self.scope.to_dict()
         for optional in ("part_of", "drawn_from", "impact_bytes", "span"):
             if d[optional] is None or d[optional] == []:
@@ -107,6 +122,10 @@ class InputInfo:
 @dataclass
 class Report:
     """Everything the renderers need."""
+
+    # How a notebook draws a report (``_repr_html_``): set by the notebook face, tracedoc.notebook, when it loads
+    # (tracedoc's public names load it: ``tracedoc.analyze``, ``tracedoc.Report``); the report imports no face.
+    html_view: ClassVar[Callable[[Report], str] | None] = None
 
     inputs: list[InputInfo]
     summary: dict[str, Any]
@@ -174,11 +193,10 @@ class Report:
 
         return Frames(self)
 
-    def _repr_html_(self) -> str:
-        """The overview a notebook shows for a report: headline, findings, where the time went."""
-        from tracedoc.notebook import report_html
-
-        return report_html(self)
+    def _repr_html_(self) -> str | None:
+        """The overview a notebook shows for a report (headline, findings, where the time went), drawn by the
+        notebook face once it is loaded (``html_view``); before, None: the plain text representation."""
+        return None if Report.html_view is None else Report.html_view(self)
 
     def worst_severity(self) -> str | None:
         """The most severe finding's severity, or None without findings."""

@@ -23,6 +23,7 @@ import duckdb
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
+from tracedoc.judge.rule import load_rules, mark_kinds
 from tracedoc.limits import Limits
 from tracedoc.report import REPORT_SCHEMA, SEVERITIES, Report, Scope
 from tracedoc.report_tables import SECTIONS
@@ -47,7 +48,9 @@ def read_report(path: Path) -> Report:
         if isinstance(data, dict) and data.get("kind") == "diff":
             raise InputError(f"{path}: a tracedoc diff, not a report; give a report or the traces instead")
         check_report(data)
-        return Report.from_dict(visible_strings(data, one_line=True))
+        report = Report.from_dict(visible_strings(data, one_line=True))
+        mark_kinds(report.findings, load_rules())  # a saved report names its rules: the built-in ones say its kinds
+        return report
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise InputError(f"{path}: not a tracedoc JSON report ({first_line(exc)})") from None
 
@@ -216,11 +219,11 @@ def _expect(ok: bool, where: str, what: str) -> None:
         raise ValueError(f"{where} should be {what}")
 
 
-def open_complete_store(path: Path) -> Store:
-    """The cached store at ``path``, opened (for the caller to close) once known to be complete, under the limits
-    the environment sets."""
+def open_complete_store(path: Path, limits: Limits | None = None) -> Store:
+    """The cached store at ``path``, opened (for the caller to close) once known to be complete, under ``limits``
+    (None: those the environment sets)."""
     try:
-        store = Store.open(path, Limits.from_env())
+        store = Store.open(path, Limits.from_env() if limits is None else limits)
     except duckdb.Error as exc:
         raise InputError(f"{path}: not a tracedoc store ({first_line(exc)})") from None
     if not store.is_complete():

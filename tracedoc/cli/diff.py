@@ -12,12 +12,10 @@ from rich.console import Console
 from tracedoc.cli.errors import one_line_errors
 from tracedoc.cli.options import (
     FiniteFloatRange,
+    analysis_options,
     cache_dir_option,
     out_path,
     output_target,
-    parse_settings,
-    rules_option,
-    set_option,
     table_console,
     write_document,
 )
@@ -25,7 +23,7 @@ from tracedoc.diff import build_diff, load_side
 from tracedoc.diff.gates import new_finding_failures, regression_failures
 from tracedoc.diff.render import FORMATS, render
 from tracedoc.diff.side import check_kinds, resolve_side
-from tracedoc.judge import load_rules
+from tracedoc.options import AnalysisOptions
 from tracedoc.report import SEVERITIES
 
 _STEM = "tracedoc-diff"
@@ -50,15 +48,13 @@ _MAX_ITEMS = 1e12  # items a step processes: beyond any batch, and throughputs s
               help="Items (samples, tokens, images) one step processes: adds throughput in items/s.")
 @click.option("--rank", type=int, default=None,
               help="The rank whose causes are compared (default: the slowest rank before).")
-@rules_option
-@set_option()
+@analysis_options()
 @cache_dir_option
 @click.option("--no-cache", is_flag=True, help="Ingest into temporary stores and discard them afterwards.")
 @one_line_errors
 def diff_command(before: Path, after: Path, fmt: str | None, out: Path | None, fail_on_regression: float | None,
                  fail_on_new: str | None, per_step_items: float | None, rank: int | None,
-                 rules_dirs: tuple[Path, ...], settings: tuple[str, ...], cache_dir: Path | None,
-                 no_cache: bool) -> None:
+                 options: AnalysisOptions, cache_dir: Path | None, no_cache: bool) -> None:
     """Compare two runs: BEFORE and AFTER are each what `analyze` takes (a trace, a directory of ranks), a cached
     *.duckdb store, or a saved JSON report.
 
@@ -69,18 +65,16 @@ def diff_command(before: Path, after: Path, fmt: str | None, out: Path | None, f
         tracedoc diff base/ pr/ --format md --out diff.md --fail-on-regression 5 --fail-on-new warning
     """
     fmt, target = output_target(fmt, out, _STEM, FORMATS, {".perfetto.json": "a diff has no Perfetto form"})
-    rules = load_rules(rules_dirs)
-    thresholds = parse_settings(settings, rules)
     source_b, source_a = resolve_side(before), resolve_side(after)
     check_kinds(source_b, source_a)  # before the analyses: a torch trace against an ncu report fails at once
     err = Console(stderr=True)
     with err.status("reading BEFORE…"):
-        side_b = load_side(source_b, rules, thresholds, cache_dir, use_cache=not no_cache)
+        side_b = load_side(source_b, options, cache_dir, use_cache=not no_cache)
     if _same_path(before, after):
         side_a = side_b
     else:
         with err.status("reading AFTER…"):
-            side_a = load_side(source_a, rules, thresholds, cache_dir, use_cache=not no_cache)
+            side_a = load_side(source_a, options, cache_dir, use_cache=not no_cache)
     diff = build_diff(side_b, side_a, per_step_items=per_step_items, rank=rank)
     failures = regression_failures(diff, fail_on_regression) if fail_on_regression is not None else []
     if fail_on_new is not None:

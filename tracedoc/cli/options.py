@@ -3,6 +3,7 @@ thresholds, the cache, tables on the terminal."""
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import os
@@ -13,16 +14,19 @@ from typing import Any
 import click
 from rich.console import Console, RenderableType
 
-from tracedoc.cli.errors import BadInput
+from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.errors import RuleError
 from tracedoc.export import EXPORTS
-from tracedoc.judge import Rule
+from tracedoc.judge import Rule, load_rules
 from tracedoc.judge.rule import check_thresholds
+from tracedoc.limits import Limits
+from tracedoc.options import AnalysisOptions, Peaks
 from tracedoc.render import RENDERERS
 from tracedoc.render.base import Renderer
 from tracedoc.render.markdown import MarkdownRenderer
 from tracedoc.render.text import TextRenderer
 from tracedoc.report import SEVERITIES, Report
+from tracedoc.units import parse_size
 from tracedoc.words.sanitize import one_line
 
 _OUT_HELP = "Write the report to this file, or into this directory as tracedoc-report.<ext>."
@@ -93,21 +97,91 @@ def cluster_spec(workers: int | None, scheduler: str | None, scheduler_file: Pat
 
 
 def report_options(out_help: str = _OUT_HELP, formats: Sequence[str] | None = None,
-                   set_example: str = "launch-bound.min_idle_pct=25",
+                   set_example: str | None = "launch-bound.min_idle_pct=25",
                    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """The options of a command that judges with rules and writes a report: --format (``formats``, default every
-    renderer and export), --out, --rules, --set (with ``set_example``), --fail-on (parameters fmt, out, rules_dirs,
-    settings, fail_on)."""
+    """The options of a command that writes a report: --format (``formats``, default every renderer and export),
+    --out, --rules and --set (with ``set_example``; None: none, the command takes them with ``analysis_options``),
+    --fail-on (parameters fmt, out, rules_dirs, settings, fail_on)."""
+    judged = [rules_option, set_option(set_example)] if set_example is not None else []
     options: list[Callable[..., Any]] = [
         click.option("--format", "fmt", type=click.Choice(sorted(formats or report_formats())), default=None,
                      help="Output format (default: text, or what --out's extension implies)."),
         click.option("--out", type=click.Path(), callback=out_path, default=None, help=out_help),
-        rules_option,
-        set_option(set_example),
+        *judged,
         click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
                      help="Exit with code 1 when a finding of this severity or worse is reported (for CI)."),
     ]
     return stacked(options)
+
+
+_POSITIVE = click.FloatRange(min=0, min_open=True)
+
+# The options of one analysis run besides --rules and --set, in --help's order.
+_RUN_OPTIONS: tuple[Callable[..., Any], ...] = (
+    click.option("--max-inflate", metavar="SIZE", default=None,
+                 help="Largest size a compressed input (or standard input) may unpack to, e.g. 20G (default: the "
+                      "larger of 100 times its compressed size and 64 MiB, 4 GiB for standard input; also "
+                      "$TRACEDOC_MAX_INFLATE_BYTES)."),
+    click.option("--memory-limit", metavar="SIZE", default=None,
+                 help="Memory for the store and the analyses, e.g. 2G; beyond it they spill to a temporary "
+                      "directory, slower (default: DuckDB's, 80% of RAM; also $TRACEDOC_MEMORY_LIMIT)."),
+)
+_WHAT_IF_OPTION = click.option(
+    "--what-if", "what_if_rule", metavar="RULE", default=None,
+    help="Print only the projected step time with RULE's largest finding fixed, and the next bottleneck (with "
+         "--format or --out, the report holds it under what_if).")
+_STEP_OPTIONS: tuple[Callable[..., Any], ...] = (
+    click.option("--step-range", metavar="NAME", default=None,
+                 help="The host range (NVTX or record_function) that marks one step, e.g. train_step ('step' also "
+                      "takes 'step 1', 'step 2', …); by default tracedoc finds the steps itself (ProfilerStep#N, a "
+                      "repeated range, the repeating kernel) and says how."),
+    click.option("--peak-tflops", type=_POSITIVE, default=None,
+                 help="Dense peak TFLOP/s that MFU divides by, for a GPU the peak table lacks (it overrides the table "
+                      "for every dtype)."),
+    click.option("--peak-gbps", type=_POSITIVE, default=None,
+                 help="Peak memory bandwidth in GB/s that MBU divides by (overrides the table)."),
+    click.option("--flops-per-step", type=_POSITIVE, default=None,
+                 help="The model's FLOPs per step, where the trace holds no operator shapes (CUDA graphs, "
+                      "record_shapes off, Nsight Systems): MFU from it and the step time."),
+    click.option("--bytes-per-step", type=_POSITIVE, default=None,
+                 help="The bytes one step must move (decode: weights + KV cache), for MBU where the trace holds no "
+                      "shapes (CUDA graphs): alone, it gives MBU without MFU."),
+    click.option("--step-time-ms", type=_POSITIVE, default=None,
+                 help="The step time in ms from your own logs, without the profiler: MFU and MBU divide by it instead "
+                      "of the profiled step's time, and the report echoes it."),
+)
+_PEAKS = ("peak_tflops", "peak_gbps", "flops_per_step", "bytes_per_step", "step_time_ms")
+
+
+def analysis_options(set_example: str = "launch-bound.min_idle_pct=25",
+                     what_if: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options one analysis run is judged by, as `analyze`, `serve` and `diff` take them: --rules, --set (with
+    ``set_example``), --max-inflate, --memory-limit, --what-if (``what_if``: the commands that print a
+    projection), --step-range, --peak-tflops, --peak-gbps, --flops-per-step, --bytes-per-step, --step-time-ms. The
+    command gets them as one value, its parameter ``options`` (a tracedoc.options.AnalysisOptions): a bad one is
+    one line and exit 2, before the command runs."""
+    options: list[Callable[..., Any]] = [rules_option, set_option(set_example), *_RUN_OPTIONS,
+                                         *([_WHAT_IF_OPTION] if what_if else []), *_STEP_OPTIONS]
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @one_line_errors
+        @functools.wraps(func)
+        def command(*args: Any, rules_dirs: tuple[Path, ...], settings: tuple[str, ...], max_inflate: str | None,
+                    memory_limit: str | None, step_range: str | None, what_if_rule: str | None = None,
+                    **kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name) for name in _PEAKS}
+            limits = Limits.from_env(
+                memory_bytes=parse_size(memory_limit, "--memory-limit") if memory_limit else None,
+                max_inflate_bytes=parse_size(max_inflate, "--max-inflate") if max_inflate else None)
+            rules = load_rules(rules_dirs)
+            peaks = Peaks(**given) if any(v is not None for v in given.values()) else None
+            value = AnalysisOptions(rules_dirs=rules_dirs, thresholds=parse_settings(settings, rules),
+                                    step_range=step_range, peaks=peaks, limits=limits, what_if=what_if_rule)
+            return func(*args, options=value, **kwargs)
+
+        return stacked(options)(command)
+
+    return decorate
 
 
 class OutputConsole(Console):

@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.text import Text
 
 from tracedoc.cli.errors import one_line_errors
-from tracedoc.cli.options import cache_dir_option, parse_settings, rules_option, set_option
+from tracedoc.cli.options import analysis_options, cache_dir_option
 from tracedoc.cli.ports import DEFAULT_PORT, listen_port
 from tracedoc.ingest import InputFile
-from tracedoc.judge import load_rules
+from tracedoc.options import AnalysisOptions
 from tracedoc.pages import PAGES
 from tracedoc.store.cache import default_cache_dir
 from tracedoc.words.sanitize import one_line
@@ -46,19 +46,16 @@ SERVE_HELP = f"""Serve the dashboard for traces, a cached store (*.duckdb) or a 
 @click.option("--no-show", is_flag=True, help="Do not open a browser.")
 @click.option("--diff", "as_diff", is_flag=True,
               help="Compare two runs: PATHS are BEFORE and AFTER, as `tracedoc diff` takes them.")
-@rules_option
-@set_option()
+@analysis_options()
 @cache_dir_option
 @one_line_errors
 def serve_command(paths: tuple[Path, ...], host: str, port: int | None, no_show: bool, as_diff: bool,
-                  rules_dirs: tuple[Path, ...], settings: tuple[str, ...], cache_dir: Path | None) -> None:
+                  options: AnalysisOptions, cache_dir: Path | None) -> None:
     """Serve the dashboard (the help is SERVE_HELP: it names the pages from the dashboard's own list)."""
     from tracedoc.dashboard import require
 
     if as_diff and len(paths) != 2:
         raise click.UsageError(f"--diff takes two paths, BEFORE and AFTER (got {len(paths)})")
-    rules = load_rules(rules_dirs)
-    thresholds = parse_settings(settings, rules)
     port = listen_port(host, port)  # before reading anything: a port taken is refused at once
     require("tracedoc serve")  # before reading the traces: the dashboard's dependencies are an optional extra
     address = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
@@ -71,30 +68,36 @@ def serve_command(paths: tuple[Path, ...], host: str, port: int | None, no_show:
         sides = [resolve_side(path) for path in paths]
         check_kinds(*sides)
         for side in sides:
-            ingest(side.inputs, cache)
+            if side.report is not None:
+                options.refuse_saved(side.label)
+            ingest(side.inputs, cache, options)
         from tracedoc.dashboard.diff import DiffLoading, serve_diff
 
         click.echo(f"tracedoc diff at {address} (Ctrl-C stops it)", err=True)
-        serve_diff(DiffLoading(paths[0], paths[1], cache, rules, thresholds), host, port, show=not no_show)
+        serve_diff(DiffLoading(paths[0], paths[1], cache, options), host, port, show=not no_show)
         return
     from tracedoc.dashboard.target import resolve
 
     target = resolve(paths)
-    ingest(target.inputs, cache)
+    if target.report is not None:
+        options.refuse_saved(str(paths[0]))
+    ingest(target.inputs, cache, options)
     from tracedoc.dashboard.app import serve
     from tracedoc.dashboard.source import Loading
 
     click.echo(f"tracedoc dashboard at {address} (Ctrl-C stops it)", err=True)
-    serve(Loading(target, cache, rules, thresholds), host, port, show=not no_show)
+    serve(Loading(target, cache, options), host, port, show=not no_show)
 
 
-def ingest(inputs: Sequence[InputFile], cache_dir: Path) -> None:
+def ingest(inputs: Sequence[InputFile], cache_dir: Path, options: AnalysisOptions) -> None:
     """Read the traces into the cache before the server starts, so that one that cannot be read is refused as bad
-    input (one line, exit 2) instead of a page saying so; the server then analyses the cached store."""
+    input (one line, exit 2) instead of a page saying so (under ``options``' limits); the server then analyses the
+    cached store."""
     from tracedoc.api import open_store
 
     if not inputs:
         return
     with Console(stderr=True).status("reading traces…") as status:
-        store, _ = open_store(inputs, cache_dir, lambda message: status.update(Text(one_line(message))))
+        store, _ = open_store(inputs, cache_dir, lambda message: status.update(Text(one_line(message))),
+                              options.limits)
         store.close()

@@ -6,7 +6,6 @@ progress until the diff is built, and a side that cannot be read as one line in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import panel as pn
@@ -16,26 +15,25 @@ from tracedoc.dashboard.panes import html_pane, sections_view
 from tracedoc.dashboard.source import BackgroundLoad
 from tracedoc.diff.model import Diff, build_diff
 from tracedoc.diff.side import load_side
-from tracedoc.judge import Rule
+from tracedoc.options import AnalysisOptions
 from tracedoc.pages.diff import diff_sections
 from tracedoc.pages.fragments import message_html
 
 
 class DiffLoading(BackgroundLoad):
-    """The diff of two sides, built on a background thread."""
+    """The diff of two sides, each judged by ``options`` (None: the defaults), built on a background thread."""
 
-    def __init__(self, before: Path, after: Path, cache_dir: Path, rules: Sequence[Rule],
-                 thresholds: dict[str, dict[str, float]] | None = None) -> None:
+    def __init__(self, before: Path, after: Path, cache_dir: Path, options: AnalysisOptions | None = None) -> None:
         super().__init__()
         self.before, self.after, self.cache_dir = before, after, cache_dir
-        self.rules, self.thresholds = list(rules), thresholds
+        self.options = AnalysisOptions() if options is None else options
         self.diff: Diff | None = None
 
     def load(self) -> None:
         self.status = f"reading BEFORE ({self.before})"
-        before = load_side(self.before, self.rules, self.thresholds, cache_dir=self.cache_dir)
+        before = load_side(self.before, self.options, cache_dir=self.cache_dir)
         self.status = f"reading AFTER ({self.after})"
-        after = load_side(self.after, self.rules, self.thresholds, cache_dir=self.cache_dir)
+        after = load_side(self.after, self.options, cache_dir=self.cache_dir)
         self.status = "comparing"
         self.diff = build_diff(before, after)
 

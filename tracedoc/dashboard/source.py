@@ -13,14 +13,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
 from pathlib import Path
 
 from tracedoc.api import build_report, load_report
 from tracedoc.dashboard.target import Target
 from tracedoc.errors import first_line
-from tracedoc.judge import Rule
-from tracedoc.limits import Limits
+from tracedoc.options import AnalysisOptions
 from tracedoc.pages.timeline import Timeline, warm_up
 from tracedoc.report import Report
 from tracedoc.store import Store
@@ -68,14 +66,13 @@ class BackgroundLoad:
 
 
 class Loading(BackgroundLoad):
-    """The report and store of a target, loaded on a background thread. The store stays open for the timeline;
-    ``lock`` serialises the queries on its connection."""
+    """The report and store of a target, loaded on a background thread and judged by ``options`` (None: the
+    defaults). The store stays open for the timeline; ``lock`` serialises the queries on its connection."""
 
-    def __init__(self, target: Target, cache_dir: Path, rules: Sequence[Rule],
-                 thresholds: dict[str, dict[str, float]] | None = None) -> None:
+    def __init__(self, target: Target, cache_dir: Path, options: AnalysisOptions | None = None) -> None:
         super().__init__()
         self.target, self.cache_dir = target, cache_dir
-        self.rules, self.thresholds = list(rules), thresholds
+        self.options = AnalysisOptions() if options is None else options
         self.report: Report | None = target.report
         self.store: Store | None = None
         self.timeline: Timeline | None = None
@@ -84,11 +81,10 @@ class Loading(BackgroundLoad):
     def load(self) -> None:
         if self.report is None:
             if self.target.store_path is not None:
-                store = self.store = Store.open(self.target.store_path, Limits.from_env())
-                self.report = build_report(store, self.rules, self.thresholds, self._progress)
+                store = self.store = Store.open(self.target.store_path, self.options.limits)
+                self.report = build_report(store, self.options, self._progress)
             else:  # a cached store found damaged is rebuilt
-                store, self.report = load_report(self.target.inputs, self.cache_dir, self.rules,
-                                                 self.thresholds, self._progress)
+                store, self.report = load_report(self.target.inputs, self.cache_dir, self.options, self._progress)
                 self.store = store
             self.status = "preparing the timeline"
             self.timeline = Timeline(store, self.lock)

@@ -11,7 +11,6 @@ from tracedoc.diff.markdown import render_markdown
 from tracedoc.diff.model import build_diff
 from tracedoc.diff.sections import signed_pct
 from tracedoc.diff.side import Side, load_side
-from tracedoc.judge import load_rules
 
 # Problem sample → its fixed twin (recorded alike on one GPU), and what changed between them.
 DIFF_PAIRS = (
@@ -41,12 +40,11 @@ def write_diff_gallery(samples: Path, out: Path) -> list[str]:
     """Write each pair's diff (``<before>--<after>.md`` and ``.json``) and an index into ``out``; returns the
     lines printed for each."""
     out.mkdir(parents=True, exist_ok=True)
-    rules = load_rules(())
     cache: dict[str, Side] = {}
 
     def side(name: str) -> Side:
         if name not in cache:
-            cache[name] = load_side(samples / name, rules)
+            cache[name] = load_side(samples / name)
             cache[name].label = f"samples/{name}"  # portable: the same on every checkout
         return cache[name]
 

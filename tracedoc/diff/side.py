@@ -10,7 +10,6 @@ the warm-up's are not counted per step); a saved report keeps only each rank's t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,8 @@ from typing import Any
 from tracedoc.api import build_report, load_report
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover
-from tracedoc.judge import Rule
 from tracedoc.kinds import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE, kind_of
+from tracedoc.options import AnalysisOptions
 from tracedoc.report import Report
 from tracedoc.saved import looks_like_report, open_complete_store, read_report
 from tracedoc.store import Store
@@ -102,18 +101,21 @@ def check_kinds(before: Source | Side, after: Source | Side) -> None:
                          "analyze each with tracedoc analyze")
 
 
-def load_side(side: Source | Path, rules: Sequence[Rule], thresholds: dict[str, dict[str, float]] | None = None,
-              cache_dir: Path | None = None, use_cache: bool = True) -> Side:
-    """Read one side (a path, or one resolved already): a saved report as it is, a store analysed, traces
-    ingested through the cache (as ``tracedoc analyze`` does) and analysed."""
+def load_side(side: Source | Path, options: AnalysisOptions | None = None, cache_dir: Path | None = None,
+              use_cache: bool = True) -> Side:
+    """Read one side (a path, or one resolved already): a saved report as it is (refused with ``options`` that
+    need the traces), a store analysed, traces ingested through the cache (as ``tracedoc analyze`` does) and
+    analysed, by ``options`` (None: the defaults)."""
+    options = AnalysisOptions() if options is None else options
     source = side if isinstance(side, Source) else resolve_side(side)
     if source.report is not None:
+        options.refuse_saved(source.label)
         return Side(source.label, source.report, _top_kernels(source.report), kernels_complete=False,
                     source="saved report")
     if source.store_path is not None:
-        with open_complete_store(source.store_path) as store:
-            return Side(source.label, build_report(store, list(rules), thresholds), _kernels(store), source="store")
-    store, report = load_report(source.inputs, store_location(cache_dir, use_cache), list(rules), thresholds)
+        with open_complete_store(source.store_path, options.limits) as store:
+            return Side(source.label, build_report(store, options), _kernels(store), source="store")
+    store, report = load_report(source.inputs, store_location(cache_dir, use_cache), options)
     try:
         return Side(source.label, report, _kernels(store))
     finally:

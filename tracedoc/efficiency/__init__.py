@@ -9,38 +9,19 @@ efficiency section.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tracedoc.formats import giving
+from tracedoc.options import Peaks
 from tracedoc.store import Store
 from tracedoc.units import report_number
 
 
-@dataclass(frozen=True)
-class Options:
-    """What the user gives where the trace lacks it: ``--peak-tflops``/``--peak-gbps`` (a GPU the peak table
-    lacks; they override it for every dtype), ``--flops-per-step``/``--bytes-per-step`` (a trace without
-    shapes, CUDA graphs) and ``--step-time-ms`` (the step time of the user's own logs, without the profiler: MFU
-    and MBU divide by it)."""
-
-    peak_tflops: float | None = None
-    peak_gbps: float | None = None
-    flops_per_step: float | None = None
-    bytes_per_step: float | None = None
-    step_time_ms: float | None = None
-
-    def apply(self, store: Store) -> None:
-        """Set them as the store's SQL variables (efficiency.peaks and efficiency.steps read them), before the
-        analyses run."""
-        for name in ("peak_tflops", "peak_gbps", "flops_per_step", "bytes_per_step", "step_time_ms"):
-            value = getattr(self, name)
-            if value is not None:
-                store.con.execute(f"SET VARIABLE {name} = ?", [float(value)])
-
-    @property
-    def user_flops(self) -> bool:
-        return self.flops_per_step is not None or self.bytes_per_step is not None
+def set_peaks(store: Store, peaks: Peaks) -> None:
+    """Set the given values as the store's SQL variables (efficiency.peaks and efficiency.steps read them), before
+    the analyses run."""
+    for name, value in peaks.given().items():
+        store.con.execute(f"SET VARIABLE {name} = ?", [value])
 
 
 _STEPS_SQL = """
@@ -49,7 +30,7 @@ _STEPS_SQL = """
     ORDER BY e.rank, e.source_id{order}"""
 
 
-def efficiency_rows(store: Store, options: Options | None = None) -> list[dict[str, Any]]:
+def efficiency_rows(store: Store, options: Peaks | None = None) -> list[dict[str, Any]]:
     """The report's ``efficiency``: per rank, one row over its steady steps (step None) and one per step, with
     the peak and its source; a figure that cannot be computed is None and ``note`` says why (a PyTorch trace
     without shapes: one row per rank, saying so)."""
@@ -106,7 +87,7 @@ def _at_step(value: float | None, step_ns: float | None, other_ns: float | None,
     return report_number(value * step_ns / other_ns)
 
 
-def _unavailable(store: Store, options: Options | None) -> list[dict[str, Any]]:
+def _unavailable(store: Store, options: Peaks | None) -> list[dict[str, Any]]:
     """One row per rank of a format that gives operator shapes (PyTorch), with steady steps, whose trace holds
     none: null figures, the peak its GPU would have, why (CUDA graphs, or record_shapes off), and the step without
     the profiler."""

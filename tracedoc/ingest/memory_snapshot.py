@@ -28,7 +28,7 @@ analyses tie it to the trace of the same run by time and address.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -239,7 +239,8 @@ class _Rows:
             if not isinstance(s, dict):
                 continue
             device, address = self._device(s.get("device")), _int(s.get("address"))
-            blocks = s.get("blocks") if isinstance(s.get("blocks"), list) else []
+            listed = s.get("blocks")
+            blocks = listed if isinstance(listed, list) else []
             self.segments += 1
             _append(seg, device=device, address=address, total_size=_int(s.get("total_size")),
                     allocated_size=_int(s.get("allocated_size")), active_size=_int(s.get("active_size")),
@@ -323,7 +324,7 @@ def _append(columns: dict[str, list], **row: Any) -> None:
         columns[name].append(value)
 
 
-def _texts(values: list | None, n: int) -> Iterable[str | None]:
+def _texts(values: Sequence[Any] | None, n: int) -> Iterable[str | None]:
     """_text of each value, once per distinct value."""
     if values is None:
         return repeat(None, n)

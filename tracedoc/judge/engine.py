@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 
 from tracedoc.errors import RuleError, first_line
-from tracedoc.judge.rule import Rule
+from tracedoc.judge.rule import Rule, mark_kinds
 from tracedoc.judge.savings import allocate, empty_claim_owners, facet_owners
 from tracedoc.judge.template import TemplateError
 from tracedoc.judge.template import fill as template_fill
@@ -51,6 +51,7 @@ def judge(store: Store, rules: list[Rule], wall_ms: float,
     for f in findings:
         if id(f) in owners:
             f.part_of = number[owners[id(f)]]
+    mark_kinds(findings, [rule for _, rule, _ in judged])
     return findings
 
 

@@ -44,7 +44,7 @@ from tracedoc.errors import RuleError
 from tracedoc.judge.files import builtin_folder, builtin_mappings, read_rule, rule_files
 from tracedoc.judge.savings import CAUSES, Claim
 from tracedoc.judge.template import TemplateError, fill
-from tracedoc.report import SEVERITIES
+from tracedoc.report import SEVERITIES, Finding
 
 _REQUIRED = ("id", "title", "severity", "reads", "view", "when", "impact_ms", "message", "fix")
 _SCOPE_KEYS = {"rank", "device", "stream", "kernel", "step", "pg", "seq"}
@@ -247,6 +247,25 @@ def _builtin_rules() -> tuple[Rule, ...]:
     files = rule_files(builtin_folder())
     return tuple(Rule.from_file(f, "built-in", data)
                  for f, data in zip(files, builtin_mappings(files, default_cache_dir()), strict=True))
+
+
+def mark_kinds(findings: Sequence[Finding], rules: Sequence[Rule]) -> None:
+    """Set each finding's ``kind`` and ``across_ranks`` from its rule's analysis (``reads``) and its severity: a
+    memory finding (a saving in bytes), a hang (its rule reads ``hang.*``), informational health (``health.*`` at
+    severity info), else a saving; about ranks when its rule reads ``ranks.*``. A finding whose rule is not among
+    ``rules`` is a saving."""
+    reads = {rule.id: rule.reads for rule in rules}
+    for finding in findings:
+        group = reads.get(finding.rule, "")
+        if finding.impact_bytes is not None:
+            finding.kind = "memory"
+        elif group.startswith("hang."):
+            finding.kind = "hang"
+        elif group.startswith("health.") and finding.severity == "info":
+            finding.kind = "health"
+        else:
+            finding.kind = "saving"
+        finding.across_ranks = group.startswith("ranks.")
 
 
 def load_rules(user_dirs: tuple[Path, ...] | list[Path] = ()) -> list[Rule]:

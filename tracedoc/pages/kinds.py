@@ -1,4 +1,4 @@
-"""Kinds of findings, told apart by what their rule reads, where the pages treat them differently.
+"""Kinds of findings (``Finding.kind``, from what their rule reads), where the pages treat them differently.
 
 A finding's time is a saving for most rules, but not for all. A hang's ``impact_ms`` is how long the ranks have
 waited (nothing to save: the job is stuck), and an informational health finding's (a GPU held to its power limit)
@@ -12,58 +12,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from tracedoc.judge.files import builtin_folder, read_rule, rule_files
 from tracedoc.units import fmt_ms
 from tracedoc.words.findings import finding_saving_text, saving_text
 
-if TYPE_CHECKING:  # the notebook view reaches this module from tracedoc.report: no import back at run time
+if TYPE_CHECKING:
     from tracedoc.report import Finding
 
 
-@lru_cache(maxsize=1)
-def _reads() -> dict[str, str]:
-    """Each built-in rule's analysis (``reads``), by rule id, read from the rule files themselves with the bases
-    they extend (tracedoc.judge.files; the rule parser in tracedoc.judge.rule imports the report, which imports
-    the notebook view, which imports this)."""
-    out = {}
-    for item in rule_files(builtin_folder()):
-        data = read_rule(item)
-        if isinstance(data.get("id"), str):
-            out[data["id"]] = str(data.get("reads") or "")
-    return out
-
-
-def kind_of(finding: Finding) -> str:
-    """'hang' (its impact is the time waited), 'health' (an informational health finding: nothing broken),
-    'memory' (its saving is in bytes, never charted with time) or 'saving' (its impact is the time fixing it is
-    estimated to save)."""
-    if finding.impact_bytes is not None:
-        return "memory"
-    reads = _reads().get(finding.rule, "")
-    if reads.startswith("hang."):
-        return "hang"
-    if reads.startswith("health.") and finding.severity == "info":
-        return "health"
-    return "saving"
-
-
-def across_ranks(finding: Finding) -> bool:
-    """Whether the finding is about ranks waiting for one another (its rule reads ``ranks.*``)."""
-    return _reads().get(finding.rule, "").startswith("ranks.")
-
-
 def has_saving(finding: Finding) -> bool:
-    """Whether the finding's impact is a time saving (see ``kind_of``)."""
-    return kind_of(finding) == "saving"
+    """Whether the finding's impact is a time saving (``Finding.kind``)."""
+    return finding.kind == "saving"
 
 
 def impact_text(finding: Finding, wall_ms: float) -> str:
     """What a card says of the finding's time: its estimated saving, or, for a hang or an informational health
     finding, what the time is and that it is no saving."""
-    kind = kind_of(finding)
+    kind = finding.kind
     if kind == "hang":
         return f"no saving to estimate: the job is stuck (waited at least {fmt_ms(finding.impact_ms)})"
     if kind == "health":
@@ -76,7 +42,7 @@ def saving_cell(finding: Finding, wall_ms: float) -> str:
     """A finding's saving as the findings tables of the text and Markdown reports state it: the estimated saving
     ('part of #N' where a bigger finding holds its time), 'none estimated' where it saves nothing, and for a hang
     or an informational health finding what its time is (``impact_text``), never a saving."""
-    if kind_of(finding) in ("hang", "health"):
+    if finding.kind in ("hang", "health"):
         return impact_text(finding, wall_ms)
     if finding.impact_bytes is None and finding.impact_ms <= 0 and not finding.part_of:
         return "none estimated"

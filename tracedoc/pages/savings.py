@@ -15,7 +15,7 @@ from bokeh.models import LabelSet
 
 from tracedoc.pages.charts import hbar_chart, open_on_click, short
 from tracedoc.pages.fragments import SEVERITY_COLORS
-from tracedoc.pages.kinds import bar_text, charted, kind_of
+from tracedoc.pages.kinds import bar_text, charted
 from tracedoc.report import Finding, Report
 from tracedoc.words.findings import scope_text
 
@@ -31,8 +31,8 @@ def note(report: Report, findings: Sequence[Finding]) -> str:
            if bars else "No finding here has a time saving to chart.")
     if is_log([f for f, _ in bars[:MAX_BARS]]):
         out += " The scale is logarithmic, so that small savings show beside large ones."
-    hangs = sum(kind_of(f) == "hang" for f in findings)
-    health = sum(kind_of(f) == "health" for f in findings)
+    hangs = sum(f.kind == "hang" for f in findings)
+    health = sum(f.kind == "health" for f in findings)
     if hangs:
         out += f" No bar for {hangs} hang finding(s): their time is how long the ranks waited, not a saving."
     if health:

@@ -27,7 +27,6 @@ import xarray as xr
 from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE
 from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
 from tracedoc.pages.empty import OTHER
-from tracedoc.pages.kinds import across_ranks
 from tracedoc.report import Finding
 from tracedoc.store import Store
 from tracedoc.words.findings import finding_span
@@ -273,7 +272,7 @@ class Timeline:
         rank = finding.scope.rank
         if rank is None or rank not in self.windows:
             return Focus(self.start_ms, self.end_ms)
-        if across_ranks(finding):  # a straggler, a hot expert: seen beside the ranks that wait for it
+        if finding.across_ranks:  # a straggler, a hot expert: seen beside the ranks that wait for it
             return Focus(min(w[0] for w in self.windows.values()), max(w[1] for w in self.windows.values()))
         window = self.windows[rank]
         span = finding_span(finding, window, {step: v for (r, step), v in self.steps.items() if r == rank}, 1.0,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # reached from tracedoc.report through the notebook view: no import back at run time
+if TYPE_CHECKING:
     from tracedoc.report import Report
 
 OVERVIEW = ("'Waiting for a peer' is time a GPU had nothing to run but a collective waiting in it for a later rank. "

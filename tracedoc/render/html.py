@@ -51,4 +51,7 @@ class HtmlRenderer(Renderer):
 
 def visible_report(report: Report) -> Report:
     """A copy of ``report`` whose strings show their control and bidirectional characters visibly."""
-    return Report.from_dict(visible_strings(report.to_dict()))
+    copy = Report.from_dict(visible_strings(report.to_dict()))
+    for made, finding in zip(copy.findings, report.findings, strict=True):  # what the rules made of them
+        made.kind, made.across_ranks = finding.kind, finding.across_ranks
+    return copy

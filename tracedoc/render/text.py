@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tracedoc.efficiency.render import OPERATOR_HEADERS, efficiency_lines, operator_rows
-from tracedoc.pages.kinds import has_saving, kind_of, saving_cell
+from tracedoc.pages.kinds import has_saving, saving_cell
 from tracedoc.pages.names import kernel_labels
 from tracedoc.render.base import Renderer
 from tracedoc.render.ranks import rank_steps_parts, step_times_text
@@ -126,7 +126,7 @@ def _saving_subtitle(finding: Finding, wall: float) -> str:
     """A finding panel's subtitle: what fixing it saves, 'part of #N' when a bigger finding counts its time, that
     it has no time to save of its own (a hang or a health finding: its time is in the table, no saving)."""
     if not has_saving(finding) and finding.impact_bytes is None:
-        return "no saving: the job is stuck" if kind_of(finding) == "hang" else "informational, no saving"
+        return "no saving: the job is stuck" if finding.kind == "hang" else "informational, no saving"
     if finding.impact_ms > 0 or finding.impact_bytes is not None:
         return f"saves ~{finding_saving_text(finding, wall)}"
     return f"part of #{finding.part_of}" if finding.part_of else "no time saving estimated"

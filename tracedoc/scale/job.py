@@ -16,7 +16,7 @@ from tracedoc.formats import BY_NAME
 from tracedoc.ingest import RANK_IN_NAME, STDIN, InputFile, assign_ranks
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
-from tracedoc.limits import Limits
+from tracedoc.options import AnalysisOptions
 from tracedoc.pipeline import REPORT_TABLES, Progress, build_report, input_files
 from tracedoc.report import Report
 from tracedoc.scale.exports import BASE_TABLES, SUMMARY_EXPORTS, Export, report_exports
@@ -46,32 +46,34 @@ class MissingRank:
 
 
 def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: ClusterSpec,
-                        rules_dirs: Sequence[Path] = (), cache_dir: Path | None = None, use_cache: bool = True,
-                        thresholds: dict[str, dict[str, float]] | None = None,
-                        progress: Progress | None = None, step_range: str | None = None,
-                        limits: Limits = Limits()) -> Report:
-    """``tracedoc.api.analyze`` with the per-rank work on a Dask cluster: the same report. A rank that cannot be
-    read (bad input, a worker that died) is left out and named in ``summary['missing_ranks']``; only when no rank
-    can be read is that an error. ``limits`` go with each rank's task to the worker that ingests it."""
+                        options: AnalysisOptions | None = None, cache_dir: Path | None = None,
+                        use_cache: bool = True, progress: Progress | None = None) -> Report:
+    """``tracedoc.api.run_analysis`` with the per-rank work on a Dask cluster: the same report. A rank that cannot
+    be read (bad input, a worker that died) is left out and named in ``summary['missing_ranks']``; only when no rank
+    can be read is that an error. ``options`` (None: the defaults, with the limits the environment sets) go whole
+    with each rank's task to the worker that ingests it (its limits and step range)."""
     from tracedoc.scale import cluster as dask_side  # Dask is imported here, only for distributed runs
 
-    rules = load_rules(tuple(rules_dirs))
-    check_thresholds(rules, thresholds or {})
-    inputs = input_files(paths, limits)
+    options = AnalysisOptions() if options is None else options
+    rules = load_rules(options.rules_dirs)
+    thresholds = {rule: dict(values) for rule, values in options.thresholds.items()}
+    check_thresholds(rules, thresholds)
+    inputs = input_files(paths, options.limits)
     _check_distributable(inputs)
     exports = report_exports(rules, thresholds, REPORT_TABLES)
     with contextlib.ExitStack() as stack:
-        if use_cache:
-            store_dir = store_location(cache_dir).absolute()
+        location = store_location(cache_dir, use_cache)
+        if location is not None:
+            store_dir = location.absolute()
         else:  # the per-rank stores must outlive the first pass: on this machine, removed at the end
             store_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tracedoc-ranks-")))
-        tasks = _tasks(inputs, store_dir, limits)
+        tasks = _tasks(inputs, store_dir, options)
         client = stack.enter_context(dask_side.connect(cluster))
         slots = max(1, sum(client.nthreads().values())) * max(1, cluster.batches_per_thread)
         batches = plan_batches(tasks, slots)
         # A local cluster's processes share this machine's cores: DuckDB in each gets its share, not all of them.
         threads = max(1, (os.cpu_count() or 1) // cluster.workers) if cluster.workers else None
-        first, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: (threads, step_range),
+        first, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: (threads,),
                                               _batch_label,
                                               "reading", progress)
         missing = [MissingRank(str(item.path), _rank_in_name(item), r.reason) for t, r in failed for item in t.items]
@@ -80,14 +82,13 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         first.sort(key=lambda result: result[0][0].indices)  # the ranks' rows in job order, as on one machine
         again = False
         while True:
-            job = _Job(first, limits)
-            job.store.set_step_range(step_range)
+            job = _Job(first, options)
             if progress:
                 progress("lining up the ranks' collectives" + (" again, without the failed ranks" if again else ""))
             job.align()
             second, failed = dask_side.map_batches(
                 client, analyse_ranks, [batch for batch, _ in first],
-                job.analysis_args(exports, threads, step_range), _batch_label, "analysing", progress)
+                job.analysis_args(exports, threads), _batch_label, "analysing", progress)
             missing += [MissingRank(str(item.path), job.ranks[i], f"per-rank analyses: {r.reason}")
                         for t, r in failed for i, item in zip(t.indices, t.items)]
             if not failed:
@@ -102,8 +103,7 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         job.add_analyses(exports, sorted(second, key=lambda result: result[0][0].indices))
     read = [t for batch, _ in first for t in batch]
     paths_read = sorted((i, str(item.path)) for t in read for i, item in zip(t.indices, t.items))
-    report = build_report(job.store, rules, thresholds, progress, paths=[p for _, p in paths_read],
-                          step_range=step_range)
+    report = build_report(job.store, options, progress, paths=[p for _, p in paths_read])
     job.store.close()
     report.summary["missing_ranks"] = [m.to_dict() for m in missing]
     return report
@@ -132,7 +132,7 @@ def _check_distributable(inputs: Sequence[InputFile]) -> None:
                              f"analyse {item.format} inputs without --workers")
 
 
-def _tasks(inputs: Sequence[InputFile], store_dir: Path, limits: Limits) -> list[RankInput]:
+def _tasks(inputs: Sequence[InputFile], store_dir: Path, options: AnalysisOptions) -> list[RankInput]:
     """One task per timeline, and one per rank's flight-recorder dumps (the rank in their file names): the
     dumps a rank left are read together, as one machine reads them, so that an empty one beside a full one is
     no error."""
@@ -142,7 +142,7 @@ def _tasks(inputs: Sequence[InputFile], store_dir: Path, limits: Limits) -> list
         several = BY_NAME[item.format].several_per_rank and rank is not None
         groups.setdefault((item.format, rank) if several else i, []).append(i)
     return [RankInput(tuple(ix), tuple(replace(inputs[i], data=inputs[i].file.absolute()) for i in ix), store_dir,
-                      limits)
+                      options)
             for ix in groups.values()]
 
 
@@ -178,9 +178,10 @@ class _Job:
     """The client's store of summaries: every read rank's store tables and summaries, in job-wide ranks, then its
     per-rank analyses. Source ids are job-wide from the workers on."""
 
-    def __init__(self, read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]], limits: Limits) -> None:
+    def __init__(self, read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]], options: AnalysisOptions) -> None:
         self.ranks = self._ranks(read)
-        self.store = SummaryStore(summary_connection(limits), limits=limits)
+        self.store = SummaryStore(summary_connection(options.limits), limits=options.limits)
+        self.store.set_step_range(options.step_range)
         con = self.store.con
         selects = [self._with_ranks(summary) for _, summary in read]
         for name in BASE_TABLES:
@@ -225,10 +226,10 @@ class _Job:
                   (SELECT (channel, instance) FROM ranks_collectives WHERE list_contains($s, source_id)))
             ORDER BY c.channel, c.instance, c.source_id""", {"s": [i for t in batch for i in t.indices]})
 
-    def analysis_args(self, exports: Sequence[Export], threads: int | None,
-                      step_range: str | None) -> Callable[[tuple[RankInput, ...]], tuple[Any, ...]]:
+    def analysis_args(self, exports: Sequence[Export],
+                      threads: int | None) -> Callable[[tuple[RankInput, ...]], tuple[Any, ...]]:
         """The second pass's arguments for a batch (after the batch): the job's ranks and the batch's collectives."""
-        return lambda batch: (self.ranks, self.collectives(batch), exports, threads, step_range)
+        return lambda batch: (self.ranks, self.collectives(batch), exports, threads)
 
     def add_analyses(self, exports: Sequence[Export],
                      analysed: Sequence[tuple[tuple[RankInput, ...], dict[str, Table]]]) -> None:

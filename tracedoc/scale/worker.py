@@ -9,14 +9,14 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile
-from tracedoc.limits import Limits
+from tracedoc.options import AnalysisOptions
 from tracedoc.pipeline import open_store, store_key
 from tracedoc.scale.exports import BASE_TABLES, CLIENT_ONLY, SUMMARY_EXPORTS, Export
 from tracedoc.scale.summary_store import SummaryStore, summary_connection
@@ -28,13 +28,13 @@ from tracedoc.store.cache import discard_damaged, is_damage
 class RankInput:
     """The inputs of one rank that go into one store: a timeline, or the flight-recorder dumps of one rank (a
     rank may leave several, and the analyses choose among them). ``indices`` are their source ids in the job
-    (their positions among all the inputs, as on one machine); in their own store they are 0, 1, … ``limits``:
-    the run's memory and inflate caps, for the store the worker ingests them into."""
+    (their positions among all the inputs, as on one machine); in their own store they are 0, 1, … ``options``:
+    the run's (its memory and inflate caps for the stores the worker ingests them into, its step range)."""
 
     indices: tuple[int, ...]
     items: tuple[InputFile, ...]
     cache_dir: Path
-    limits: Limits = Limits()
+    options: AnalysisOptions = field(default_factory=AnalysisOptions)
 
     @property
     def label(self) -> str:
@@ -56,27 +56,25 @@ class BatchSummary:
     tables: dict[str, Table]
 
 
-def summarize_ranks(batch: Sequence[RankInput], threads: int | None = None,
-                    step_range: str | None = None) -> BatchSummary:
+def summarize_ranks(batch: Sequence[RankInput], threads: int | None = None) -> BatchSummary:
     """First pass: ingest (or reuse) each rank's store and return the store tables the client keeps whole and the
     summaries the cross-rank analyses read. The job's ranks are not known yet: each input's rank is its job-wide
     source id here, unique as on one machine, and the client puts the job's rank in its place. ``threads``: DuckDB's
-    threads for the batch (None: as many as the machine has cores); ``step_range``: the range that marks steps."""
+    threads for the batch (None: as many as the machine has cores); the range that marks steps is the run's options'."""
     reported: dict[int, int | None] = {}
     with _batch_store(batch, None, reported, threads) as store:
-        store.set_step_range(step_range)
+        store.set_step_range(batch[0].options.step_range)
         tables = {name: fetch(store.con, f"SELECT * FROM {name}") for name in BASE_TABLES}
         return BatchSummary(reported, {**tables, **_exports(store, SUMMARY_EXPORTS)})
 
 
 def analyse_ranks(batch: Sequence[RankInput], ranks: Mapping[int, int | None], collectives: Table,
-                  exports: Sequence[Export], threads: int | None = None,
-                  step_range: str | None = None) -> dict[str, Table]:
+                  exports: Sequence[Export], threads: int | None = None) -> dict[str, Table]:
     """Second pass: the batch's per-rank analyses, its inputs numbered as in the job (``ranks``: the job's rank of
     each job-wide source id), with its collectives as lined up across ranks (its own rows, and the last rank's row
     of each of its collectives)."""
     with _batch_store(batch, ranks, {}, threads) as store:
-        store.set_step_range(step_range)
+        store.set_step_range(batch[0].options.step_range)
         create_table(store.con, "ranks_collectives", [collectives])
         return _exports(store, exports)
 
@@ -95,7 +93,7 @@ def _batch_store(batch: Sequence[RankInput], ranks: Mapping[int, int | None] | N
     """An in-memory store of the batch's ranks, in job-wide source ids, with ``ranks`` (None: each source's job-wide
     id as its rank); ``reported`` gets the rank each input names itself. The statements that only the
     client needs (the alignment across ranks) are left out."""
-    limits = batch[0].limits  # the run's, as every task of it carries them
+    limits = batch[0].options.limits  # the run's, as every task of it carries them
     con = summary_connection(limits)
     if threads is not None:
         con.execute(f"SET threads = {int(threads)}")
@@ -131,16 +129,17 @@ def _attach_rank(con: duckdb.DuckDBPyConnection, alias: str, task: RankInput,
     path = _cached_path(task)
     for attempt in (1, 2):
         if not path.exists():
-            store, _ = open_store(list(task.items), task.cache_dir, limits=task.limits)
+            store, _ = open_store(list(task.items), task.cache_dir, limits=task.options.limits)
             store.close()
         else:
             with contextlib.suppress(OSError):
                 os.utime(path)  # its age in `tracedoc cache list` counts from the last use
         try:
             con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
-            complete, local = con.execute(f"""
+            row = con.execute(f"""
                 SELECT (SELECT value FROM {alias}.store_meta WHERE key = 'complete'),
                        (SELECT list(reported_rank ORDER BY source_id) FROM {alias}.sources)""").fetchone()
+            complete, local = row if row is not None else (None, [])  # one row, whatever the store holds
         except duckdb.Error as exc:
             with contextlib.suppress(duckdb.Error):
                 con.execute(f"DETACH {alias}")
