@@ -99,7 +99,10 @@ SELECT backend, pg_name, label, rank, seq, kind,
            || CASE WHEN len(waiting_ranks) = 1 THEN 'rank ' || waiting_ranks[1] || ' is its victim.'
                    ELSE 'ranks ' || array_to_string(waiting_ranks, ', ') || ' are its victims.' END AS conclusion,
        CASE WHEN kind <> 'no_dump' AND missing_ranks IS NOT NULL
-            THEN ' No dump from rank(s) ' || missing_ranks || ': their part is unknown.' ELSE '' END AS missing_note,
+            THEN CASE WHEN contains(missing_ranks, ',') THEN ' No dump from ranks ' || missing_ranks
+                                                            || ': their part is unknown.'
+                      ELSE ' No dump from rank ' || missing_ranks || ': its part is unknown.' END
+            ELSE '' END AS missing_note,
        CASE WHEN kind = 'no_dump'
                 THEN 'its log (a crash, an out-of-memory kill, or a stall before the dump signal reached it) and its '
                      || 'code before collective #' || seq
