@@ -150,3 +150,19 @@ def test_efficiency_table_names_a_compute_kernel_before_a_copy() -> None:
     row = next(r for r in table.split("<tr>") if "aten::slice_backward" in r)
     shown = row.split("</td>")[-2].rsplit('">', 1)[-1]  # the cell's text; its title holds all three kernels
     assert shown.startswith("vectorized_elementwise_kernel") and "<th>rank</th>" not in table
+
+
+def test_efficiency_table_shortens_each_top_kernel_with_its_count() -> None:
+    """conv-step (saved report): aten::native_batch_norm_backward's top kernel is batch_norm_backward_kernel with
+    ten tensor-accessor arguments; the cell shows its short form and count, not the whole argument list (the count
+    once stopped the name being shortened: 300 characters across ten lines)."""
+    from tracedoc.pages import efficiency
+    from tracedoc.saved import read_report
+    report = read_report(ROOT / "reports" / "conv-step.json")
+    table = next(s for s in efficiency.sections(report) if s.title == "Operators").items[0].markup
+    cells = {}
+    for row in table.split("<tr>")[2:]:
+        tds = row.split("</td>")
+        cells[unescape(re.sub(r"<[^>]+>", "", tds[0]))] = unescape(tds[-2].rsplit('">', 1)[-1])
+    assert cells["aten::native_batch_norm_backward"] == "batch_norm_backward_kernel<…>(…) ×159"
+    assert all(len(shown) <= 60 for shown in cells.values()), cells

@@ -44,6 +44,18 @@ STEP_COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms"
 SHAPE_CHARS = 36  # the table's shapes and kernels are cut to this (the full text on hover): no sideways scroll
 KERNEL_CHARS = 40
 ROOFLINE_CAP = 100  # a share of roofline over this is shown as '>100': the byte model over-counts that op
+
+
+def top_kernel_label(kernel_text: str) -> str:
+    """The top kernel of an op's 'name ×count; …' as the table shows it: the name shortened (``kernel_short``),
+    its count kept ('batch_norm_backward_kernel<…>(…) ×159'); shortening the name with its count attached left a
+    kernel's whole argument list on the page."""
+    name, times, count = kernel_text.split("; ")[0].rpartition(" ×")
+    if not times or not count.isdigit():
+        return kernel_short(kernel_text.split("; ")[0], KERNEL_CHARS)
+    return f"{kernel_short(name, KERNEL_CHARS)} ×{count}"
+
+
 OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), Column("count", "calls", number(), numeric=True),
               Column("cpu_ms", "CPU ms", number(2), numeric=True), Column("gpu_ms", "GPU ms", number(2), numeric=True),
               Column("share_pct", "% of GPU work", number(1), numeric=True),
@@ -55,8 +67,7 @@ OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), Column("cou
                                         "output is smaller than taken)"),
               Column("dtype", "dtype"),
               Column("shape", "shape (most time)", wide=True, abbreviate=lambda text: short(text, SHAPE_CHARS)),
-              Column("kernel_text", "top kernel", wide=True,
-                     abbreviate=lambda text: kernel_short(text.split("; ")[0], KERNEL_CHARS))]
+              Column("kernel_text", "top kernel", wide=True, abbreviate=top_kernel_label)]
 
 
 def has_data(report: Report) -> bool:
