@@ -151,6 +151,31 @@ def top_kernels(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(kernels, key=lambda k: str(k["name"]).lower().startswith(("memcpy", "memset")))
 
 
+LABEL_APART_DECADES = 0.15  # a point this close (log10, on both axes) to a larger labelled one gets no label
+
+
+def roofline_position(op: dict[str, Any]) -> tuple[float, float]:
+    """Where the roofline draws an op, log10 of (FLOP/B, TFLOP/s): ops without FLOPs at NO_FLOP_INTENSITY."""
+    if (op.get("tflops") or 0) > 0 and (op.get("intensity") or 0) > 0:
+        return math.log10(op["intensity"]), math.log10(op["tflops"])
+    return math.log10(NO_FLOP_INTENSITY), math.log10(max(NO_FLOP_INTENSITY * (op.get("gbps") or 0) / 1e3, 1e-12))
+
+
+def labelled_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The LABELLED_POINTS largest of ``ops`` (largest first) whose labels do not overlap a larger one's: two ops at
+    one spot (aten::conv2d beside aten::convolution_backward, batch_norm beside its backward) wrote one name over
+    the other."""
+    kept: list[dict[str, Any]] = []
+    for op in ops:
+        if len(kept) == LABELLED_POINTS:
+            break
+        x, y = roofline_position(op)
+        if all(abs(x - kx) > LABEL_APART_DECADES or abs(y - ky) > LABEL_APART_DECADES
+               for kx, ky in map(roofline_position, kept)):
+            kept.append(op)
+    return kept
+
+
 def roofline_chart(operators: list[dict[str, Any]], peak: dict[str, Any] | None) -> Any:
     """Log-log roofline: one circle per (rank, op) with FLOPs, area by GPU time; one square per op with bytes and
     no FLOPs, at NO_FLOP_INTENSITY and the TFLOP/s its bandwidth gives there (its height against the slanted roof
@@ -183,7 +208,7 @@ def roofline_chart(operators: list[dict[str, Any]], peak: dict[str, Any] | None)
     if byte_ops:
         fig.scatter("x", "y", size="size", source=nonflop, fill_alpha=0.5, color="#dd8452", marker="square",
                     legend_label=f"ops without FLOPs (at {NO_FLOP_INTENSITY} FLOP/B)")
-    largest = sorted(flop_ops + byte_ops, key=lambda o: -(o["gpu_ms"] or 0))[:LABELLED_POINTS]
+    largest = labelled_ops(sorted(flop_ops + byte_ops, key=lambda o: -(o["gpu_ms"] or 0)))
     for source, ops in ((flops, flop_ops), (nonflop, byte_ops)):
         keep = [i for i, o in enumerate(ops) if any(o is big for big in largest)]
         if keep:
