@@ -151,7 +151,9 @@ def top_kernels(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(kernels, key=lambda k: str(k["name"]).lower().startswith(("memcpy", "memset")))
 
 
-LABEL_APART_DECADES = 0.15  # a point this close (log10, on both axes) to a larger labelled one gets no label
+# A point this close (log10: its label's width across, a line and a half up or down, as the chart is drawn) to a
+# larger labelled one gets no label.
+LABEL_APART_X, LABEL_APART_Y = 0.6, 0.45
 
 
 def roofline_position(op: dict[str, Any]) -> tuple[float, float]:
@@ -170,7 +172,7 @@ def labelled_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(kept) == LABELLED_POINTS:
             break
         x, y = roofline_position(op)
-        if all(abs(x - kx) > LABEL_APART_DECADES or abs(y - ky) > LABEL_APART_DECADES
+        if all(abs(x - kx) > LABEL_APART_X or abs(y - ky) > LABEL_APART_Y
                for kx, ky in map(roofline_position, kept)):
             kept.append(op)
     return kept
