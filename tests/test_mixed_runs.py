@@ -61,7 +61,7 @@ def test_a_timeline_beside_a_kernel_profile_is_not_one_job(tmp_path: Path) -> No
                                               "(Nsight Compute: rank 0)")
     result = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache"], env={"COLUMNS": "300"})
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("tracedoc 2 input(s) · 2 rank(s)")
+    assert lines[0].startswith("tracedoc 2 inputs · 2 ranks")
     assert lines[1] == ("These inputs are separate runs, not the ranks of one job: a timeline (PyTorch "
                         "profiler: rank 1) and a kernel profile (Nsight Compute: rank 0). The rank count and the "
                         "headline mix them; analyse each apart.")

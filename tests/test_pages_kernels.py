@@ -124,3 +124,19 @@ def test_an_elementwise_kernel_keeps_its_functor() -> None:
     assert f">{expected}</td>" in table
     assert any(label.endswith(expected) for _, label in chart.renderers[0].data_source.data["y"])
     assert kernel_short(name) == expected
+
+
+def test_a_long_plain_kernel_name_is_cut_on_the_chart() -> None:
+    """conv-step (saved report): its tenth kernel, sm90_xmma_wgrad_…_kernel__5x_cudnn (151 characters, no template
+    for kernel_short to shorten), once widened the chart's axis until the bars had a fifth of its width; on the
+    chart it is cut in the middle, both ends kept, and every label fits the chart's length."""
+    from tracedoc.pages import kernels
+    from tracedoc.saved import read_report
+    report = read_report(ROOT / "reports" / "conv-step.json")
+    top = report.metrics["top_kernels"]
+    long_name = next(r["name"] for r in top if r["name"].startswith("sm90_xmma_wgrad"))
+    assert len(long_name) > kernels.CHART_CHARS + 50
+    labels = [label for _, label in kernels.top_kernels_chart(top).y_range.factors]
+    assert all(len(label.split(". ", 1)[1]) <= kernels.CHART_CHARS for label in labels), labels
+    cut = next(label for label in labels if label.split(". ", 1)[1].startswith("sm90_xmma_wgrad"))
+    assert "…" in cut and cut.endswith(long_name[-12:])

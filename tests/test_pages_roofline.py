@@ -4,6 +4,7 @@ report (each finding opens on its message and fix)."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from html import unescape
 from itertools import combinations
@@ -129,9 +130,10 @@ def test_efficiency_roofline_draws_ops_without_flops_and_labels_the_largest() ->
         assert y == pytest.approx(efficiency.NO_FLOP_INTENSITY * no_flops[op]["gbps"] / 1e3)
     labelled = [text for layout in fig.center if layout.__class__.__name__ == "LabelSet"
                 for text in layout.source.data["label"]]
-    largest = sorted(report.operators, key=lambda o: -o["gpu_ms"])[:efficiency.LABELLED_POINTS]
-    drawn = [o for o in largest if o["flops"] or o["gbps"]]
-    assert sorted(labelled) == sorted(o["op"].removeprefix("aten::")[:24] for o in drawn)
+    drawn = [o for o in sorted(report.operators, key=lambda o: -o["gpu_ms"])
+             if (o["tflops"] or 0) > 0 and (o["intensity"] or 0) > 0 or not o["flops"] and (o["gbps"] or 0) > 0]
+    assert sorted(labelled) == sorted(o["op"].removeprefix("aten::")[:24] for o in efficiency.labelled_ops(drawn))
+    assert 0 < len(labelled) <= efficiency.LABELLED_POINTS
     over = next(o for o in report.operators if o["op"] == "aten::_foreach_addcmul_")
     assert over["roofline_pct"] > 100
     table = sections["Operators"].items[0].markup
@@ -150,3 +152,38 @@ def test_efficiency_table_names_a_compute_kernel_before_a_copy() -> None:
     row = next(r for r in table.split("<tr>") if "aten::slice_backward" in r)
     shown = row.split("</td>")[-2].rsplit('">', 1)[-1]  # the cell's text; its title holds all three kernels
     assert shown.startswith("vectorized_elementwise_kernel") and "<th>rank</th>" not in table
+
+
+def test_efficiency_table_shortens_each_top_kernel_with_its_count() -> None:
+    """conv-step (saved report): aten::native_batch_norm_backward's top kernel is batch_norm_backward_kernel with
+    ten tensor-accessor arguments; the cell shows its short form and count, not the whole argument list (the count
+    once stopped the name being shortened: 300 characters across ten lines)."""
+    from tracedoc.pages import efficiency
+    from tracedoc.saved import read_report
+    report = read_report(ROOT / "reports" / "conv-step.json")
+    table = next(s for s in efficiency.sections(report) if s.title == "Operators").items[0].markup
+    cells = {}
+    for row in table.split("<tr>")[2:]:
+        tds = row.split("</td>")
+        cells[unescape(re.sub(r"<[^>]+>", "", tds[0]))] = unescape(tds[-2].rsplit('">', 1)[-1])
+    assert cells["aten::native_batch_norm_backward"] == "batch_norm_backward_kernel<…>(…) ×159"
+    assert all(len(shown) <= 60 for shown in cells.values()), cells
+
+
+def test_efficiency_roofline_labels_do_not_overlap() -> None:
+    """conv-step (saved report): aten::conv2d lies on aten::convolution_backward, batch_norm on its backward and
+    threshold_backward on add_, and the elementwise squares stack on one another; of such neighbours only the
+    largest is labelled, none within a label's width across and a line and a half up or down of another."""
+    from tracedoc.pages import efficiency
+    from tracedoc.saved import read_report
+    report = read_report(ROOT / "reports" / "conv-step.json")
+    fig = efficiency.roofline_chart(report.operators, report.efficiency[0]["peak"])
+    points = [(math.log10(x), math.log10(y), text) for layout in fig.center
+              if layout.__class__.__name__ == "LabelSet"
+              for x, y, text in zip(layout.source.data["x"], layout.source.data["y"], layout.source.data["label"],
+                                    strict=True)]
+    names = {text.rstrip("…") for _, _, text in points}
+    assert {"convolution_backward", "native_batch_norm_backw", "add_"} <= names
+    assert not names & {"conv2d", "batch_norm", "threshold_backward"}
+    for (x1, y1, a), (x2, y2, b) in combinations(points, 2):
+        assert abs(x1 - x2) > efficiency.LABEL_APART_X or abs(y1 - y2) > efficiency.LABEL_APART_Y, (a, b)

@@ -10,8 +10,9 @@ from tracedoc.diff.kernels import KernelRow, KernelSide, NcuRow
 from tracedoc.diff.model import FROM_LAUNCHES, FROM_MEAN, KERNEL_NOISE_PCT, Diff, changed_by
 from tracedoc.diff.stats import Change, Distribution
 from tracedoc.diff.steps import BASIS_TEXT, NO_STEPS, StepComparison
+from tracedoc.pages.kinds import has_saving
 from tracedoc.pages.names import kernel_labels
-from tracedoc.report import Finding
+from tracedoc.report import Finding, Report
 from tracedoc.units import fmt_bytes, fmt_ms
 from tracedoc.words.attribution import cause_label
 from tracedoc.words.findings import scope_text
@@ -264,14 +265,23 @@ def ncu_section(diff: Diff, name_chars: int = NAME_CHARS) -> Section | None:
                         "a side's top three).", numeric=set(range(3, 3 + len(_NCU_SHOWN))))
 
 
-def _saving(c: FindingChange) -> str:
-    """Time, or bytes for a memory finding (whose saving is in ``impact_bytes``)."""
-    def one(f: Finding | None) -> str:
+def _saving(c: FindingChange, diff: Diff) -> str:
+    """Time, or bytes for a memory finding (whose saving is in ``impact_bytes``); a finding whose time a bigger
+    finding of its side counts says which ('part of #1 below-cublas-ceiling'), one that saves nothing says so."""
+    def one(f: Finding | None, side: Report) -> str:
         if f is None:
             return "—"
-        return fmt_bytes(f.impact_bytes) if f.impact_bytes is not None else fmt_ms(f.impact_ms)
+        if f.impact_bytes is not None:
+            return fmt_bytes(f.impact_bytes)
+        owner = ""
+        if f.part_of:
+            rule = side.findings[f.part_of - 1].rule if 0 < f.part_of <= len(side.findings) else ""
+            owner = f"part of #{f.part_of}" + (f" {rule}" if rule else "")
+        if f.impact_ms <= 0 and has_saving(f):
+            return owner or "none estimated"
+        return fmt_ms(f.impact_ms) + (f" ({owner})" if owner else "")
 
-    return f"{one(c.before)} → {one(c.after)}"
+    return f"{one(c.before, diff.before.report)} → {one(c.after, diff.after.report)}"
 
 
 def _bytes(value: float | None) -> str:
@@ -338,7 +348,7 @@ def findings_section(diff: Diff) -> Section:
     """Every finding of either side: resolved, new, persisting (changed or not)."""
     counts = {s: len(diff.by_status(s)) for s in (RESOLVED, NEW, PERSISTING)}
     rows = [[c.status + (" (changed)" if c.changed else ""), _severity(c), c.finding.rule,
-             scope_text(c.finding.scope.to_dict()), _saving(c)] for c in diff.findings]
+             scope_text(c.finding.scope.to_dict()), _saving(c, diff)] for c in diff.findings]
     note = (f"{counts[RESOLVED]} resolved, {counts[NEW]} new, {counts[PERSISTING]} persisting; matched by rule and "
             "scope." if diff.findings else "Neither side has a finding.")
     return Section("Findings", ["status", "severity", "rule", "where", "est. saving before → after"], rows,

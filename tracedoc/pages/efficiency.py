@@ -45,6 +45,18 @@ STEP_COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms"
 SHAPE_CHARS = 36  # the table's shapes and kernels are cut to this (the full text on hover): no sideways scroll
 KERNEL_CHARS = 40
 ROOFLINE_CAP = 100  # a share of roofline over this is shown as '>100': the byte model over-counts that op
+
+
+def top_kernel_label(kernel_text: str) -> str:
+    """The top kernel of an op's 'name ×count; …' as the table shows it: the name shortened (``kernel_short``),
+    its count kept ('batch_norm_backward_kernel<…>(…) ×159'); shortening the name with its count attached left a
+    kernel's whole argument list on the page."""
+    name, times, count = kernel_text.split("; ")[0].rpartition(" ×")
+    if not times or not count.isdigit():
+        return kernel_short(kernel_text.split("; ")[0], KERNEL_CHARS)
+    return f"{kernel_short(name, KERNEL_CHARS)} ×{count}"
+
+
 OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), Column("count", "calls", number(), numeric=True),
               Column("cpu_ms", "CPU ms", number(2), numeric=True), Column("gpu_ms", "GPU ms", number(2), numeric=True),
               Column("share_pct", "% of GPU work", number(1), numeric=True),
@@ -56,8 +68,7 @@ OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), Column("cou
                                         "output is smaller than taken)"),
               Column("dtype", "dtype"),
               Column("shape", "shape (most time)", wide=True, abbreviate=lambda text: short(text, SHAPE_CHARS)),
-              Column("kernel_text", "top kernel", wide=True,
-                     abbreviate=lambda text: kernel_short(text.split("; ")[0], KERNEL_CHARS))]
+              Column("kernel_text", "top kernel", wide=True, abbreviate=top_kernel_label)]
 
 
 def has_data(report: Report) -> bool:
@@ -141,6 +152,33 @@ def top_kernels(kernels: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(kernels, key=lambda k: str(k["name"]).lower().startswith(("memcpy", "memset")))
 
 
+# A point this close (log10: its label's width across, a line and a half up or down, as the chart is drawn) to a
+# larger labelled one gets no label.
+LABEL_APART_X, LABEL_APART_Y = 0.6, 0.45
+
+
+def roofline_position(op: dict[str, Any]) -> tuple[float, float]:
+    """Where the roofline draws an op, log10 of (FLOP/B, TFLOP/s): ops without FLOPs at NO_FLOP_INTENSITY."""
+    if (op.get("tflops") or 0) > 0 and (op.get("intensity") or 0) > 0:
+        return math.log10(op["intensity"]), math.log10(op["tflops"])
+    return math.log10(NO_FLOP_INTENSITY), math.log10(max(NO_FLOP_INTENSITY * (op.get("gbps") or 0) / 1e3, 1e-12))
+
+
+def labelled_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The LABELLED_POINTS largest of ``ops`` (largest first) whose labels do not overlap a larger one's: two ops at
+    one spot (aten::conv2d beside aten::convolution_backward, batch_norm beside its backward) wrote one name over
+    the other."""
+    kept: list[dict[str, Any]] = []
+    for op in ops:
+        if len(kept) == LABELLED_POINTS:
+            break
+        x, y = roofline_position(op)
+        if all(abs(x - kx) > LABEL_APART_X or abs(y - ky) > LABEL_APART_Y
+               for kx, ky in map(roofline_position, kept)):
+            kept.append(op)
+    return kept
+
+
 def roofline_chart(operators: list[dict[str, Any]], peak: dict[str, Any] | None) -> Any:
     """Log-log roofline: one circle per (rank, op) with FLOPs, area by GPU time; one square per op with bytes and
     no FLOPs, at NO_FLOP_INTENSITY and the TFLOP/s its bandwidth gives there (its height against the slanted roof
@@ -173,7 +211,7 @@ def roofline_chart(operators: list[dict[str, Any]], peak: dict[str, Any] | None)
     if byte_ops:
         fig.scatter("x", "y", size="size", source=nonflop, fill_alpha=0.5, color="#dd8452", marker="square",
                     legend_label=f"ops without FLOPs (at {NO_FLOP_INTENSITY} FLOP/B)")
-    largest = sorted(flop_ops + byte_ops, key=lambda o: -(o["gpu_ms"] or 0))[:LABELLED_POINTS]
+    largest = labelled_ops(sorted(flop_ops + byte_ops, key=lambda o: -(o["gpu_ms"] or 0)))
     for source, ops in ((flops, flop_ops), (nonflop, byte_ops)):
         keep = [i for i, o in enumerate(ops) if any(o is big for big in largest)]
         if keep:

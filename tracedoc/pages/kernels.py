@@ -10,7 +10,7 @@ from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, stacked_hbar_chart
 from tracedoc.pages.fragments import Column, number, table_html
-from tracedoc.pages.names import kernel_labels
+from tracedoc.pages.names import kernel_labels, middle_cut
 from tracedoc.report import Report
 
 TITLE = "Kernels"
@@ -93,7 +93,7 @@ def top_kernels_chart(rows: list[dict[str, Any]]) -> Any:
     factors = []
     for r in rows:
         counters[r["rank"]] += 1
-        factors.append((f"rank {r['rank']}", f"{counters[r['rank']]}. {labels[r['name']]}"))
+        factors.append((f"rank {r['rank']}", f"{counters[r['rank']]}. {middle_cut(labels[r['name']], CHART_CHARS)}"))
     return hbar_chart(factors, [float(r["total_ms"] or 0) for r in rows],
                       [CATEGORY_COLORS.get(r["category"], "#999999") for r in rows], "GPU time (ms)",
                       [("kernel", "@name"), ("category", "@category"), ("total", "@value{0,0.000} ms"),

@@ -277,3 +277,13 @@ def _collisions(labels: dict[str, str]) -> list[list[str]]:
     for name, label in labels.items():
         by_label[label].append(name)
     return [group for group in by_label.values() if len(group) > 1]
+
+
+def middle_cut(label: str, limit: int) -> str:
+    """``label`` cut in the middle ('sm90_xmma_wgrad_…_kernel__5x_cudnn') to at most ``limit`` characters: what
+    ``kernel_short`` leaves long (a cuDNN or CUTLASS kernel's plain name, no template to shorten) would otherwise
+    widen a chart's axis until its bars have no room. Both ends kept: they tell such kernels apart."""
+    if len(label) <= limit:
+        return label
+    head = (limit - 1) // 2
+    return f"{label[:head]}…{label[len(label) - (limit - 1 - head):]}"

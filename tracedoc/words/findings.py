@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tracedoc.units import fmt_bytes, fmt_ms
+from tracedoc.units import fmt_bytes, fmt_count, fmt_ms
 
 if TYPE_CHECKING:
     from tracedoc.report import Evidence, Finding
@@ -65,8 +65,8 @@ def evidence_rows(evidence: Sequence[Evidence]) -> list[tuple[str, str]]:
 def summary_text(summary: dict[str, Any], inputs: int) -> str:
     """The report's one-line headline; inputs without a timeline (e.g. hang dumps) have no wall time."""
     ranks = f"{summary['ranks']} of {summary['world_size']} ranks" if summary.get("world_size") else \
-        f"{summary.get('ranks')} rank(s)"
-    parts = [f"{inputs} input(s)"] + ([ranks] if summary.get("ranks") else [])
+        fmt_count(summary.get("ranks"), "rank", "ranks")
+    parts = [fmt_count(inputs, "input", "inputs")] + ([ranks] if summary.get("ranks") else [])
     if summary.get("wall_ms") and summary.get("gpu_busy_pct") is not None:
         parts += [f"wall {fmt_ms(float(summary['wall_ms']))}",
                   f"GPU busy {fmt_value(summary['gpu_busy_pct'], '%')}{_busy_breakdown(summary)}"]

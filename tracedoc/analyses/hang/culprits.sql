@@ -29,7 +29,7 @@
 -- conclusion, missing_note ('' when none), where_to_look and advice (what to do).
 CREATE OR REPLACE TEMP TABLE hang_culprits AS
 WITH missing AS (
-    SELECT backend, pg_name, array_to_string(list(rank ORDER BY rank), ', ') AS missing_ranks
+    SELECT backend, pg_name, hang_ranks_text(list(rank)) AS missing_ranks
     FROM hang_progress WHERE NOT has_dump GROUP BY backend, pg_name
 ),
 seen AS (
@@ -73,9 +73,9 @@ judged AS (
 described AS (
 SELECT backend, pg_name, label, rank, seq, kind,
        CASE WHEN len(waiting_ranks) = 1 THEN 'rank ' ELSE 'ranks ' END
-           || array_to_string(waiting_ranks, ', ') AS waiting,
+           || hang_ranks_text(waiting_ranks) AS waiting,
        CASE WHEN len(waiting_ranks) = 1 THEN 'rank ' || waiting_ranks[1] || ' issued it and waits'
-            ELSE 'ranks ' || array_to_string(waiting_ranks, ', ') || ' issued it and wait' END AS waiting_clause,
+            ELSE 'ranks ' || hang_ranks_text(waiting_ranks) || ' issued it and wait' END AS waiting_clause,
        waited_ms, waited_at_least_ms, unmeasured_note, timeout_ms, stuck_collective, stuck_call_site, last_arrival,
        last_enqueued_seq, last_described, last_state,
        '#' || last_enqueued_seq || ' ' || last_described || ' (' || last_state || ')' AS last_collective,
@@ -97,9 +97,12 @@ SELECT backend, pg_name, label, rank, seq, kind,
        CASE WHEN kind = 'no_dump' THEN 'Rank ' || rank || ' is the likely culprit (unconfirmed); '
             ELSE 'Rank ' || rank || ' is the culprit; ' END
            || CASE WHEN len(waiting_ranks) = 1 THEN 'rank ' || waiting_ranks[1] || ' is its victim.'
-                   ELSE 'ranks ' || array_to_string(waiting_ranks, ', ') || ' are its victims.' END AS conclusion,
+                   ELSE 'ranks ' || hang_ranks_text(waiting_ranks) || ' are its victims.' END AS conclusion,
        CASE WHEN kind <> 'no_dump' AND missing_ranks IS NOT NULL
-            THEN ' No dump from rank(s) ' || missing_ranks || ': their part is unknown.' ELSE '' END AS missing_note,
+            THEN CASE WHEN contains(missing_ranks, ',') OR contains(missing_ranks, '–') THEN ' No dump from ranks ' || missing_ranks
+                                                            || ': their part is unknown.'
+                      ELSE ' No dump from rank ' || missing_ranks || ': its part is unknown.' END
+            ELSE '' END AS missing_note,
        CASE WHEN kind = 'no_dump'
                 THEN 'its log (a crash, an out-of-memory kill, or a stall before the dump signal reached it) and its '
                      || 'code before collective #' || seq
@@ -135,7 +138,7 @@ WITH members AS (
     FROM hang_progress GROUP BY backend, pg_name
 )
 SELECT w.backend, w.pg_name, w.label, w.seq, w.described, w.call_site,
-       array_to_string(w.waiting_ranks, ', ') AS members,
+       hang_ranks_text(w.waiting_ranks) AS members,
        w.timed, w.waited_ms, w.waited_at_least_ms, w.timeout_ms,
        hang_unmeasured_note(w.backend, w.timed, w.waited_ms, w.waited_at_least_ms, w.longest_waiting_rank,
                             w.timeout_ms) AS unmeasured_note,

@@ -44,6 +44,17 @@ CREATE OR REPLACE TEMP MACRO hang_stack_text(frames, n) AS
         || coalesce(regexp_extract(f.filename, '[^/\\]+$'), '?') || ':' || coalesce(CAST(f.line AS VARCHAR), '?')
         || ')'), ' ← ');
 
+-- A list of ranks as text, runs of three or more as ranges: [0, 1, 3, 4, ..., 999] → '0, 1, 3–999' (a job of a
+-- thousand ranks names its waiting ranks in a few characters, not thousands).
+CREATE OR REPLACE TEMP MACRO hang_ranks_text(ranks) AS (
+    SELECT array_to_string(list_transform(starts, lambda st, k:
+               CASE WHEN coalesce(starts[k + 1] - 1, len(l)) = st THEN CAST(l[st] AS VARCHAR)
+                    WHEN coalesce(starts[k + 1] - 1, len(l)) = st + 1 THEN l[st] || ', ' || l[st + 1]
+                    ELSE l[st] || '–' || l[coalesce(starts[k + 1] - 1, len(l))] END), ', ')
+    FROM (SELECT l, list_filter(range(1, len(l) + 1), lambda i: i = 1 OR l[i] <> l[i - 1] + 1) AS starts
+          FROM (SELECT list_sort(list_distinct(ranks)) AS l))
+);
+
 -- One frame as 'file:line (function)'.
 CREATE OR REPLACE TEMP MACRO hang_frame_text(f) AS
     f.filename || ':' || coalesce(CAST(f.line AS VARCHAR), '?') || ' (' || coalesce(f.name, '?') || ')';

@@ -42,12 +42,12 @@ variants AS (
 ),
 variant_text AS (
     SELECT backend, pg_name, seq,
-           string_agg(CASE WHEN len(ranks) = 1 THEN 'rank ' ELSE 'ranks ' END || array_to_string(ranks, ', ')
+           string_agg(CASE WHEN len(ranks) = 1 THEN 'rank ' ELSE 'ranks ' END || hang_ranks_text(ranks)
                       || ' issued ' || described || ' → ' || out_sizes || ' (' || state_label || ')'
                       || coalesce(' at ' || call_site, ''), '; ' ORDER BY ranks) AS variants,
            count(*) AS variant_count,
            CASE WHEN sum(len(ranks)) > 2 AND count(*) FILTER (WHERE len(ranks) = min_ranks) = 1
-                THEN array_to_string(arg_min(ranks, len(ranks)), ', ') END AS odd_ranks
+                THEN hang_ranks_text(arg_min(ranks, len(ranks))) END AS odd_ranks
     FROM (SELECT *, min(len(ranks)) OVER (PARTITION BY backend, pg_name, seq) AS min_ranks FROM variants)
     GROUP BY backend, pg_name, seq
 ),
@@ -62,12 +62,12 @@ SELECT b.backend, b.pg_name, g.label, b.seq,
                                    lambda x, i: [b.op_differs, b.in_sizes_differ, b.out_sizes_differ,
                                                  b.dtypes_differ][i]), ', ') AS differs,
        v.variants, v.variant_count, v.odd_ranks,
-       CASE WHEN v.odd_ranks LIKE '%,%' THEN ' Ranks ' || v.odd_ranks || ' differ from all the others.'
+       CASE WHEN v.odd_ranks LIKE '%,%' OR v.odd_ranks LIKE '%–%' THEN ' Ranks ' || v.odd_ranks || ' differ from all the others.'
             WHEN v.odd_ranks IS NOT NULL THEN ' Rank ' || v.odd_ranks || ' differs from all the others.'
             ELSE '' END AS odd_note,
        b.ranks_issued,
        CASE WHEN len(w.waiting_ranks) = 1 THEN 'rank ' ELSE 'ranks ' END
-           || array_to_string(w.waiting_ranks, ', ') AS waiting,
+           || hang_ranks_text(w.waiting_ranks) AS waiting,
        CASE WHEN w.waiting_ranks IS NULL THEN 0 ELSE w.waited_ms END AS waited_ms,
        w.waited_at_least_ms, coalesce(w.unmeasured_note, '') AS unmeasured_note, w.timeout_ms,
        a.last_arrival, b.later_mismatches

@@ -23,8 +23,75 @@
 --   fp32_flop / fp64_flop / fp16_flop (non-tensor FLOPs from the roofline counters) and tensor_flop (tensor-core
 --   FLOPs, ncu ≥ 2024 full set), sm_clock_hz (SM clock while profiled).
 CREATE OR REPLACE TEMP TABLE ncu_launch_metrics AS
--- (one column per metric: max(value) FILTER (WHERE metric = ...))
-WITH m AS (
+-- (one column per metric: max(value) FILTER (WHERE metric = ...)). A launch has about 2,000 metrics and the pivot
+-- reads about 50: the rows are cut to those first (`wanted`, every name the pivot compares with; a DuckDB hash
+-- aggregate of 40 filtered columns over all of a launch's rows costs several times its input), and the tensor
+-- metrics, matched by pattern, are aggregated apart (`tensor`) and joined on the launch.
+WITH wanted AS (
+    SELECT * FROM ncu_metrics WHERE metric IN (
+        'device__attribute_multiprocessor_count',
+        'dram__bytes.sum',
+        'dram__bytes_read.sum',
+        'dram__bytes_write.sum',
+        'dram__throughput.avg.pct_of_peak_sustained_elapsed',
+        'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed',
+        'gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed',
+        'l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum',
+        'l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum',
+        'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum',
+        'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum',
+        'l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum',
+        'l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum',
+        'l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum',
+        'l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum',
+        'l1tex__throughput.avg.pct_of_peak_sustained_active',
+        'l1tex__throughput.avg.pct_of_peak_sustained_elapsed',
+        'launch__block_size',
+        'launch__grid_size',
+        'launch__occupancy_limit_barriers',
+        'launch__occupancy_limit_blocks',
+        'launch__occupancy_limit_registers',
+        'launch__occupancy_limit_shared_mem',
+        'launch__occupancy_limit_warps',
+        'launch__sm_count',
+        'launch__waves_per_multiprocessor',
+        'lts__throughput.avg.pct_of_peak_sustained_elapsed',
+        'memory_l2_theoretical_sectors_global',
+        'memory_l2_theoretical_sectors_global_ideal',
+        'sm__cycles_elapsed.avg.per_second',
+        'sm__inst_issued.avg.pct_of_peak_sustained_active',
+        'sm__inst_issued.avg.pct_of_peak_sustained_elapsed',
+        'sm__maximum_warps_per_active_cycle_pct',
+        'sm__throughput.avg.pct_of_peak_sustained_elapsed',
+        'sm__warps_active.avg.pct_of_peak_sustained_active',
+        'smsp__average_warp_latency_per_inst_issued.ratio',
+        'smsp__cycles_elapsed.avg.per_second',
+        'smsp__issue_active.avg.per_cycle_active',
+        'smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed',
+        'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed',
+        'smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed',
+        'smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed',
+        'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed',
+        'smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed',
+        'smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed',
+        'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed',
+        'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed',
+        'smsp__warps_active.avg.per_cycle_active',
+        'smsp__warps_eligible.avg.per_cycle_active')
+),
+tensor AS (
+    SELECT source_id, launch_id,
+        max(value) FILTER (WHERE metric LIKE 'sm\_\_pipe\_tensor%cycles\_active%.avg.pct\_of\_peak\_sustained\_elapsed'
+                           ESCAPE '\') AS tensor_pct,
+        sum(value) FILTER (WHERE regexp_matches(metric, '^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$')) AS tensor_flop,
+        arg_max(regexp_extract(metric, '^sm__ops_path_tensor_src_([a-z0-9]+)', 1), (value, metric))
+            FILTER (WHERE regexp_matches(metric, '^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$') AND value > 0)
+            AS tensor_dtype
+    FROM ncu_metrics
+    WHERE starts_with(metric, 'sm__pipe_tensor') OR starts_with(metric, 'sm__ops_path_tensor_src_')
+    GROUP BY source_id, launch_id
+),
+m AS (
     SELECT source_id, launch_id,
         max(value) FILTER (WHERE metric = 'sm__throughput.avg.pct_of_peak_sustained_elapsed') AS sm_pct,
         max(value) FILTER (WHERE metric = 'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed') AS mem_pct,
@@ -35,8 +102,6 @@ WITH m AS (
                  max(value) FILTER (WHERE metric = 'l1tex__throughput.avg.pct_of_peak_sustained_active')) AS l1_pct,
         coalesce(max(value) FILTER (WHERE metric = 'sm__inst_issued.avg.pct_of_peak_sustained_elapsed'),
                  max(value) FILTER (WHERE metric = 'sm__inst_issued.avg.pct_of_peak_sustained_active')) AS issue_pct,
-        max(value) FILTER (WHERE metric LIKE 'sm\_\_pipe\_tensor%cycles\_active%.avg.pct\_of\_peak\_sustained\_elapsed'
-                           ESCAPE '\') AS tensor_pct,
         max(value) FILTER (WHERE metric = 'sm__warps_active.avg.pct_of_peak_sustained_active') AS achieved_occupancy_pct,
         max(value) FILTER (WHERE metric = 'sm__maximum_warps_per_active_cycle_pct') AS theoretical_occupancy_pct,
         max(value) FILTER (WHERE metric = 'launch__occupancy_limit_blocks') AS occupancy_limit_blocks,
@@ -74,24 +139,22 @@ WITH m AS (
             + 2 * max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed') AS fp64_per_cycle,
         max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hadd_pred_on.sum.per_cycle_elapsed')
             + max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hmul_pred_on.sum.per_cycle_elapsed')
-            + 2 * max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed') AS fp16_per_cycle,
-        sum(value) FILTER (WHERE regexp_matches(metric, '^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$')) AS tensor_flop,
-        arg_max(regexp_extract(metric, '^sm__ops_path_tensor_src_([a-z0-9]+)', 1), (value, metric))
-            FILTER (WHERE regexp_matches(metric, '^sm__ops_path_tensor_src_[a-z0-9_]+\.sum$') AND value > 0)
-            AS tensor_dtype
-    FROM ncu_metrics
+            + 2 * max(value) FILTER (WHERE metric = 'smsp__sass_thread_inst_executed_op_hfma_pred_on.sum.per_cycle_elapsed') AS fp16_per_cycle
+    FROM wanted
     GROUP BY source_id, launch_id
 )
 SELECT k.source_id, s.rank, k.launch_id, k.name, k.demangled_name, k.device, k.device_name, k.compute_capability,
        k.grid, k.block, k.registers_per_thread, k.shared_memory_bytes, k.duration_ns,
        m.* EXCLUDE (source_id, launch_id, fp32_per_cycle, fp64_per_cycle, fp16_per_cycle)
            REPLACE (grid_size::BIGINT AS grid_size, block_size::BIGINT AS block_size, sm_count::BIGINT AS sm_count),
+       t.tensor_pct, t.tensor_flop, t.tensor_dtype,
        m.fp32_per_cycle * m.sm_clock_hz * k.duration_ns / 1e9 AS fp32_flop,
        m.fp64_per_cycle * m.sm_clock_hz * k.duration_ns / 1e9 AS fp64_flop,
        m.fp16_per_cycle * m.sm_clock_hz * k.duration_ns / 1e9 AS fp16_flop
 FROM ncu_kernels k
 JOIN sources s USING (source_id)
 LEFT JOIN m USING (source_id, launch_id)
+LEFT JOIN tensor t USING (source_id, launch_id)
 WHERE k.duration_ns IS NOT NULL AND k.duration_ns > 0;
 
 -- Duration-weighted mean of x over a kernel's launches, ignoring launches where x was not collected.

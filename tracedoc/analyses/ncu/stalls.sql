@@ -7,7 +7,8 @@
 -- smsp__average_warp_latency_issue_stalled_<reason>.ratio as a share of their sum; else PC sampling (SourceCounters,
 -- detailed set): smsp__pcsamp_warps_issue_stalled_<reason> samples as a share of smsp__pcsamp_sample_count.
 -- PC-sampling names are mapped to the WarpStateStats ones (no_instructions → no_instruction,
--- warpgroup_arrive → gmma). Shares in %.
+-- warpgroup_arrive → gmma). Shares in %. Each family is cut by its prefix (starts_with) before its pattern
+-- (a regular expression per metric row costs more than the rest of the statement).
 -- reads: ncu_kernels
 -- scope: job
 -- include: ncu.sol
@@ -23,14 +24,16 @@ WITH ratio AS (
     FROM ncu_metrics m
     JOIN ncu_metrics t ON t.source_id = m.source_id AND t.launch_id = m.launch_id
                       AND t.metric = 'smsp__average_warp_latency_per_inst_issued.ratio'
-    WHERE regexp_matches(m.metric, '^smsp__average_warps_issue_stalled_[a-z0-9_]+_per_issue_active\.ratio$')
+    WHERE starts_with(m.metric, 'smsp__average_warps_issue_stalled_')
+      AND regexp_matches(m.metric, '^smsp__average_warps_issue_stalled_[a-z0-9_]+_per_issue_active\.ratio$')
 ),
 latency AS (
     SELECT source_id, launch_id, 'warp_latency' AS source, 2 AS preference, value AS cycles,
            regexp_extract(metric, '^smsp__average_warp_latency_issue_stalled_([a-z0-9_]+)\.ratio$', 1) AS reason,
            100.0 * value / nullif(sum(value) OVER (PARTITION BY source_id, launch_id), 0) AS share_pct
     FROM ncu_metrics
-    WHERE regexp_matches(metric, '^smsp__average_warp_latency_issue_stalled_[a-z0-9_]+\.ratio$')
+    WHERE starts_with(metric, 'smsp__average_warp_latency_issue_stalled_')
+      AND regexp_matches(metric, '^smsp__average_warp_latency_issue_stalled_[a-z0-9_]+\.ratio$')
 ),
 sampled AS (
     SELECT m.source_id, m.launch_id, 'pc_sampling' AS source, 3 AS preference, NULL::DOUBLE AS cycles,
@@ -39,7 +42,8 @@ sampled AS (
     FROM ncu_metrics m
     JOIN ncu_metrics t ON t.source_id = m.source_id AND t.launch_id = m.launch_id
                       AND t.metric = 'smsp__pcsamp_sample_count'
-    WHERE regexp_matches(m.metric, '^smsp__pcsamp_warps_issue_stalled_[a-z0-9_]+$')
+    WHERE starts_with(m.metric, 'smsp__pcsamp_warps_issue_stalled_')
+      AND regexp_matches(m.metric, '^smsp__pcsamp_warps_issue_stalled_[a-z0-9_]+$')
       AND m.metric NOT LIKE '%\_not\_issued' ESCAPE '\'
 ),
 every AS (
