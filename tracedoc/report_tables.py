@@ -54,9 +54,9 @@ class ReportTable(NamedTuple):
     whole_numbers: bool = False
     measures: Measures = ()
 
-    def measure(self, column: str) -> Measure | None:
-        """What ``column`` (or a nested row's field) measures; None for a column that is no measure."""
-        return dict(self.measures).get(column)
+    def measure(self, column: str) -> Measure:
+        """What ``column`` (or a nested row's field) measures (KeyError for a column declared as no measure)."""
+        return dict(self.measures)[column]
 
 
 class Section(NamedTuple):
@@ -231,6 +231,11 @@ EFFICIENCY = measures(
     step_ms_high=MS, step_ms_low=MS, traced_step_ms=MS)
 WHAT_IF = measures(step_ms=MS, gain_pct=higher(PCT), next_share_pct=PCT, projected_step_ms=lower(MS))
 SPAN = measures(start_ms=MS, dur_ms=MS)
+
+
+def summary_measure(key: str) -> Measure:
+    """What a number of the summary's head measures (KeyError for a key that is no measure)."""
+    return dict(SUMMARY)[key]
 
 # Every part of the report read from views, in the report's order. ``efficiency`` is MFU/MBU per rank and step
 # (tracedoc.efficiency words it from efficiency.steps, which a distributed run ships as scale.exports says).
