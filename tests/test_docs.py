@@ -11,8 +11,9 @@ from tests.conftest import ROOT
 from tracedoc.cli import cli
 from tracedoc.formats import FORMATS
 from tracedoc.judge import load_rules
+from tracedoc.measures import UNITS
 from tracedoc.pages import PAGES
-from tracedoc.report_tables import SECTIONS
+from tracedoc.report_tables import SECTIONS, Section
 from tracedoc.store import Store
 from tracedoc.store.modules import all_modules, module_file
 
@@ -76,6 +77,41 @@ def test_report_tables_read_report_views(table, every_module: Store) -> None:
     assert set(table.order_only) <= columns
     order = set(re.findall(r"\b[a-z_]+\b", table.order))  # the column names (SQL's words are in capitals)
     assert order <= columns, order - columns
+
+# Columns of numbers that are keys, not measures: which rank, device, step, sequence number or P-state a row is of.
+_KEYS = re.compile(r"^(rank|device|step|source_id|snapshot_id|pstate|\w+_seq)$")
+_NUMBER = re.compile(r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UBIGINT|FLOAT|DOUBLE|DECIMAL)")
+
+
+def _number_columns(columns: list[tuple[str, str]]) -> set[str]:
+    """The columns holding numbers, a nested row's (STRUCT, LIST of STRUCT) fields by their own names."""
+    out = set()
+    for name, kind in columns:
+        if (nested := re.fullmatch(r"STRUCT\((.*)\)(\[\])?", kind)) is not None:
+            fields = re.findall(r'(?:^|, )"?(\w+)"? ((?:[^,(]|\([^()]*\))+)', nested.group(1))
+            out |= _number_columns([(f, t) for f, t in fields])
+        elif _NUMBER.match(kind) and not _KEYS.match(name):
+            out.add(name)
+    return out
+
+
+@pytest.mark.parametrize("section", SECTIONS, ids=lambda s: s.key)
+def test_report_views_declare_their_measures(section: Section, every_module: Store) -> None:
+    """Every number a part of the report carries is declared with its unit (and polarity, where one way is better)
+    beside its view, so that the check of saved reports, the renderers and the diff read it rather than guess from
+    the column's name; and each declaration names a column of the part."""
+    columns: set[str] = set()
+    for table in section.tables:
+        described = [(r["column_name"], r["column_type"]) for r in every_module.query(f"DESCRIBE {table.view}")
+                     if r["column_name"] not in table.order_only]
+        numbers = _number_columns(described)
+        undeclared = numbers - {name for name, _ in table.measures}
+        assert not undeclared, f"{table.view}: no measure declared for {sorted(undeclared)}"
+        assert all(m.unit in UNITS and m.better in (None, "lower", "higher") for _, m in table.measures)
+        columns |= numbers
+    declared = {name for table in section.tables for name, _ in table.measures}
+    assert declared <= columns, f"{section.key}: measures of no column: {sorted(declared - columns)}"
+
 
 def test_every_rule_has_fix_and_references() -> None:
     for rule in load_rules():

@@ -35,20 +35,7 @@ def distributable(sample: Path) -> list[InputFile]:
     return [i for i in discover([sample]) if BY_NAME[i.format].distributable]
 
 
-# Known to differ, each for a stated reason; strict, so a mended one fails until it is taken off this list.
-KNOWN_DIFFERENCES = {
-    # per-rank Nsight Systems reports: the distributed run puts them on one clock otherwise than the local one
-    # (wall 2,988 ms against 3,095 ms, and the attribution's start-up and warm-up with it)
-    "nsys-fsdp-prefetch-ranks": "per-rank nsys reports aligned on another clock under --workers",
-}
-
-
-def _samples() -> list:
-    return [pytest.param(p, marks=pytest.mark.xfail(reason=KNOWN_DIFFERENCES[p.name], strict=True))
-            if p.name in KNOWN_DIFFERENCES else p for p in sample_dirs()]
-
-
-@pytest.mark.parametrize("sample", _samples(), ids=lambda p: p.name)
+@pytest.mark.parametrize("sample", sample_dirs(), ids=lambda p: p.name)
 def test_workers_report_equals_local(sample: Path, one_worker: ClusterSpec, tmp_path: Path) -> None:
     inputs = distributable(sample)
     if len(inputs) < len(discover([sample])):  # the sample as a whole is refused, before any work

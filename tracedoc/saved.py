@@ -3,9 +3,10 @@ a cached store. Each is checked here, and what is not one is a one-line InputErr
 
 A saved report is a file like any other input: it may have been edited, cut or written by something else. Before
 anything reads it, its JSON is parsed strictly (no NaN or Infinity) and its shape is checked against the report's
-contract (schema 1): the types of every field the renderers and the diff read, and, in the metrics' rows, of the
-columns whose names say what they hold (a unit suffix such as ``_ms`` or ``_pct``: a number; ``rank``, ``step``:
-an integer; ``name``, ``kernel``: text). Every other value must be a plain JSON scalar.
+contract (schema 1): the types of every field the renderers and the diff read, and, in the rows of its parts, of
+the columns declared as measures (``report_tables``: a number, or a point in time as an integer of ns) or named
+as keys (``rank``, ``step``: an integer; ``name``, ``kernel``: text). Every other value must be a plain JSON
+scalar.
 
 A saved report's strings are as untrusted as a trace's names, and the renderers print words of the report's own
 (titles, causes, summary lines) as they are: so every string read here, keys included, has its control and
@@ -25,8 +26,9 @@ from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
 from tracedoc.judge.rule import load_rules, mark_kinds
 from tracedoc.limits import Limits
+from tracedoc.measures import TIME_NS
 from tracedoc.report import REPORT_SCHEMA, SEVERITIES, Report, Scope
-from tracedoc.report_tables import SECTIONS
+from tracedoc.report_tables import EFFICIENCY, SECTIONS, SPAN, SUMMARY, WHAT_IF, Measures
 from tracedoc.store import Store
 from tracedoc.words.sanitize import visible_strings
 
@@ -61,8 +63,7 @@ _TIME = "an integer of ns"  # a point in time: ns since the trace's clock's orig
 _SCALARS = (str, int, float, bool, type(None))
 # Larger than any time, share or count a report holds (1e15 ms is 31,000 years): arithmetic on it stays finite.
 _MAX_NUMBER = 1e15
-# Metric columns (and summary keys) by name: a unit suffix means a number; these names an integer or text.
-_NUMBER_SUFFIXES = ("_ms", "_us", "_ns", "_pct", "_count", "_mhz", "_w", "_bytes", "_per_s", "_gbps")
+# Keys by name: these names an integer or text, wherever they are (the numbers are declared as measures).
 _INT_NAMES = {"rank", "step", "device", "stream", "seq", "finding", "part_of", "launches", "kernels", "ranks",
               "waiting_for_rank", "events"}
 _STR_NAMES = {"name", "kernel", "category", "grid", "block", "reason", "cause", "detail", "rule", "pg", "backend",
@@ -89,47 +90,55 @@ def check_report(data: Any) -> None:
     for i, finding in enumerate(data["findings"]):
         _check_finding(finding, f"findings[{i}]")
     for i, row in enumerate(data.get("attribution", []) if isinstance(data.get("attribution"), list) else []):
-        _check_row(row, f"attribution[{i}]", required=("cause", "ms"))
+        _check_row(row, f"attribution[{i}]", _MEASURED["attribution"], required=("cause", "ms"))
     for i, row in enumerate(data.get("what_if", [])):
-        _check_row(row, f"what_if[{i}]")
+        _check_row(row, f"what_if[{i}]", _measured(WHAT_IF))
     for name, rows in data.get("metrics", {}).items():
         _expect(isinstance(rows, list), f"metrics.{name}", "a list")
         for i, row in enumerate(rows):
-            _check_row(row, f"metrics.{name}[{i}]")
+            _check_row(row, f"metrics.{name}[{i}]", _MEASURED.get(f"metrics.{name}", {}))
     for key, shape in _PARTS.items():
         if key in data:
-            _check_part(data[key], key, shape)
+            _check_part(data[key], key, shape, _MEASURED[key])
 
 
+def _measured(declared: Measures) -> dict[str, str]:
+    """The kind of value each declared measure holds: a point in time, or a number."""
+    return {name: _TIME if measure == TIME_NS else _NUM for name, measure in declared}
+
+
+# The kinds of the measures of each part of the report (tracedoc.report_tables), by the part's key.
+_MEASURED = {**{s.key: _measured(tuple(m for t in s.tables for m in t.measures)) for s in SECTIONS},
+             "efficiency": _measured(EFFICIENCY)}
 # The report's parts beside its metrics (tracedoc.report_tables.SECTIONS, and efficiency): a list of rows, or one
 # object (window).
 _LIST, _OBJECT, _TEXTS = "a list of objects", "an object", "a list of text"
 _PARTS = {**{s.key: _OBJECT if s.key == "window" else _LIST for s in SECTIONS if "." not in s.key},
           "efficiency": _LIST}
-# Fields of those parts whose names do not say their kind: nested rows (LIST of STRUCT, a STRUCT) and scalars.
+# Fields of those parts that are no measures or must be whole numbers: nested rows (LIST of STRUCT, a STRUCT) and
+# scalars.
 _PART_KINDS = {"top_sites": _LIST, "by_role": _LIST, "growth_sites": _LIST, "ooms": _LIST, "kernels": _LIST,
                "ranks": _LIST, "recorded_with": _TEXTS,
                "peak_at": _OBJECT, "unprofiled": _OBJECT, "fragmentation": _OBJECT, "peak": _OBJECT,
-               "start_ns": _TIME, "end_ns": _TIME,
-               "steps_to_oom": _NUM, "growth_r2": _NUM, "steady_steps": _INT, "bytes_per_step": _NUM,
-               "allocations": _INT, "blocks": _INT, "site": _STR, "op": _STR, "role": _STR}
+               "steady_steps": _INT, "allocations": _INT, "blocks": _INT, "site": _STR, "op": _STR, "role": _STR}
 
 
-def _check_part(value: Any, where: str, shape: str) -> None:
+def _check_part(value: Any, where: str, shape: str, measured: dict[str, str]) -> None:
     """A part of the report, or a nested field of one: a list of objects or an object (None allowed for a nested
-    object), each field nested as ``_PART_KINDS`` says or a scalar of the kind its name says."""
+    object), each field nested as ``_PART_KINDS`` says or a scalar of the kind its declaration (``measured``) or
+    its name as a key says."""
     if shape == _LIST:
         _expect(isinstance(value, list), where, "a list")
         for i, row in enumerate(value):
-            _check_part(row, f"{where}[{i}]", _OBJECT)
+            _check_part(row, f"{where}[{i}]", _OBJECT, measured)
         return
     if value is None and "." in where:
         return
     _expect(isinstance(value, dict), where, "an object")
     for key, field_value in value.items():
-        kind = _PART_KINDS.get(key, _kind_of(key))
+        kind = _PART_KINDS.get(key, _kind_of(key, measured))
         if kind in (_LIST, _OBJECT):
-            _check_part(field_value, f"{where}.{key}", kind)
+            _check_part(field_value, f"{where}.{key}", kind, measured)
         elif kind == _TEXTS:
             _expect(isinstance(field_value, list) and all(isinstance(v, str) for v in field_value),
                     f"{where}.{key}", _TEXTS)
@@ -150,7 +159,7 @@ def _check_summary(summary: dict[str, Any]) -> None:
                 for name, number in values.items():
                     _check_value(number, f"summary.thresholds.{rule}.{name}", _NUM, optional=False)
         else:
-            _check_value(value, f"summary.{key}", _kind_of(key))
+            _check_value(value, f"summary.{key}", _kind_of(key, _SUMMARY))
 
 
 def _check_finding(finding: Any, where: str) -> None:
@@ -165,7 +174,7 @@ def _check_finding(finding: Any, where: str) -> None:
         _check_value(value, f"{where}.scope.{key}", _SCOPE_FIELDS[key])
     _check_value(finding.get("part_of"), f"{where}.part_of", _INT)
     if finding.get("span") is not None:
-        _check_row(finding["span"], f"{where}.span", required=("start_ms", "dur_ms"))
+        _check_row(finding["span"], f"{where}.span", _SPAN, required=("start_ms", "dur_ms"))
     for key in ("references", "drawn_from"):
         items = finding.get(key, [])
         _expect(isinstance(items, list) and all(isinstance(v, str) for v in items), f"{where}.{key}",
@@ -177,24 +186,27 @@ def _check_finding(finding: Any, where: str) -> None:
         _expect(not isinstance(item.get("value"), bool), f"{where}.evidence[{i}].value", "a number or text")
 
 
-def _check_row(row: Any, where: str, required: tuple[str, ...] = ()) -> None:
-    """A row of a table in the report: an object of JSON scalars, each of the kind its name says."""
+def _check_row(row: Any, where: str, measured: dict[str, str] | None = None, required: tuple[str, ...] = ()) -> None:
+    """A row of a table in the report: an object of JSON scalars, each of the kind its declaration (``measured``)
+    or its name as a key says."""
     _expect(isinstance(row, dict), where, "an object")
     for key in required:
         _expect(row.get(key) is not None, f"{where}.{key}", "present")
     for key, value in row.items():
-        _check_value(value, f"{where}.{key}", _kind_of(key))
+        _check_value(value, f"{where}.{key}", _kind_of(key, measured or {}))
 
 
-def _kind_of(name: str) -> str | None:
-    """The kind of value a column or key of this name holds (None: any JSON scalar)."""
+def _kind_of(name: str, measured: dict[str, str]) -> str | None:
+    """The kind of value a column or key of this name holds (None: any JSON scalar): an integer or text for a
+    key's name, else as declared."""
     if name in _INT_NAMES:
         return _INT
     if name in _STR_NAMES:
         return _STR
-    if name == "ms" or name.endswith(_NUMBER_SUFFIXES):
-        return _NUM
-    return None
+    return measured.get(name)
+
+
+_SUMMARY, _SPAN = _measured(SUMMARY), _measured(SPAN)
 
 
 def _check_value(value: Any, where: str, kind: str | None, optional: bool = True) -> None:

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from tracedoc.errors import TracedocError
+from tracedoc.measures import BYTES, COUNT, MS, PCT, Measure
 
 _SIZE = re.compile(r"([0-9]{1,20})\s*([KMGT]i?B?)?", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -28,6 +29,20 @@ def fmt_bytes(value: float) -> str:
             return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
         size /= 1024
     return f"{size:,.1f} TiB"
+
+
+def fmt_measure(value: float, measure: Measure) -> str:
+    """A value as people read it, by the unit its column declares: a time as ``fmt_ms``, bytes as ``fmt_bytes``,
+    a share as '12.3%', a count as '1,204'; any other number with its digits grouped and 1 decimal."""
+    if measure.unit == MS.unit:
+        return fmt_ms(value)
+    if measure.unit == BYTES.unit:
+        return fmt_bytes(value)
+    if measure.unit == PCT.unit:
+        return f"{value:.1f}%"
+    if measure.unit == COUNT.unit:
+        return f"{int(value):,}"
+    return f"{value:,.1f}"
 
 
 def fmt_count(value: Any, one: str, many: str) -> str:

@@ -34,12 +34,17 @@ from tracedoc.diff.steps import (
     wait_per_step,
 )
 from tracedoc.errors import InputError
+from tracedoc.report_tables import METRICS
 from tracedoc.version import __version__
 
 DIFF_SCHEMA = 1
 # Kernel profiles measure each kernel once, replayed under a locked clock: a change of their time under this % is
 # taken as no change.
 KERNEL_NOISE_PCT = 5.0
+
+
+# A kernel's time as the report declares it (lower is better): which way a change of it goes.
+_KERNEL_TIME = METRICS["top_kernels"].measure("total_ms")
 
 
 @dataclass
@@ -116,7 +121,9 @@ class Diff:
             return self.job.change.direction
         if (times := self.kernel_time()) is not None:
             pct = 100.0 * (times[1] / times[0] - 1.0)
-            return "no significant change" if abs(pct) < KERNEL_NOISE_PCT else "faster" if pct < 0 else "slower"
+            if abs(pct) < KERNEL_NOISE_PCT:
+                return "no significant change"
+            return "faster" if _KERNEL_TIME.improved(pct) else "slower"
         return "no steps to compare"
 
     def to_dict(self) -> dict[str, Any]:

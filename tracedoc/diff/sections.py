@@ -10,9 +10,11 @@ from tracedoc.diff.kernels import KernelRow, KernelSide, NcuRow
 from tracedoc.diff.model import FROM_LAUNCHES, FROM_MEAN, KERNEL_NOISE_PCT, Diff, changed_by
 from tracedoc.diff.stats import Change, Distribution
 from tracedoc.diff.steps import BASIS_TEXT, NO_STEPS, StepComparison
+from tracedoc.measures import MS, PCT
 from tracedoc.pages.kinds import has_saving
 from tracedoc.pages.names import kernel_labels
 from tracedoc.report import Finding, Report
+from tracedoc.report_tables import METRICS, summary_measure
 from tracedoc.units import fmt_bytes, fmt_ms
 from tracedoc.words.attribution import cause_label
 from tracedoc.words.findings import scope_text
@@ -96,14 +98,22 @@ def context_line(diff: Diff) -> str:
     wall_b, wall_a = diff.summary_value("wall_ms")
     if wall_b and wall_a:
         label = "profiled kernel time" if diff.before.kind == "kernel profile" else "wall"
-        parts.append(f"{label} {fmt_ms(wall_b)} → {fmt_ms(wall_a)} ({signed_pct(100.0 * (wall_a / wall_b - 1.0))})")
+        parts.append(f"{label} {_summary_change('wall_ms', wall_b, wall_a)}")
     busy_b, busy_a = diff.summary_value("gpu_busy_pct")
     if busy_b is not None and busy_a is not None and diff.before.kind != "kernel profile":
-        parts.append(f"GPU busy {busy_b:.1f}% → {busy_a:.1f}% ({signed_pct(busy_a - busy_b, ' points')})")
+        parts.append(f"GPU busy {_summary_change('gpu_busy_pct', busy_b, busy_a)}")
     if (rate := diff.throughput()) is not None:
         parts.append(f"throughput {_rate(rate[0])} → {_rate(rate[1])} items/s "
                      f"({signed_pct(100.0 * (rate[1] / rate[0] - 1.0))})")
     return " · ".join(parts)
+
+
+def _summary_change(key: str, before: float, after: float) -> str:
+    """A number of the summary's head before → after, and its change, by its declared unit: a share in points,
+    a time relative to before."""
+    if summary_measure(key).unit == PCT.unit:
+        return f"{before:.1f}% → {after:.1f}% ({signed_pct(after - before, ' points')})"
+    return f"{fmt_ms(before)} → {fmt_ms(after)} ({signed_pct(100.0 * (after / before - 1.0))})"
 
 
 def _rate(value: float) -> str:
@@ -237,7 +247,7 @@ def _ncu_cell(row: NcuRow, key: str) -> str:
     b, a = row.before.get(key), row.after.get(key)
     if not isinstance(b, int | float) or not isinstance(a, int | float):
         return "—"
-    if key == "total_ms":
+    if METRICS["ncu_kernels"].measure(key).unit == MS.unit:
         return f"{fmt_ms(b)} → {fmt_ms(a)}"
     return f"{b:.1f} → {a:.1f}"
 

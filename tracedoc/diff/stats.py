@@ -25,6 +25,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracedoc.report_tables import METRICS
+
+# A step's time as the report declares it (lower is better): which way a change of it goes.
+STEP_TIME = METRICS["step_times"].measure("step_ms")
+
 MIN_STEPS = 3
 RESAMPLES = 4000
 SEED = 20240607
@@ -78,7 +83,7 @@ class Change:
         """'faster', 'slower' or 'no significant change'."""
         if not self.significant:
             return "no significant change"
-        return "faster" if self.median_ms < 0 else "slower"
+        return "faster" if STEP_TIME.improved(self.median_ms) else "slower"
 
     def to_dict(self) -> dict[str, Any]:
         return {"median_ms": round(self.median_ms, 3), "pct": round(self.pct, 2),

@@ -20,6 +20,8 @@ from tracedoc.pages.names import kernel_labels
 from tracedoc.render.base import Renderer
 from tracedoc.render.ranks import rank_steps_parts, step_times_text
 from tracedoc.report import Finding, Report
+from tracedoc.report_tables import METRICS
+from tracedoc.units import fmt_measure
 from tracedoc.words.attribution import attribution_by_device, part_of_text, window_text
 from tracedoc.words.findings import (
     evidence_rows,
@@ -165,9 +167,11 @@ def top_kernel_parts(report: Report, count: int = 5) -> list:
     for col, justify in aligned:
         table.add_column(col, justify=justify, **({"overflow": "fold"} if col == "kernel" else {"no_wrap": True}))
     labels = kernel_labels((str(r["name"]) for r in rows), KERNEL_CHARS)  # no two kernels alike
+    declared = METRICS["top_kernels"]
     for r in rows:
-        table.add_row(str(r["rank"]), Text(one_line(labels[str(r["name"])])), f"{int(r['launch_count']):,}",
-                      fmt_ms(float(r["total_ms"] or 0)), f"{float(r['share_pct'] or 0):.1f}%")
+        table.add_row(str(r["rank"]), Text(one_line(labels[str(r["name"])])),
+                      *(fmt_measure(float(r[c] or 0), declared.measure(c)) for c in ("launch_count", "total_ms",
+                                                                                   "share_pct")))
     return [Text("Top kernels", style="bold"), Text("share: of the kernels' time", style="dim"), table]
 
 

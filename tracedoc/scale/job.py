@@ -73,16 +73,21 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         batches = plan_batches(tasks, slots)
         # A local cluster's processes share this machine's cores: DuckDB in each gets its share, not all of them.
         threads = max(1, (os.cpu_count() or 1) // cluster.workers) if cluster.workers else None
-        first, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: (threads,),
-                                              _batch_label,
-                                              "reading", progress)
-        missing = [MissingRank(str(item.path), _rank_in_name(item), r.reason) for t, r in failed for item in t.items]
+        first, missing = _summarize(client, batches, (threads, None), progress)
         if not first:
             raise InputError(f"no rank could be read: {missing[0].path}: {missing[0].reason}")
-        first.sort(key=lambda result: result[0][0].indices)  # the ranks' rows in job order, as on one machine
         again = False
         while True:
             job = _Job(first, options)
+            stale = tuple(batch for batch, summary in first if summary.warmup_steps != job.warmup_steps)
+            if stale:  # summarized with their own ranks' warm-up steps, not the job's: summarized again with them
+                job.store.close()
+                redone, lost = _summarize(client, stale, (threads, job.warmup_steps), progress)
+                first = sorted([r for r in first if r[0] not in stale] + redone, key=_job_order)
+                missing += lost
+                if not first:
+                    raise InputError(f"no rank could be read: {missing[-1].path}: {missing[-1].reason}")
+                continue
             if progress:
                 progress("lining up the ranks' collectives" + (" again, without the failed ranks" if again else ""))
             job.align()
@@ -100,13 +105,30 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
             if not first:
                 raise InputError(f"no rank could be analysed: {missing[-1].path}: {missing[-1].reason}")
             again = True
-        job.add_analyses(exports, sorted(second, key=lambda result: result[0][0].indices))
+        job.add_analyses(exports, sorted(second, key=_job_order))
     read = [t for batch, _ in first for t in batch]
     paths_read = sorted((i, str(item.path)) for t in read for i, item in zip(t.indices, t.items))
     report = build_report(job.store, options, progress, paths=[p for _, p in paths_read])
     job.store.close()
     report.summary["missing_ranks"] = [m.to_dict() for m in missing]
     return report
+
+
+def _summarize(client: Any, batches: Sequence[tuple[RankInput, ...]], args: tuple[int | None, int | None],
+               progress: Progress | None) -> tuple[list[tuple[tuple[RankInput, ...], BatchSummary]], list[MissingRank]]:
+    """The first pass over ``batches`` (``args``: DuckDB's threads and the job's warm-up steps, None before they
+    are known): each batch that was read with its summaries, in job order, and the ranks that were not."""
+    from tracedoc.scale import cluster as dask_side
+
+    read, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: args, _batch_label, "reading",
+                                         progress)
+    return sorted(read, key=_job_order), [MissingRank(str(item.path), _rank_in_name(item), r.reason)
+                                          for t, r in failed for item in t.items]
+
+
+def _job_order(result: tuple[tuple[RankInput, ...], Any]) -> tuple[int, ...]:
+    """A batch's place in the job: the ranks' rows in job order, as on one machine."""
+    return result[0][0].indices
 
 
 def _without_sources(read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]],
@@ -191,6 +213,9 @@ class _Job:
             parts = [summary.tables[export.name] for _, summary in read]
             create_table(con, export.name, parts, [select(p) for p, select in zip(parts, selects)])
             self.store.provided.add(export.name)
+        self.store.include("trace.steps")
+        # The job's warm-up steps (trace.steps), over the slow leading steps every rank handed back.
+        self.warmup_steps = int(self.store.scalar("SELECT steps FROM trace_warmup"))
 
     @staticmethod
     def _ranks(read: Sequence[tuple[tuple[RankInput, ...], BatchSummary]]) -> dict[int, int | None]:
@@ -228,8 +253,9 @@ class _Job:
 
     def analysis_args(self, exports: Sequence[Export],
                       threads: int | None) -> Callable[[tuple[RankInput, ...]], tuple[Any, ...]]:
-        """The second pass's arguments for a batch (after the batch): the job's ranks and the batch's collectives."""
-        return lambda batch: (self.ranks, self.collectives(batch), exports, threads)
+        """The second pass's arguments for a batch (after the batch): the job's ranks, the batch's collectives and the
+        job's warm-up steps."""
+        return lambda batch: (self.ranks, self.collectives(batch), exports, threads, self.warmup_steps)
 
     def add_analyses(self, exports: Sequence[Export],
                      analysed: Sequence[tuple[tuple[RankInput, ...], dict[str, Table]]]) -> None:

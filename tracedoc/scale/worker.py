@@ -50,33 +50,49 @@ class RankInput:
 class BatchSummary:
     """What the first pass hands back for a batch: the rank each input names itself (by job-wide source id; None
     when it names none: the job's ranks are assigned on the client, over every rank, as one machine assigns them),
-    and the batch's tables."""
+    the batch's tables, and the warm-up steps they leave out (trace.steps: the batch's own ranks', unless the
+    client gave the job's)."""
 
     reported_ranks: dict[int, int | None]
     tables: dict[str, Table]
+    warmup_steps: int = 0
 
 
-def summarize_ranks(batch: Sequence[RankInput], threads: int | None = None) -> BatchSummary:
+def summarize_ranks(batch: Sequence[RankInput], threads: int | None = None,
+                    warmup_steps: int | None = None) -> BatchSummary:
     """First pass: ingest (or reuse) each rank's store and return the store tables the client keeps whole and the
     summaries the cross-rank analyses read. The job's ranks are not known yet: each input's rank is its job-wide
     source id here, unique as on one machine, and the client puts the job's rank in its place. ``threads``: DuckDB's
-    threads for the batch (None: as many as the machine has cores); the range that marks steps is the run's options'."""
+    threads for the batch (None: as many as the machine has cores); the range that marks steps is the run's
+    options'; ``warmup_steps``: the job's warm-up steps, once the client knows them (None: the batch's own ranks')."""
     reported: dict[int, int | None] = {}
     with _batch_store(batch, None, reported, threads) as store:
         store.set_step_range(batch[0].options.step_range)
+        _give_warmup(store, warmup_steps)
         tables = {name: fetch(store.con, f"SELECT * FROM {name}") for name in BASE_TABLES}
-        return BatchSummary(reported, {**tables, **_exports(store, SUMMARY_EXPORTS)})
+        summaries = _exports(store, SUMMARY_EXPORTS)
+        return BatchSummary(reported, {**tables, **summaries}, int(store.scalar("SELECT steps FROM trace_warmup")))
 
 
 def analyse_ranks(batch: Sequence[RankInput], ranks: Mapping[int, int | None], collectives: Table,
-                  exports: Sequence[Export], threads: int | None = None) -> dict[str, Table]:
+                  exports: Sequence[Export], threads: int | None = None,
+                  warmup_steps: int | None = None) -> dict[str, Table]:
     """Second pass: the batch's per-rank analyses, its inputs numbered as in the job (``ranks``: the job's rank of
     each job-wide source id), with its collectives as lined up across ranks (its own rows, and the last rank's row
-    of each of its collectives)."""
+    of each of its collectives) and the job's warm-up steps."""
     with _batch_store(batch, ranks, {}, threads) as store:
         store.set_step_range(batch[0].options.step_range)
+        _give_warmup(store, warmup_steps)
         create_table(store.con, "ranks_collectives", [collectives])
         return _exports(store, exports)
+
+
+def _give_warmup(store: SummaryStore, steps: int | None) -> None:
+    """The job's warm-up steps as trace.steps' ``trace_warmup``, when the client gives them: every rank leaves out
+    as many as the rank that has the most, and a batch's ranks are not the job."""
+    if steps is not None:
+        store.con.execute("CREATE TEMP TABLE trace_warmup AS SELECT $steps::BIGINT AS steps", {"steps": steps})
+        store.provided.add("trace_warmup")
 
 
 def _exports(store: SummaryStore, exports: Sequence[Export]) -> dict[str, Table]:

@@ -24,7 +24,7 @@
 -- order, as are those found by 4. Warm-up steps are the first ones, for as long as
 -- each lasts more than twice the median step (at most half the steps): the first iterations pay for cuBLAS and
 -- NCCL set-up, allocator growth and autotuning, and are not the steady state. Times in ns.
--- hands back: trace_steps, trace_step_method
+-- hands back: trace_steps, trace_step_method, trace_step_slow
 
 -- Host ranges that can be steps (ranges numbered alike share a name). Columns: source_id, tid, name (as recorded),
 -- family (the name with a trailing number as '#'), ts_ns, end_ns.
@@ -184,32 +184,40 @@ SELECT g.source_id, g.rank, g.device, g.kind, g.category, g.name, g.grid, g.bloc
 FROM gpu_activity g LEFT JOIN stepped st USING (source_id, correlation_id)
 WHERE g.kind IN ('kernel', 'memcpy', 'memset') AND g.source_id IN (SELECT source_id FROM trace_steps_found);
 
--- The steps of each source: source_id, rank, step, name, ts_ns, dur_ns (the host's span), warmup (a warm-up step:
--- not the steady state). A step is slow when its span on the host or the span of its work on the GPU (first start to
--- last end) lasts more than twice the median; the GPU's span shows a step that waited on earlier warm-up work.
--- Ranks step together (a rank still warming up holds the others up at the collectives), so every rank leaves out
--- as many warm-up steps as the rank that has the most.
-CREATE OR REPLACE TEMP TABLE trace_steps AS
+-- Each source's steps in order, with how long each lasted: source_id, rank, step, name, ts_ns, dur_ns (the host's
+-- span), span_ns (the longer of that and the span of its work on the GPU, first start to last end: the GPU's span
+-- shows a step that waited on earlier warm-up work), n (its position), steps (the source's steps), median_ns
+-- (the median span_ns of the source's steps).
+CREATE OR REPLACE TEMP TABLE trace_step_spans AS
 WITH spans AS (
     SELECT f.*, greatest(f.dur_ns, coalesce(w.span_ns, 0)) AS span_ns
     FROM trace_steps_found f
     LEFT JOIN (SELECT source_id, step, max(end_ns) - min(ts_ns) AS span_ns FROM trace_step_work
                WHERE step IS NOT NULL GROUP BY source_id, step) w USING (source_id, step)
-),
-ordered AS (
-    SELECT *, row_number() OVER (PARTITION BY source_id ORDER BY ts_ns, step) AS n,
-           count(*) OVER (PARTITION BY source_id) AS steps,
-           median(span_ns) OVER (PARTITION BY source_id) AS median_ns
-    FROM spans
-),
-slow AS (  -- how many leading steps in a row last more than twice the median (at most half the steps)
-    SELECT source_id, least(coalesce(min(n) FILTER (WHERE span_ns <= 2 * median_ns), any_value(steps) + 1) - 1,
-                            any_value(steps) // 2) AS slow_steps
-    FROM ordered GROUP BY source_id
 )
-SELECT o.source_id, o.rank, o.step, o.name, o.ts_ns, o.dur_ns,
-       o.n <= least((SELECT max(slow_steps) FROM slow), o.steps // 2) AS warmup
-FROM ordered o;
+SELECT *, row_number() OVER (PARTITION BY source_id ORDER BY ts_ns, step) AS n,
+       count(*) OVER (PARTITION BY source_id) AS steps,
+       median(span_ns) OVER (PARTITION BY source_id) AS median_ns
+FROM spans;
+
+-- How many leading steps of each source last more than twice the median, in a row (at most half its steps): the
+-- steps its own trace shows warming up. Columns: source_id, slow_steps.
+CREATE OR REPLACE TEMP TABLE trace_step_slow AS
+SELECT source_id, least(coalesce(min(n) FILTER (WHERE span_ns <= 2 * median_ns), any_value(steps) + 1) - 1,
+                        any_value(steps) // 2) AS slow_steps
+FROM trace_step_spans GROUP BY source_id;
+
+-- The job's warm-up steps, one row: steps. Ranks step together (a rank still warming up holds the others up at
+-- the collectives), so every rank leaves out as many warm-up steps as the rank that has the most. A distributed
+-- run's worker, which holds some ranks and not the job, is given the job's (scale.job).
+CREATE OR REPLACE TEMP TABLE trace_warmup AS
+SELECT coalesce(max(slow_steps), 0) AS steps FROM trace_step_slow;
+
+-- The steps of each source: source_id, rank, step, name, ts_ns, dur_ns (the host's span), warmup (a warm-up step:
+-- not the steady state): its first ones, as many as the job's warm-up steps (at most half its steps).
+CREATE OR REPLACE TEMP TABLE trace_steps AS
+SELECT source_id, rank, step, name, ts_ns, dur_ns, n <= least((SELECT steps FROM trace_warmup), steps // 2) AS warmup
+FROM trace_step_spans;
 
 -- How each source's steps were found, for the report: source_id, method ('range', 'profiler', 'kernel' or NULL
 -- without steps), detail (the range's or kernel's name), steps (steady steps), warmup_steps.
