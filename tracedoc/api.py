@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from tracedoc import efficiency
 from tracedoc.errors import InputError
 from tracedoc.health.metrics import HEALTH_METRICS
-from tracedoc.ingest import discover
+from tracedoc.ingest import InputFile, discover
 from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.judge import Rule, judge, load_rules
 from tracedoc.judge.rule import check_thresholds
@@ -31,6 +31,7 @@ from tracedoc.pipeline import (
     store_key,
 )
 from tracedoc.report import InputInfo, Report
+from tracedoc.report_cache import cached_report, keep_report, report_key
 from tracedoc.saved import looks_like_report, read_report
 from tracedoc.store import Store, memory_store
 from tracedoc.store.cache import store_location
@@ -90,15 +91,34 @@ def analyze(paths: Sequence[Path | str] | Path | str, rules_dirs: Sequence[Path]
                                      thresholds=thresholds, progress=progress, step_range=step_range, limits=limits)
     else:
         check_thresholds(rules, thresholds or {})
-        store, report = load_report(input_files(paths, limits), store_location(cache_dir, use_cache), rules,
-                                    thresholds, progress, step_range, limits, peaks)
-        try:
-            if perfetto is not None:
-                _write_export(store, report, "perfetto", perfetto, progress)
-        finally:
-            store.close()
+        report = _local_report(input_files(paths, limits), store_location(cache_dir, use_cache), rules, thresholds,
+                               progress, step_range, limits, peaks, perfetto)
     if what_if is not None:
         projection_for(report, what_if)
+    return report
+
+
+def _local_report(inputs: list[InputFile], cache_dir: Path | None, rules: list[Rule],
+                  thresholds: dict[str, dict[str, float]] | None, progress: Progress | None, step_range: str | None,
+                  limits: Limits, peaks: efficiency.Options | None, perfetto: Path | None) -> Report:
+    """The report of inputs analysed on this machine: with a cache and no Perfetto trace asked for, the report kept
+    beside the store by an earlier run given the same inputs, rules and settings (tracedoc.report_cache), else
+    analysed now (and kept)."""
+    kept: tuple[Path, str] | None = None
+    if cache_dir is not None and perfetto is None:
+        key = store_key(inputs)
+        kept = (cache_dir / f"{key}.duckdb", report_key(key, rules, thresholds, step_range, peaks,
+                                                          [str(i.path) for i in inputs]))
+        if (report := cached_report(*kept)) is not None:
+            return report
+    store, report = load_report(inputs, cache_dir, rules, thresholds, progress, step_range, limits, peaks)
+    try:
+        if perfetto is not None:
+            _write_export(store, report, "perfetto", perfetto, progress)
+    finally:
+        store.close()
+    if kept is not None:
+        keep_report(*kept, report)
     return report
 
 
