@@ -16,6 +16,8 @@ A module's header says what the code needs to know about it, one fact a line, pa
   and finds nothing in a store of one rank. A module without the line reads one rank's events;
 - ``-- hands back: object, view AS object, ...``: what a rank hands back of it to a distributed run's client in the
   first pass (the summaries the cross-rank modules read there), each object as itself or as a view of it;
+- ``-- views stay views``: its views are never made tables (``include``'s ``views_as_tables``): they read rows
+  written after they are made, or are read once (an export's events);
 - ``-- client only: object, ...``: objects it makes only on the client (the alignment of the ranks): a worker,
   which holds a batch of ranks and not the job, leaves their statements out.
 
@@ -45,6 +47,7 @@ _USES = re.compile(r"^--\s*uses:\s*([\w.]+)\s*$", re.MULTILINE)
 _READS = re.compile(r"^--\s*reads:\s*(\w+(?:\s*,\s*\w+)*)\s*$", re.MULTILINE)
 _SCOPE = re.compile(r"^--\s*scope:\s*(job|ranks)\s*$", re.MULTILINE)
 _HANDS_BACK = re.compile(r"^--\s*hands back:\s*(.+?)\s*$", re.MULTILINE)
+_VIEWS_STAY = re.compile(r"^--\s*views stay views\s*$", re.MULTILINE)
 _CLIENT_ONLY = re.compile(r"^--\s*client only:\s*(.+?)\s*$", re.MULTILINE)
 # A view is bound again by every statement that reads it, with the views it reads: on a small store, where the
 # analyses are mostly planning, each is made a table instead (Store.fit_threads), computed once.
@@ -84,6 +87,7 @@ class ModuleFacts:
     hands_back: tuple[tuple[str, str], ...] = ()
     client_only: tuple[str, ...] = ()
     uses: tuple[str, ...] = ()
+    views_stay: bool = False
 
 
 @functools.cache
@@ -100,7 +104,7 @@ def facts(module: str) -> ModuleFacts:
         handed.append((m.group(2) or m.group(1), m.group(1)))
     client_only = tuple(t.strip() for line in _CLIENT_ONLY.findall(sql) for t in line.split(","))
     return ModuleFacts(tuple(_INCLUDE.findall(sql)), reads, scope.group(1) if scope else None, tuple(handed),
-                       client_only, tuple(_USES.findall(sql)))
+                       client_only, tuple(_USES.findall(sql)), bool(_VIEWS_STAY.search(sql)))
 
 
 def on_client(module: str) -> bool:
@@ -142,9 +146,9 @@ def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
     if not included:
         _declare_formats(con)
     sql = module_file(module).read_text()
-    if views_as_tables:
-        sql = _TEMP_VIEW.sub("CREATE OR REPLACE TEMP TABLE", sql)
     module_facts = facts(module)
+    if views_as_tables and not module_facts.views_stay:
+        sql = _TEMP_VIEW.sub("CREATE OR REPLACE TEMP TABLE", sql)
     for dep in (*module_facts.includes, *(used for used in module_facts.uses if applies(used))):
         include(con, included, dep, memory_bytes, skip, applies, views_as_tables)
     try:
