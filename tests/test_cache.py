@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,6 +59,13 @@ def store_of(cache: Path) -> Path:
     return store
 
 
+def forget_reports(cache: Path) -> None:
+    """Remove the reports kept beside the stores (tracedoc.report_cache), so that the next run opens its store
+    rather than reading its report back."""
+    for folder in cache.glob("*.reports"):
+        shutil.rmtree(folder)
+
+
 @pytest.fixture(scope="module")
 def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiled_trace(tmp_path_factory.mktemp("big") / "big.json", copies=12)
@@ -85,7 +93,8 @@ def test_a_killed_run_leaves_nothing_for_long(big_trace: Path, tmp_path: Path) -
         os.utime(path, (hours_ago, hours_ago))
     assert run("analyze", str(SMALL), "--cache-dir", str(cache))[0] == 0
     assert not folder.exists()
-    assert [p.name for p in cache.iterdir()] == [store_of(cache).name]
+    store = store_of(cache)
+    assert sorted(p.name for p in cache.iterdir()) == [store.name, store.with_suffix('.reports').name]
 
 
 def test_leftovers_of_a_live_run_are_kept(tmp_path: Path) -> None:
@@ -133,6 +142,7 @@ def test_a_damaged_store_is_rebuilt(damage: str, tmp_path: Path) -> None:
     code, first, _ = run("analyze", str(COMPILE), "--cache-dir", str(cache), "--format", "json")
     assert code == 0
     DAMAGE[damage](store_of(cache))
+    forget_reports(cache)
     code, out, err = run("analyze", str(COMPILE), "--cache-dir", str(cache), "--format", "json")
     assert code == 0, err
     assert json.loads(out)["findings"] == json.loads(first)["findings"]
@@ -149,6 +159,7 @@ def test_an_error_that_is_not_the_stores_leaves_the_cache_alone(tmp_path: Path,
     monkeypatch.setenv("TRACEDOC_MEMORY_LIMIT", "")  # --memory-limit sets it for the process: undone at the end
     assert run("analyze", str(COMPILE), "--cache-dir", str(cache))[0] == 0
     inode = store_of(cache).stat().st_ino
+    forget_reports(cache)
     code, _, err = run("analyze", str(COMPILE), "--cache-dir", str(cache), "--memory-limit", "1K")
     assert code == 2 and "Out of Memory" in err and "damaged" not in err
     assert store_of(cache).stat().st_ino == inode
@@ -188,6 +199,7 @@ def test_the_finished_store_is_flushed_before_it_is_renamed_in(tmp_path: Path,
     monkeypatch.setattr(store_cache.os, "fsync", fsync)
     monkeypatch.setattr(store_cache.os, "replace", replace)
     assert run("analyze", str(SMALL), "--cache-dir", str(tmp_path / "cache"))[0] == 0
+    events = [e for e in events if not e.endswith(".json")]  # the report kept beside the store (report_cache)
     partial = next(e.split()[1] for e in events if e.startswith("rename"))
     assert events == [f"fsync {partial}", f"rename {partial}", "fsync cache"]
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tracedoc.errors import InputError
 from tracedoc.health.metrics import HEALTH_METRICS
-from tracedoc.ingest import discover
+from tracedoc.ingest import InputFile, discover
 from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.judge import Rule, judge, load_rules
 from tracedoc.judge.rule import check_thresholds
@@ -29,6 +29,7 @@ from tracedoc.pipeline import (
     store_key,
 )
 from tracedoc.report import InputInfo, Report
+from tracedoc.report_cache import cached_report, keep_report, report_key
 from tracedoc.saved import looks_like_report, read_report
 from tracedoc.store import Store, memory_store
 from tracedoc.store.cache import store_location
@@ -101,15 +102,34 @@ def run_analysis(paths: Sequence[Path | str] | Path | str, options: AnalysisOpti
                                      progress=progress)
     else:
         check_thresholds(rules, {rule: dict(values) for rule, values in options.thresholds.items()})
-        store, report = load_report(input_files(paths, options.limits), store_location(cache_dir, use_cache), options,
-                                    progress)
-        try:
-            if perfetto is not None:
-                _write_export(store, report, "perfetto", perfetto, progress)
-        finally:
-            store.close()
+        report = _local_report(input_files(paths, options.limits), store_location(cache_dir, use_cache), options,
+                               rules, progress, perfetto)
     if options.what_if is not None:
         projection_for(report, options.what_if)
+    return report
+
+
+def _local_report(inputs: list[InputFile], cache_dir: Path | None, options: AnalysisOptions, rules: list[Rule],
+                  progress: Progress | None, perfetto: Path | None) -> Report:
+    """The report of inputs analysed on this machine: with a cache and no Perfetto trace asked for, the report kept
+    beside the store by an earlier run given the same inputs, rules and options (tracedoc.report_cache), else
+    analysed now (and kept). ``rules``: those ``options`` name, loaded."""
+    kept: tuple[Path, str] | None = None
+    if cache_dir is not None and perfetto is None:
+        key = store_key(inputs)
+        thresholds = sorted((rule, sorted(values.items())) for rule, values in options.thresholds.items())
+        kept = (cache_dir / f"{key}.duckdb", report_key(key, rules, thresholds, options.step_range, options.peaks,
+                                                          [str(i.path) for i in inputs]))
+        if (report := cached_report(*kept)) is not None:
+            return report
+    store, report = load_report(inputs, cache_dir, options, progress)
+    try:
+        if perfetto is not None:
+            _write_export(store, report, "perfetto", perfetto, progress)
+    finally:
+        store.close()
+    if kept is not None:
+        keep_report(*kept, report)
     return report
 
 

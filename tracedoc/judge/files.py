@@ -21,12 +21,9 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tracedoc.errors import RuleError, first_line
 
 BASE_PREFIX = "_"
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there: 5x faster
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]*$")
 MAX_EXTENDS = 32  # bases in one chain (the built-in rules use one)
 MAX_NODES = 100_000  # values in one rule file, each alias counted as often as it is used (a built-in has < 200)
@@ -110,8 +107,11 @@ def _merged(path: Traversable, chain: list[str]) -> dict[str, Any]:
 
 
 def _mapping(path: Traversable) -> dict[str, Any]:
+    import yaml  # here: a run whose built-in rules come from the cache (builtin_mappings) parses no YAML
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there: 5x faster
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
     except (OSError, yaml.YAMLError) as exc:
         raise RuleError(f"{path}: cannot read rule ({first_line(exc)})") from None
     if not isinstance(data, dict):

@@ -36,7 +36,8 @@ class SummaryStore(Store):
 
     def include(self, module: str) -> None:
         """Run ``module`` after its includes, once, leaving out the statements that create a provided object."""
-        modules.include(self.con, self._included, module, self.limits.memory_bytes, self.provided)
+        modules.include(self.con, self._included, module, self.limits.memory_bytes, self.provided, self.applies,
+                        self.views_as_tables)
 
 
 def summary_connection(limits: Limits) -> duckdb.DuckDBPyConnection:

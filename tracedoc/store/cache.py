@@ -94,6 +94,12 @@ def ingest_digest() -> str:
     return h.hexdigest()
 
 
+def reports_folder(store_path: Path) -> Path:
+    """The folder of the reports kept for the store at ``store_path`` (``KEY.duckdb`` → ``KEY.reports``,
+    tracedoc.report_cache): removed with the store."""
+    return store_path.with_suffix(".reports")
+
+
 def memory_store(build: Callable[[Store], None], limits: Limits = Limits()) -> Store:
     """A store in memory under ``limits``, built with ``build``: for one analysis that keeps nothing (no file, no
     flush)."""
@@ -283,14 +289,16 @@ def cached_stores(cache_dir: Path) -> list[CachedStore]:
 
 
 def _describe(path: Path) -> CachedStore:
-    """A store's size, age and input paths (read from its sources table, read-only)."""
+    """A store's size (with the reports kept for it), age and input paths (read from its sources table,
+    read-only)."""
     info = path.stat()
+    size = info.st_size + _size(reports_folder(path))
     try:
         with Store.open(path) as store:
             inputs = [r["path"] for r in store.query("SELECT path FROM sources ORDER BY source_id")]
-        return CachedStore(path, info.st_size, info.st_mtime, inputs)
+        return CachedStore(path, size, info.st_mtime, inputs)
     except duckdb.Error as exc:
-        return CachedStore(path, info.st_size, info.st_mtime, [], first_line(exc))
+        return CachedStore(path, size, info.st_mtime, [], first_line(exc))
 
 
 def clear_cache(cache_dir: Path, older_than_s: float | None = None) -> tuple[list[Path], int]:
@@ -303,6 +311,7 @@ def clear_cache(cache_dir: Path, older_than_s: float | None = None) -> tuple[lis
         if (older_than_s is None or now - store.used >= older_than_s) and _remove(store.path):
             removed.append(store.path)
             freed += store.size_bytes
+            _remove(reports_folder(store.path))
     for item in sweep_leftovers(cache_dir, min_age_s=0.0):
         removed.append(item.path)
         freed += item.size_bytes

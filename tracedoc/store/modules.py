@@ -3,6 +3,9 @@
 A module's header says what the code needs to know about it, one fact a line, parsed here (``facts``):
 
 - ``-- include: other.module``: a dependency, loaded first;
+- ``-- uses: other.module``: loaded first where it applies (``Store.applies``); elsewhere the module itself makes
+  the objects it reads of it, empty (``CREATE ... IF NOT EXISTS``), so that their planning is not paid where they
+  could hold no row (the GPU floor reads the operators' roofline shares only on a trace with shapes);
 - ``-- reads: table, ...``: the store tables it measures, written only by some inputs (Nsight Compute kernels,
   flight-recorder dumps, GPU health, allocator events and snapshots). It applies only where one of them has rows
   (or, in a distributed run's store of summaries, where the ranks handed back rows of what it makes): elsewhere its
@@ -13,6 +16,8 @@ A module's header says what the code needs to know about it, one fact a line, pa
   and finds nothing in a store of one rank. A module without the line reads one rank's events;
 - ``-- hands back: object, view AS object, ...``: what a rank hands back of it to a distributed run's client in the
   first pass (the summaries the cross-rank modules read there), each object as itself or as a view of it;
+- ``-- views stay views``: its views are never made tables (``include``'s ``views_as_tables``): they read rows
+  written after they are made, or are read once (an export's events);
 - ``-- client only: object, ...``: objects it makes only on the client (the alignment of the ranks): a worker,
   which holds a batch of ranks and not the job, leaves their statements out.
 
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, fields
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -41,10 +46,15 @@ from tracedoc.formats import CAPABILITIES, FORMATS, TIMELINE, Format, of_kind
 from tracedoc.store.memory import out_of_memory_advice
 
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)
+_USES = re.compile(r"^--\s*uses:\s*([\w.]+)\s*$", re.MULTILINE)
 _READS = re.compile(r"^--\s*reads:\s*(\w+(?:\s*,\s*\w+)*)\s*$", re.MULTILINE)
 _SCOPE = re.compile(r"^--\s*scope:\s*(job|ranks)\s*$", re.MULTILINE)
 _HANDS_BACK = re.compile(r"^--\s*hands back:\s*(.+?)\s*$", re.MULTILINE)
+_VIEWS_STAY = re.compile(r"^--\s*views stay views\s*$", re.MULTILINE)
 _CLIENT_ONLY = re.compile(r"^--\s*client only:\s*(.+?)\s*$", re.MULTILINE)
+# A view is bound again by every statement that reads it, with the views it reads: on a small store, where the
+# analyses are mostly planning, each is made a table instead (Store.fit_threads), computed once.
+_TEMP_VIEW = re.compile(r"\bCREATE\s+OR\s+REPLACE\s+TEMP\s+VIEW\b", re.IGNORECASE)
 _HANDED = re.compile(r"^(\w+)(?:\s+AS\s+(\w+))?$", re.IGNORECASE)
 # A statement's text may begin with the comments before it (DuckDB 2.0.1's extract_statements keeps them).
 _CREATES = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
@@ -79,6 +89,8 @@ class ModuleFacts:
     scope: str | None
     hands_back: tuple[tuple[str, str], ...] = ()
     client_only: tuple[str, ...] = ()
+    uses: tuple[str, ...] = ()
+    views_stay: bool = False
 
 
 @functools.cache
@@ -95,7 +107,7 @@ def facts(module: str) -> ModuleFacts:
         handed.append((m.group(2) or m.group(1), m.group(1)))
     client_only = tuple(t.strip() for line in _CLIENT_ONLY.findall(sql) for t in line.split(","))
     return ModuleFacts(tuple(_INCLUDE.findall(sql)), reads, scope.group(1) if scope else None, tuple(handed),
-                       client_only)
+                       client_only, tuple(_USES.findall(sql)), bool(_VIEWS_STAY.search(sql)))
 
 
 def on_client(module: str) -> bool:
@@ -127,18 +139,23 @@ def _declare_formats(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
-            memory_bytes: int | None = None, skip: Collection[str] = frozenset()) -> None:
-    """Run ``module`` (after its includes) on the connection, once: ``included`` holds the modules run on it;
-    ``memory_bytes``, the connection's memory cap, is named in the error when DuckDB runs out of memory. The
-    statements that create an object named in ``skip`` are left out (it is given already: a distributed run's
-    summaries)."""
+            memory_bytes: int | None = None, skip: Collection[str] = frozenset(),
+            applies: Callable[[str], bool] = lambda module: True, views_as_tables: bool = False) -> None:
+    """Run ``module`` (after its includes, and the modules it uses where ``applies`` says they do) on the
+    connection, once: ``included`` holds the modules run on it; ``memory_bytes``, the connection's memory cap, is
+    named in the error when DuckDB runs out of memory. The statements that create an object named in ``skip`` are
+    left out (it is given already: a distributed run's summaries). ``views_as_tables``: its views made as tables,
+    their rows computed once (a small store's analyses are mostly planning, which a view repeats in every reader)."""
     if module in included:
         return
     if not included:
         _declare_formats(con)
     sql = module_file(module).read_text()
-    for dep in facts(module).includes:
-        include(con, included, dep, memory_bytes, skip)
+    module_facts = facts(module)
+    if views_as_tables and not module_facts.views_stay:
+        sql = _TEMP_VIEW.sub("CREATE OR REPLACE TEMP TABLE", sql)
+    for dep in (*module_facts.includes, *(used for used in module_facts.uses if applies(used))):
+        include(con, included, dep, memory_bytes, skip, applies, views_as_tables)
     try:
         if not skip:
             con.execute(sql)

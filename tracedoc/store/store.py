@@ -32,6 +32,9 @@ PARALLEL_INPUT_BYTES = 4 << 20
 # there: with them off the analyses of the 0.6 MB decode-eager sample took 14 % less CPU, every report the same.
 # (With every optimizer off they took 5x as long.)
 SMALL_STORE_OPTIMIZERS_OFF = "join_order,statistics_propagation"
+# Below PARALLEL_EVENTS the analyses' views are also made as tables (store.modules): computed once rather than
+# bound again by every statement reading them, which took 10-15 % off the analyses of decode-eager, every report
+# the same. Larger stores keep views, whose rows a table would hold in memory whether read or not.
 
 
 
@@ -47,6 +50,7 @@ class Store:
         self._formats: frozenset[str] | None = None
         self._ranks: int | None = None
         self._step_range: str | None = None
+        self.views_as_tables = False
 
     def set_step_range(self, name: str | None) -> None:
         """Name the host range that marks steps (``--step-range``: trace.steps reads it), before the steps are
@@ -97,12 +101,13 @@ class Store:
 
     def include(self, module: str) -> None:
         """Load an analysis module (e.g. ``gpu.idle``) and its dependencies, once per connection."""
-        modules.include(self.con, self._included, module, self.limits.memory_bytes)
+        modules.include(self.con, self._included, module, self.limits.memory_bytes, applies=self.applies,
+                        views_as_tables=self.views_as_tables)
 
     def fit_threads(self, input_bytes: int | None = None) -> None:
         """Fewer DuckDB threads for less work, never more than already set: one to ingest inputs of ``input_bytes``
         under PARALLEL_INPUT_BYTES; without it, to analyse the store, one per PARALLEL_EVENTS events, and below
-        that the optimizers SMALL_STORE_OPTIMIZERS_OFF off."""
+        that the optimizers SMALL_STORE_OPTIMIZERS_OFF off and the analyses' views made as tables."""
         if input_bytes is not None:
             wanted = 1 if input_bytes < PARALLEL_INPUT_BYTES else None
         else:
@@ -110,6 +115,7 @@ class Store:
             wanted = max(1, -(-events // PARALLEL_EVENTS))
             if events < PARALLEL_EVENTS:
                 self.con.execute(f"SET disabled_optimizers = '{SMALL_STORE_OPTIMIZERS_OFF}'")
+                self.views_as_tables = True
         if wanted is not None and wanted < self.threads():
             self.con.execute(f"SET threads = {wanted}")
 

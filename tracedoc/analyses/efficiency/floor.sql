@@ -13,17 +13,12 @@
 -- Copies and memsets keep no floor (a pageable copy becomes a pinned one, a sync copy an async one).
 -- One row per device with kernels in its window: source_id, rank, device, kernels_ns, floor_ns, basis
 -- ('modelled' or 'peers'), floor_pct (of its kernel time).
--- include: efficiency.operators
+-- uses: efficiency.shares
 -- include: attribution.time
 
--- efficiency_floor_shares: per source, the share of its steps' op GPU time that is the roofline's (or unmodelled,
--- so kept whole): one rank's own, handed to a distributed run's client (scale.exports), which has no operators.
-CREATE OR REPLACE TEMP TABLE efficiency_floor_shares AS
-SELECT source_id,
-       sum(CASE WHEN kind IS NOT NULL AND roofline_pct IS NOT NULL
-                THEN gpu_ns * least(roofline_pct, 100.0) / 100.0 ELSE gpu_ns END)
-           / nullif(sum(gpu_ns), 0) AS share
-FROM efficiency_operators GROUP BY source_id;
+-- efficiency_floor_shares (efficiency.shares) where the operators are modelled; elsewhere empty, and every
+-- device's floor is its peers'.
+CREATE TEMP TABLE IF NOT EXISTS efficiency_floor_shares (source_id INTEGER, share DOUBLE);
 
 -- efficiency_floor: per device, its window's compute kernels and the floor they keep (the columns above).
 CREATE OR REPLACE TEMP TABLE efficiency_floor AS

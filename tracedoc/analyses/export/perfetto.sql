@@ -7,6 +7,7 @@
 -- work) and 'rank R · tracedoc' (its steps, the attribution of each GPU, and one thread per finding about the
 -- rank). Slices of one thread nest, as the format needs. Times in µs after the earliest event (ns kept as three
 -- decimals).
+-- views stay views
 -- include: attribution.time
 -- include: intervals.merge
 -- include: trace.steps
