@@ -15,7 +15,6 @@ from tests.conftest import ROOT, SAMPLES
 from tracedoc.api import analyze
 from tracedoc.diff import build_diff, load_side
 from tracedoc.diff.sections import findings_section
-from tracedoc.judge import load_rules
 from tracedoc.saved import read_report
 from tracedoc.words.findings import summary_text
 
@@ -40,8 +39,7 @@ def test_headline_counts_inputs_and_ranks_in_words(report: str, headline: str) -
 def test_diff_names_the_finding_that_holds_a_findings_time() -> None:
     """gemm-tiled → gemm-wmma (saved reports): no-tensor-cores on gemm_tiled saves nothing of its own, its time
     being below-cublas-ceiling's (#1) on that side; the row says so instead of '0.0 µs → —'."""
-    rules = load_rules(())
-    sides = [load_side(REPORTS / f"ncu-h100-gemm-{name}.json", rules) for name in ("tiled", "wmma")]
+    sides = [load_side(REPORTS / f"ncu-h100-gemm-{name}.json") for name in ("tiled", "wmma")]
     before = sides[0].report.findings
     tensor_cores = next(f for f in before if f.rule == "no-tensor-cores")
     assert tensor_cores.part_of == 1 and tensor_cores.impact_ms == 0 and before[0].rule == "below-cublas-ceiling"
