@@ -25,7 +25,7 @@ from tracedoc.store import store as store_module
 # leaves (efficiency.floor, with the operator modules it reads on every timeline), the report's sections read as
 # declared views (memory.report, efficiency.report) and the analysis connection locked after ingest.
 STATEMENTS = {
-    "decode-eager": 287,  # a PyTorch profiler trace
+    "decode-eager": 285,  # a PyTorch profiler trace
     "nsys-nvfuser-h200": 344,  # an Nsight Systems export
     "ncu-h100-gemm-cublas": 193,  # an Nsight Compute CSV (with its GEMM ladder)
 }

@@ -6,8 +6,10 @@
 -- may claim (judge.savings):
 --   modelled   where efficiency.ops models the steps' operators (a PyTorch trace with shapes): each op's GPU time
 --              at its roofline, max(FLOPs / peak FLOP/s, bytes / peak bytes/s) (efficiency.operators'
---              roofline_pct, never above the time it took), and the measured GPU time of ops without a model;
---              the window's kernel time × that share of the steps' op GPU time
+--              roofline_pct), but never under its launches × the shortest kernel the GPU ran in the trace (a
+--              kernel has a fixed cost however little it moves: a launch loop's µs kernels sit far above their
+--              roofline yet cannot run shorter than that), nor above the time it took; and the measured GPU time
+--              of ops without a model; the window's kernel time × that share of the steps' op GPU time
 --   peers      without a model: the least kernel time of any device of the run (a rank brought level with its
 --              peers by fixing an imbalance does the same work they do, no less); a single device's whole time
 -- Copies and memsets keep no floor (a pageable copy becomes a pinned one, a sync copy an async one).
@@ -19,11 +21,20 @@
 -- efficiency_floor_shares: per source, the share of its steps' op GPU time that is the roofline's (or unmodelled,
 -- so kept whole): one rank's own, handed to a distributed run's client (scale.exports), which has no operators.
 CREATE OR REPLACE TEMP TABLE efficiency_floor_shares AS
-SELECT source_id,
-       sum(CASE WHEN kind IS NOT NULL AND roofline_pct IS NOT NULL
-                THEN gpu_ns * least(roofline_pct, 100.0) / 100.0 ELSE gpu_ns END)
-           / nullif(sum(gpu_ns), 0) AS share
-FROM efficiency_operators GROUP BY source_id;
+WITH launched AS (  -- each op's launches in the steady steps × the trace's shortest kernel
+    SELECT k.source_id, k.op, sum(k.launches) * any_value(l.kernel_ns) AS launch_floor_ns
+    FROM efficiency_operator_kernels k
+    JOIN (SELECT source_id, min(dur_ns) AS kernel_ns FROM efficiency_launches WHERE kind = 'kernel' AND dur_ns > 0
+          GROUP BY source_id) l USING (source_id)
+    GROUP BY k.source_id, k.op
+)
+SELECT o.source_id,
+       sum(CASE WHEN o.kind IS NOT NULL AND o.roofline_pct IS NOT NULL
+                THEN least(greatest(o.gpu_ns * least(o.roofline_pct, 100.0) / 100.0, coalesce(l.launch_floor_ns, 0)),
+                           o.gpu_ns)
+                ELSE o.gpu_ns END)
+           / nullif(sum(o.gpu_ns), 0) AS share
+FROM efficiency_operators o LEFT JOIN launched l USING (source_id, op) GROUP BY o.source_id;
 
 -- efficiency_floor: per device, its window's compute kernels and the floor they keep (the columns above).
 CREATE OR REPLACE TEMP TABLE efficiency_floor AS
