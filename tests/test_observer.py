@@ -139,13 +139,16 @@ def test_critical_unless_holds_a_finding_back_from_critical(tmp_path: Path) -> N
     assert finding.severity == "warning" and finding.impact_pct > 25
 
 
-def test_no_profiler_cost_is_claimed_for_nsight_systems() -> None:
-    """An Nsight Systems capture gets no estimate: its host-bound finding names no profiler cost (the cost modelled
-    is the PyTorch profiler's)."""
-    findings = analyze([ROOT / "samples" / "nsys-cupy-nopool"], use_cache=False).findings
-    host = [f for f in findings if f.rule in ("gpu-idle-host-bound", "launch-bound")]
-    assert host and not any("profiler" in e.name for f in host for e in f.evidence)
-    assert not any("The profiler itself" in f.message for f in host)
+def test_nsight_systems_cost_is_small_where_the_host_waits_on_cudafree() -> None:
+    """nsys-cupy-nopool: the host stalls in cudaFree, not in CUDA API calls nsys slows: its host-bound finding says
+    nsys may cost a small share of its idle (under a quarter), and the step without nsys is estimated within 5 % of
+    the one measured between CUDA events (5.32 ms; 5.58 ms traced)."""
+    report = analyze([ROOT / "samples" / "nsys-cupy-nopool"], use_cache=False)
+    host = next(f for f in report.findings if f.rule == "gpu-idle-host-bound")
+    cost = next(e.value for e in host.evidence if e.name == "of it the profiler's own cost (estimate)")
+    assert 0 < cost < 0.25 * host.impact_ms and "The profiler itself may cost" in host.message
+    u = rank_row(report)["unprofiled"]
+    assert u["recorded_with"] == ["nsys"] and u["step_ms"] == pytest.approx(5.318, rel=0.05)
 
 
 def test_gpu_bound_step_is_gpu_paced_and_its_host_findings_are_not_critical() -> None:
