@@ -268,6 +268,8 @@ def test_bytes_per_step_alone_gives_mbu_on_cuda_graphs(tmp_path: Path) -> None:
 
 CONV_STEP = ROOT / "samples" / "conv-step"
 AUTOCAST_STEP = ROOT / "samples" / "autocast-step"
+AUTOCAST_GEMM = ROOT / "samples" / "autocast-gemm"
+COMPILE_AUTOTUNE = ROOT / "samples" / "compile-autotune"
 
 
 @pytest.mark.skipif(not CONV_STEP.exists(), reason="the conv-step sample is recorded apart (workloads/conv_step)")
@@ -329,3 +331,48 @@ def test_compiled_step_models_its_triton_kernels(tmp_path: Path) -> None:
     assert all("embedding" in o["op"] or "nll_loss" in o["op"] for o in over)
     assert sum(o["gpu_ms"] for o in over) < 0.1 * sum(o["gpu_ms"] for o in triton)
     assert not [f for f in report.findings if f.rule == "low-mfu"]
+
+
+@pytest.mark.skipif(not COMPILE_AUTOTUNE.exists(), reason="the compile-autotune sample is recorded apart")
+def test_triton_gemm_templates_get_flops_and_bytes(tmp_path: Path) -> None:
+    """compile-autotune: under max-autotune one product a block runs as Inductor's Triton template
+    (triton_tem_..._mm_..., A as an [8, 1024, 16, 64] view, B [1024, 1024], C [8192, 1024]); its FLOPs come from its
+    arguments' sizes (k = √(|A|·|B|/|C|) = 1024), so the step's FLOPs equal FlopCounterMode's exactly, and every
+    Triton kernel has a model."""
+    import yaml
+    truth = yaml.safe_load((COMPILE_AUTOTUNE / "expected.yaml").read_text())["truth"]
+    report = analyze([COMPILE_AUTOTUNE], cache_dir=tmp_path)
+    row = rank_row(report)
+    assert row["model_flops"] == truth["flops_per_step"]
+    assert row["flop_model_coverage_pct"] > 99.9
+    templates = [o for o in report.operators if o["op"].startswith("triton_tem_")]
+    assert len(templates) == 1 and templates[0]["kind"] == "gemm" and templates[0]["dtype"] == "bf16"
+    steps = row["steps"]
+    assert templates[0]["flops"] == 2 * 8192 * 1024 * 1024 * 8 * steps  # one 8192×1024×1024 product a block
+    assert templates[0]["bytes"] == (8192 * 1024 + 1024 * 1024 + 8192 * 1024) * 2 * 8 * steps
+    # its GPU time matches the truth's kernel records within the run-to-run spread
+    per_step_ms = templates[0]["gpu_ms"] / steps
+    assert per_step_ms == pytest.approx(truth["triton_tem_kernel_ms_per_step"], rel=0.1)
+
+
+@pytest.mark.skipif(not AUTOCAST_GEMM.exists(), reason="the autocast-gemm sample is recorded apart")
+def test_autocast_weight_casts_are_a_part_of_low_mfu(tmp_path: Path) -> None:
+    """autocast-gemm: a compute-bound step (1.07B fp32 weights, products of 4096×4096×22016) under autocast. MFU
+    without the profiler is 36.5 % (24.08 TFLOP in 66.71 ms): low-mfu fires, not low-mbu, and its message names the
+    weights cast to bf16 every step with their time and bytes, the bytes equal to the truth's (5.64 GB a step)."""
+    import yaml
+    truth = yaml.safe_load((AUTOCAST_GEMM / "expected.yaml").read_text())["truth"]
+    report = analyze([AUTOCAST_GEMM], cache_dir=tmp_path)
+    rules = {f.rule for f in report.findings}
+    assert "low-mfu" in rules and "low-mbu" not in rules
+    finding = next(f for f in report.findings if f.rule == "low-mfu")
+    assert "fp32 weights cast to bf16 every step" in finding.message and "5.3 GiB moved" in finding.message
+    assert "Keep the weights in bf16" in finding.fix
+    casts = next(e.value for e in finding.evidence if e.name == "fp32 weights cast to bf16 per step")
+    assert 0.5 < casts < 5  # ms a step: 5.64 GB at 1.1 to 11 TB/s
+    from tracedoc.api import discover, open_store
+    store, _ = open_store(discover([AUTOCAST_GEMM]), tmp_path / "store")
+    with store:
+        store.include("efficiency.findings")
+        per_step = store.scalar("SELECT weight_cast_step_bytes FROM efficiency_findings")
+    assert per_step == truth["cast_bytes_per_step"]

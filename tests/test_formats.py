@@ -162,7 +162,8 @@ _EVIDENCE = {
 
 def test_the_samples_cover_every_format() -> None:
     assert set(SAMPLES_OF) == {f.name for f in FORMATS}
-    assert set(_EVIDENCE) | {"world_size", "host_ranges", "how_to_record"} == set(CAPABILITIES)
+    assert set(_EVIDENCE) | {"world_size", "host_ranges", "how_to_record", "profiler_k", "profiler_k_least"} == set(
+        CAPABILITIES)
 
 
 @pytest.mark.parametrize("declared", FORMATS, ids=lambda f: f.name)

@@ -77,7 +77,8 @@ class Document(HTMLParser):
 CASES = {
     "torch": ("ddp-straggler", ["overview", "kernels", "efficiency", "ranks", "overlap"],  # efficiency: the step
               "One rank holds the others up"),  # without the profiler, though no shapes give MFU
-    "nsys": ("nsys-torch-h100", ["overview", "kernels"], "GPU time by category"),  # one rank: no Ranks page
+    "nsys": ("nsys-torch-h100", ["overview", "kernels", "efficiency"],  # efficiency: the step without nsys
+             "GPU time by category"),  # one rank: no Ranks page
     "ncu": ("ncu-h800-sglang-csv", ["overview", "ncu"], "Roofline"),
     "hang": ("hang-slow-rank", ["overview", "hang"], "culprit: never issued seq 3"),
     "health": ("health-2xh200", ["overview"], "gpu-power-capped"),

@@ -1,6 +1,7 @@
 """The profiler's own cost and the step without it (efficiency.observer), against the step times the workloads
 measured without the profiler: every sample whose expected.yaml holds ``truth: step_ms_unprofiled`` (its median
-where it gives the steps' spread; new samples are covered as they come), and the H200 traces of
+where it gives the steps' spread; new samples are covered as they come; PyTorch profiler traces and Nsight Systems
+captures), and the H200 traces of
 tests/data/efficiency-h200, whose counts.json holds the step time between CUDA events without the profiler."""
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from tracedoc.errors import InputError
 DATA = ROOT / "tests" / "data" / "efficiency-h200"
 COUNTS = json.loads((DATA / "counts.json").read_text())
 # The truth comes from another run without the profiler: a GPU-paced step varies by a few % from run to run (the
-# GPT-2-shaped step: 23.28 ms between CUDA events unprofiled, 22.93 ms traced; input-fast: 15.8 ms and 15.74 ms),
-# so the range is given that much slack.
-RUN_TO_RUN = 0.03
+# GPT-2-shaped step: 23.28 ms between CUDA events unprofiled, 22.93 ms traced; input-fast: 15.8 ms and 15.74 ms;
+# the CuPy loop on its pool: 3.554 ms without nsys, 3.465 ms between CUDA events inside the capture, 2.6 % faster
+# with nsys watching), so the range is given that much slack.
+RUN_TO_RUN = 0.04
 
 
 def unprofiled_truths() -> list[tuple[Path, float]]:
@@ -31,7 +33,8 @@ def unprofiled_truths() -> list[tuple[Path, float]]:
     for sample in sample_dirs():
         truth = (yaml.safe_load((sample / "expected.yaml").read_text()).get("truth") or {})
         if "step_ms_unprofiled" in truth:  # a number, or the steps' {median, min, max, steps}
-            measured = truth["step_ms_unprofiled"]
+            # between CUDA events where the sample also gives a host-clock time (the CuPy loops)
+            measured = truth.get("step_ms_unprofiled_cuda_events", truth["step_ms_unprofiled"])
             found.append((sample, float(measured["median"] if isinstance(measured, dict) else measured)))
     found += [(DATA / f"{case}.trace.json.gz", COUNTS[case]["step_ms_cuda_events"])
               for case in ("decode-eager-shapes", "gpt-step-gpt2")]
@@ -47,8 +50,6 @@ def test_unprofiled_range_holds_the_measured_step(path: Path, truth_ms: float) -
     """The estimate's range, from the GPU's own work to the traced step less the least the profiler cost, holds
     the step time measured without the profiler."""
     report = analyze([path], use_cache=False)
-    if {i.format for i in report.inputs} != {"torch"}:
-        pytest.skip("the estimate models the PyTorch profiler's cost (docs/efficiency.md), not Nsight Systems'")
     u = rank_row(report)["unprofiled"]
     assert u["gpu_floor_ms"] == u["step_ms_low"] <= u["step_ms"] <= u["step_ms_high"] <= u["traced_step_ms"]
     assert u["step_ms_low"] * (1 - RUN_TO_RUN) <= truth_ms <= u["step_ms_high"] * (1 + RUN_TO_RUN), (u, truth_ms)
@@ -138,10 +139,48 @@ def test_critical_unless_holds_a_finding_back_from_critical(tmp_path: Path) -> N
     assert finding.severity == "warning" and finding.impact_pct > 25
 
 
-def test_no_profiler_cost_is_claimed_for_nsight_systems() -> None:
-    """An Nsight Systems capture gets no estimate: its host-bound finding names no profiler cost (the cost modelled
-    is the PyTorch profiler's)."""
-    findings = analyze([ROOT / "samples" / "nsys-cupy-nopool"], use_cache=False).findings
-    host = [f for f in findings if f.rule in ("gpu-idle-host-bound", "launch-bound")]
-    assert host and not any("profiler" in e.name for f in host for e in f.evidence)
-    assert not any("The profiler itself" in f.message for f in host)
+def test_nsight_systems_cost_is_small_where_the_host_waits_on_cudafree() -> None:
+    """nsys-cupy-nopool: the host stalls in cudaFree, not in CUDA API calls nsys slows: its host-bound finding says
+    nsys may cost a small share of its idle (under a quarter), and the step without nsys is estimated within 5 % of
+    the one measured between CUDA events (5.32 ms; 5.58 ms traced)."""
+    report = analyze([ROOT / "samples" / "nsys-cupy-nopool"], use_cache=False)
+    host = next(f for f in report.findings if f.rule == "gpu-idle-host-bound")
+    cost = next(e.value for e in host.evidence if e.name == "of it the profiler's own cost (estimate)")
+    assert 0 < cost < 0.25 * host.impact_ms and "The profiler itself may cost" in host.message
+    u = rank_row(report)["unprofiled"]
+    assert u["recorded_with"] == ["nsys"] and u["step_ms"] == pytest.approx(5.318, rel=0.05)
+
+
+def test_gpu_bound_step_is_gpu_paced_and_its_host_findings_are_not_critical() -> None:
+    """conv-step-gpu: ResNet-50 at batch 96, 96.3 % of its unprofiled 41.87 ms step in kernels. The estimate says
+    the GPU sets the pace (within 10 % of its own work), and no host-bound or launch-bound finding is critical (on
+    this recording none fires: the profiler's host cost hides behind the queued kernels)."""
+    sample = ROOT / "samples" / "conv-step-gpu"
+    truth = yaml.safe_load((sample / "expected.yaml").read_text())["truth"]
+    assert truth["gpu_kernel_ms_per_step"] >= 0.9 * truth["step_ms_unprofiled"]["median"]
+    report = analyze([sample], use_cache=False)
+    u = rank_row(report)["unprofiled"]
+    assert u["gpu_paced"] and u["recorded_with"] == ["shapes"]
+    assert u["gpu_floor_ms"] == pytest.approx(truth["gpu_kernel_ms_per_step"], rel=0.02)
+    host = [f for f in report.findings if f.rule in ("launch-bound", "gpu-idle-host-bound")]
+    assert all(f.severity != "critical" for f in host)
+
+
+def test_nsys_capture_gets_the_profiler_cost_estimate() -> None:
+    """nsys-torch-eager: an eager loop of 1,894 kernels a step under Nsight Systems (-t cuda,nvtx,osrt). nsys's CUDA
+    API tracing costs the host at every call: 33.18 ms a step without nsys, 50.64 ms between CUDA events inside
+    the capture. The estimate (k = 1.1 of the median launch call per critical API call, calibrated on this capture
+    and on nsys-cupy-nopool) lands within 5 % of the unprofiled step, says the host sets the pace, is shown in the
+    Efficiency rows and the headline as for a PyTorch trace, and launch-bound says how much of its idle nsys costs."""
+    sample = ROOT / "samples" / "nsys-torch-eager"
+    truth = yaml.safe_load((sample / "expected.yaml").read_text())["truth"]
+    report = analyze([sample], use_cache=False)
+    row = rank_row(report)
+    u = row["unprofiled"]
+    assert row["mfu_pct"] is None and "Nsight Systems" in row["note"]
+    assert u["recorded_with"] == ["nsys"] and not u["gpu_paced"]
+    assert u["step_ms"] == pytest.approx(truth["step_ms_unprofiled"]["median"], rel=0.05)
+    assert u["step_ms_high"] < truth["step_ms_under_nsys"]["median"] <= u["traced_step_ms"]
+    assert "about 33." in report.summary["efficiency"] and "without the profiler" in report.summary["efficiency"]
+    launch = next(f for f in report.findings if f.rule == "launch-bound")
+    assert "The profiler itself may cost" in launch.message

@@ -103,3 +103,26 @@ def test_eager_decode_gain_stays_near_its_cuda_graph_twin(eager: str, twin: str)
     assert projection["gain_pct"] <= measured_gain + MARGIN_PTS, (projection, measured_gain)
     floor_per_step = next(r for r in report.efficiency if r["step"] is None)["unprofiled"]["gpu_floor_ms"]
     assert projection["projected_step_ms"] >= floor_per_step
+
+
+def test_launch_loop_kernels_keep_their_fixed_cost() -> None:
+    """launch-loop: 1,894 kernels a step of about 1.2 µs, each far above its roofline (MBU 0.1 %). The roofline
+    alone left 0.23 ms of the window's 9.03 ms of kernels as the floor, so low-mbu claimed 8.8 ms and the savings
+    summed to 99.4 % of the rank. A kernel cannot run shorter than the shortest the GPU ran in the trace (0.70 µs):
+    the floor keeps the launches × that, low-mbu claims only the kernels' time above it, and the savings leave the
+    floor's share of the window."""
+    sample = SAMPLES / "launch-loop"
+    store, _ = open_store(discover([sample]), None, limits=Limits.from_env())
+    with store:
+        store.include("efficiency.floor")
+        shortest_ns, launches = store.query(
+            "SELECT min(dur_ns) AS ns, count(*) AS n FROM efficiency_launches "
+            "WHERE kind = 'kernel' AND dur_ns > 0")[0].values()
+    window_ms, floor_ms = windows_and_floors(sample)[0]
+    assert floor_ms == pytest.approx(launches * shortest_ns / 1e6, rel=0.01)  # every kernel is in the 3 steps
+    report = analyze([sample], use_cache=False)
+    kernels_ms = sum(a["ms"] for a in report.attribution if a["cause"] == "gpu_compute" and a["detail"] == "kernels")
+    low_mbu = next(f for f in report.findings if f.rule == "low-mbu")
+    assert 0 < low_mbu.impact_ms <= kernels_ms - floor_ms + 1e-2
+    summed = sum(f.impact_pct for f in report.findings if f.impact_bytes is None and f.scope.rank == 0)
+    assert summed <= 100.0 * (1 - floor_ms / window_ms) + 0.01 and summed < 98.0

@@ -40,7 +40,9 @@ class Format:
     file's header (the summary's world_size); ``memory_events``, what its memory events count (ALLOCATOR, CUDA;
     None: it records none); ``host_ranges``, what its host ranges are (PYTORCH_OPERATORS, NVTX; None: none);
     ``python_stacks``, the Python frames of the host; ``how_to_record``, how to record its GPU activity, the advice
-    a report gives a timeline that holds none."""
+    a report gives a timeline that holds none; ``profiler_k`` and ``profiler_k_least``, what its recording tool
+    costs the host per event, as a multiple of the trace's median kernel-launch call, for the estimate and at the
+    least (efficiency.observer, calibrated as docs/efficiency.md says; None: not modelled)."""
 
     name: str
     module: str
@@ -55,6 +57,8 @@ class Format:
     host_ranges: str | None = None
     python_stacks: bool = False
     how_to_record: str | None = None
+    profiler_k: float | None = None
+    profiler_k_least: float | None = None
 
     @property
     def distributable(self) -> bool:
@@ -71,7 +75,8 @@ CAPABILITIES: tuple[str, ...] = tuple(f.name for f in fields(Format)
 FORMATS: tuple[Format, ...] = (
     Format("torch", "tracedoc.ingest.kineto", "PyTorch profiler", TIMELINE, operator_shapes=True, world_size=True,
            memory_events=ALLOCATOR, host_ranges=PYTORCH_OPERATORS, python_stacks=True,
-           how_to_record="pass `activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]` to `torch.profiler.profile`"),
+           how_to_record="pass `activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]` to `torch.profiler.profile`",
+           profiler_k=0.55, profiler_k_least=0.3),
     # a rank may leave several dumps side by side (the automatic one and on-demand ones); the hang analyses use
     # one per rank (analyses/hang/dumps.sql), so two dumps claiming one rank are not an error
     # larger than 1 GiB is no dump: the ring buffer keeps a few MB
@@ -79,7 +84,7 @@ FORMATS: tuple[Format, ...] = (
     Format("flight_recorder", "tracedoc.ingest.flight_recorder", "flight recorder", HANG_DUMPS,
            several_per_rank=True, max_bytes=1 << 30),
     Format("nsys", "tracedoc.ingest.nsys", "Nsight Systems", TIMELINE, memory_events=CUDA, host_ranges=NVTX,
-           how_to_record="capture with `nsys profile --trace=cuda,nvtx,osrt`"),
+           how_to_record="capture with `nsys profile --trace=cuda,nvtx,osrt`", profiler_k=1.1, profiler_k_least=0.6),
     Format("ncu", "tracedoc.ingest.ncu", "Nsight Compute", KERNEL_PROFILE),
     # the largest NVML recording (tracedoc/health/replay.py reads its limit here)
     Format("nvml", "tracedoc.ingest.nvml", "NVML", HEALTH, per_host=True, max_bytes=32 << 20),

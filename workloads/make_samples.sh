@@ -25,7 +25,8 @@
 # on PATH also leak and fixed under Nsight Systems with --cuda-memory-usage=true (--profiler nvtx, 20 steps),
 # exported to SQLite and redacted.
 # nsys-alloc (needs nsys and cupy; not part of all): cupy_alloc (nopool, pool), timed once without nsys, then the
-# whole process under nsys profile -t cuda,nvtx,osrt, exported to SQLite and redacted.
+# whole process under nsys profile -t cuda,nvtx,osrt, exported to SQLite and redacted; likewise the eager
+# launch_loop (--profiler nvtx: every step an NVTX range), the host-bound PyTorch loop of nsys-torch-eager.
 # RUN_TIMEOUT (seconds, default 600) bounds each run.
 # Copy OUT_DIR/<case>/ into samples/<case>/ afterwards; the log holds the figures SOURCE.md quotes.
 set -uo pipefail
@@ -165,6 +166,12 @@ if [[ $which == efficiency ]]; then
     run launch-loop python3 "$here/launch_loop/run.py" --variant eager --record-shapes --out "$out/launch-loop"
     run compile-step python3 "$here/llama_step/run.py" --variant compile --record-shapes --out "$out/compile-step"
     run autocast-step python3 "$here/llama_step/run.py" --variant autocast --record-shapes --out "$out/autocast-step"
+    # the GPU sets the pace unprofiled; Triton GEMM templates; a compute-bound autocast step
+    run conv-step-gpu python3 "$here/conv_step/run.py" --variant bf16 --record-shapes --batch 96 --out "$out/conv-step-gpu"
+    run compile-autotune python3 "$here/llama_step/run.py" --variant compile --compile-mode max-autotune-no-cudagraphs \
+        --record-shapes --out "$out/compile-autotune"
+    run autocast-gemm python3 "$here/llama_step/run.py" --variant autocast --record-shapes --layers 4 --d-model 4096 \
+        --heads 32 --ffn 11008 --batch 4 --out "$out/autocast-gemm"
 fi
 
 if [[ $which == nsys-alloc ]]; then
@@ -179,6 +186,15 @@ if [[ $which == nsys-alloc ]]; then
         nsys export --type sqlite --force-overwrite true --output "$dir/sample.sqlite" "$dir/sample.nsys-rep" >/dev/null
         python3 "$here/redact_export.py" "$dir/sample.sqlite"
     done
+    # an eager PyTorch loop whose host sets the pace: its step without nsys, then under it
+    dir="$out/nsys-torch-eager"
+    run nsys-torch-eager-truth python3 "$here/launch_loop/run.py" --variant eager --profiler none --steps 0 \
+        --out "$dir/truth"
+    run nsys-torch-eager nsys profile -t cuda,nvtx,osrt --force-overwrite true -o "$dir/sample" \
+        python3 "$here/launch_loop/run.py" --variant eager --profiler nvtx --bench-steps 10 --steps 3 \
+        --out "$dir/under-nsys"
+    nsys export --type sqlite --force-overwrite true --output "$dir/sample.sqlite" "$dir/sample.nsys-rep" >/dev/null
+    python3 "$here/redact_export.py" "$dir/sample.sqlite"
 fi
 
 if [[ $which == hangs ]]; then

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracedoc.formats import giving
+from tracedoc.formats import BY_NAME, giving
 from tracedoc.options import Peaks
 from tracedoc.store import Store
 from tracedoc.units import report_number
@@ -34,12 +34,14 @@ def efficiency_rows(store: Store, options: Peaks | None = None) -> list[dict[str
     """The report's ``efficiency``: per rank, one row over its steady steps (step None) and one per step, with
     the peak and its source; a figure that cannot be computed is None and ``note`` says why (a PyTorch trace
     without shapes: one row per rank, saying so)."""
-    if store.formats().isdisjoint(giving("operator_shapes")) and not (options and options.user_flops):
-        return []
+    user = bool(options and options.user_flops)
+    if store.formats().isdisjoint(giving("operator_shapes")) and not user:
+        # a capture without operator shapes whose profiler's cost is modelled (Nsight Systems): its rows say so,
+        # with the step without the profiler
+        return _unavailable(store, options) if not store.formats().isdisjoint(giving("profiler_k")) else []
     if not store.applies("efficiency.steps"):
         return _unavailable(store, options)
     store.include("efficiency.steps")
-    user = bool(options and options.user_flops)
     ranks = store.query(_STEPS_SQL.format(table="efficiency_by_rank", order=""), [user])
     steps = store.query(_STEPS_SQL.format(table="efficiency_steps", order=", e.step"), [user])
     unprofiled = _unprofiled(store)
@@ -70,7 +72,7 @@ def _run_time(observed: dict[str, Any] | None, row: dict[str, Any], given: float
         "step_ms_high": ms("unprofiled_high_ns"), "gpu_floor_ms": ms("floor_ns"),
         "profiler_cost_ms": ms("profiler_cost_ns"), "host_events_per_step": n(observed["host_events"]),
         "critical_events_per_step": n(observed["critical_events"]), "event_cost_us": n(observed["event_cost_ns"] / 1e3),
-        "recorded_with": [o for o in ("shapes", "stacks", "memory") if observed[o]],
+        "recorded_with": [o for o in ("shapes", "stacks", "memory", "nsys") if observed[o]],
         "gpu_paced": bool(observed["gpu_paced"])}
     step_ns = row["step_ns"] / max(row.get("steps") or 1, 1) if row.get("step_ns") else None
     for figure in ("mfu_pct", "mbu_pct"):  # the figure's work over the unprofiled step: high step, low figure
@@ -88,33 +90,36 @@ def _at_step(value: float | None, step_ns: float | None, other_ns: float | None,
 
 
 def _unavailable(store: Store, options: Peaks | None) -> list[dict[str, Any]]:
-    """One row per rank of a format that gives operator shapes (PyTorch), with steady steps, whose trace holds
-    none: null figures, the peak its GPU would have, why (CUDA graphs, or record_shapes off), and the step without
-    the profiler."""
+    """One row per rank with steady steps whose trace holds no operator shapes, of a format that can give them
+    (PyTorch) or whose profiler's cost is modelled (Nsight Systems): null figures, the peak its GPU would have, why
+    (CUDA graphs, record_shapes off, a capture without operators), and the step without the profiler."""
     store.include("trace.steps")
     store.include("efficiency.peaks")
+    store.include("efficiency.observer")
     rows = store.query("""
         WITH graphs AS (SELECT DISTINCT source_id FROM cpu_activity
-                        WHERE kind IN ('runtime', 'driver') AND name LIKE '%GraphLaunch%')
-        SELECT src.source_id, src.rank, count(*) AS steps, p.gpu, p.device_name, p.source AS peak_source,
-               p.bf16_tflops, p.hbm_gbps, g.source_id IS NOT NULL AS graphs
-        FROM trace_steady_steps s JOIN sources src USING (source_id) LEFT JOIN efficiency_peaks p USING (source_id)
-        LEFT JOIN graphs g USING (source_id)
-        WHERE src.format IN (SELECT format FROM input_formats WHERE operator_shapes)
-        GROUP BY ALL ORDER BY src.rank, src.source_id""")
-    unprofiled = _unprofiled(store)
+                        WHERE kind IN ('runtime', 'driver') AND name LIKE '%GraphLaunch%'),
+        steps AS (SELECT source_id, count(*) AS steps FROM trace_steady_steps GROUP BY source_id)
+        SELECT src.source_id, src.rank, src.format, s.steps, p.gpu, p.device_name, p.source AS peak_source,
+               p.bf16_tflops, p.hbm_gbps, g.source_id IS NOT NULL AS graphs, o AS observed
+        FROM steps s JOIN sources src USING (source_id) LEFT JOIN efficiency_peaks p USING (source_id)
+        LEFT JOIN graphs g USING (source_id) LEFT JOIN efficiency_observer o USING (source_id)
+        WHERE src.format IN (SELECT format FROM input_formats WHERE operator_shapes OR profiler_k IS NOT NULL)
+        ORDER BY src.rank, src.source_id""")
     return [{"rank": r["rank"], "step": None, "steps": r["steps"], **_NONE,
              "peak": {"gpu": r["gpu"], "device_name": r["device_name"], "dtype": "bf16",
                       "tflops": report_number(r["bf16_tflops"]), "gbps": report_number(r["hbm_gbps"]),
                       "source": r["peak_source"]},
-             "note": GRAPHS_NOTE if r["graphs"] else NO_SHAPES_NOTE,
-             **_run_time(unprofiled.get(r["source_id"]), {}, options.step_time_ms if options else None)}
+             "note": (NO_OPERATORS_NOTE if not BY_NAME[r["format"]].operator_shapes else GRAPHS_NOTE if r["graphs"]
+                      else NO_SHAPES_NOTE),
+             **_run_time(r["observed"], {}, options.step_time_ms if options else None)}
             for r in rows]
 
 
 GRAPHS_NOTE = ("the steps run in CUDA graphs: their operators and shapes are not in the trace (give "
                "--flops-per-step)")
 NO_SHAPES_NOTE = "the trace has no operator shapes (record with record_shapes=True, or give --flops-per-step)"
+NO_OPERATORS_NOTE = "an Nsight Systems capture has no operator shapes (give --flops-per-step or --bytes-per-step)"
 _NOTES = (GRAPHS_NOTE, NO_SHAPES_NOTE)  # efficiency.steps words them alike
 _NONE = dict.fromkeys(("step_ms", "model_flops", "hardware_flops", "achieved_tflops", "mfu_pct", "hfu_pct", "bytes",
                        "achieved_gbps", "mbu_pct", "flop_model_coverage_pct", "bound"))
@@ -153,6 +158,8 @@ def headline(rows: list[dict[str, Any]]) -> str | None:
         return None
     known = [r for r in ranks if r["note"] is None]
     if not known:  # the reason, without its advice (the Efficiency section gives it)
+        if all(r["note"] == NO_OPERATORS_NOTE for r in ranks) and not _unprofiled_step_words(ranks):
+            return None  # an Nsight Systems capture whose profiler cost little: nothing to head with
         return f"MFU unavailable: {str(ranks[0]['note']).split(' (')[0]}{_unprofiled_step_words(ranks)}"
     peak = known[0]["peak"]
     given = str(peak["source"] or "").startswith("--peak-")

@@ -68,7 +68,8 @@ def unprofiled_lines(row: dict[str, Any]) -> list[str]:
     digits = lambda key: 2 if (u[key] or 0) < 1 else 1  # noqa: E731
     figures = [f"{name} about {_num(u[key], digits(key))}% ({_num(u[key + '_low'], digits(key))}–"
                f"{_num(u[key + '_high'], digits(key))}%)" for name, key in order if u.get(key) is not None]
-    recorded = ", ".join(u["recorded_with"]) or "no shapes, stacks or memory"
+    recorded = ", ".join("Nsight Systems" if o == "nsys" else o for o in u["recorded_with"]) or (
+        "no shapes, stacks or memory")
     pace = "the GPU sets the pace" if u["gpu_paced"] else "the host sets the pace"
     return [f"rank {row['rank']}: without the profiler: step about {_num(u['step_ms'], 2)} ms "
             f"({_num(u['step_ms_low'], 2)}–{_num(u['step_ms_high'], 2)} ms; traced {_num(u['traced_step_ms'], 2)} ms, "

@@ -127,7 +127,8 @@ def timeline_formats() -> frozenset[str]:
 
 
 # input_formats' columns after (format, kind): each capability and its SQL type (a bool, else what it is).
-_CAPABILITY_COLUMNS = ", ".join(f"{f.name} {'BOOLEAN' if f.type == 'bool' else 'VARCHAR'}"
+_SQL_TYPES = {"bool": "BOOLEAN", "float | None": "DOUBLE"}
+_CAPABILITY_COLUMNS = ", ".join(f"{f.name} {_SQL_TYPES.get(str(f.type), 'VARCHAR')}"
                                 for f in fields(Format) if f.name in CAPABILITIES)
 
 

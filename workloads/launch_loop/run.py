@@ -8,7 +8,9 @@ Variants:
 
 Besides the trace the script writes ``truth.json`` (ground_truth.py): the step time between CUDA events around
 ``--bench-steps`` unprofiled steps (median, min, max), FlopCounterMode's FLOPs of one step, and the GPU's kernel time
-per step (CUPTI's kernel records alone, no CPU operators recorded) with the number of kernels per step.
+per step (CUPTI's kernel records alone, no CPU operators recorded) with the number of kernels per step. Under a
+profiler started around the script (``--profiler nvtx``/``nsys``/``ncu``: CUPTI is that profiler's) the kernel
+capture is left out, and the CUDA-event step times are those of the steps it watches.
 
 Example:
   python workloads/launch_loop/run.py --variant eager --record-shapes --out out/launch-loop
@@ -92,7 +94,8 @@ def main() -> None:
         total, by_op = ground_truth.flops(trainer.step)
         times = ground_truth.event_times(trainer.step, args.bench_steps)
         stats = ground_truth.summary(times)
-        kernels, launches = ground_truth.kernels(trainer.step, 5)
+        external = args.profiler in ("nvtx", "nsys", "ncu")  # CUPTI belongs to the profiler around the script
+        kernels, launches = ({}, 0.0) if external else ground_truth.kernels(trainer.step, 5)
         gpu_ms = sum(kernels.values()) / 1e3
         print(f"RESULT launch_loop {args.variant}: {stats['median']:.2f} ms/step (CUDA events, median of "
               f"{len(times)}, no profiler); GPU kernel time {gpu_ms:.3f} ms/step "

@@ -1,16 +1,20 @@
 """A small Llama-style transformer training step (RMSNorm, rotary embeddings, SwiGLU, causal SDPA), two ways.
 
 Variants:
-  compile   bf16 weights, the model under ``torch.compile`` (default mode), fused AdamW: the step's elementwise work
-            and norms run as Triton kernels that Inductor generated, beside cuBLAS GEMMs and flash attention
+  compile   bf16 weights, the model under ``torch.compile`` (``--compile-mode``, default mode), fused AdamW: the
+            step's elementwise work and norms run as Triton kernels that Inductor generated, beside cuBLAS GEMMs and
+            flash attention; under ``--compile-mode max-autotune-no-cudagraphs`` Inductor also benchmarks its Triton
+            GEMM templates against cuBLAS (``--gemm-backends``) and the winners run as ``triton_tem_*`` kernels
   autocast  the same stack eager with fp32 weights under ``torch.autocast("cuda", torch.bfloat16)``, AdamW (fp32
             state): every forward casts each Linear weight to bf16 (autocast caches a cast within one forward),
             so every step reads the fp32 weights and writes a bf16 copy of them
 
 Besides the trace the script writes ``truth.json`` (ground_truth.py): the step time between CUDA events around
 ``--bench-steps`` unprofiled steps (median, min, max), FlopCounterMode's FLOPs of one step, the GPU's kernel time per
-step by kernel name (CUPTI's kernel records alone) with the share in Triton kernels, and for ``autocast`` the bytes
-of the weights cast each step.
+step by kernel name (CUPTI's kernel records alone) with the share in Triton kernels (and in Triton GEMM templates,
+``triton_tem_*``), and for ``autocast`` the bytes of the weights cast each step. ``--d-model``, ``--heads``,
+``--ffn``, ``--layers``, ``--seq`` and ``--batch`` size the stack: ``--d-model 4096 --heads 32 --ffn 11008`` makes
+products large enough that the autocast step is compute-bound.
 
 Example:
   python workloads/llama_step/run.py --variant compile --record-shapes --out out/compile-step
@@ -42,6 +46,7 @@ from profiled_steps import (  # noqa: E402
 )
 
 VARIANTS = ("compile", "autocast")
+COMPILE_MODES = ("default", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass(frozen=True)
@@ -119,11 +124,11 @@ class Llama(nn.Module):
 
 
 class Trainer:
-    def __init__(self, variant: str, cfg: Config, device: torch.device) -> None:
+    def __init__(self, variant: str, cfg: Config, device: torch.device, compile_mode: str = "default") -> None:
         self.variant, self.cfg = variant, cfg
         weights = torch.float32 if variant == "autocast" else torch.bfloat16
         self.model = Llama(cfg).to(device=device, dtype=weights)
-        self.forward = torch.compile(self.model) if variant == "compile" else self.model
+        self.forward = torch.compile(self.model, mode=compile_mode) if variant == "compile" else self.model
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=device.type == "cuda")
         gen = torch.Generator(device=device).manual_seed(1)
         self.tokens = torch.randint(cfg.vocab, (cfg.batch, cfg.seq), device=device, generator=gen)
@@ -169,6 +174,12 @@ def main() -> None:
     parser.add_argument("--bench-steps", type=int, default=30, help="unprofiled steps timed with CUDA events")
     parser.add_argument("--layers", type=int, default=Config.layers)
     parser.add_argument("--d-model", type=int, default=Config.d_model)
+    parser.add_argument("--heads", type=int, default=Config.heads)
+    parser.add_argument("--ffn", type=int, default=Config.ffn, help="the SwiGLU MLP's hidden width")
+    parser.add_argument("--compile-mode", choices=COMPILE_MODES, default="default", help="torch.compile's mode")
+    parser.add_argument("--gemm-backends", default=None,
+                        help="Inductor's max_autotune_gemm_backends under max-autotune (default: Inductor's, "
+                             "ATEN,TRITON,CPP; TRITON: only Triton templates)")
     parser.add_argument("--seq", type=int, default=Config.seq)
     parser.add_argument("--batch", type=int, default=Config.batch)
     parser.add_argument("--device", default="cuda", help="'cpu' checks the logic (no truth, no GPU events)")
@@ -177,10 +188,16 @@ def main() -> None:
     use_profiler(args.profiler, args.record_shapes)
     device = torch.device(args.device)
     torch.manual_seed(0)
-    cfg = Config(layers=args.layers, d_model=args.d_model, seq=args.seq, batch=args.batch)
-    trainer = Trainer(args.variant, cfg, device)
+    if args.gemm_backends:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.max_autotune_gemm_backends = args.gemm_backends
+    cfg = Config(layers=args.layers, d_model=args.d_model, heads=args.heads, ffn=args.ffn, seq=args.seq,
+                 batch=args.batch)
+    trainer = Trainer(args.variant, cfg, device, args.compile_mode)
     params = sum(p.numel() for p in trainer.model.parameters())
-    print(f"variant={args.variant} params={params / 1e6:.1f}M {cfg} torch={torch.__version__}")
+    print(f"variant={args.variant} params={params / 1e6:.1f}M {cfg} compile_mode={args.compile_mode} "
+          f"gemm_backends={args.gemm_backends or 'default'} torch={torch.__version__}")
     started = time.perf_counter()
     for _ in range(5):  # warm-up; under compile the first step compiles forward and backward
         trainer.step()
@@ -193,16 +210,21 @@ def main() -> None:
         kernels, launches = ground_truth.kernels(trainer.step, 5)
         gpu_us = sum(kernels.values())
         triton_us = sum(us for name, us in kernels.items() if name.startswith("triton_"))
+        template_us = sum(us for name, us in kernels.items() if name.startswith("triton_tem_"))
         cast = trainer.cast_weight_bytes()
         print(f"RESULT llama_step {args.variant}: {stats['median']:.2f} ms/step (CUDA events, median of "
               f"{len(times)}, no profiler), {total / 1e12:.3f} TFLOP/step (FlopCounterMode), "
               f"{total / stats['median'] / 1e9:.0f} TFLOP/s; GPU kernel time {gpu_us / 1e3:.2f} ms/step, "
-              f"{100 * triton_us / gpu_us:.1f} % in Triton kernels")
+              f"{100 * triton_us / gpu_us:.1f} % in Triton kernels, {100 * template_us / gpu_us:.1f} % in Triton GEMM "
+              f"templates (triton_tem_)")
         ground_truth.write(args.out / "truth.json", {
             "workload": "llama_step", "variant": args.variant, "config": asdict(cfg), "params": params,
+            "compile_mode": args.compile_mode, "gemm_backends": args.gemm_backends or "default",
             "step_ms_unprofiled": stats, "flops_per_step": total, "gpu_kernel_ms_per_step": round(gpu_us / 1e3, 4),
             "kernels_per_step": launches, "triton_kernel_ms_per_step": round(triton_us / 1e3, 4),
-            "triton_share_of_kernel_time": round(triton_us / gpu_us, 4), **cast, "flops_by_op": by_op,
+            "triton_share_of_kernel_time": round(triton_us / gpu_us, 4),
+            "triton_tem_kernel_ms_per_step": round(template_us / 1e3, 4),
+            "triton_tem_share_of_kernel_time": round(template_us / gpu_us, 4), **cast, "flops_by_op": by_op,
             "kernel_us_per_step_by_name": kernels, "step_ms_all": times})
 
     with profiled_steps(args.profiler, args.out / "trace.json.gz", args.steps, device.type == "cuda",

@@ -14,6 +14,8 @@
 --                     on large bf16 products on H100 and H200), and half the non-product ops' time (fused into
 --                     their neighbours, as torch.compile does)
 --   mbu_saving_ns     ops brought to 80 % of peak bandwidth (their time above it: a large copy reaches 85 to 90 %)
+--   Neither brings an op under its launches × the shortest kernel the GPU ran in the trace (launch_floor_ns: a
+--   kernel's fixed cost; µs kernels far below their roofline cannot run shorter than that)
 --   Both add autocast's weight casts (efficiency_weight_casts), which bf16 weights remove: weight_cast_step_ns and
 --   weight_cast_step_bytes per step; the products' losses are measured without them.
 -- The op mix of the ops that do no products, per step (what low-mbu's advice follows):
@@ -69,8 +71,13 @@ WITH steady AS (
     JOIN efficiency_steps st USING (source_id, step)
     LEFT JOIN efficiency_peaks p USING (source_id)
     LEFT JOIN efficiency_weight_casts w USING (op_id)
+),
+shortest AS (  -- the shortest kernel the GPU ran in the trace
+    SELECT source_id, min(dur_ns) AS kernel_ns FROM efficiency_launches WHERE kind = 'kernel' AND dur_ns > 0
+    GROUP BY source_id
 )
 SELECT source_id, name, shape, kind, dtype, count(*) AS n, sum(gpu_ns) AS gpu_ns, sum(flops) AS flops,
+       coalesce(sum(kernels) * any_value(shortest.kernel_ns), 0) AS launch_floor_ns,
        sum(bytes) AS bytes, any_value(op_tflops) AS op_tflops, any_value(peak_gbps) AS peak_gbps,
        sum(gpu_ns) - coalesce(sum(flops) / (any_value(op_tflops) * 1e3), 0) AS flop_loss_ns,
        sum(gpu_ns) - coalesce(sum(bytes) / any_value(peak_gbps), 0) AS byte_loss_ns,
@@ -78,7 +85,7 @@ SELECT source_id, name, shape, kind, dtype, count(*) AS n, sum(gpu_ns) AS gpu_ns
        CASE WHEN kind = 'gemm' THEN list_sort(list_filter(list_distinct(TRY_CAST(regexp_extract_all(shape, '[0-9]+')
                                                                                  AS BIGINT[])),
                                                 lambda x: x > 1 AND x % 64 <> 0)) ELSE [] END AS unaligned
-FROM steady GROUP BY source_id, name, shape, kind, dtype;
+FROM steady LEFT JOIN shortest USING (source_id) GROUP BY source_id, name, shape, kind, dtype;
 
 -- One row per source over its steady steps, with the parts above as totals (…_ns) and per step (…_step_ns).
 CREATE OR REPLACE TEMP TABLE efficiency_findings AS
@@ -97,9 +104,9 @@ WITH parts AS (
                AS fp32_matmul_ns,
            coalesce(sum(gpu_ns) FILTER (WHERE kind IS NULL), 0) AS unmodelled_op_ns,
            coalesce(sum(greatest(byte_loss_ns, 0)), 0) AS bandwidth_loss_ns,
-           coalesce(sum(greatest(gpu_ns - flops / (op_tflops * 1e3 * 0.7), 0))
+           coalesce(sum(greatest(gpu_ns - greatest(flops / (op_tflops * 1e3 * 0.7), launch_floor_ns), 0))
                         FILTER (WHERE kind IN ('gemm', 'conv', 'attention')), 0) AS matmul_saving_ns,
-           coalesce(sum(greatest(gpu_ns - bytes / (peak_gbps * 0.8), 0))
+           coalesce(sum(greatest(gpu_ns - greatest(bytes / (peak_gbps * 0.8), launch_floor_ns), 0))
                         FILTER (WHERE bytes > 0), 0) AS mbu_saving_ns
     FROM efficiency_op_losses GROUP BY source_id
 ),

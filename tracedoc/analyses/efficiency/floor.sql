@@ -6,8 +6,10 @@
 -- may claim (judge.savings):
 --   modelled   where efficiency.ops models the steps' operators (a PyTorch trace with shapes): each op's GPU time
 --              at its roofline, max(FLOPs / peak FLOP/s, bytes / peak bytes/s) (efficiency.operators'
---              roofline_pct, never above the time it took), and the measured GPU time of ops without a model;
---              the window's kernel time × that share of the steps' op GPU time
+--              roofline_pct), but never under its launches × the shortest kernel the GPU ran in the trace (a
+--              kernel has a fixed cost however little it moves: a launch loop's µs kernels sit far above their
+--              roofline yet cannot run shorter than that), nor above the time it took; and the measured GPU time
+--              of ops without a model; the window's kernel time × that share of the steps' op GPU time
 --   peers      without a model: the least kernel time of any device of the run (a rank brought level with its
 --              peers by fixing an imbalance does the same work they do, no less); a single device's whole time
 -- Copies and memsets keep no floor (a pageable copy becomes a pinned one, a sync copy an async one).

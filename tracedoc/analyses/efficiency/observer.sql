@@ -15,21 +15,24 @@
 --   per-event cost    k × the median duration of the trace's kernel launch calls (cudaLaunchKernel,
 --                     cuLaunchKernel…): a launch call is the same small piece of host work in every program, and
 --                     under the profiler it carries the profiler's callback, so its time scales with the host's
---                     speed and with what the profiler does per event. k = 0.55 (0.3 at the least), calibrated on
---                     two eager decode loops whose CUDA-event step time without the profiler is known
---                     (docs/efficiency.md): 0.58 on an H100 host without shapes, 0.55 on an H200 host with shapes
+--                     speed and with what the profiler does per event. k is declared with the format
+--                     (input_formats' profiler_k, profiler_k_least). PyTorch profiler: k = 0.55 (0.3 at the
+--                     least), calibrated on two eager decode loops whose CUDA-event step time without the profiler
+--                     is known (docs/efficiency.md): 0.58 on an H100 host without shapes, 0.55 on an H200 host with
+--                     shapes. Nsight Systems (its CUDA API calls, runtime and driver, are the events): k = 1.1
+--                     (0.6 at the least), from an eager PyTorch loop and a CuPy loop captured with
+--                     -t cuda,nvtx,osrt whose step without nsys is known: 1.12 and 0.69
 --   profiler cost     min(host-paced idle, critical events × per-event cost)
 --   unprofiled step   traced step − profiler cost (k = 0.55), never under the floor; its range runs from the
 --                     floor (the GPU's own work: the least the step can take) to the traced step less the cost at
 --                     k = 0.3 (the least the profiler can have cost), never above the traced step
 --   gpu_paced         the estimate lies within 10 % of the floor: without the profiler the GPU sets the pace
 --   recorded with     what the trace shows the profiler ran with: shapes (op_shapes rows), stacks (Python frames),
---                     memory (allocator events)
+--                     memory (allocator events); nsys for an Nsight Systems capture
 -- profiler_cost_sum_ns: the cost over all the steady steps, for the findings whose idle it lengthens
 -- (gpu.launch's launch-bound, attribution.host's gpu-idle-host-bound).
--- One row per PyTorch trace with steady steps and launch calls: a source of a format whose host ranges are PyTorch's
--- operators (input_formats), the events whose cost is modelled (Nsight Systems costs the host far less per event
--- and is not modelled); times are means per steady step, in ns.
+-- One row per trace with steady steps and launch calls of a format whose profiler's host cost is modelled
+-- (input_formats' profiler_k: the PyTorch profiler, Nsight Systems); times are means per steady step, in ns.
 -- include: trace.steps
 -- include: intervals.merge
 
@@ -83,33 +86,36 @@ launches AS (  -- a trace without kernel launch calls (CUDA graphs): its runtime
 per_step AS (
     SELECT sp.source_id, sp.rank, sp.step, sp.traced_ns, coalesce(b.floor_ns, 0) AS floor_ns,
            coalesce(e.host_events, 0) AS host_events, coalesce(e.critical_events, 0) AS critical_events,
-           l.launch_call_ns
+           l.launch_call_ns, f.profiler_k AS k, f.profiler_k_least AS k_low
     FROM spans sp JOIN launches l USING (source_id) JOIN sources src USING (source_id)
+    JOIN input_formats f ON f.format = src.format
     LEFT JOIN busy b USING (source_id, step) LEFT JOIN events e USING (source_id, step)
-    WHERE src.format IN (SELECT format FROM input_formats WHERE host_ranges = 'pytorch operators')
+    WHERE f.profiler_k IS NOT NULL
 ),
 costed AS (
     SELECT *, traced_ns - floor_ns AS idle_ns,
-           least(traced_ns - floor_ns, critical_events * 0.55 * launch_call_ns) AS cost_ns,
-           least(traced_ns - floor_ns, critical_events * 0.30 * launch_call_ns) AS cost_low_ns
+           least(traced_ns - floor_ns, critical_events * k * launch_call_ns) AS cost_ns,
+           least(traced_ns - floor_ns, critical_events * k_low * launch_call_ns) AS cost_low_ns
     FROM per_step
 ),
 options AS (
     SELECT src.source_id,
            EXISTS (SELECT 1 FROM op_shapes o WHERE o.source_id = src.source_id) AS shapes,
            EXISTS (SELECT 1 FROM cpu_activity c WHERE c.source_id = src.source_id AND c.kind = 'python') AS stacks,
-           EXISTS (SELECT 1 FROM memory_events m WHERE m.source_id = src.source_id) AS memory
-    FROM sources src
+           EXISTS (SELECT 1 FROM memory_events m WHERE m.source_id = src.source_id) AS memory,
+           NOT f.operator_shapes AS nsys  -- a capture without operators: Nsight Systems'
+    FROM sources src JOIN input_formats f ON f.format = src.format
 )
 SELECT c.source_id, any_value(c.rank) AS rank, count(*) AS steps,
        avg(c.traced_ns) AS traced_ns, avg(c.floor_ns) AS floor_ns, avg(c.idle_ns) AS idle_ns,
        avg(c.host_events) AS host_events, avg(c.critical_events) AS critical_events,
-       any_value(c.launch_call_ns) AS launch_call_ns, 0.55 * any_value(c.launch_call_ns) AS event_cost_ns,
+       any_value(c.launch_call_ns) AS launch_call_ns, any_value(c.k) * any_value(c.launch_call_ns) AS event_cost_ns,
        avg(c.cost_ns) AS profiler_cost_ns, sum(c.cost_ns) AS profiler_cost_sum_ns,
        avg(c.traced_ns - c.cost_ns) AS unprofiled_ns,
        avg(c.floor_ns) AS unprofiled_low_ns,
        avg(c.traced_ns - c.cost_low_ns) AS unprofiled_high_ns,
        avg(c.traced_ns - c.cost_ns) <= 1.1 * avg(c.floor_ns) AS gpu_paced,
-       any_value(o.shapes) AS shapes, any_value(o.stacks) AS stacks, any_value(o.memory) AS memory
+       any_value(o.shapes) AS shapes, any_value(o.stacks) AS stacks, any_value(o.memory) AS memory,
+       any_value(o.nsys) AS nsys
 FROM costed c JOIN options o USING (source_id)
 GROUP BY c.source_id;

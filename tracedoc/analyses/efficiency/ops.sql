@@ -36,8 +36,12 @@
 --   in-place ops    (a trailing '_'): the inputs, and the first written back
 --   other ops       the inputs, and an output the size of the largest
 --   Triton kernels  (triton_poi_, _red_, _per_: pointwise and reductions Inductor fused) each tensor argument
---                   once: their arguments are their inputs and outputs; no FLOPs (they do no products); a
---                   template (triton_tem_: a product) has no model
+--                   once: their arguments are their inputs and outputs; no FLOPs (they do no products)
+--   Triton GEMM templates (triton_tem_ whose name holds the product it runs: _mm_, _addmm_, _bmm_, _baddbmm_;
+--                   max-autotune's winners): A and B are the first two tensor arguments (after the bias of addmm
+--                   and baddbmm), the output C[(b,) m, n] the last, whatever views they come as, so
+--                   k = √(|A|·|B| / (|C|·b)) and FLOPs = 2·|C|·k; bytes: each tensor argument once. Other
+--                   templates (flex attention) have no model
 --   _fused_adam(w)_ and the optimizer's _foreach_* ops whose tensor lists the profiler left out (it records no
 --                   shapes for long lists): the parameters' bytes (from the AccumulateGrad ops of backward) times
 --                   7 (param, grad, exp_avg, exp_avg_sq read; param, exp_avg, exp_avg_sq written) for Adam(W);
@@ -125,7 +129,8 @@ WITH modelled AS (
     SELECT e.*, e.ts_ns >= coalesce(max(e.end_ns) OVER (PARTITION BY e.source_id, e.tid ORDER BY e.ts_ns, e.dur_ns DESC
                                                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), -1) AS outer_op
     FROM efficiency_op_events e
-    WHERE e.name IN ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm', 'aten::_scaled_mm',
+    WHERE regexp_matches(e.name, '^triton_tem_.*_(mm|addmm|bmm|baddbmm)(_|$)')
+       OR e.name IN ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm', 'aten::_scaled_mm',
                      'aten::convolution', 'aten::_convolution', 'aten::cudnn_convolution',
                      'aten::convolution_backward',
                      'aten::_scaled_dot_product_flash_attention', 'aten::_scaled_dot_product_efficient_attention',
@@ -141,7 +146,11 @@ shaped AS (
            efficiency_itemsize(types[1]) AS isz, types[1] AS t0,
            -- attention shapes as (batch, heads, s_q, s_k, d_qk, d_v): [b,h,s,d] for SDPA, [b,s,h,d] otherwise
            m.name LIKE '%backward' AS bwd,
-           m.name LIKE 'aten::_scaled_dot_product%' AS bhsd
+           m.name LIKE 'aten::_scaled_dot_product%' AS bhsd,
+           -- a Triton GEMM template's tensor arguments: (bias,) A, B, ..., C
+           m.name LIKE 'triton\_tem\_%' ESCAPE '\' AS template,
+           list_filter(m.dims, lambda x: len(x) > 0) AS tensors,
+           CASE WHEN regexp_matches(m.name, '_(addmm|baddbmm)(_|$)') THEN 1 ELSE 0 END AS bias_args
     FROM modelled m WHERE outer_op
 ),
 attn AS (
@@ -153,6 +162,12 @@ attn AS (
 formulas AS (
     SELECT *,
         CASE
+            WHEN template AND len(tensors) >= 3 + bias_args THEN
+                2.0 * efficiency_numel(tensors[-1])
+                    * round(sqrt(efficiency_numel(tensors[1 + bias_args]) * efficiency_numel(tensors[2 + bias_args])
+                                 / (efficiency_numel(tensors[-1])
+                                    * CASE WHEN regexp_matches(name, '_b(addb)?mm(_|$)') THEN tensors[-1][1]
+                                           ELSE 1 END)))
             WHEN name IN ('aten::mm', 'aten::_scaled_mm') AND len(a) = 2 AND len(b) = 2 THEN 2.0 * a[1] * a[2] * b[2]
             WHEN name = 'aten::addmm' AND len(b) = 2 AND len(c) = 2 THEN 2.0 * b[1] * b[2] * c[2]
             WHEN name = 'aten::bmm' AND len(a) = 3 AND len(b) = 3 THEN 2.0 * a[1] * a[2] * a[3] * b[3]
@@ -184,6 +199,8 @@ formulas AS (
                         // TRY_CAST(from_json(concrete[4], '["varchar"]')[i] AS BIGINT) + 1))
         END AS flops,
         CASE
+            WHEN template THEN list_sum(list_filter(list_transform(dims, lambda x, i: CASE WHEN len(x) > 0 THEN
+                                   efficiency_numel(x) * efficiency_itemsize(types[i]) END), lambda y: y IS NOT NULL))
             WHEN name IN ('aten::mm', 'aten::_scaled_mm') THEN (a[1] * a[2] + b[1] * b[2] + a[1] * b[2]) * isz
             WHEN name = 'aten::addmm' THEN (b[1] * b[2] + c[1] * c[2] + b[1] * c[2] + efficiency_numel(a)) * isz
             WHEN name = 'aten::bmm' THEN (a[1] * a[2] * a[3] + b[1] * b[2] * b[3] + a[1] * a[2] * b[3]) * isz
@@ -275,7 +292,7 @@ mem AS (
                 THEN 7 * i.param_bytes
             WHEN t.name LIKE 'aten::_foreach%' AND NOT i.lists_recorded THEN NULL
             -- Inductor's Triton kernels: their arguments are their inputs and outputs, each moved once; a template
-            -- (triton_tem_: a product) has FLOPs the trace does not give, so no model
+            -- whose name says no product (flex attention) has no model (a GEMM template's is efficiency_flop_ops')
             WHEN t.name LIKE 'triton\_tem\_%' ESCAPE '\' THEN NULL
             WHEN t.name LIKE 'triton\_%' ESCAPE '\' THEN list_sum(list_filter(i.in_bytes, lambda x: x IS NOT NULL))
             WHEN t.name IN ('aten::copy_') THEN 2 * coalesce(i.in_bytes[2], i.in_bytes[1])
