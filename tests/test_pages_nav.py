@@ -146,3 +146,14 @@ def test_a_straggler_opens_the_timeline_with_every_rank(tmp_path: Path) -> None:
     store, _ = open_store(discover([SAMPLES / "nsys-torch-h100"]), tmp_path / "cache")
     with store:
         assert timeline.Timeline(store, threading.Lock()).focus_of(gaps).ranks == (0,)
+
+
+def test_the_time_axis_counts_from_the_first_activity_not_the_window(tmp_path: Path) -> None:
+    """nsys-cupy-nopool: its judged steps start about 436 ms after its first activity, which the timeline draws at
+    0 ms; the axis says what its zero is, not 'the window start'."""
+    store, _ = open_store(discover([SAMPLES / "nsys-cupy-nopool"]), tmp_path / "cache")
+    with store:
+        tl = timeline.Timeline(store, threading.Lock())
+        first = store.scalar("SELECT min(capture_start_ns) FROM trace_windows")
+        assert tl.ms(first) == 0 and min(w[0] for w in tl.windows.values()) > 400
+    assert "first activity" in timeline.TIME_AXIS and "window" not in timeline.TIME_AXIS

@@ -129,6 +129,11 @@ class Lane:
     mark: bool
 
 
+# The time axis: its zero is the first activity recorded (timeline.lanes' timeline_zero), so that start-up and the
+# warm-up steps before the judged window are drawn at positive times.
+TIME_AXIS = "time after the first activity recorded (ms)"
+
+
 class Timeline:
     """The lanes of a store and the intervals of any view, in ms after the report's time zero."""
 
@@ -256,8 +261,8 @@ class Timeline:
         start = (focus.x0_ms, focus.x1_ms) if focus else (self.start_ms, self.end_ms)
         dmap = hv.DynamicMap(lambda x_range: self.draw(x_range, ranks), streams=[hv.streams.RangeX(x_range=start)])
         return dmap.opts(hv.opts.Overlay(
-            responsive=True, height=min(max(90 + LANE_PX * len(lanes), 220), 1400), xlabel="time after the "
-            "window start (ms)", ylabel="", yticks=[(i, lane.label) for i, lane in enumerate(lanes)],
+            responsive=True, height=min(max(90 + LANE_PX * len(lanes), 220), 1400), xlabel=TIME_AXIS, ylabel="",
+            yticks=[(i, lane.label) for i, lane in enumerate(lanes)],
             xlim=start, ylim=(-0.5, len(lanes) - 0.5), invert_yaxis=True, show_legend=False,
             default_tools=["xpan", "xwheel_zoom", "xbox_zoom", "reset", "save"], active_tools=["xpan", "xwheel_zoom"],
             hooks=[time_axis_only]))
