@@ -257,14 +257,14 @@ def test_ncu_csv_of_10000_kernel_launches(tmp_path: Path) -> None:
     every launch read and judged, the four kernels each with 2,500 launches. The analyses after ingest, timed in
     this process by CPU: they took 47.5 s when the metric pivot aggregated every one of a launch's 2,213
     metrics, and 19.8 s now that it reads the fifty it pivots (3,000 launches: 12.6 → 5.2 s)."""
-    from tracedoc.judge import load_rules
+    from tracedoc.options import AnalysisOptions
     from tracedoc.pipeline import build_report, input_files, open_store
 
     export = many_kernels_csv(tmp_path / "tiled.raw.base-units.csv", 10_000)
     store, _ = open_store(input_files([export]), None)
     with store:
         started = time.process_time()
-        report = build_report(store, load_rules(()))
+        report = build_report(store, AnalysisOptions())
         spent = time.process_time() - started
     assert report.metrics["ncu_coverage"][0]["launches"] == 10_000
     assert sorted(k["launches"] for k in report.metrics["ncu_kernels"]) == [2_500] * 4
