@@ -46,6 +46,17 @@ def test_a_second_analysis_reads_the_kept_report_and_renders_it_the_same(
     assert len(list(tmp_path.glob("*.reports/*.json"))) == 1
 
 
+def test_a_kept_hang_is_still_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hang-4rank-stuck read back: its findings' kinds (not in the JSON) come from the rules again, so the hang is
+    drawn and worded as a hang, and the straggler-like findings as about ranks."""
+    calls = counting_analyses(monkeypatch)
+    first = api.analyze(SAMPLES / "hang-4rank-stuck", cache_dir=tmp_path)
+    second = api.analyze(SAMPLES / "hang-4rank-stuck", cache_dir=tmp_path)
+    assert len(calls) == 1
+    assert "hang" in {f.kind for f in first.findings}
+    assert [(f.kind, f.across_ranks) for f in second.findings] == [(f.kind, f.across_ranks) for f in first.findings]
+
+
 def test_other_settings_rules_or_paths_analyse_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = counting_analyses(monkeypatch)
     api.analyze(EAGER, cache_dir=tmp_path)

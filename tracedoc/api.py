@@ -15,7 +15,7 @@ from tracedoc.health.metrics import HEALTH_METRICS
 from tracedoc.ingest import InputFile, discover
 from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.judge import Rule, judge, load_rules
-from tracedoc.judge.rule import check_thresholds
+from tracedoc.judge.rule import check_thresholds, mark_kinds
 from tracedoc.limits import Limits
 from tracedoc.options import AnalysisOptions, Peaks
 from tracedoc.pipeline import (
@@ -121,6 +121,7 @@ def _local_report(inputs: list[InputFile], cache_dir: Path | None, options: Anal
         kept = (cache_dir / f"{key}.duckdb", report_key(key, rules, thresholds, options.step_range, options.peaks,
                                                           [str(i.path) for i in inputs]))
         if (report := cached_report(*kept)) is not None:
+            mark_kinds(report.findings, rules)  # what the rules make of each finding is not in the JSON
             return report
     store, report = load_report(inputs, cache_dir, options, progress)
     try:
