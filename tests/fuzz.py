@@ -177,6 +177,11 @@ _SPECS: dict[str, FormatSpec] = {
         Base("decode-compile", "kineto", (("trace.json.gz", "decode-compile/trace.json.gz"),), "trace.json.gz",
              trim=3000),
     ), _BYTES + _GZIP + _JSON),
+    "proton": FormatSpec("proton", (
+        Base("proton-compiled-mlp", "kineto", (("compiled-mlp.chrome_trace.gz",
+                                                "proton-compiled-mlp/compiled-mlp.chrome_trace.gz"),),
+             "compiled-mlp.chrome_trace.gz"),
+    ), _BYTES + _GZIP + _JSON),
     "kineto-ranks": FormatSpec("torch", (
         Base("ddp-straggler", "kineto", (("rank0.trace.json.gz", "ddp-straggler/rank0.trace.json.gz"),
                                          ("rank1.trace.json.gz", "ddp-straggler/rank1.trace.json.gz")),

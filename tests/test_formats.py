@@ -83,10 +83,10 @@ def test_every_reader_module_keeps_the_reader_contract(declared: Format) -> None
 
 
 def test_the_readers_offer_what_their_formats_need() -> None:
-    """PyTorch ranks are parsed together and as they unpack; a compressed flight-recorder dump is read from its
-    stream; an Nsight Compute input unpacks itself (so that its errors and hints name the user's file); Nsight
-    Systems reports are exported together first and an export beside its report is set aside; every other format is
-    one file at a time, a compressed one unpacked for it."""
+    """PyTorch ranks and Proton traces (one shared reader) are parsed together and as they unpack; a compressed
+    flight-recorder dump is read from its stream; an Nsight Compute input unpacks itself (so that its errors and
+    hints name the user's file); Nsight Systems reports are exported together first and an export beside its report
+    is set aside; every other format is one file at a time, a compressed one unpacked for it."""
     offered = {}
     for f in FORMATS:
         found = reader(f.name)
@@ -94,6 +94,7 @@ def test_the_readers_offer_what_their_formats_need() -> None:
                    "sets_aside": found.sets_aside}
         offered[f.name] = tuple(name for name, member in members.items() if member is not None)
     assert offered.pop("torch") == ("many", "streamed")
+    assert offered.pop("proton") == ("many", "streamed")
     assert offered.pop("ncu") == ("streamed",)
     assert offered.pop("flight_recorder") == ("streamed",)
     assert offered.pop("nsys") == ("prepares", "sets_aside")
@@ -125,6 +126,7 @@ def test_an_unknown_format_rides_along() -> None:
 # The samples of each format that show what it gives (its sample when it gives nothing): a new format's line in
 # FORMATS needs its sample here.
 SAMPLES_OF = {
+    "proton": ("proton-compiled-mlp",),  # GPU kernels alone
     "torch": ("memory-leak", "ddp-straggler"),  # shapes, memory, Python stacks; the job's size
     "flight_recorder": ("hang-4rank-stuck",),  # names its largest group's size: not the job's
     "nsys": ("nsys-memory-leak",),  # CUDA memory, NVTX ranges

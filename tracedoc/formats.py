@@ -73,6 +73,11 @@ CAPABILITIES: tuple[str, ...] = tuple(f.name for f in fields(Format)
 
 # Every format, in the order files are sniffed.
 FORMATS: tuple[Format, ...] = (
+    # Triton's Proton profiler in trace mode: GPU kernels alone, under the scopes the program opened; sniffed before
+    # torch, whose Chrome-trace JSON it shares
+    Format("proton", "tracedoc.ingest.proton", "Proton profiler", TIMELINE,
+           how_to_record='`proton.start(name, data="trace")` before the steps, each step in '
+                         '`with proton.scope(f"step_{i}")`, then `proton.finalize()`'),
     Format("torch", "tracedoc.ingest.kineto", "PyTorch profiler", TIMELINE, operator_shapes=True, world_size=True,
            memory_events=ALLOCATOR, host_ranges=PYTORCH_OPERATORS, python_stacks=True,
            how_to_record="pass `activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]` to `torch.profiler.profile`",

@@ -184,7 +184,7 @@ def steps_found(row: dict[str, Any]) -> str:
     if row["kind"] != "steps":
         return "no steps found: from the first to the last GPU work"
     if row["method"] == "profiler":
-        return "ProfilerStep#N annotations"
+        return f"the profiler's steps '{row['detail']}'" if row["detail"] else "ProfilerStep#N annotations"
     if row["method"] == "kernel":
         from tracedoc.ingest.ncu_model import short_name  # here: ncu_model imports pyarrow, which a run needs not
 

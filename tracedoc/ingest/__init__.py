@@ -119,12 +119,23 @@ def reader(name: str) -> FormatReader:
 
 
 if TYPE_CHECKING:  # the type checker holds each reader module to the contract it declares
-    from tracedoc.ingest import flight_recorder, gemm_ladder, kineto, memory_snapshot, ncu, nsys, nvml, telemetry
+    from tracedoc.ingest import (
+        flight_recorder,
+        gemm_ladder,
+        kineto,
+        memory_snapshot,
+        ncu,
+        nsys,
+        nvml,
+        proton,
+        telemetry,
+    )
 
-    _READERS: tuple[Reader, ...] = (kineto, flight_recorder, nsys, ncu, nvml, telemetry, gemm_ladder,
+    _READERS: tuple[Reader, ...] = (proton, kineto, flight_recorder, nsys, ncu, nvml, telemetry, gemm_ladder,
                                     memory_snapshot)
     _OPTIONAL: tuple[ReadsMany, ReadsStream, PreparesFiles, SetsAsideInDirectory] = (kineto, kineto, nsys, nsys)
-    _STREAMED: tuple[ReadsStream, ...] = (kineto, ncu, flight_recorder)
+    _STREAMED: tuple[ReadsStream, ...] = (proton, kineto, ncu, flight_recorder)
+    _MANY: tuple[ReadsMany, ...] = (proton,)
 
 
 def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile]:

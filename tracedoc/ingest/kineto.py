@@ -204,7 +204,7 @@ DROP TABLE IF EXISTS _flow_end;
 
 -- ProfilerStep#N annotations mark the steps (a step may be recorded more than once: keep its whole extent).
 INSERT INTO steps
-SELECT source_id, rank, step, min(ts_ns), max(ts_ns + dur_ns) - min(ts_ns)
+SELECT source_id, rank, step, min(ts_ns), max(ts_ns + dur_ns) - min(ts_ns), 'ProfilerStep#' || step
 FROM (
     SELECT source_id, rank, TRY_CAST(split_part(name, '#', 2) AS INTEGER) AS step, ts_ns, dur_ns
     FROM cpu_activity

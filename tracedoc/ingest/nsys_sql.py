@@ -299,7 +299,7 @@ FROM held;
 
 -- PyTorch's profiler steps, when it emitted them as NVTX ranges.
 INSERT INTO steps
-SELECT source_id, 0, step, min(ts_ns), max(ts_ns + dur_ns) - min(ts_ns)
+SELECT source_id, 0, step, min(ts_ns), max(ts_ns + dur_ns) - min(ts_ns), 'ProfilerStep#' || step
 FROM (SELECT source_id, ts_ns, dur_ns, TRY_CAST(regexp_extract(name, '^ProfilerStep#(\d+)', 1) AS INTEGER) AS step
       FROM nvtx_ranges WHERE _ns_mine(source_id) AND name LIKE 'ProfilerStep#%')
 WHERE step IS NOT NULL GROUP BY source_id, step;

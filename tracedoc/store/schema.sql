@@ -71,13 +71,14 @@ CREATE TABLE cpu_activity (
     external_id     BIGINT            -- profiler 'External id': links runtime calls to the operator that made them
 );
 
--- Profiler steps (ProfilerStep#N), one row per rank and step.
+-- The profiler's steps (ProfilerStep#N; a Proton trace's step scopes), one row per rank and step.
 CREATE TABLE steps (
     source_id  INTEGER,
     rank       INTEGER,
-    step       INTEGER,               -- the N of ProfilerStep#N
+    step       INTEGER,               -- the N of ProfilerStep#N (of the scope step_N)
     ts_ns      BIGINT,                -- start, ns
-    dur_ns     BIGINT                 -- duration, ns
+    dur_ns     BIGINT,                -- duration, ns
+    name       VARCHAR                -- what marked it, as recorded: 'ProfilerStep#3', 'step_3'
 );
 
 -- Facts about the store itself: schema version, tracedoc version, whether ingestion completed.

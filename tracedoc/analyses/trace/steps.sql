@@ -5,7 +5,7 @@
 --   1. the range the user named (--step-range NAME: SET VARIABLE step_range): host ranges (NVTX ranges,
 --      record_function annotations) of that name, or that name and a number ('step 3' for 'step');
 --   2. the profiler's steps: ProfilerStep#N (the store's steps table: a PyTorch trace, or nsys with
---      torch's NVTX ranges);
+--      torch's NVTX ranges), or a Proton trace's step scopes (step_N: windows on the GPU, tracedoc/ingest/proton.py);
 --   3. a repeated user range: host ranges of one name (a number at its end aside: 'step 3' and 'step 4' are one
 --      name, 'step #') opened at least 3 times on one thread, one after the other (never inside each other), at
 --      the top level of the repeated ranges (not inside ranges of another such name: a train_step's forward and
@@ -151,7 +151,7 @@ WITH ranges AS (
 own_numbers AS (  -- sources whose ranges each carry a number of their own
     SELECT source_id FROM ranges GROUP BY source_id HAVING count(DISTINCT numbered) = count(*)
 )
-SELECT s.source_id, s.rank, s.step, 'ProfilerStep#' || s.step AS name, s.ts_ns, s.dur_ns FROM steps s
+SELECT s.source_id, s.rank, s.step, s.name, s.ts_ns, s.dur_ns FROM steps s
 WHERE s.source_id NOT IN (SELECT source_id FROM trace_step_choice WHERE getvariable('step_range') IS NOT NULL)
 UNION ALL
 SELECT source_id, rank,
@@ -166,23 +166,35 @@ FROM (SELECT l.source_id, src.rank, l.ts_ns, lead(l.ts_ns) OVER (PARTITION BY l.
 WHERE next_ns IS NOT NULL;
 
 -- The GPU work (kernels, copies, memsets) of sources with steps, with when the host launched it (launch_ns; NULL:
--- before the trace began) and the step it was launched in (NULL: outside every step). Columns: source_id, rank,
--- device, kind, category, name, grid, block, dur_ns, ts_ns, end_ns, blocks (a kernel's thread blocks), launch_ns,
--- step.
+-- before the trace began) and the step it was launched in (NULL: outside every step). A source that records no
+-- launch at all (a trace of the GPU alone: Proton's) has its work placed by its start on the GPU, which stands for
+-- its launch. Columns: source_id, rank, device, kind, category, name, grid, block, dur_ns, ts_ns, end_ns, blocks
+-- (a kernel's thread blocks), launch_ns, step.
 CREATE OR REPLACE TEMP TABLE trace_step_work AS
-WITH stepped AS (  -- the step each launch fell in (the ASOF join sorts these narrow rows, not the work's)
+WITH gpu_alone AS (
+    SELECT source_id FROM trace_steps_found WHERE source_id NOT IN (SELECT source_id FROM trace_launches)
+),
+stepped AS (  -- the step each launch fell in (the ASOF join sorts these narrow rows, not the work's)
     SELECT l.source_id, l.correlation_id, l.launch_ns,
            CASE WHEN l.launch_ns < s.ts_ns + s.dur_ns THEN s.step END AS step
     FROM trace_launches l ASOF LEFT JOIN trace_steps_found s
       ON l.source_id = s.source_id AND l.launch_ns >= s.ts_ns
     WHERE l.source_id IN (SELECT source_id FROM trace_steps_found)
+),
+work AS (
+    SELECT g.*, st.launch_ns, st.step
+    FROM gpu_activity g LEFT JOIN stepped st USING (source_id, correlation_id)
+    WHERE g.kind IN ('kernel', 'memcpy', 'memset') AND g.source_id IN (SELECT source_id FROM trace_steps_found)
+      AND g.source_id NOT IN (SELECT source_id FROM gpu_alone)
+    UNION ALL BY NAME
+    SELECT g.*, g.ts_ns AS launch_ns, CASE WHEN g.ts_ns < s.ts_ns + s.dur_ns THEN s.step END AS step
+    FROM gpu_activity g ASOF LEFT JOIN trace_steps_found s ON g.source_id = s.source_id AND g.ts_ns >= s.ts_ns
+    WHERE g.kind IN ('kernel', 'memcpy', 'memset') AND g.source_id IN (SELECT source_id FROM gpu_alone)
 )
-SELECT g.source_id, g.rank, g.device, g.kind, g.category, g.name, g.grid, g.block, g.dur_ns, g.ts_ns,
-       g.ts_ns + g.dur_ns AS end_ns,
-       CASE WHEN g.kind = 'kernel' THEN list_product(TRY_CAST(string_split(g.grid, ',') AS BIGINT[])) END AS blocks,
-       st.launch_ns, st.step
-FROM gpu_activity g LEFT JOIN stepped st USING (source_id, correlation_id)
-WHERE g.kind IN ('kernel', 'memcpy', 'memset') AND g.source_id IN (SELECT source_id FROM trace_steps_found);
+SELECT source_id, rank, device, kind, category, name, grid, block, dur_ns, ts_ns, ts_ns + dur_ns AS end_ns,
+       CASE WHEN kind = 'kernel' THEN list_product(TRY_CAST(string_split(grid, ',') AS BIGINT[])) END AS blocks,
+       launch_ns, step
+FROM work;
 
 -- Each source's steps in order, with how long each lasted: source_id, rank, step, name, ts_ns, dur_ns (the host's
 -- span), span_ns (the longer of that and the span of its work on the GPU, first start to last end: the GPU's span
@@ -220,12 +232,14 @@ SELECT source_id, rank, step, name, ts_ns, dur_ns, n <= least((SELECT steps FROM
 FROM trace_step_spans;
 
 -- How each source's steps were found, for the report: source_id, method ('range', 'profiler', 'kernel' or NULL
--- without steps), detail (the range's or kernel's name), steps (steady steps), warmup_steps.
+-- without steps), detail (the range's or kernel's name; the profiler's steps' name with N for their number, when
+-- not ProfilerStep#N: 'step_N'), steps (steady steps), warmup_steps.
 CREATE OR REPLACE TEMP VIEW trace_step_method AS
 SELECT src.source_id, src.rank,
        CASE WHEN c.family IS NOT NULL THEN 'range' WHEN p.name IS NOT NULL THEN 'kernel'
             WHEN EXISTS (SELECT 1 FROM steps s WHERE s.source_id = src.source_id) THEN 'profiler' END AS method,
-       coalesce(c.family, p.name) AS detail,
+       coalesce(c.family, p.name, (SELECT any_value(regexp_replace(s.name, '[0-9]+$', 'N')) FROM steps s
+                                   WHERE s.source_id = src.source_id AND s.name NOT LIKE 'ProfilerStep#%')) AS detail,
        (SELECT count(*) FROM trace_steps t WHERE t.source_id = src.source_id AND NOT t.warmup) AS steps,
        (SELECT count(*) FROM trace_steps t WHERE t.source_id = src.source_id AND t.warmup) AS warmup_steps
 FROM sources src
