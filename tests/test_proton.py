@@ -12,10 +12,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.conftest import SAMPLES
+from tests import fuzz
+from tests.conftest import ROOT, SAMPLES
+from tests.test_formats import SAMPLES_OF
 from tracedoc import analyze
 from tracedoc.cli import cli
-from tracedoc.ingest import discover
+from tracedoc.formats import BY_NAME, FORMATS
+from tracedoc.ingest import chrome_trace, discover, proton
 from tracedoc.pipeline import open_store
 
 SAMPLE = SAMPLES / "proton-compiled-mlp"
@@ -106,3 +109,19 @@ def test_a_truncated_trace_is_one_line_exit_2(tmp_path: Path, cut: str) -> None:
     assert result.exit_code == 2, result.output
     assert len(result.stderr.splitlines()) == 1 and "cut.chrome_trace" in result.stderr, result.stderr
 
+
+
+def test_the_format_is_its_reader_one_format_line_a_sample_and_a_fuzz_seed() -> None:
+    """docs/ARCHITECTURE.md's steps for a Chrome-trace JSON format, as Proton took them: a reader module on the
+    shared reader, one Format line before torch's (whose files it would otherwise be read as), a sample named for
+    the format's tests and a fuzz seed; no other module of tracedoc names the format."""
+    declared = BY_NAME["proton"]
+    assert declared.module == proton.__name__ and isinstance(proton.PROTON, chrome_trace.EventFormat)
+    names = [f.name for f in FORMATS]
+    assert names.index("proton") < names.index("torch")
+    assert SAMPLES_OF["proton"] == (SAMPLE.name,) and (SAMPLE / "expected.yaml").is_file()
+    assert [b.name for spec in fuzz.FORMATS.values() if spec.reads == "proton" for b in spec.bases] == [SAMPLE.name]
+    naming = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tracedoc").rglob("*")
+                    if path.suffix in (".py", ".sql") and any(quoted in path.read_text() for quoted in
+                                                               ('"proton"', "'proton'")))
+    assert naming == ["tracedoc/formats.py", "tracedoc/ingest/proton.py"]

@@ -133,9 +133,9 @@ if TYPE_CHECKING:  # the type checker holds each reader module to the contract i
 
     _READERS: tuple[Reader, ...] = (proton, kineto, flight_recorder, nsys, ncu, nvml, telemetry, gemm_ladder,
                                     memory_snapshot)
-    _OPTIONAL: tuple[ReadsMany, ReadsStream, PreparesFiles, SetsAsideInDirectory] = (kineto, kineto, nsys, nsys)
-    _STREAMED: tuple[ReadsStream, ...] = (proton, kineto, ncu, flight_recorder)
-    _MANY: tuple[ReadsMany, ...] = (proton,)
+    _OPTIONAL: tuple[ReadsMany, ReadsStream, ReadsMany, ReadsStream, PreparesFiles, SetsAsideInDirectory] = (
+        proton, proton, kineto, kineto, nsys, nsys)
+    _STREAMED: tuple[ReadsStream, ...] = (kineto, ncu, flight_recorder)
 
 
 def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile]:
