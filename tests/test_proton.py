@@ -19,6 +19,7 @@ from tracedoc import analyze
 from tracedoc.cli import cli
 from tracedoc.formats import BY_NAME, FORMATS
 from tracedoc.ingest import chrome_trace, discover, proton
+from tracedoc.options import Peaks
 from tracedoc.pipeline import open_store
 
 SAMPLE = SAMPLES / "proton-compiled-mlp"
@@ -93,6 +94,21 @@ def test_the_step_time_against_the_unprofiled_truth() -> None:
     assert 0.9 * truth["median"] < median < truth["median"]
     assert report.summary["gpu_busy_pct"] > 97
     assert report.window["steps"] == "the profiler's steps 'step_N'"
+
+
+def test_mfu_from_the_given_flops_per_step_over_the_windows() -> None:
+    """The trace names no GPU and no operator shapes: given FlopCounterMode's FLOPs per step (the truth) and the
+    H200 SXM's bf16 dense peak (989.5 TFLOP/s, efficiency.peaks), MFU is measured over each step's window: the
+    truth's FLOPs over the traced step, about 60 % (54 % over the unprofiled median)."""
+    truth = yaml.safe_load((SAMPLE / "expected.yaml").read_text())["truth"]
+    report = analyze([SAMPLE], use_cache=False,
+                     peaks=Peaks(flops_per_step=truth["flops_per_step"], peak_tflops=989.5))
+    rank = next(r for r in report.efficiency if r["step"] is None)
+    assert rank["steps"] == 4
+    expected = truth["flops_per_step"] / (rank["step_ms"] / 1e3) / 1e12 / 989.5 * 100
+    assert rank["mfu_pct"] == pytest.approx(expected, rel=1e-3)
+    assert 59 < rank["mfu_pct"] < 61
+    assert len([r for r in report.efficiency if r["step"] is not None]) == 4
 
 
 @pytest.mark.parametrize("cut", ["plain", "gzip"])
