@@ -1,7 +1,7 @@
 """The profiler's own cost and the step without it (efficiency.observer), against the step times the workloads
 measured without the profiler: every sample whose expected.yaml holds ``truth: step_ms_unprofiled`` (its median
 where it gives the steps' spread; new samples are covered as they come; PyTorch profiler traces and Nsight Systems
-captures), and the H200 traces of
+captures, the profilers whose cost is modelled), and the H200 traces of
 tests/data/efficiency-h200, whose counts.json holds the step time between CUDA events without the profiler."""
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from tests.conftest import ROOT, sample_dirs
 from tracedoc.api import analyze
 from tracedoc.cli import cli
 from tracedoc.errors import InputError
+from tracedoc.formats import BY_NAME
+from tracedoc.ingest import discover
 
 DATA = ROOT / "tests" / "data" / "efficiency-h200"
 COUNTS = json.loads((DATA / "counts.json").read_text())
@@ -28,11 +30,13 @@ RUN_TO_RUN = 0.04
 
 
 def unprofiled_truths() -> list[tuple[Path, float]]:
-    """(path, unprofiled step ms) of every sample whose expected.yaml states it, and of the H200 traces."""
+    """(path, unprofiled step ms) of every sample whose expected.yaml states it, recorded by a profiler whose cost
+    is modelled (its format's ``profiler_k``: there is an estimate to check), and of the H200 traces."""
     found = []
     for sample in sample_dirs():
         truth = (yaml.safe_load((sample / "expected.yaml").read_text()).get("truth") or {})
-        if "step_ms_unprofiled" in truth:  # a number, or the steps' {median, min, max, steps}
+        modelled = any(BY_NAME[i.format].profiler_k is not None for i in discover([sample]))
+        if "step_ms_unprofiled" in truth and modelled:  # a number, or the steps' {median, min, max, steps}
             # between CUDA events where the sample also gives a host-clock time (the CuPy loops)
             measured = truth.get("step_ms_unprofiled_cuda_events", truth["step_ms_unprofiled"])
             found.append((sample, float(measured["median"] if isinstance(measured, dict) else measured)))
