@@ -13,7 +13,7 @@ from bokeh.plotting import figure
 from tracedoc.efficiency.render import unprofiled_lines
 from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
-from tracedoc.pages.charts import Section, kernel_short, short
+from tracedoc.pages.charts import Section, kernel_short, own_frame, short
 from tracedoc.pages.fragments import Column, Html, esc, number, table_html
 from tracedoc.report import Report
 
@@ -202,6 +202,7 @@ def roofline_chart(operators: list[dict[str, Any]], peak: dict[str, Any] | None)
                      [NO_FLOP_INTENSITY * o["gbps"] / 1e3 for o in byte_ops])
     fig = figure(x_axis_type="log", y_axis_type="log", height=420, sizing_mode="stretch_width",
                  x_axis_label="FLOPs per byte", y_axis_label="TFLOP/s", toolbar_location="above")
+    own_frame(fig)
     if peak and peak.get("tflops") and peak.get("gbps"):
         xs = [min([NO_FLOP_INTENSITY / 2, *flops.data["x"]]), peak["tflops"] * 1e3 / peak["gbps"],
               max([1e4, *flops.data["x"]]) * 2]
