@@ -11,7 +11,7 @@ from bokeh.models import ColumnDataSource, HoverTool, LabelSet
 from bokeh.plotting import figure
 
 from tracedoc.efficiency.render import unprofiled_lines
-from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
+from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, kernel_short, own_frame, short
 from tracedoc.pages.fragments import Column, Html, esc, number, table_html
@@ -29,6 +29,8 @@ EMPTY: dict[str, str] = {
                     "kernel's throughput against the chip's peak.",
     HANG_DUMPS: "NCCL flight-recorder dumps hold no timeline to measure efficiency on.",
     HEALTH: "GPU telemetry holds no operators to count FLOPs from.",
+    ALLOCATOR_SNAPSHOTS: "An allocator snapshot holds allocations, not operators or step times to count FLOPs and "
+                         "bytes against: see the Memory page.",
     empty.OTHER: f"No efficiency figures for these inputs: {EFFICIENCY_HOW}.",
 }
 

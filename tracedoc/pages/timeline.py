@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE
+from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE
 from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
 from tracedoc.pages.empty import OTHER
 from tracedoc.report import Finding
@@ -42,6 +42,8 @@ EMPTY: dict[str, str] = {
                 "GPU. They are on the Hang page.",
     HEALTH: "No timeline: GPU telemetry holds clocks, power and temperatures sampled over time, not the run's events. "
             "What it shows is in the Overview's findings.",
+    ALLOCATOR_SNAPSHOTS: "No timeline: an allocator snapshot holds the caching allocator's history of allocations "
+                         "and frees, not the run's kernels and host calls. Its curve is on the Memory page.",
     OTHER: "No timeline in these inputs.",
 }
 
