@@ -147,6 +147,8 @@ def test_nsight_systems_cost_is_small_where_the_host_waits_on_cudafree() -> None
     host = next(f for f in report.findings if f.rule == "gpu-idle-host-bound")
     cost = next(e.value for e in host.evidence if e.name == "of it the profiler's own cost (estimate)")
     assert 0 < cost < 0.25 * host.impact_ms and "The profiler itself may cost" in host.message
+    # a CuPy program: its link is CuPy's memory pools, not PyTorch's DataLoader or tuning guide
+    assert host.references == ["https://docs.cupy.dev/en/stable/user_guide/memory.html"]
     u = rank_row(report)["unprofiled"]
     assert u["recorded_with"] == ["nsys"] and u["step_ms"] == pytest.approx(5.318, rel=0.05)
 
