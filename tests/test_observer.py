@@ -151,6 +151,13 @@ def test_nsight_systems_cost_is_small_where_the_host_waits_on_cudafree() -> None
     host = next(f for f in report.findings if f.rule == "gpu-idle-host-bound")
     cost = next(e.value for e in host.evidence if e.name == "of it the profiler's own cost (estimate)")
     assert 0 < cost < 0.25 * host.impact_ms and "The profiler itself may cost" in host.message
+    # a CuPy program: its link is CuPy's memory pools, not PyTorch's DataLoader or tuning guide
+    assert host.references == ["https://docs.cupy.dev/en/stable/user_guide/memory.html"]
+    # its long gaps' idle and low-gpu-utilization's idle of every gap are two figures under two names
+    low = next(f for f in report.findings if f.rule == "low-gpu-utilization")
+    long_gaps = next(e.value for e in host.evidence if e.name == "idle in long gaps waiting on the host")
+    every_gap = next(e.value for e in low.evidence if e.name == "idle waiting on the host")
+    assert 0 < long_gaps < every_gap
     u = rank_row(report)["unprofiled"]
     assert u["recorded_with"] == ["nsys"] and u["step_ms"] == pytest.approx(5.318, rel=0.05)
 

@@ -137,3 +137,32 @@ def test_the_efficiency_page_shows_mfu_and_the_roofline_of_operators(browser: An
         finally:
             page.close()
     assert dialogs == []
+
+
+# Each drawn Bokeh plot of the page, in page order: its frame's (plot area's) left edge and width, and its own width
+PLOT_FRAMES_JS = """() => { const out = [];
+  const walk = (view) => {
+    if (view.frame && view.model) out.push({left: view.frame.bbox.left, frame: view.frame.bbox.width,
+                                            width: view.bbox.width});
+    for (const child of (view.child_views ?? [])) walk(child); };
+  for (const root of Object.values(window.Bokeh.index)) walk(root);
+  return out; }"""
+
+
+@needs_chromium
+def test_the_category_chart_spends_its_width_on_its_bars(browser: Any, tmp_path: Path) -> None:
+    """The conv step's Kernels page (samples/conv-step-gpu, one rank): the 'GPU time by category' chart labels its
+    bar 'rank 0', so its plot area starts near its left edge and fills most of its width, although the top kernels'
+    chart under it reserves half the page for kernel names (Bokeh used to align the two charts' frames, leaving
+    the category chart's left half empty)."""
+    from tracedoc.pages import kernels
+
+    with served([SAMPLES / "conv-step-gpu"], tmp_path / "cache", tmp_path / "server.log") as url:
+        page, dialogs = open_page(browser, url + route(kernels), "GPU time by category", tmp_path / "kernels.png")
+        try:
+            category, top = page.evaluate(PLOT_FRAMES_JS)[:2]
+        finally:
+            page.close()
+    assert dialogs == []
+    assert category["left"] < 100 and category["frame"] > 0.85 * category["width"], category
+    assert top["left"] > 300, top  # the kernel names' side: what the category chart no longer copies

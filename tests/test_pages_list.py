@@ -62,6 +62,22 @@ def test_every_page_words_its_own_empty_state() -> None:
         assert empty.why_empty(overview, report) is None
 
 
+def test_a_snapshot_alone_greys_out_the_pages_of_a_timeline_and_says_why() -> None:
+    """samples/snapshot-leak-default, an allocator snapshot alone: the pages it cannot fill (timeline, kernels,
+    efficiency, overlap, ranks) say that an allocator snapshot holds allocations, not what they chart, and point to
+    the Memory page where one helps, rather than a bare 'No GPU kernels in these inputs'."""
+    from tracedoc.pages import efficiency, kernels, memory, overlap, ranks
+
+    report = analyze([SAMPLES / "snapshot-leak-default"])
+    assert empty.input_kind(report) == "allocator snapshots"
+    assert empty.why_empty(memory, report) is None
+    for page in (timeline, kernels, efficiency, overlap, ranks):
+        why = empty.sentence(page, report)
+        assert "allocator snapshot holds" in why, page.ROUTE
+    for page in (timeline, kernels, efficiency):
+        assert "Memory page" in empty.sentence(page, report), page.ROUTE
+
+
 def test_a_page_added_to_the_list_shows_in_the_html_report_and_the_dashboard(probe: ModuleType,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     report = analyze([SAMPLES / "decode-eager"])

@@ -58,8 +58,8 @@ def test_evidence_reads_as_a_person_would_write_it() -> None:
     ncu = RENDERERS["md"]().render(analyze([SAMPLES / "ncu-a40-julia"]))
     assert "4.31 GB" in ncu and "4,312.6 MB" not in ncu
     slow = RENDERERS["md"]().render(analyze([SAMPLES / "input-slow"]))
-    assert re.search(r"\| idle waiting on the host \| [\d.]+ ms \([\d.]+%\) \|", slow)
-    assert not re.search(r"\| idle waiting on the host \| [\d.]+% \|", slow)  # no second row for the share
+    assert re.search(r"\| idle in long gaps waiting on the host \| [\d.]+ ms \([\d.]+%\) \|", slow)
+    assert not re.search(r"\| idle in long gaps waiting on the host \| [\d.]+% \|", slow)  # no second row for the share
 
 
 def test_a_long_title_never_cuts_the_rule_id_at_80_columns() -> None:

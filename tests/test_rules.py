@@ -155,6 +155,20 @@ def test_a_user_rule_extends_the_built_in_rule_of_its_own_id(tmp_path: Path) -> 
     assert (mine.when, mine.evidence, mine.thresholds) == (built_in.when, built_in.evidence, built_in.thresholds)
 
 
+@pytest.mark.parametrize(("references_when", "message"), [
+    ({"https://example.org/other": "true"}, r"references_when names https://example\.org/other, which is not among"),
+    ({"https://example.org/a": ""}, r"references_when needs a SQL condition for each reference"),
+    ({"https://example.org/a": "true; SELECT 1"}, r"references_when\[https://example\.org/a\] must be one SQL"),
+])
+def test_a_malformed_references_when_is_refused(tmp_path: Path, references_when: dict[str, str],
+                                                message: str) -> None:
+    """A reference's condition names one of the rule's references and is one SQL expression."""
+    _write_rule(tmp_path, {"extends": "gpu-gaps", "id": "gpu-gaps", "references": ["https://example.org/a"],
+                           "references_when": references_when})
+    with pytest.raises(RuleError, match=message):
+        load_rules([tmp_path])
+
+
 def test_a_bad_message_template_is_refused_when_the_rule_loads(tmp_path: Path) -> None:
     _write_rule(tmp_path, {"extends": "gpu-gaps", "id": "gpu-gaps", "message": "Gap[[ of {gap_ms}[[ ms]]]]"})
     with pytest.raises(RuleError, match=r"gpu-gaps\.yaml: bad message template \(optional parts"):

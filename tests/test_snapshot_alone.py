@@ -269,3 +269,6 @@ def test_a_default_recorded_oom_under_a_cap_alone() -> None:
     sites = _sites(report)
     assert sites and not [s for s in sites if "??" in s or "::" in s or ".cpp" in s]
     assert "under a per-process cap" in summary_text(report.summary, report.input_count)
+    # its peak's operator and site are both 'backward': the memory section says where the peak was once
+    assert report.memory[0]["peak_at"] == {"step": 7, "op": "backward", "site": "backward"}
+    assert memory_lines(report)[0][1][0].startswith("peak allocated 1.6 GiB (step 7, backward); ")

@@ -59,7 +59,8 @@ def rules_command(rule_id: str | None, rules_dirs: tuple[Path, ...], settings: t
     for line in fix_lines(rule):
         console.print(line, markup=False, highlight=False)
     for ref in rule.references:
-        console.print(f"  see {ref}")
+        when = f"  (where {rule.references_when[ref]})" if ref in rule.references_when else ""
+        console.print(f"  see {ref}{when}", markup=False, highlight=False)
 
 
 def fix_lines(rule: Rule) -> list[str]:

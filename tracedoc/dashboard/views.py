@@ -82,9 +82,9 @@ def timeline_view(timeline: Timeline | None, args: dict[str, Any] | None = None,
     chosen = [str(r) for r in (focus.ranks if focus else ()) if r in timeline.ranks]
     ranks = pn.widgets.MultiChoice(name="Ranks", options=[str(r) for r in timeline.ranks], value=chosen, width=320,
                                    placeholder=ALL)
-    note = Html('<p class="note">Time in ms after the start of the analysed window (the report\'s time zero: the '
-                "first profiler step, else the first activity). Wheel or drag a box to zoom in time, drag to pan, "
-                "the reset tool for the whole trace; hover a rectangle for its name and times. Per "
+    note = Html('<p class="note">Time in ms after the first activity recorded (of the earliest rank), so start-up '
+                "and the steps before the analysed window sit at positive times. Wheel or drag a box to zoom in "
+                "time, drag to pan, the reset tool for the whole trace; hover a rectangle for its name and times. Per "
                 "rank: its steps, its NVTX / record_function ranges by nesting depth, each host thread's outermost "
                 "operators, CUDA API and OS calls, then each GPU stream. Views with more than "
                 f"{DETAIL_MAX:,} intervals are shaded by how busy each lane is in each pixel (faint: a little work; "

@@ -130,6 +130,7 @@ def _matching_rows(store: Store, rule: Rule, bindings: dict[str, str | float]) -
         selects.append(f"coalesce(({rule.critical_unless}), false) AS __critical_unless")
     if rule.span is not None:
         selects += [f"({rule.span.start_ms}) AS __span_start_ms", f"({rule.span.dur_ms}) AS __span_dur_ms"]
+    selects += [f"coalesce(({cond}), false) AS __reference_{i}" for i, cond in enumerate(rule.references_when.values())]
     sql = f"SELECT *, {', '.join(selects)} FROM {rule.view} WHERE {rule.when}"
     names = set(_PARAM.findall(sql))
     unknown = names - bindings.keys()
@@ -153,12 +154,19 @@ def _finding(rule: Rule, row: dict[str, Any], wall_ms: float) -> Finding:
     evidence = [Evidence(spec.name, value, spec.unit)  # a number the trace cannot give is left out
                 for spec, value in zip(rule.evidence, measured) if value is not None]
     span = _span(row) if rule.span is not None else None
+    references = _references(rule, row)
     values = {k: report_number(v) for k, v in row.items()}
     values.update({"impact_ms": impact_ms, "impact_pct": impact_pct})
     return Finding(rule=rule.id, severity=rule.severity, title=rule.title, message=_fill(rule, rule.message, values),
                    impact_ms=round(impact_ms, 3), impact_pct=round(impact_pct, 2), scope=scope,
-                   evidence=evidence, fix=_fill(rule, rule.fix, values), references=rule.references,
+                   evidence=evidence, fix=_fill(rule, rule.fix, values), references=references,
                    impact_bytes=impact_bytes, span=span)
+
+
+def _references(rule: Rule, row: dict[str, Any]) -> list[str]:
+    """The rule's references, less those whose condition (``references_when``) does not hold on the row."""
+    given = {url for i, url in enumerate(rule.references_when) if row.pop(f"__reference_{i}")}
+    return [url for url in rule.references if url not in rule.references_when or url in given]
 
 
 def _span(row: dict[str, Any]) -> Span | None:

@@ -16,7 +16,9 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
     (optional: a SQL condition on the row under which critical_above_pct does not apply),
     scope ({rank|device|stream|kernel|step|pg|seq: SQL}),
     evidence ([{name, value (SQL), unit}]), message (text with {column} placeholders; {x_ns:time} writes a duration
-    in ns readably; [[...]] parts are left out when a field in them is NULL), fix, references, and claims
+    in ns readably; [[...]] parts are left out when a field in them is NULL), fix, references (URLs), and
+    references_when (optional: {URL of references: SQL condition on the row} — such a reference is given only where
+    its condition holds, so a link about LLM decoding follows a decode step, a PyTorch one a PyTorch program), claims
     (optional: {causes: [attribution causes], details: [details]} — the time attribution the saving is drawn
     from, so that findings never claim the same time twice; see tracedoc.judge.savings), and absorbs
     (optional: {rule: id, when: SQL condition on the view's columns} — where the condition holds, the other rule's
@@ -97,6 +99,7 @@ class Rule:
     scope: dict[str, str] = field(default_factory=dict)
     evidence: list[EvidenceSpec] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
+    references_when: dict[str, str] = field(default_factory=dict)  # a reference → the SQL condition it needs
     claims: Claim | None = None
     absorbs: Absorbs | None = None
     impact_bytes: str | None = None  # memory rules: the saving in bytes (their impact_ms is 0)
@@ -117,6 +120,7 @@ class Rule:
             found["absorbs.when"] = self.absorbs.when
         if self.span is not None:
             found.update({"span.start_ms": self.span.start_ms, "span.dur_ms": self.span.dur_ms})
+        found.update({f"references_when[{url}]": cond for url, cond in self.references_when.items()})
         return {field_name: str(expr) for field_name, expr in found.items()}
 
     def bindings(self, overrides: dict[str, dict[str, float]] | None = None) -> dict[str, str | float]:
@@ -161,6 +165,7 @@ class Rule:
                    scope=data.get("scope") or {},
                    impact_bytes=None if data.get("impact_bytes") is None else str(data["impact_bytes"]),
                    evidence=evidence, references=list(data.get("references") or []), source=source)
+        rule.references_when = _references_when(path, data.get("references_when"), rule.references)
         for field_name, expr in rule.expressions().items():
             if _ends_a_statement(expr):
                 raise RuleError(f"{path}: {field_name} must be one SQL expression or name, not statements "
@@ -211,6 +216,19 @@ def _absorbs(path: Path | Any, spec: Any) -> Absorbs | None:
     if not isinstance(spec, dict) or not _ID.match(str(spec.get("rule", ""))) or not spec.get("when"):
         raise RuleError(f"{path}: absorbs needs a rule id and a when condition")
     return Absorbs(str(spec["rule"]), str(spec["when"]))
+
+
+def _references_when(path: Path | Any, spec: Any, references: list[str]) -> dict[str, str]:
+    """A rule's ``references_when``: for some of its references, the SQL condition on the row under which each is
+    given."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict) or any(not isinstance(v, str) or not v.strip() for v in spec.values()):
+        raise RuleError(f"{path}: references_when needs a SQL condition for each reference it names")
+    unknown = [str(url) for url in spec if url not in references]
+    if unknown:
+        raise RuleError(f"{path}: references_when names {unknown[0]}, which is not among its references")
+    return {str(url): str(cond) for url, cond in spec.items()}
 
 
 def _params(path: Path | Any, spec: Any, thresholds: dict[str, float]) -> dict[str, str | float]:

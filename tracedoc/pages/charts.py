@@ -19,7 +19,7 @@ from bokeh.plotting import figure
 from tracedoc.pages.names import kernel_short, short
 
 __all__ = ["BAR_HEIGHT_PX", "CATEGORY_COLORS", "CATEGORY_LABELS", "Section", "hbar_chart", "heatmap", "kernel_short",
-           "open_on_click", "short", "stacked_hbar_chart", "style"]
+           "open_on_click", "own_frame", "short", "stacked_hbar_chart", "style"]
 
 # GPU activity by category, then what the timeline draws of the host
 CATEGORY_COLORS = {"compute": "#4c72b0", "communication": "#dd8452", "memcpy": "#55a868", "memset": "#8172b3",
@@ -108,6 +108,7 @@ def heatmap(rows: Sequence[dict[str, Any]], x: str, y: str, value: str, unit: st
                             + ([(scale_title or color, "@shade{+0.0}")] if color else [])))
     fig.add_layout(ColorBar(color_mapper=mapper, title=scale_title or unit, width=10), "right")
     fig.xaxis.axis_label = x
+    own_frame(fig)
     fig.grid.visible = False
     fig.axis.major_tick_line_color = None
     fig.axis.axis_line_color = None
@@ -126,12 +127,20 @@ def _text_on(mapper: Any, v: float) -> str:
 
 
 def style(fig: Any, x_label: str) -> None:
-    """The look every chart shares."""
+    """The look every chart shares; ``own_frame`` too."""
+    own_frame(fig)
     fig.xaxis.axis_label = x_label
     fig.ygrid.visible = False
     fig.outline_line_color = None
     fig.yaxis.major_label_text_font_size = "9pt"
     fig.toolbar.logo = None
+
+
+def own_frame(fig: Any) -> None:
+    """The chart's plot area starts after its own axis labels: Bokeh otherwise aligns the frames of the charts of a
+    page (a dashboard column), so a chart with short labels ('rank 0') would keep the width of its neighbour's long
+    ones (kernel names) empty."""
+    fig.frame_align = False
 
 
 # A glyph's ``href`` (a relative URL this code built) opened in the same tab; glyphs without one do nothing.

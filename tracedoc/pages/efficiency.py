@@ -11,9 +11,9 @@ from bokeh.models import ColumnDataSource, HoverTool, LabelSet
 from bokeh.plotting import figure
 
 from tracedoc.efficiency.render import unprofiled_lines
-from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
+from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
-from tracedoc.pages.charts import Section, kernel_short, short
+from tracedoc.pages.charts import Section, kernel_short, own_frame, short
 from tracedoc.pages.fragments import Column, Html, esc, number, table_html
 from tracedoc.report import Report
 
@@ -29,6 +29,8 @@ EMPTY: dict[str, str] = {
                     "kernel's throughput against the chip's peak.",
     HANG_DUMPS: "NCCL flight-recorder dumps hold no timeline to measure efficiency on.",
     HEALTH: "GPU telemetry holds no operators to count FLOPs from.",
+    ALLOCATOR_SNAPSHOTS: "An allocator snapshot holds allocations, not operators or step times to count FLOPs and "
+                         "bytes against: see the Memory page.",
     empty.OTHER: f"No efficiency figures for these inputs: {EFFICIENCY_HOW}.",
 }
 
@@ -202,6 +204,7 @@ def roofline_chart(operators: list[dict[str, Any]], peak: dict[str, Any] | None)
                      [NO_FLOP_INTENSITY * o["gbps"] / 1e3 for o in byte_ops])
     fig = figure(x_axis_type="log", y_axis_type="log", height=420, sizing_mode="stretch_width",
                  x_axis_label="FLOPs per byte", y_axis_label="TFLOP/s", toolbar_location="above")
+    own_frame(fig)
     if peak and peak.get("tflops") and peak.get("gbps"):
         xs = [min([NO_FLOP_INTENSITY / 2, *flops.data["x"]]), peak["tflops"] * 1e3 / peak["gbps"],
               max([1e4, *flops.data["x"]]) * 2]

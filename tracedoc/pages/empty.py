@@ -12,18 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import ModuleType
 
-from tracedoc.formats import BY_NAME, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
+from tracedoc.formats import ALLOCATOR_SNAPSHOTS, BY_NAME, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.report import Report
 
 OTHER = "other"
 # The kinds of input a page words its empty state for (tracedoc/formats.py), the first present winning, and OTHER.
-INPUT_KINDS = (TIMELINE, KERNEL_PROFILE, HANG_DUMPS, HEALTH, OTHER)
+INPUT_KINDS = (TIMELINE, KERNEL_PROFILE, HANG_DUMPS, HEALTH, ALLOCATOR_SNAPSHOTS, OTHER)
 
 
 def input_kind(report: Report | None) -> str:
     """What the inputs are, for the wording, from their formats' declared kinds: TIMELINE (PyTorch traces, Nsight
-    Systems reports), else KERNEL_PROFILE, HANG_DUMPS, HEALTH (NVML, telemetry), or OTHER (allocator snapshots,
-    kernel benchmarks; also without a report)."""
+    Systems reports), else KERNEL_PROFILE, HANG_DUMPS, HEALTH (NVML, telemetry), ALLOCATOR_SNAPSHOTS, or OTHER
+    (kernel benchmarks; also without a report)."""
     kinds = {BY_NAME[i.format].kind for i in report.inputs if i.format in BY_NAME} if report is not None else set()
     return next((kind for kind in INPUT_KINDS if kind in kinds), OTHER)
 

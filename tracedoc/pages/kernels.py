@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
+from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, stacked_hbar_chart
 from tracedoc.pages.fragments import Column, number, table_html
@@ -27,6 +27,9 @@ EMPTY: dict[str, str] = {
                 "page. This page charts the kernels of a timeline (PyTorch profiler traces, Nsight Systems reports).",
     HEALTH: "GPU telemetry holds clocks, power and temperatures, not kernels. This page charts the kernels of a "
             "timeline (PyTorch profiler traces, Nsight Systems reports).",
+    ALLOCATOR_SNAPSHOTS: "An allocator snapshot holds the caching allocator's history, not the GPU's kernels: see the "
+                         "Memory page. This page charts the kernels of a timeline (PyTorch profiler traces, Nsight "
+                         "Systems reports).",
     empty.OTHER: "No GPU kernels in these inputs.",
 }
 

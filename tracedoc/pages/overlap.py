@@ -3,7 +3,7 @@ communication ran hidden behind compute and how much was exposed. Overlap % = |c
 
 from __future__ import annotations
 
-from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
+from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty, waits
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, stacked_hbar_chart
 from tracedoc.pages.fragments import Column, number, table_html
@@ -22,6 +22,8 @@ EMPTY: dict[str, str] = {
                 "needs a timeline (PyTorch profiler traces or Nsight Systems reports).",
     HEALTH: "GPU telemetry holds no kernels, so nothing to overlap: that needs a timeline (PyTorch profiler traces or "
             "Nsight Systems reports).",
+    ALLOCATOR_SNAPSHOTS: "An allocator snapshot holds no kernels, so nothing to overlap: that needs a timeline "
+                         "(PyTorch profiler traces or Nsight Systems reports).",
     empty.OTHER: "No communication kernels (NCCL) in these inputs, so nothing to overlap.",
 }
 

@@ -7,7 +7,7 @@ import statistics
 
 from bokeh.palettes import Oranges256, RdBu11
 
-from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
+from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty, waits
 from tracedoc.pages.charts import Section, heatmap
 from tracedoc.pages.fragments import Column, number, table_html
@@ -29,6 +29,8 @@ EMPTY: dict[str, str] = {
                 "is on the Hang page.",
     HEALTH: "GPU telemetry holds no steps: this page needs a timeline of every rank (PyTorch profiler traces or "
             "Nsight Systems reports).",
+    ALLOCATOR_SNAPSHOTS: "An allocator snapshot holds one process's memory, not the steps of ranks: this page needs a "
+                         "timeline of every rank (PyTorch profiler traces or Nsight Systems reports).",
     empty.OTHER: "No per-step data for several ranks in these inputs.",
 }
 

@@ -1,13 +1,13 @@
 """Timeline page: per rank, its profiler steps, its NVTX and record_function ranges by nesting depth, each host
 thread's operators, CUDA API and OS calls, then each GPU device and stream; read from the store for each view.
 
-Time 0 is the report's: the start of the analysed window (the first profiler step, else the first activity), so a
-gap the report places "X ms into the trace" sits at X. Each pan or zoom asks DuckDB for the view's time range only
-(analyses/timeline/lanes.sql). Steps and ranges (the marks) and the rest (the work) are read apart: each comes back
-interval by interval, drawn as rectangles with names and hover, while the view holds at most DETAIL_MAX of them,
-and else as each lane's busy time per pixel column, which datashader shades into an image whose opacity is how
-busy the lane is in that pixel (a GPU busy 6 % of a pixel's time is a faint tint, not a solid bar). A trace of
-millions of events thus costs one scan of the view per pan or zoom, never a glyph per event.
+Time 0 is the first activity recorded (of the earliest rank), so start-up and the steps before the analysed window
+sit at positive times and a gap the report places "X ms into the trace" sits at X. Each pan or zoom asks DuckDB for
+the view's time range only (analyses/timeline/lanes.sql). Steps and ranges (the marks) and the rest (the work) are
+read apart: each comes back interval by interval, drawn as rectangles with names and hover, while the view holds at
+most DETAIL_MAX of them, and else as each lane's busy time per pixel column, which datashader shades into an image
+whose opacity is how busy the lane is in that pixel (a GPU busy 6 % of a pixel's time is a faint tint, not a solid
+bar). A trace of millions of events thus costs one scan of the view per pan or zoom, never a glyph per event.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE
+from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE
 from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
 from tracedoc.pages.empty import OTHER
 from tracedoc.report import Finding
@@ -42,6 +42,8 @@ EMPTY: dict[str, str] = {
                 "GPU. They are on the Hang page.",
     HEALTH: "No timeline: GPU telemetry holds clocks, power and temperatures sampled over time, not the run's events. "
             "What it shows is in the Overview's findings.",
+    ALLOCATOR_SNAPSHOTS: "No timeline: an allocator snapshot holds the caching allocator's history of allocations "
+                         "and frees, not the run's kernels and host calls. Its curve is on the Memory page.",
     OTHER: "No timeline in these inputs.",
 }
 

@@ -28,18 +28,24 @@ def _heading(m: dict[str, Any]) -> str:
     return where + (f" of {_b(m['capacity_bytes'])}" if m.get("capacity_bytes") else "")
 
 
+def _where(at: dict[str, Any], *keys: str) -> str:
+    """Where the peak was: its step, then the ``keys`` of ``at`` that are set, each once (a snapshot's operator and
+    site can both be 'backward')."""
+    step = f"step {at['step']}" if at.get("step") is not None else None
+    return ", ".join(dict.fromkeys(p for p in (step, *(at.get(k) for k in keys)) if p))
+
+
 def _lines(m: dict[str, Any]) -> list[str]:
     out = []
     if m.get("basis") == "cuda" and m.get("peak_bytes") is not None:
         at = m.get("peak_at") or {}
-        where = ", ".join(p for p in (f"step {at['step']}" if at.get("step") is not None else None, at.get("op")) if p)
+        where = _where(at, "op")
         out.append(f"peak taken from CUDA {_b(m['peak_bytes'])}" + (f" ({where})" if where else "")
                    + f"; {_b(m.get('allocated_start_bytes'))} → {_b(m.get('allocated_end_bytes'))} over the trace "
                    "(CUDA's memory events: a caching allocator's reserve, not its tensors)")
     elif m.get("peak_bytes") is not None:
         at = m.get("peak_at") or {}
-        where = ", ".join(p for p in (f"step {at['step']}" if at.get("step") is not None else None, at.get("op"),
-                                      at.get("site")) if p)
+        where = _where(at, "op", "site")
         out.append(f"peak allocated {_b(m['peak_bytes'])}" + (f" ({where})" if where else "")
                    + f"; reserved up to {_b(m.get('reserved_peak_bytes'))}; allocated "
                    f"{_b(m.get('allocated_start_bytes'))} → {_b(m.get('allocated_end_bytes'))} over the trace")

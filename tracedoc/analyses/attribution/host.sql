@@ -11,7 +11,8 @@
 
 -- Per device: the host causes of its long idle (ns each), the dominant one with the range that holds most of it
 -- (host_cause, host_detail, host_cause_pct: its share of those causes, %) and the advice for it (host_fix), in
--- PyTorch's terms only where the trace is of a PyTorch program (trace.framework). alloc_calls, alloc_ns, free_ns:
+-- PyTorch's terms only where the trace is of a PyTorch program (trace.framework; pytorch_program, which the rule's
+-- references follow too). alloc_calls, alloc_ns, free_ns:
 -- the synchronous cudaFree/cudaMalloc calls (and the driver's and HIP's) the host sat in during those gaps, their
 -- time in the gaps and cudaFree's part; alloc_pct: % of the host causes' time. Without a memory pool (CuPy's
 -- set_allocator(None), raw CUDA) every array is a cudaMalloc and every drop a cudaFree, which waits for the GPU's
@@ -82,7 +83,8 @@ SELECT d.*, a.alloc_calls, a.alloc_ns, a.free_ns, a.alloc_ns / nullif(w.step_cou
                || 'the profiler''s view): wrap the suspect code in '
                || CASE WHEN f.pytorch THEN 'torch.profiler.record_function or NVTX ranges' ELSE 'NVTX ranges' END
                || ' to name it, then move it off the critical path.'
-       END AS host_fix
+       END AS host_fix,
+       coalesce(f.pytorch, false) AS pytorch_program
 FROM dominant d LEFT JOIN trace_framework f USING (source_id) LEFT JOIN allocs a USING (source_id, device)
 LEFT JOIN trace_wall w USING (source_id);
 
