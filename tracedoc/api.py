@@ -116,10 +116,7 @@ def _local_report(inputs: list[InputFile], cache_dir: Path | None, options: Anal
     analysed now (and kept). ``rules``: those ``options`` name, loaded."""
     kept: tuple[Path, str] | None = None
     if cache_dir is not None and perfetto is None:
-        key = store_key(inputs)
-        thresholds = sorted((rule, sorted(values.items())) for rule, values in options.thresholds.items())
-        kept = (cache_dir / f"{key}.duckdb", report_key(key, rules, thresholds, options.step_range, options.peaks,
-                                                          [str(i.path) for i in inputs]))
+        kept = report_place(inputs, cache_dir, options, rules)
         if (report := cached_report(*kept)) is not None:
             mark_kinds(report.findings, rules)  # what the rules make of each finding is not in the JSON
             return report
@@ -132,6 +129,16 @@ def _local_report(inputs: list[InputFile], cache_dir: Path | None, options: Anal
     if kept is not None:
         keep_report(*kept, report)
     return report
+
+
+def report_place(inputs: Sequence[InputFile], cache_dir: Path, options: AnalysisOptions,
+                 rules: list[Rule]) -> tuple[Path, str]:
+    """Where the report of ``inputs`` judged by ``options`` (``rules``: those it names, loaded) is kept in the cache
+    at ``cache_dir``: its store's path and the report's key (tracedoc.report_cache)."""
+    key = store_key(inputs)
+    thresholds = sorted((rule, sorted(values.items())) for rule, values in options.thresholds.items())
+    return cache_dir / f"{key}.duckdb", report_key(key, rules, thresholds, options.step_range, options.peaks,
+                                                   [str(i.path) for i in inputs])
 
 
 def saved_report_path(paths: Sequence[Path | str] | Path | str) -> Path | None:
