@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracedoc.api import build_report, load_report, report_place
+from tracedoc.api import build_report, kept_report, load_report
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover
-from tracedoc.judge.rule import load_rules, mark_kinds
 from tracedoc.kinds import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE, kind_of
 from tracedoc.options import AnalysisOptions
 from tracedoc.report import Report
-from tracedoc.report_cache import cached_report, cached_rows, keep_report, keep_rows
+from tracedoc.report_cache import cached_rows, keep_report, keep_rows
 from tracedoc.saved import looks_like_report, open_complete_store, read_report
 from tracedoc.store import Store
 from tracedoc.store.cache import store_location
@@ -128,11 +127,8 @@ def _traces_side(source: Source, options: AnalysisOptions, cache_dir: Path | Non
     (tracedoc.report_cache), which make the same side."""
     kept: tuple[Path, str] | None = None
     if cache_dir is not None:
-        rules = load_rules(options.rules_dirs)
-        kept = report_place(source.inputs, cache_dir, options, rules)
-        report, kernels = cached_report(*kept), cached_rows(*kept, _KERNELS)
-        if report is not None and kernels is not None:
-            mark_kinds(report.findings, rules)  # what the rules make of each finding is not in the JSON
+        kept, report = kept_report(source.inputs, cache_dir, options)
+        if report is not None and (kernels := cached_rows(*kept, _KERNELS)) is not None:
             return Side(source.label, report, kernels)
     store, report = load_report(source.inputs, cache_dir, options)
     try:
