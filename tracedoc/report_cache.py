@@ -76,7 +76,7 @@ def cached_report(store_path: Path, key: str) -> Report | None:
     data = _cached(store_path, f"{key}.json")
     try:
         return None if data is None else Report.from_dict(data)
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 
