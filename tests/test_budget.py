@@ -95,3 +95,28 @@ def test_a_pytorch_trace_is_analysed_without_arrow_numpy_or_pandas() -> None:
 def test_an_nsys_export_is_read_without_pandas_or_polars() -> None:
     """ADBC's DB-API module imports pandas and polars (about 1 s); its low-level API reads the same Arrow."""
     assert imported_by_a_run(SAMPLES / "nsys-nvfuser-h200") & {"pandas", "polars"} == set()
+
+
+def cli_run(args: list[str]) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """`tracedoc ARGS` in a fresh process: what it did, and the top-level modules it had imported by its exit."""
+    code = ("import atexit, runpy, sys; atexit.register(lambda: sys.stderr.write('\\nimported: ' + ' '.join(sorted("
+            "{m.partition('.')[0] for m in sys.modules})) + '\\n')); sys.argv = ['tracedoc', *sys.argv[1:]]; "
+            "runpy.run_module('tracedoc', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True)
+    imported = done.stderr.rpartition("imported: ")[2].split()
+    return done, set(imported)
+
+
+def test_a_report_read_back_from_the_cache_does_not_import_duckdb(tmp_path: Path) -> None:
+    """A cached re-analysis opens no store: DuckDB's import (about a third of such a run) is left out, in every
+    report format; the first run, which analyses, imports it."""
+    args = ["analyze", str(SAMPLES / "decode-eager" / "trace.json.gz"), "--cache-dir", str(tmp_path)]
+    first, imported = cli_run([*args, "--format", "json"])
+    assert first.returncode == 0, first.stderr
+    assert "duckdb" in imported
+    for fmt in ("json", "md", "text"):
+        again, imported = cli_run([*args, "--format", fmt])
+        assert again.returncode == 0, again.stderr
+        assert "duckdb" not in imported, fmt
+        if fmt == "json":
+            assert again.stdout == first.stdout

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -20,6 +21,8 @@ from click.testing import CliRunner
 from tests.conftest import SAMPLES
 from tracedoc.api import load_report
 from tracedoc.cli import cli
+from tracedoc.dashboard.source import Loading
+from tracedoc.dashboard.target import resolve
 from tracedoc.ingest import discover
 from tracedoc.options import AnalysisOptions
 from tracedoc.store import cache as store_cache
@@ -180,6 +183,44 @@ def test_serve_rebuilds_a_store_damaged_where_it_reads(tmp_path: Path, capsys: p
     with store:
         assert store.scalar("SELECT count(*) FROM gpu_activity") > 4000
     assert [f.rule for f in again.findings] == [f.rule for f in report.findings]
+    assert "is damaged" in capsys.readouterr().err
+
+
+def _timeline_of(loading: Loading) -> tuple[Any, ...]:
+    """What the dashboard's timeline found in its store: lanes, time zero, windows, levels, steps, span."""
+    t = loading.timeline
+    assert t is not None
+    return t.lanes, t.zero_ns, t.windows, t.origins, t.levels, t.steps, t.start_ms, t.end_ms
+
+
+def test_serve_reads_a_kept_report_and_rebuilds_a_store_damaged_where_the_timeline_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The dashboard keeps the report it analysed beside the store; served again, it reads that report back and only
+    opens the store, whose timeline is the one an analysed store gives. A store that is found damaged when the
+    timeline reads it is rebuilt and analysed again."""
+    first = Loading(resolve([EAGER]), tmp_path)
+    first.load()
+    assert first.store is not None and first.report is not None
+    expected = first.report.to_json(), _timeline_of(first)
+    first.store.close()
+
+    def analysed(*args: object, **kwargs: object) -> None:
+        raise AssertionError("analysed again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("tracedoc.dashboard.source.load_report", analysed)
+        again = Loading(resolve([EAGER]), tmp_path)
+        again.load()
+    assert again.store is not None and again.report is not None
+    again.store.close()
+    assert (again.report.to_json(), _timeline_of(again)) == expected
+    _kernel_block_overwritten(store_of(tmp_path))
+    rebuilt = Loading(resolve([EAGER]), tmp_path)
+    rebuilt.load()
+    assert rebuilt.store is not None and rebuilt.report is not None
+    with rebuilt.store:
+        assert rebuilt.store.scalar("SELECT count(*) FROM gpu_activity") > 4000
+    assert (rebuilt.report.to_json(), _timeline_of(rebuilt)) == expected
     assert "is damaged" in capsys.readouterr().err
 
 

@@ -239,7 +239,7 @@ import builtins, os, signal, sys
 real_import = builtins.__import__
 
 def hooked(name, *args, **kwargs):
-    if name == "duckdb":
+    if name == "click":
         os.kill(os.getpid(), signal.SIGINT)
     return real_import(name, *args, **kwargs)
 
@@ -251,7 +251,7 @@ main()
 
 
 def test_ctrl_c_while_the_command_line_imports_is_one_line_and_130() -> None:
-    """SIGINT while the command line imports DuckDB (the process sends it to itself from an import hook, so the
+    """SIGINT while the command line imports click (the process sends it to itself from an import hook, so the
     moment is exact): 'interrupted' and exit 130, as later on; it was a KeyboardInterrupt traceback."""
     done = subprocess.run([sys.executable, "-c", _INTERRUPTED_WHILE_IMPORTING], capture_output=True, text=True,
                           timeout=60)

@@ -620,3 +620,23 @@ def test_a_perfetto_out_is_refused() -> None:
     path = str(SAMPLES / "decode-eager")
     result = _invoke(path, path, "--out", "diff.perfetto.json")
     assert result.exit_code == 2 and "no Perfetto form" in result.stderr
+
+
+def test_a_diff_of_traces_diffed_before_reads_the_kept_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each side's report and kernels are kept beside its cached store: the same diff again analyses nothing, and
+    says byte for byte what a diff without the cache says, as JSON and as text."""
+    pair = [str(SAMPLES / "decode-eager"), str(SAMPLES / "ddp-straggler")]
+    cached = ["--cache-dir", str(tmp_path)]
+    uncached = {fmt: _invoke(*pair, "--no-cache", "--format", fmt) for fmt in ("json", "text")}
+    first = _invoke(*pair, *cached, "--format", "json")
+    assert first.exit_code == uncached["json"].exit_code == 0, first.output
+    assert len(list(tmp_path.glob("*.reports/*.kernels.json"))) == 2
+
+    def analysed(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a side was analysed again")
+
+    monkeypatch.setattr("tracedoc.diff.side.load_report", analysed)
+    for fmt, expected in uncached.items():
+        again = _invoke(*pair, *cached, "--format", fmt)
+        assert again.exit_code == 0, again.output
+        assert again.stdout == expected.stdout, fmt

@@ -116,12 +116,8 @@ def _local_report(inputs: list[InputFile], cache_dir: Path | None, options: Anal
     analysed now (and kept). ``rules``: those ``options`` name, loaded."""
     kept: tuple[Path, str] | None = None
     if cache_dir is not None and perfetto is None:
-        key = store_key(inputs)
-        thresholds = sorted((rule, sorted(values.items())) for rule, values in options.thresholds.items())
-        kept = (cache_dir / f"{key}.duckdb", report_key(key, rules, thresholds, options.step_range, options.peaks,
-                                                          [str(i.path) for i in inputs]))
-        if (report := cached_report(*kept)) is not None:
-            mark_kinds(report.findings, rules)  # what the rules make of each finding is not in the JSON
+        kept, report = kept_report(inputs, cache_dir, options, rules)
+        if report is not None:
             return report
     store, report = load_report(inputs, cache_dir, options, progress)
     try:
@@ -132,6 +128,21 @@ def _local_report(inputs: list[InputFile], cache_dir: Path | None, options: Anal
     if kept is not None:
         keep_report(*kept, report)
     return report
+
+
+def kept_report(inputs: Sequence[InputFile], cache_dir: Path, options: AnalysisOptions,
+                rules: list[Rule] | None = None) -> tuple[tuple[Path, str], Report | None]:
+    """Where the report of ``inputs`` judged by ``options`` is kept in the cache at ``cache_dir`` (its store's path
+    and the report's key: tracedoc.report_cache), and that report when an earlier run kept it, its findings' kinds
+    given by the rules (``rules``: those ``options`` name, loaded; None: loaded here)."""
+    rules = load_rules(options.rules_dirs) if rules is None else rules
+    key = store_key(inputs)
+    thresholds = sorted((rule, sorted(values.items())) for rule, values in options.thresholds.items())
+    place = cache_dir / f"{key}.duckdb", report_key(key, rules, thresholds, options.step_range, options.peaks,
+                                                    [str(i.path) for i in inputs])
+    if (report := cached_report(*place)) is not None:
+        mark_kinds(report.findings, rules)  # what the rules make of each finding is not in the JSON
+    return place, report
 
 
 def saved_report_path(paths: Sequence[Path | str] | Path | str) -> Path | None:

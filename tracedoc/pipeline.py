@@ -93,11 +93,7 @@ def build_report(store: Store, options: AnalysisOptions, progress: Progress | No
     rules = load_rules(options.rules_dirs)
     thresholds = {rule: dict(values) for rule, values in options.thresholds.items()}
     check_thresholds(rules, thresholds)
-    store.fit_threads()
-    store.lock()
-    store.set_step_range(options.step_range)
-    if options.peaks is not None:
-        efficiency.set_peaks(store, options.peaks)
+    prepare_store(store, options)
     store.include("trace.summary")
     if options.step_range is not None:
         check_step_range(store, options.step_range)
@@ -138,6 +134,17 @@ def build_report(store: Store, options: AnalysisOptions, progress: Progress | No
         report.summary["memory"] = words  # a memory-only input (a snapshot): what failed or leaked, and how much
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
     return report
+
+
+def prepare_store(store: Store, options: AnalysisOptions) -> None:
+    """Set an ingested store up for the analyses ``options`` ask for, before any runs: its threads and optimizers
+    fitted to its size, locked, the step range and the peaks given (``build_report``; the dashboard's timeline of a
+    store whose report is read back from the cache, which must find the same steps)."""
+    store.fit_threads()
+    store.lock()
+    store.set_step_range(options.step_range)
+    if options.peaks is not None:
+        efficiency.set_peaks(store, options.peaks)
 
 
 def gpu_states(store: Store) -> dict[str, Any]:

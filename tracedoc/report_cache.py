@@ -73,27 +73,56 @@ def _code_files(folder: Traversable, prefix: str) -> list[tuple[str, Traversable
 def cached_report(store_path: Path, key: str) -> Report | None:
     """The report cached under ``key`` for the store at ``store_path``; None when there is none, its store is gone,
     or it cannot be read (it is then analysed again and written anew)."""
+    data = _cached(store_path, f"{key}.json")
+    try:
+        return None if data is None else Report.from_dict(data)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def cached_rows(store_path: Path, key: str, name: str) -> list[dict[str, Any]] | None:
+    """The rows of the table ``name`` kept with the report ``key`` (``keep_rows``): what a reader of the report
+    also needs from the analysed store (the kernels a diff compares); None when they are not kept."""
+    rows = _cached(store_path, f"{key}.{name}.json")
+    return rows if isinstance(rows, list) and all(isinstance(row, dict) for row in rows) else None
+
+
+def _cached(store_path: Path, file_name: str) -> Any:
+    """The JSON of the file ``file_name`` kept beside the store at ``store_path``; None when there is none, its
+    store is gone, or it cannot be read."""
     sweep_leftovers(store_path.parent)  # what killed runs left, as opening the store would
-    path = reports_folder(store_path) / f"{key}.json"
+    path = reports_folder(store_path) / file_name
     if not store_path.is_file() or not path.is_file():
         return None
     try:
-        report = Report.from_dict(strict_json.loads(path.read_bytes()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        data = strict_json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
         return None
     with contextlib.suppress(OSError):
         os.utime(store_path)  # its age in `tracedoc cache list` counts from the last use, as a store reused does
-    return report
+    return data
 
 
 def keep_report(store_path: Path, key: str, report: Report) -> None:
     """Write ``report`` under ``key`` beside its store (atomically: a reader sees the whole file or none). A cache
     that cannot be written is left as it is: the report was made all the same."""
+    _keep(store_path, f"{key}.json", report.to_json(indent=None))
+
+
+def keep_rows(store_path: Path, key: str, name: str, rows: list[dict[str, Any]]) -> None:
+    """Write the rows of the table ``name`` beside the report ``key`` (``cached_rows`` reads them back), as
+    ``keep_report`` writes it."""
+    _keep(store_path, f"{key}.{name}.json", strict_json.dumps(rows, default=strict_json.plain_number))
+
+
+def _keep(store_path: Path, file_name: str, text: str) -> None:
+    """Write ``text`` as the file ``file_name`` beside the store at ``store_path``, atomically; left unwritten when
+    the cache cannot be written."""
     folder = reports_folder(store_path)
-    partial = folder / f"{key}.partial-{os.getpid()}.json"
+    partial = folder / f"{file_name.removesuffix('.json')}.partial-{os.getpid()}.json"
     with contextlib.suppress(OSError):
         folder.mkdir(exist_ok=True)
-        partial.write_text(report.to_json(indent=None))
-        os.replace(partial, folder / f"{key}.json")
+        partial.write_text(text)
+        os.replace(partial, folder / file_name)
     with contextlib.suppress(OSError):
         partial.unlink(missing_ok=True)

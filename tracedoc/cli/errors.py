@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-import duckdb
 
 from tracedoc.errors import TracedocError, error_chain, first_line
 from tracedoc.words.sanitize import one_line
@@ -44,11 +43,25 @@ def debug_enabled(ctx: click.Context | None = None) -> bool:
     return os.environ.get("TRACEDOC_DEBUG", "") not in ("", "0")
 
 
+def _duckdb_error(name: str) -> tuple[type[BaseException], ...]:
+    """DuckDB's error class ``name`` when DuckDB is imported, else none: nothing can have raised one then. So that a
+    run that never opens a store (a report read back from the cache) does not import DuckDB to classify errors."""
+    duckdb = sys.modules.get("duckdb")
+    return () if duckdb is None else (getattr(duckdb, name),)
+
+
 def is_interrupt(exc: BaseException) -> bool:
     """True for Ctrl-C, however it surfaced: KeyboardInterrupt, DuckDB's InterruptException or its
     'Query interrupted', also when wrapped in another error on the way up."""
-    return any(isinstance(e, KeyboardInterrupt | duckdb.InterruptException)
+    interrupts: tuple[type[BaseException], ...] = (KeyboardInterrupt, *_duckdb_error("InterruptException"))
+    return any(isinstance(e, interrupts)
                or (isinstance(e, RuntimeError) and str(e).startswith(_DUCKDB_INTERRUPTED)) for e in error_chain(exc))
+
+
+def is_input_error(exc: BaseException) -> bool:
+    """True for what is the input's fault or the machine's (one line, exit 2): tracedoc's own errors, DuckDB's
+    (about a file's content), the operating system's, memory, undecodable text."""
+    return isinstance(exc, (TracedocError, OSError, MemoryError, UnicodeDecodeError, *_duckdb_error("Error")))
 
 
 def one_line_errors(func: F) -> F:
@@ -64,8 +77,8 @@ def one_line_errors(func: F) -> F:
         except BrokenPipeError:  # the reader of our output stopped reading (`| head`): not an error of the input
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
             raise click.exceptions.Exit(OUTPUT_CLOSED) from None
-        except (TracedocError, duckdb.Error, OSError, MemoryError, UnicodeDecodeError) as exc:
-            if is_interrupt(exc):
+        except Exception as exc:
+            if not is_input_error(exc) or is_interrupt(exc):
                 raise
             if debug_enabled():
                 traceback.print_exception(exc, file=sys.stderr)

@@ -15,13 +15,16 @@ import time
 import traceback
 from pathlib import Path
 
-from tracedoc.api import build_report, load_report
+from tracedoc.api import build_report, kept_report, load_report, open_store
 from tracedoc.dashboard.target import Target
 from tracedoc.errors import first_line
 from tracedoc.options import AnalysisOptions
 from tracedoc.pages.timeline import Timeline, warm_up
+from tracedoc.pipeline import prepare_store
 from tracedoc.report import Report
+from tracedoc.report_cache import keep_report
 from tracedoc.store import Store
+from tracedoc.store.cache import discard_damaged, is_damage
 from tracedoc.words.sanitize import one_line
 
 READY_LINE = "the pages are ready"
@@ -83,11 +86,36 @@ class Loading(BackgroundLoad):
             if self.target.store_path is not None:
                 store = self.store = Store.open(self.target.store_path, self.options.limits)
                 self.report = build_report(store, self.options, self._progress)
-            else:  # a cached store found damaged is rebuilt
-                store, self.report = load_report(self.target.inputs, self.cache_dir, self.options, self._progress)
-                self.store = store
-            self.status = "preparing the timeline"
-            self.timeline = Timeline(store, self.lock)
+                self.status = "preparing the timeline"
+                self.timeline = Timeline(store, self.lock)
+            else:
+                self._load_traces()
+
+    def _load_traces(self) -> None:
+        """The store of the target's traces, its report and timeline. The report kept beside the store by an earlier
+        run given the same inputs and options (tracedoc.report_cache) is read back, the store only opened for the
+        timeline; else, or when the store is found damaged while the timeline reads it, the store is analysed
+        (a cached store found damaged then is rebuilt, as load_report does) and its report kept."""
+        inputs, options = self.target.inputs, self.options
+        kept, report = kept_report(inputs, self.cache_dir, options)
+        if report is not None:
+            store, _ = open_store(inputs, self.cache_dir, self._progress, options.limits)
+            try:
+                self.status = "preparing the timeline"
+                prepare_store(store, options)
+                self.timeline = Timeline(store, self.lock)
+            except Exception as exc:
+                store.close()
+                if store.path is None or not is_damage(exc, store.path):
+                    raise
+                discard_damaged(store.path, exc)
+            else:
+                self.store, self.report = store, report
+                return
+        self.store, self.report = load_report(inputs, self.cache_dir, options, self._progress)
+        keep_report(*kept, self.report)
+        self.status = "preparing the timeline"
+        self.timeline = Timeline(self.store, self.lock)
 
     def finished(self) -> None:
         warm_up()  # compiles datashader while the pages are already shown (only a rasterized view needs it)

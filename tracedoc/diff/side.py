@@ -14,15 +14,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracedoc.api import build_report, load_report
+from tracedoc.api import build_report, kept_report, load_report
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover
 from tracedoc.kinds import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE, kind_of
 from tracedoc.options import AnalysisOptions
 from tracedoc.report import Report
+from tracedoc.report_cache import cached_rows, keep_report, keep_rows
 from tracedoc.saved import looks_like_report, open_complete_store, read_report
 from tracedoc.store import Store
 from tracedoc.store.cache import store_location
+
+_KERNELS = "kernels"  # the name the kernel table is kept under beside a side's report
 
 __all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "TIMELINE", "Side", "Source", "check_kinds", "kind_of",
            "load_side", "resolve_side"]
@@ -115,11 +118,27 @@ def load_side(side: Source | Path, options: AnalysisOptions | None = None, cache
     if source.store_path is not None:
         with open_complete_store(source.store_path, options.limits) as store:
             return Side(source.label, build_report(store, options), _kernels(store), source="store")
-    store, report = load_report(source.inputs, store_location(cache_dir, use_cache), options)
+    return _traces_side(source, options, store_location(cache_dir, use_cache))
+
+
+def _traces_side(source: Source, options: AnalysisOptions, cache_dir: Path | None) -> Side:
+    """A side of traces: analysed (through the cache in ``cache_dir``; None: in memory), or with a cache, read back
+    from the report and kernels kept beside the store by an earlier diff of the same traces and options
+    (tracedoc.report_cache), which make the same side."""
+    kept: tuple[Path, str] | None = None
+    if cache_dir is not None:
+        kept, report = kept_report(source.inputs, cache_dir, options)
+        if report is not None and (kernels := cached_rows(*kept, _KERNELS)) is not None:
+            return Side(source.label, report, kernels)
+    store, report = load_report(source.inputs, cache_dir, options)
     try:
-        return Side(source.label, report, _kernels(store))
+        side = Side(source.label, report, _kernels(store))
     finally:
         store.close()
+    if kept is not None:
+        keep_report(*kept, report)
+        keep_rows(*kept, _KERNELS, side.kernels)
+    return side
 
 
 def _kernels(store: Store) -> list[dict[str, Any]]:

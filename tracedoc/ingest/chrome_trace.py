@@ -25,9 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
-
-import duckdb
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
@@ -36,6 +34,9 @@ from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.store import Store
 from tracedoc.store.memory import out_of_memory_advice
 from tracedoc.store.store import scalar, sql_literal
+
+if TYPE_CHECKING:
+    import duckdb  # only for types: DuckDB is imported where a store is used (a cached report needs none)
 
 _EVENTS_KEY = event_array.EVENTS_KEY
 # Kineto writes one event per line (or per block of lines): a raw newline never occurs inside a JSON string, so
@@ -239,6 +240,7 @@ def _finish(store: Store, fmt: EventFormat, sources: list[Events]) -> list[LoadR
 def _normalize(con: duckdb.DuckDBPyConnection, parts: list[Part], fmt: EventFormat) -> None:
     """Normalize ``_raw`` (the events of ``parts``) into the store; a value it cannot convert (a time of NaN,
     infinity or beyond 64-bit nanoseconds) is bad input, named by the first source whose values do not convert."""
+    import duckdb
     try:
         con.execute(fmt.normalize_sql)
     except duckdb.Error as exc:
@@ -447,6 +449,7 @@ def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Part], fmt: EventFo
            f"CAST(CASE filename {rank} END AS INTEGER) AS rank "
            f"FROM read_json([{', '.join(files)}], format = 'array', columns = {fmt.columns}, "
            f"maximum_object_size = 16777216, filename = true)")
+    import duckdb
     try:
         con.execute(sql)
     except duckdb.OutOfMemoryException as exc:

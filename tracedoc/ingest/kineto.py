@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any
 
 from tracedoc.ingest import chrome_trace, kineto_memory
 from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.store import Store
+
+if TYPE_CHECKING:
+    import duckdb  # only for types: DuckDB is imported where a store is used (a cached report needs none)
 
 FORMAT = "torch"
 
@@ -67,6 +68,7 @@ def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path,
 def _finish(store: Store, sources: list[chrome_trace.Events]) -> list[LoadResult]:
     """What is done once all events of these sources are in: flow-linked correlations, steps, devices."""
     ids = ", ".join(str(int(events.source_id)) for events in sources)
+    import duckdb
     try:
         store.con.execute(_FINISH_SQL.replace("{source_ids}", ids))
     except duckdb.Error as exc:

@@ -11,11 +11,12 @@ trace that holds such events are read a second time for these fields alone (``re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any
 
 from tracedoc.store.store import scalar, sql_literal
+
+if TYPE_CHECKING:
+    import duckdb  # only for types: DuckDB is imported where a store is used (a cached report needs none)
 
 NAMES = ("[memory]", "[OutOfMemory]")
 _COLUMNS = (

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
-import duckdb
+if TYPE_CHECKING:
+    import duckdb  # only for types: DuckDB is imported where a store is used (a cached report needs none)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,6 @@ import math
 import re
 from typing import Any
 
-import duckdb
-
 from tracedoc.errors import RuleError, first_line
 from tracedoc.judge.rule import Rule, mark_kinds
 from tracedoc.judge.savings import allocate, empty_claim_owners, facet_owners
@@ -136,6 +134,7 @@ def _matching_rows(store: Store, rule: Rule, bindings: dict[str, str | float]) -
     unknown = names - bindings.keys()
     if unknown:
         raise RuleError(f"rule {rule.id}: no threshold or param named {', '.join(sorted(unknown))}")
+    import duckdb
     try:
         return store.query(sql, {n: bindings[n] for n in names} if names else None)
     except duckdb.Error as exc:

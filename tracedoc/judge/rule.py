@@ -40,8 +40,6 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from tracedoc.errors import RuleError
 from tracedoc.judge.files import builtin_folder, builtin_mappings, read_rule, rule_files
 from tracedoc.judge.savings import CAUSES, Claim
@@ -175,7 +173,13 @@ class Rule:
 
 def _ends_a_statement(sql: str) -> bool:
     """True when ``sql`` holds a ';' outside its strings and comments: the end of one statement and the start of
-    another (``true; COPY (SELECT 42) TO 'x.csv'; SELECT 1``), which the judge would run."""
+    another (``true; COPY (SELECT 42) TO 'x.csv'; SELECT 1``), which the judge would run. Without a ';' at all
+    there is none, and DuckDB's tokenizer is not needed (nor imported: a report read back from the cache judges
+    nothing)."""
+    if ";" not in sql:
+        return False
+    import duckdb
+
     return any(kind == duckdb.token_type.operator and sql.startswith(";", offset)
                for offset, kind in duckdb.tokenize(sql))
 

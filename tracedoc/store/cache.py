@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import duckdb
 import xxhash
 
 from tracedoc.errors import error_chain, first_line
@@ -37,8 +36,9 @@ _PARTIAL = re.compile(r"^(?P<key>.+)\.partial-(?P<pid>\d+)\.duckdb(?:\.wal|\.tmp
 _INGEST_FOLDER = "tracedoc-ingest-"
 # An ingest folder is only swept when this old (seconds since its last change) and no ingest is running here.
 STALE_INGEST_S = 3600.0
-# Errors that mean the store file itself is unreadable (with DuckDB's own messages for a failed block checksum).
-_DAMAGE_ERRORS = (duckdb.IOException, duckdb.SerializationException)
+# Errors (DuckDB's classes, by name) that mean the store file itself is unreadable (with DuckDB's own messages for a
+# failed block checksum).
+_DAMAGE_ERRORS = ("IOException", "SerializationException")
 _HASH_CHUNK = 1 << 20
 _DAMAGE_TEXT = ("Corrupt database file", "checksum")
 
@@ -147,6 +147,8 @@ def open_cached_store(key: str, cache_dir: Path, build: Callable[[Store], None],
 def _open_complete(path: Path, limits: Limits) -> Store | None:
     """The store at ``path`` when it is complete and readable; otherwise remove it (saying so when damaged). Any
     other error (one of the connection, not of the file) is raised and leaves the store in the cache."""
+    import duckdb  # here: finding a cached report (tracedoc.report_cache) needs this module, not DuckDB
+
     try:
         store = Store.open(path, limits)
     except duckdb.Error as exc:
@@ -172,7 +174,10 @@ def _open_complete(path: Path, limits: Limits) -> Store | None:
 
 def is_damage(exc: BaseException, path: Path) -> bool:
     """True when ``exc`` (or an error it was raised from) says the store file at ``path`` cannot be read."""
-    return any(isinstance(e, duckdb.Error) and (isinstance(e, _DAMAGE_ERRORS) or str(path) in str(e)
+    import duckdb
+
+    damage = tuple(getattr(duckdb, name) for name in _DAMAGE_ERRORS)
+    return any(isinstance(e, duckdb.Error) and (isinstance(e, damage) or str(path) in str(e)
                                                   or any(t in str(e) for t in _DAMAGE_TEXT))
                for e in error_chain(exc))
 
@@ -293,6 +298,8 @@ def _describe(path: Path) -> CachedStore:
     read-only)."""
     info = path.stat()
     size = info.st_size + _size(reports_folder(path))
+    import duckdb
+
     try:
         with Store.open(path) as store:
             inputs = [r["path"] for r in store.query("SELECT path FROM sources ORDER BY source_id")]

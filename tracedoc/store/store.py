@@ -9,13 +9,13 @@ from __future__ import annotations
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any
 
 from tracedoc.limits import Limits
-from tracedoc.store import modules
 from tracedoc.store.memory import spill_directory
+
+if TYPE_CHECKING:
+    import duckdb  # imported on connecting: a run that opens no store (a report read back from the cache) needs none
 
 SCHEMA_VERSION = 1
 # Small work runs on one DuckDB thread: there, parallel operators cost more than they save. Measured on 2 cores:
@@ -101,6 +101,8 @@ class Store:
 
     def include(self, module: str) -> None:
         """Load an analysis module (e.g. ``gpu.idle``) and its dependencies, once per connection."""
+        from tracedoc.store import modules  # with DuckDB's parser: on a store's first use, not on importing this
+
         modules.include(self.con, self._included, module, self.limits.memory_bytes, applies=self.applies,
                         views_as_tables=self.views_as_tables)
 
@@ -142,6 +144,8 @@ class Store:
         """True when the analysis ``module`` can find anything here: the store holds rows of a table its header
         says it reads, it compares ranks only where the store holds several (store.modules), and an efficiency
         module has what it measures."""
+        from tracedoc.store import modules
+
         facts = modules.facts(module)
         if facts.scope == "ranks" and (self.ranks() < 2 or len(modules.timeline_formats() & self.formats()) > 1):
             return False  # one rank, or timelines of two formats: two recordings, not the ranks of one job
@@ -215,6 +219,8 @@ def schema_files() -> list[Traversable]:
 def connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
     """A connection that never draws DuckDB's progress bar, under the memory cap when one is set (spilling to
     disk beyond it): every connection tracedoc analyses on is opened here, a distributed run's too."""
+    import duckdb
+
     con = duckdb.connect(database)
     no_progress_bar(con)
     if (limit := limits.memory_bytes) is not None:
