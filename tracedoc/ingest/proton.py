@@ -24,8 +24,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from tracedoc.ingest import chrome_trace
 from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.store import Store
@@ -122,6 +120,8 @@ def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path,
 
 def _finish(store: Store, sources: list[chrome_trace.Events]) -> list[LoadResult]:
     """Once all events of these sources are in: the step windows of their scopes."""
+    import duckdb  # here, not at the top: a run that reads a kept report back imports no DuckDB
+
     ids = ", ".join(str(int(events.source_id)) for events in sources)
     try:
         store.con.execute(_FINISH_SQL.replace("{source_ids}", ids))
