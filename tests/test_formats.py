@@ -9,6 +9,7 @@ import ast
 import gzip
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tracedoc import analyze, kinds
 from tracedoc.diff.side import check_kinds, resolve_side
 from tracedoc.errors import InputError
 from tracedoc.formats import (
+    BY_NAME,
     CAPABILITIES,
     FORMATS,
     HANG_DUMPS,
@@ -248,3 +250,81 @@ def test_a_diff_refuses_two_runs_without_steps_or_kernels(declared: Format) -> N
     other = resolve_side(SAMPLES / "decode-compile")
     with pytest.raises(InputError, match=f"AFTER a {declared.kind} .*: diff compares two runs of one kind"):
         check_kinds(other, side)
+
+
+# A format column or field compared with a literal in SQL: `format = 'x'`, `'x' <> s.format`, `format IN ('x', ...)`,
+# `CASE format WHEN 'x'`.
+_SQL_COMPARED = (re.compile(r"\bformat\s*(?:==?|<>|!=)\s*('\w+')", re.IGNORECASE),
+                 re.compile(r"('\w+')\s*(?:==?|<>|!=)\s*(?:\w+\.)?format\b", re.IGNORECASE),
+                 re.compile(r"\bformat\s+(?:NOT\s+)?IN\s*\(([^)]*)\)", re.IGNORECASE),
+                 re.compile(r"\bformat\s+WHEN\s+('\w+')", re.IGNORECASE))
+
+
+def _format_names_in_sql(sql: str) -> set[str]:
+    """The declared format names ``sql`` (comments left out) compares a format column with."""
+    code = re.sub(r"--[^\n]*", "", sql)
+    compared = " ".join(found for pattern in _SQL_COMPARED for found in pattern.findall(code))
+    return set(re.findall(r"'(\w+)'", compared)) & set(BY_NAME)
+
+
+def _is_about_formats(node: ast.AST) -> bool:
+    """An expression that reads a format: a name, attribute, key or call spelling ``format`` (or ``fmt``)."""
+    for part in ast.walk(node):
+        spelled = (part.id if isinstance(part, ast.Name) else part.attr if isinstance(part, ast.Attribute)
+                   else part.value if isinstance(part, ast.Constant) and isinstance(part.value, str)
+                   and isinstance(getattr(part, "parent", None), ast.Subscript) else "")
+        if "format" in spelled.lower() or spelled == "fmt":
+            return True
+    return False
+
+
+def _format_names(node: ast.AST) -> set[str]:
+    """The declared format names a literal (a string, or a tuple, list or set of them) spells."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return {i.value for i in items if isinstance(i, ast.Constant) and i.value in BY_NAME}
+
+
+def format_name_comparisons(source: str, suffix: str) -> set[str]:
+    """The declared format names a module compares a format with: in SQL (a ``.sql`` module, or a string in a
+    Python one), or in Python (``fmt == "torch"``, ``"nsys" in store.formats()``)."""
+    if suffix == ".sql":
+        return _format_names_in_sql(source)
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            child.parent = node  # type: ignore[attr-defined]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found |= _format_names_in_sql(node.value)
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_is_about_formats(o) for o in operands):
+                found |= {name for o in operands for name in _format_names(o)}
+    return found
+
+
+def test_the_format_name_check_finds_a_comparison() -> None:
+    """What the check below looks for, shown on the comparisons it replaced."""
+    assert format_name_comparisons("SELECT 1 FROM sources s WHERE s.format = 'ncu'", ".sql") == {"ncu"}
+    assert format_name_comparisons("SELECT * FROM sources WHERE format IN ('torch', 'x') -- 'nsys'", ".sql") == \
+        {"torch"}
+    assert format_name_comparisons("-- format = 'torch'\nSELECT 'telemetry' AS basis", ".sql") == set()
+    assert format_name_comparisons('ok = source["format"] == "nsys" or "torch" in store.formats()', ".py") == \
+        {"nsys", "torch"}
+    assert format_name_comparisons('rows = con.sql("SELECT 1 WHERE src.format <> \'torch\'")', ".py") == {"torch"}
+    assert format_name_comparisons('ok = profiler in ("nsys", "ncu")', ".py") == set()
+
+
+def test_no_analysis_or_page_compares_a_format_name() -> None:
+    """Outside ingest and the declaration itself, code chooses inputs by what their format declares it gives
+    (``input_formats``, tracedoc.formats.giving) or by its kind, never by the format's name: a new format with the
+    same capabilities is then analysed without an edit."""
+    package = ROOT / "tracedoc"
+    offenders = {}
+    for path in sorted([*package.rglob("*.sql"), *package.rglob("*.py")]):
+        if path.is_relative_to(package / "ingest") or path == package / "formats.py":
+            continue
+        if names := format_name_comparisons(path.read_text(), path.suffix):
+            offenders[str(path.relative_to(ROOT))] = sorted(names)
+    assert offenders == {}
