@@ -35,7 +35,7 @@ from tracedoc.formats import (
     giving,
 )
 from tracedoc.ingest import FORMATS as READERS
-from tracedoc.ingest import discover, reader
+from tracedoc.ingest import compressed, discover, reader
 from tracedoc.ingest.base import (
     PreparesFiles,
     Reader,
@@ -85,10 +85,11 @@ def test_every_reader_module_keeps_the_reader_contract(declared: Format) -> None
 
 
 def test_the_readers_offer_what_their_formats_need() -> None:
-    """PyTorch ranks are parsed together and as they unpack; a compressed flight-recorder dump is read from its
-    stream; an Nsight Compute input unpacks itself (so that its errors and hints name the user's file); Nsight
-    Systems reports are exported together first and an export beside its report is set aside; every other format is
-    one file at a time, a compressed one unpacked for it."""
+    """PyTorch ranks are parsed together and as they unpack; a compressed flight-recorder dump, allocator snapshot,
+    NVML recording or GEMM ladder is read from its stream; an Nsight Compute input unpacks itself (so that its
+    errors and hints name the user's file); Nsight Systems reports are exported together first and an export beside
+    its report is set aside; Parquet telemetry, read by seeking, is the one format a compressed file of which is
+    unpacked to a file for it."""
     offered = {}
     for f in FORMATS:
         found = reader(f.name)
@@ -98,8 +99,31 @@ def test_the_readers_offer_what_their_formats_need() -> None:
     assert offered.pop("torch") == ("many", "streamed")
     assert offered.pop("ncu") == ("streamed",)
     assert offered.pop("flight_recorder") == ("streamed",)
+    assert offered.pop("memory_snapshot") == offered.pop("nvml") == offered.pop("gemm_ladder") == ("streamed",)
     assert offered.pop("nsys") == ("prepares", "sets_aside")
-    assert set(offered.values()) == {()}
+    assert offered == {"telemetry": ()}
+
+
+@pytest.mark.parametrize(("sample", "table"), [("health-h100/nvml-idle.replay.json", "gpu_health"),
+                                               ("ncu-h100-gemm-cublas/gemm_ladder.json", "gemm_ladder_results")])
+def test_a_compressed_small_file_is_read_from_its_stream(sample: str, table: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gzipped NVML recording or GEMM ladder gives the rows its plain file gives, and is never unpacked to a
+    file."""
+    plain = SAMPLES / sample
+    packed = tmp_path / f"{plain.name}.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+
+    def rows(path: Path) -> list[tuple]:
+        store = open_store(discover([path]), None)[0]
+        try:
+            return store.con.execute(f"SELECT * EXCLUDE (source_id) FROM {table} ORDER BY ALL").fetchall()
+        finally:
+            store.close()
+
+    expected = rows(plain)
+    monkeypatch.setattr(compressed.Unpacking, "save", lambda self, out: pytest.fail(f"{self.name} unpacked"))
+    assert rows(packed) == expected and expected
 
 
 @pytest.mark.parametrize("declared", FORMATS, ids=lambda f: f.name)

@@ -83,17 +83,20 @@ FORMATS: tuple[Format, ...] = (
     # its world size is its largest process group's, not the job's
     Format("flight_recorder", "tracedoc.ingest.flight_recorder", "flight recorder", HANG_DUMPS,
            several_per_rank=True, max_bytes=1 << 30),
+    # needs a file: its SQLite export is opened by path, its report read by `nsys export`; a compressed one is
+    # unpacked into the work directory (every other format but telemetry reads a compressed file as it unpacks)
     Format("nsys", "tracedoc.ingest.nsys", "Nsight Systems", TIMELINE, memory_events=CUDA, host_ranges=NVTX,
            how_to_record="capture with `nsys profile --trace=cuda,nvtx,osrt`", profiler_k=1.1, profiler_k_least=0.6),
     Format("ncu", "tracedoc.ingest.ncu", "Nsight Compute", KERNEL_PROFILE),
     # the largest NVML recording (tracedoc/health/replay.py reads its limit here)
     Format("nvml", "tracedoc.ingest.nvml", "NVML", HEALTH, per_host=True, max_bytes=32 << 20),
+    # Parquet needs a file it can seek in: a compressed one is unpacked into the work directory
     Format("telemetry", "tracedoc.ingest.telemetry", "GPU telemetry", HEALTH, per_host=True),
     # the ladder writes a few KB; anything this large is not one of its files
     Format("gemm_ladder", "tracedoc.ingest.gemm_ladder", "GEMM ladder", KERNEL_BENCHMARKS, per_host=True,
            max_bytes=16 << 20),
     # no rank of its own: joined with the trace of its run by time and address (analyses/memory)
-    # the reader's own limit (TRACEDOC_MAX_SNAPSHOT_BYTES) applies after unpacking
+    # the reader's own limit (TRACEDOC_MAX_SNAPSHOT_BYTES) counts a compressed one's bytes as they unpack
     Format("memory_snapshot", "tracedoc.ingest.memory_snapshot", "allocator snapshot", ALLOCATOR_SNAPSHOTS,
            per_host=True, max_bytes=8 << 30),
 )
