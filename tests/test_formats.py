@@ -61,8 +61,9 @@ def test_the_type_checker_holds_every_declared_reader_to_the_contract() -> None:
     readers = next(node.value for node in ast.walk(tree) if isinstance(node, ast.AnnAssign)
                    and isinstance(node.target, ast.Name) and node.target.id == "_READERS")
     assert isinstance(readers, ast.Tuple)
-    assert sorted(f"tracedoc.ingest.{e.id}" for e in readers.elts if isinstance(e, ast.Name)) == \
-        sorted(f.module for f in FORMATS)
+    imported = {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert sorted(imported[e.id] for e in readers.elts if isinstance(e, ast.Name)) == sorted(f.module for f in FORMATS)
 
 
 def _parameters(function: Callable[..., object]) -> list[tuple[str, bool]]:

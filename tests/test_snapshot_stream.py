@@ -24,7 +24,8 @@ from tests.test_snapshot_bulk import _copies, _leak
 from tracedoc import analyze
 from tracedoc.cli import cli
 from tracedoc.errors import InputError
-from tracedoc.ingest import compressed, memory_snapshot, snapshot_pickle
+from tracedoc.ingest import compressed
+from tracedoc.ingest.memory import memory_snapshot, snapshot_pickle
 from tracedoc.store import Store
 
 TABLES = ("memory_segments", "memory_blocks", "memory_actions", "memory_annotations")

@@ -121,7 +121,12 @@ def reader(name: str) -> FormatReader:
 
 
 if TYPE_CHECKING:  # the type checker holds each reader module to the contract it declares
-    from tracedoc.ingest import flight_recorder, gemm_ladder, kineto, memory_snapshot, ncu, nsys, nvml, telemetry
+    from tracedoc.ingest.chrome import kineto
+    from tracedoc.ingest.hang import flight_recorder
+    from tracedoc.ingest.health import nvml, telemetry
+    from tracedoc.ingest.memory import memory_snapshot
+    from tracedoc.ingest.ncu import gemm_ladder, ncu
+    from tracedoc.ingest.nsys import nsys
 
     _READERS: tuple[Reader, ...] = (kineto, flight_recorder, nsys, ncu, nvml, telemetry, gemm_ladder,
                                     memory_snapshot)

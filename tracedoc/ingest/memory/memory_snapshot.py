@@ -36,10 +36,10 @@ from typing import Any
 import pyarrow as pa
 
 from tracedoc.errors import InputError
-from tracedoc.ingest import snapshot_pickle
 from tracedoc.ingest.base import ByteStream, LoadResult
+from tracedoc.ingest.memory import snapshot_pickle
+from tracedoc.ingest.memory.snapshot_bulk import Records
 from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit
-from tracedoc.ingest.snapshot_bulk import Records
 from tracedoc.store import Store
 
 FORMAT = "memory_snapshot"

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from tracedoc.errors import InputError
-from tracedoc.ingest.snapshot_bulk import CONSUMED, REFERS_BACK, Bulk, Records, Refused, SharedFrames
+from tracedoc.ingest.memory.snapshot_bulk import CONSUMED, REFERS_BACK, Bulk, Records, Refused, SharedFrames
 
 _MAX_STACK = 1_000_000
 UNREAD = "unread"  # the kind of the sink of a top-level list other than segments and device_traces

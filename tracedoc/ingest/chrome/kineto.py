@@ -15,8 +15,8 @@ from typing import Any
 
 import duckdb
 
-from tracedoc.ingest import chrome_trace, kineto_memory
 from tracedoc.ingest.base import ByteStream, LoadResult
+from tracedoc.ingest.chrome import chrome_trace, kineto_memory
 from tracedoc.store import Store
 
 FORMAT = "torch"
