@@ -20,6 +20,8 @@ most ``TRACEDOC_MAX_SNAPSHOT_BYTES`` (default 4 GiB; a 1 GB snapshot is read in 
 marks are open at once, and the reader turns at most ``TRACEDOC_MAX_SNAPSHOT_VALUES`` values into rows (by default
 one per 8 bytes of the file, at least 2,000,000: each segment, block, history entry, item of another top-level list
 and the frames of each distinct stack count, once per place that refers to them, before a batch's rows are built).
+A gzip or xz snapshot is read as it unpacks (``load_stream``), never written to disk: those limits count its bytes
+as they come.
 Of each stack, 256 frames are looked at (a stack recorded with C++ frames, torch's default, has dozens before the
 first Python frame) and 8 kept. A snapshot belongs to no rank of its own (``per_host``, tracedoc/formats.py): the memory
 analyses tie it to the trace of the same run by time and address.
@@ -94,9 +96,10 @@ def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path,
     """Read a compressed snapshot as it unpacks (snapshot_pickle.read_stream), never whole on disk or in memory:
     the size limit counts the unpacked bytes, and the values budget grows with them as it would with the file's
     size. A pickle without frames (protocol 2 or 3, which torch no longer writes) is unpacked to a file first."""
-    if not PICKLE_MAGIC.match(stream.head(3)):
+    start = stream.head(3)
+    if not PICKLE_MAGIC.match(start):
         raise InputError(f"{name}: not an allocator snapshot (not a pickle)")
-    if stream.head(3)[2:3] != snapshot_pickle.FRAME:
+    if start[2:3] != snapshot_pickle.FRAME:
         copy = workdir / "unpacked-snapshot.pickle"
         try:
             stream.save(copy)
