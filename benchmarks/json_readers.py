@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# The fields tracedoc reads of each event (tracedoc/ingest/kineto.py _COLUMNS), as Python would pull them out.
+# The fields tracedoc reads of each event (tracedoc/ingest/chrome/kineto.py _COLUMNS), as Python would pull them out.
 _FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args")
 
 
@@ -36,7 +36,7 @@ def _chrome_trace(path: Path, normalize: bool) -> int:
     """tracedoc's reader: the event array cut into part files and parsed by DuckDB's read_json into the columns
     Kineto names (2 threads); with ``normalize``, the whole ingest of the file (also the normalisation SQL). The
     store is made before the clock starts (``_STORE``)."""
-    from tracedoc.ingest import chrome_trace, kineto
+    from tracedoc.ingest.chrome import chrome_trace, kineto
 
     store = _STORE[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -54,7 +54,7 @@ _STORE: list[Any] = []
 
 
 def _make_store() -> None:
-    from tracedoc.ingest import chrome_trace, kineto  # noqa: F401 (imported before the clock starts)
+    from tracedoc.ingest.chrome import kineto  # noqa: F401 (imported before the clock starts)
     from tracedoc.store import Store
 
     _STORE.append(Store.create(None))
@@ -90,7 +90,7 @@ def _msgspec(path: Path) -> int:
     return len(decoded.traceEvents)
 
 
-# The fields tracedoc reads of each event's "args" (tracedoc/ingest/kineto.py _ARGS_TYPE).
+# The fields tracedoc reads of each event's "args" (tracedoc/ingest/chrome/kineto.py _ARGS_TYPE).
 _ARGS = ("device", "stream", "correlation", "External id", "bytes", "registers per thread", "shared memory",
          "Collective name", "grid", "block", "Process Group Name", "Process Group Description", "Group size",
          "dtype", "In msg nelems", "Out msg nelems", "In split size", "Out split size", "Input Dims", "Input type",

@@ -268,7 +268,7 @@ def tile_export(src: Path, dst: Path, times: int) -> None:
 def nsys_readers(exports: Sequence[Path], times: int) -> None:
     """Rows/s of loading each export into a new store, with each SQLite reader there is."""
     sys.path.insert(0, str(ROOT))
-    from tracedoc.ingest import nsys, sqlite_arrow
+    from tracedoc.ingest.nsys import nsys, sqlite_arrow
     from tracedoc.store import Store
 
     readers = ["adbc", "sqlite3"] if sqlite_arrow._adbc_module() is not None else ["sqlite3"]

@@ -1,4 +1,4 @@
-"""A Chrome-trace JSON timeline format built on the shared reader (``tracedoc.ingest.chrome_trace``), as a new
+"""A Chrome-trace JSON timeline format built on the shared reader (``tracedoc.ingest.chrome.chrome_trace``), as a new
 producer's format would be (docs/ARCHITECTURE.md, "A Chrome-trace JSON timeline format"): its ``EventFormat``
 (the fields read of each event, the SQL that stores them) and one line for each of ``load``, ``load_many`` and
 ``load_stream``. It stores every complete event ('X') as host activity of kind 'other'; tests/test_chrome_trace.py
@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracedoc.ingest import chrome_trace
 from tracedoc.ingest.base import ByteStream, LoadResult
+from tracedoc.ingest.chrome import chrome_trace
 from tracedoc.store import Store
 
 FORMAT = "chrome_example"

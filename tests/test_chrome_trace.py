@@ -1,6 +1,6 @@
-"""The shared reader of Chrome-trace JSON event arrays (tracedoc/ingest/chrome_trace.py): a timeline format written
-in Chrome-trace JSON is its EventFormat and a few one-line functions (tests/chrome_format_example.py), declared with
-one Format line; ingest then reads it plain, several files together, and compressed as it unpacks."""
+"""The shared reader of Chrome-trace JSON event arrays (tracedoc/ingest/chrome/chrome_trace.py): a timeline format
+written in Chrome-trace JSON is its EventFormat and a few one-line functions (tests/chrome_format_example.py),
+declared with one Format line; ingest then reads it plain, several files together, and compressed as it unpacks."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.conftest import SAMPLES
 from tracedoc import formats, ingest
 from tracedoc.errors import InputError
 from tracedoc.formats import TIMELINE, Format
-from tracedoc.ingest import chrome_trace
+from tracedoc.ingest.chrome import chrome_trace
 from tracedoc.store import Store, modules
 
 EXAMPLE = Format("chrome_example", "tests.chrome_format_example", "Chrome trace (example)", TIMELINE)

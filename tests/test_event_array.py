@@ -110,7 +110,7 @@ def test_any_member_order_layout_and_compression_reads_the_same(tmp_path: Path, 
                                                                   order: str, layout: str, compression: str) -> None:
     """Edited copies of the H100 trace (its members reordered, a log list with brackets and quotes in its strings
     after the events, written three ways, plain, gzip or xz), read in parts of 16 KiB: what the original gives."""
-    import tracedoc.ingest.chrome_trace as chrome_trace
+    import tracedoc.ingest.chrome.chrome_trace as chrome_trace
 
     original = stored(PROPERTIES_AFTER, tmp_path / "original")
     doc = json.loads(gzip.decompress(PROPERTIES_AFTER.read_bytes()))

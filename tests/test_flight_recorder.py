@@ -546,7 +546,7 @@ def test_process_groups_are_inserted_in_bulk(tmp_path: Path, monkeypatch: pytest
     """The real JSON dump with 200,000 more process groups of ranks [0, 1] (14 MB): inserted row by row they took
     80 s; as Arrow tables, one statement a table, reading the dump is most of the work. Their 400,000 members are
     over the default TRACEDOC_MAX_FR_RANKS (one line, exit 2) and read once it is raised."""
-    from tracedoc.ingest import flight_recorder
+    from tracedoc.ingest.hang import flight_recorder
     from tracedoc.store import Store
 
     groups = {str(i): {"desc": "undefined", "name": str(i), "ranks": "[0, 1]"} for i in range(1, 200_001)}

@@ -9,6 +9,7 @@ import ast
 import gzip
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tracedoc import analyze, kinds
 from tracedoc.diff.side import check_kinds, resolve_side
 from tracedoc.errors import InputError
 from tracedoc.formats import (
+    BY_NAME,
     CAPABILITIES,
     FORMATS,
     HANG_DUMPS,
@@ -33,7 +35,7 @@ from tracedoc.formats import (
     giving,
 )
 from tracedoc.ingest import FORMATS as READERS
-from tracedoc.ingest import discover, reader
+from tracedoc.ingest import compressed, discover, reader
 from tracedoc.ingest.base import (
     PreparesFiles,
     Reader,
@@ -59,8 +61,9 @@ def test_the_type_checker_holds_every_declared_reader_to_the_contract() -> None:
     readers = next(node.value for node in ast.walk(tree) if isinstance(node, ast.AnnAssign)
                    and isinstance(node.target, ast.Name) and node.target.id == "_READERS")
     assert isinstance(readers, ast.Tuple)
-    assert sorted(f"tracedoc.ingest.{e.id}" for e in readers.elts if isinstance(e, ast.Name)) == \
-        sorted(f.module for f in FORMATS)
+    imported = {alias.asname or alias.name: f"{node.module}.{alias.name}" for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert sorted(imported[e.id] for e in readers.elts if isinstance(e, ast.Name)) == sorted(f.module for f in FORMATS)
 
 
 def _parameters(function: Callable[..., object]) -> list[tuple[str, bool]]:
@@ -84,9 +87,10 @@ def test_every_reader_module_keeps_the_reader_contract(declared: Format) -> None
 
 def test_the_readers_offer_what_their_formats_need() -> None:
     """PyTorch ranks and Proton traces (one shared reader) are parsed together and as they unpack; a compressed
-    flight-recorder dump is read from its stream; an Nsight Compute input unpacks itself (so that its errors and
-    hints name the user's file); Nsight Systems reports are exported together first and an export beside its report
-    is set aside; every other format is one file at a time, a compressed one unpacked for it."""
+    flight-recorder dump, allocator snapshot, NVML recording or GEMM ladder is read from its stream; an Nsight Compute input
+    unpacks itself (so that its errors and hints name the user's file); Nsight Systems reports are exported together
+    first and an export beside its report is set aside; Parquet telemetry, read by seeking, is the one format a
+    compressed file of which is unpacked to a file for it."""
     offered = {}
     for f in FORMATS:
         found = reader(f.name)
@@ -97,8 +101,31 @@ def test_the_readers_offer_what_their_formats_need() -> None:
     assert offered.pop("proton") == ("many", "streamed")
     assert offered.pop("ncu") == ("streamed",)
     assert offered.pop("flight_recorder") == ("streamed",)
+    assert offered.pop("memory_snapshot") == offered.pop("nvml") == offered.pop("gemm_ladder") == ("streamed",)
     assert offered.pop("nsys") == ("prepares", "sets_aside")
-    assert set(offered.values()) == {()}
+    assert offered == {"telemetry": ()}
+
+
+@pytest.mark.parametrize(("sample", "table"), [("health-h100/nvml-idle.replay.json", "gpu_health"),
+                                               ("ncu-h100-gemm-cublas/gemm_ladder.json", "gemm_ladder_results")])
+def test_a_compressed_small_file_is_read_from_its_stream(sample: str, table: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gzipped NVML recording or GEMM ladder gives the rows its plain file gives, and is never unpacked to a
+    file."""
+    plain = SAMPLES / sample
+    packed = tmp_path / f"{plain.name}.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+
+    def rows(path: Path) -> list[tuple]:
+        store = open_store(discover([path]), None)[0]
+        try:
+            return store.con.execute(f"SELECT * EXCLUDE (source_id) FROM {table} ORDER BY ALL").fetchall()
+        finally:
+            store.close()
+
+    expected = rows(plain)
+    monkeypatch.setattr(compressed.Unpacking, "save", lambda self, out: pytest.fail(f"{self.name} unpacked"))
+    assert rows(packed) == expected and expected
 
 
 @pytest.mark.parametrize("declared", FORMATS, ids=lambda f: f.name)
@@ -250,3 +277,81 @@ def test_a_diff_refuses_two_runs_without_steps_or_kernels(declared: Format) -> N
     other = resolve_side(SAMPLES / "decode-compile")
     with pytest.raises(InputError, match=f"AFTER a {declared.kind} .*: diff compares two runs of one kind"):
         check_kinds(other, side)
+
+
+# A format column or field compared with a literal in SQL: `format = 'x'`, `'x' <> s.format`, `format IN ('x', ...)`,
+# `CASE format WHEN 'x'`.
+_SQL_COMPARED = (re.compile(r"\bformat\s*(?:==?|<>|!=)\s*('\w+')", re.IGNORECASE),
+                 re.compile(r"('\w+')\s*(?:==?|<>|!=)\s*(?:\w+\.)?format\b", re.IGNORECASE),
+                 re.compile(r"\bformat\s+(?:NOT\s+)?IN\s*\(([^)]*)\)", re.IGNORECASE),
+                 re.compile(r"\bformat\s+WHEN\s+('\w+')", re.IGNORECASE))
+
+
+def _format_names_in_sql(sql: str) -> set[str]:
+    """The declared format names ``sql`` (comments left out) compares a format column with."""
+    code = re.sub(r"--[^\n]*", "", sql)
+    compared = " ".join(found for pattern in _SQL_COMPARED for found in pattern.findall(code))
+    return set(re.findall(r"'(\w+)'", compared)) & set(BY_NAME)
+
+
+def _is_about_formats(node: ast.AST) -> bool:
+    """An expression that reads a format: a name, attribute, key or call spelling ``format`` (or ``fmt``)."""
+    for part in ast.walk(node):
+        spelled = (part.id if isinstance(part, ast.Name) else part.attr if isinstance(part, ast.Attribute)
+                   else part.value if isinstance(part, ast.Constant) and isinstance(part.value, str)
+                   and isinstance(getattr(part, "parent", None), ast.Subscript) else "")
+        if "format" in spelled.lower() or spelled == "fmt":
+            return True
+    return False
+
+
+def _format_names(node: ast.AST) -> set[str]:
+    """The declared format names a literal (a string, or a tuple, list or set of them) spells."""
+    items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return {i.value for i in items if isinstance(i, ast.Constant) and i.value in BY_NAME}
+
+
+def format_name_comparisons(source: str, suffix: str) -> set[str]:
+    """The declared format names a module compares a format with: in SQL (a ``.sql`` module, or a string in a
+    Python one), or in Python (``fmt == "torch"``, ``"nsys" in store.formats()``)."""
+    if suffix == ".sql":
+        return _format_names_in_sql(source)
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            child.parent = node  # type: ignore[attr-defined]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found |= _format_names_in_sql(node.value)
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_is_about_formats(o) for o in operands):
+                found |= {name for o in operands for name in _format_names(o)}
+    return found
+
+
+def test_the_format_name_check_finds_a_comparison() -> None:
+    """What the check below looks for, shown on the comparisons it replaced."""
+    assert format_name_comparisons("SELECT 1 FROM sources s WHERE s.format = 'ncu'", ".sql") == {"ncu"}
+    assert format_name_comparisons("SELECT * FROM sources WHERE format IN ('torch', 'x') -- 'nsys'", ".sql") == \
+        {"torch"}
+    assert format_name_comparisons("-- format = 'torch'\nSELECT 'telemetry' AS basis", ".sql") == set()
+    assert format_name_comparisons('ok = source["format"] == "nsys" or "torch" in store.formats()', ".py") == \
+        {"nsys", "torch"}
+    assert format_name_comparisons('rows = con.sql("SELECT 1 WHERE src.format <> \'torch\'")', ".py") == {"torch"}
+    assert format_name_comparisons('ok = profiler in ("nsys", "ncu")', ".py") == set()
+
+
+def test_no_analysis_or_page_compares_a_format_name() -> None:
+    """Outside ingest and the declaration itself, code chooses inputs by what their format declares it gives
+    (``input_formats``, tracedoc.formats.giving) or by its kind, never by the format's name: a new format with the
+    same capabilities is then analysed without an edit."""
+    package = ROOT / "tracedoc"
+    offenders = {}
+    for path in sorted([*package.rglob("*.sql"), *package.rglob("*.py")]):
+        if path.is_relative_to(package / "ingest") or path == package / "formats.py":
+            continue
+        if names := format_name_comparisons(path.read_text(), path.suffix):
+            offenders[str(path.relative_to(ROOT))] = sorted(names)
+    assert offenders == {}

@@ -31,7 +31,8 @@ from click.testing import CliRunner
 from tests.conftest import ROOT, SAMPLES
 from tracedoc.cli import cli
 from tracedoc.errors import InputError, TracedocError, first_line
-from tracedoc.ingest import compressed, ncu_csv
+from tracedoc.ingest import compressed
+from tracedoc.ingest.ncu import ncu_csv
 from tracedoc.limits import Limits
 
 KINETO = SAMPLES / "decode-compile" / "trace.json.gz"  # one rank, 60 KB

@@ -93,7 +93,7 @@ def test_plain_and_gzipped_traces_give_the_same_store(tmp_path: Path) -> None:
 
 def test_large_traces_are_read_in_several_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Splitting the event array at event boundaries loses and duplicates nothing."""
-    import tracedoc.ingest.chrome_trace as chrome_trace
+    import tracedoc.ingest.chrome.chrome_trace as chrome_trace
 
     trace = SAMPLES / "decode-eager" / "trace.json.gz"
     monkeypatch.setattr(chrome_trace, "_PART_BYTES", 64 << 10)  # ~60 parts instead of one
@@ -142,7 +142,7 @@ def test_plain_ranks_read_together_give_each_rank_its_own_rows(tmp_path: Path,
     """Plain rank traces are parsed several files at a time, parts of two ranks in one pass (small parts here, so
     that a pass holds the end of one rank and the start of the next): every row keeps its own rank's source and
     rank, exactly as when each gzipped rank is read alone."""
-    import tracedoc.ingest.chrome_trace as chrome_trace
+    import tracedoc.ingest.chrome.chrome_trace as chrome_trace
 
     sample = SAMPLES / "moe-hot-expert-4rank"
     with ingest(tmp_path / "alone", sample) as store:
@@ -163,7 +163,7 @@ def test_plain_ranks_read_together_give_each_rank_its_own_rows(tmp_path: Path,
 def test_a_bad_rank_among_plain_ranks_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A rank read in one pass with others is named by its own path when its events are malformed or its times out
     of range, and the error shows no temporary part file."""
-    import tracedoc.ingest.chrome_trace as chrome_trace
+    import tracedoc.ingest.chrome.chrome_trace as chrome_trace
     from tracedoc.errors import InputError
 
     monkeypatch.setattr(chrome_trace, "_PART_BYTES", 16 << 20)  # each rank one part, both in one pass
@@ -189,8 +189,8 @@ def test_a_trace_is_parsed_on_one_thread_per_bytes_per_thread(tmp_path: Path,
     """input-slow unpacked (1 MB), with _BYTES_PER_THREAD lowered to a third of it and small parts: read on 3 of the
     8 threads set, three parts a statement, and the 8 given back afterwards; the same GPU activity (count and time
     by kind) as read on all 8."""
-    import tracedoc.ingest.chrome_trace as chrome_trace
-    import tracedoc.ingest.kineto as kineto
+    import tracedoc.ingest.chrome.chrome_trace as chrome_trace
+    import tracedoc.ingest.chrome.kineto as kineto
 
     plain = tmp_path / "trace.json"
     plain.write_bytes(gzip.decompress((SAMPLES / "input-slow" / "trace.json.gz").read_bytes()))

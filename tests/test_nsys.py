@@ -20,7 +20,8 @@ from tracedoc import analyze
 from tracedoc.api import open_store
 from tracedoc.cli import cli
 from tracedoc.cli.options import report_formats
-from tracedoc.ingest import discover, nsys, sqlite_arrow
+from tracedoc.ingest import discover
+from tracedoc.ingest.nsys import nsys, sqlite_arrow
 from tracedoc.store import Store
 
 TORCH = SAMPLES / "nsys-torch-h100"

@@ -1,5 +1,5 @@
-"""Triton's Proton profiler traces (tracedoc/ingest/proton.py) on the real sample samples/proton-compiled-mlp: told
-apart from PyTorch's Chrome traces, kernels stored as one device's, and steps made from the scopes' windows in
+"""Triton's Proton profiler traces (tracedoc/ingest/chrome/proton.py) on the real sample samples/proton-compiled-mlp:
+told apart from PyTorch's Chrome traces, kernels stored as one device's, and steps made from the scopes' windows in
 time, which the CUDA-event step time measured without the profiler (expected.yaml's truth) checks."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from tests.test_formats import SAMPLES_OF
 from tracedoc import analyze
 from tracedoc.cli import cli
 from tracedoc.formats import BY_NAME, FORMATS
-from tracedoc.ingest import chrome_trace, discover, proton
+from tracedoc.ingest import discover
+from tracedoc.ingest.chrome import chrome_trace, proton
 from tracedoc.options import Peaks
 from tracedoc.pipeline import open_store
 
@@ -140,4 +141,4 @@ def test_the_format_is_its_reader_one_format_line_a_sample_and_a_fuzz_seed() -> 
     naming = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tracedoc").rglob("*")
                     if path.suffix in (".py", ".sql") and any(quoted in path.read_text() for quoted in
                                                                ('"proton"', "'proton'")))
-    assert naming == ["tracedoc/formats.py", "tracedoc/ingest/proton.py"]
+    assert naming == ["tracedoc/formats.py", "tracedoc/ingest/chrome/proton.py"]

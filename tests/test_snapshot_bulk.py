@@ -1,8 +1,7 @@
-"""Allocator snapshots read in bulk (tracedoc/ingest/snapshot_bulk.py) give the rows the opcode machine alone gives:
-on the samples (samples/memory-*), on copies of the leak's history written as torch writes larger ones, and on
+"""Allocator snapshots read in bulk (tracedoc/ingest/memory/snapshot_bulk.py) give the rows the opcode machine alone
+gives: on the samples (samples/memory-*), on copies of the leak's history written as torch writes larger ones, and on
 edited copies whose records the fast path does not know (another key, values of other kinds, other protocols, no
-frames, nothing memoized), where the opcode machine reads what it cannot. What it refuses stays refused in one
-line."""
+frames, nothing memoized), where the opcode machine reads what it cannot. What it refuses stays refused in one line."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ import pytest
 
 from tests.conftest import SAMPLES
 from tracedoc.errors import InputError
-from tracedoc.ingest import memory_snapshot, snapshot_bulk
+from tracedoc.ingest.memory import memory_snapshot, snapshot_bulk
 from tracedoc.store import Store
 
 TABLES = ("memory_segments", "memory_blocks", "memory_actions")

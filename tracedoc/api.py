@@ -176,7 +176,7 @@ def health_snapshot_report(snapshot: Snapshot, label: str, rules: Sequence[Rule]
                            thresholds: dict[str, dict[str, float]] | None = None) -> Report:
     """Judge one NVML snapshot on its own; ``label`` names where it came from (the live driver or a recording).
     Only the health rules and measurements apply, and there is no trace window (wall time 0)."""
-    from tracedoc.ingest.nvml import FORMAT, insert_snapshot, snapshot_tool
+    from tracedoc.ingest.health.nvml import FORMAT, insert_snapshot, snapshot_tool
 
     def build(store: Store) -> None:
         insert_sources(store.con, [SourceRow(0, label, FORMAT, event_count=len(snapshot.gpus),

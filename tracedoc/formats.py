@@ -75,31 +75,34 @@ CAPABILITIES: tuple[str, ...] = tuple(f.name for f in fields(Format)
 FORMATS: tuple[Format, ...] = (
     # Triton's Proton profiler in trace mode: GPU kernels alone, under the scopes the program opened; sniffed before
     # torch, whose Chrome-trace JSON it shares
-    Format("proton", "tracedoc.ingest.proton", "Proton profiler", TIMELINE,
+    Format("proton", "tracedoc.ingest.chrome.proton", "Proton profiler", TIMELINE,
            how_to_record='`proton.start(name, data="trace")` before the steps, each step in '
                          '`with proton.scope(f"step_{i}")`, then `proton.finalize()`'),
-    Format("torch", "tracedoc.ingest.kineto", "PyTorch profiler", TIMELINE, operator_shapes=True, world_size=True,
-           memory_events=ALLOCATOR, host_ranges=PYTORCH_OPERATORS, python_stacks=True,
+    Format("torch", "tracedoc.ingest.chrome.kineto", "PyTorch profiler", TIMELINE, operator_shapes=True,
+           world_size=True, memory_events=ALLOCATOR, host_ranges=PYTORCH_OPERATORS, python_stacks=True,
            how_to_record="pass `activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]` to `torch.profiler.profile`",
            profiler_k=0.55, profiler_k_least=0.3),
     # a rank may leave several dumps side by side (the automatic one and on-demand ones); the hang analyses use
     # one per rank (analyses/hang/dumps.sql), so two dumps claiming one rank are not an error
     # larger than 1 GiB is no dump: the ring buffer keeps a few MB
     # its world size is its largest process group's, not the job's
-    Format("flight_recorder", "tracedoc.ingest.flight_recorder", "flight recorder", HANG_DUMPS,
+    Format("flight_recorder", "tracedoc.ingest.hang.flight_recorder", "flight recorder", HANG_DUMPS,
            several_per_rank=True, max_bytes=1 << 30),
-    Format("nsys", "tracedoc.ingest.nsys", "Nsight Systems", TIMELINE, memory_events=CUDA, host_ranges=NVTX,
+    # needs a file: its SQLite export is opened by path, its report read by `nsys export`; a compressed one is
+    # unpacked into the work directory (every other format but telemetry reads a compressed file as it unpacks)
+    Format("nsys", "tracedoc.ingest.nsys.nsys", "Nsight Systems", TIMELINE, memory_events=CUDA, host_ranges=NVTX,
            how_to_record="capture with `nsys profile --trace=cuda,nvtx,osrt`", profiler_k=1.1, profiler_k_least=0.6),
-    Format("ncu", "tracedoc.ingest.ncu", "Nsight Compute", KERNEL_PROFILE),
+    Format("ncu", "tracedoc.ingest.ncu.ncu", "Nsight Compute", KERNEL_PROFILE),
     # the largest NVML recording (tracedoc/health/replay.py reads its limit here)
-    Format("nvml", "tracedoc.ingest.nvml", "NVML", HEALTH, per_host=True, max_bytes=32 << 20),
-    Format("telemetry", "tracedoc.ingest.telemetry", "GPU telemetry", HEALTH, per_host=True),
+    Format("nvml", "tracedoc.ingest.health.nvml", "NVML", HEALTH, per_host=True, max_bytes=32 << 20),
+    # Parquet needs a file it can seek in: a compressed one is unpacked into the work directory
+    Format("telemetry", "tracedoc.ingest.health.telemetry", "GPU telemetry", HEALTH, per_host=True),
     # the ladder writes a few KB; anything this large is not one of its files
-    Format("gemm_ladder", "tracedoc.ingest.gemm_ladder", "GEMM ladder", KERNEL_BENCHMARKS, per_host=True,
+    Format("gemm_ladder", "tracedoc.ingest.ncu.gemm_ladder", "GEMM ladder", KERNEL_BENCHMARKS, per_host=True,
            max_bytes=16 << 20),
     # no rank of its own: joined with the trace of its run by time and address (analyses/memory)
-    # the reader's own limit (TRACEDOC_MAX_SNAPSHOT_BYTES) applies after unpacking
-    Format("memory_snapshot", "tracedoc.ingest.memory_snapshot", "allocator snapshot", ALLOCATOR_SNAPSHOTS,
+    # the reader's own limit (TRACEDOC_MAX_SNAPSHOT_BYTES) counts a compressed one's bytes as they unpack
+    Format("memory_snapshot", "tracedoc.ingest.memory.memory_snapshot", "allocator snapshot", ALLOCATOR_SNAPSHOTS,
            per_host=True, max_bytes=8 << 30),
 )
 BY_NAME: dict[str, Format] = {f.name: f for f in FORMATS}

@@ -193,7 +193,7 @@ def steps_found(row: dict[str, Any]) -> str:
     if row["method"] == "profiler":
         return f"the profiler's steps '{row['detail']}'" if row["detail"] else "ProfilerStep#N annotations"
     if row["method"] == "kernel":
-        from tracedoc.ingest.ncu_model import short_name  # here: ncu_model imports pyarrow, which a run needs not
+        from tracedoc.ingest.ncu.ncu_model import short_name  # here: ncu_model imports pyarrow, which a run needs not
 
         return f"the repeating kernel {short_name(str(row['detail']))}"
     name = str(row["detail"])

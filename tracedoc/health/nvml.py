@@ -4,7 +4,7 @@ Every NVML query goes through a ``Backend``: the live library (``LiveNvml``), a 
 recorded answers (``tracedoc.health.replay``). A query is named by its pynvml function and plain integer arguments,
 the device given by its index, so that what a GPU machine answered can be replayed anywhere. Answers are plain
 JSON values (structures become dicts), whatever the backend. Units: clocks MHz, power W, temperatures °C, memory
-bytes, times ns; each row's keys are the columns of the store tables in ``ingest/schema_health.sql``.
+bytes, times ns; each row's keys are the columns of the store tables in ``ingest/health/schema_health.sql``.
 """
 
 from __future__ import annotations

@@ -85,8 +85,17 @@ class Replay:
         try:
             if path.stat().st_size > MAX_BYTES:
                 raise InputError(f"{path}: larger than any NVML recording ({MAX_BYTES >> 20} MB)")
-            doc = strict_json.loads(path.read_bytes())
-        except (OSError, ValueError) as exc:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"{path}: not a readable NVML recording ({first_line(exc)})") from None
+        return cls.parse(raw, path)
+
+    @classmethod
+    def parse(cls, raw: bytes, path: Path) -> Replay:
+        """Validate a recording's bytes (at most MAX_BYTES: the caller's), errors naming it as ``path``."""
+        try:
+            doc = strict_json.loads(raw)
+        except ValueError as exc:
             raise InputError(f"{path}: not a readable NVML recording ({first_line(exc)})") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT_TAG:
             raise InputError(f"{path}: not an NVML recording (no \"format\": \"{FORMAT_TAG}\")")

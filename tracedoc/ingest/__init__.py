@@ -5,7 +5,9 @@ One reader module per format, held to the contract in ingest/base.py (``Reader``
 ``redundant_in_directory``), looked up once per format by ``reader``. A compressed input is wrapped as a stream of
 its unpacked bytes (``compressed.Unpacking``, bounded by the inflate cap, and by the format's ``max_bytes`` when
 it declares one): handed to the reader when it reads streams (``load_stream``: the Chrome-trace formats, flight-recorder
-dumps, Nsight Compute), else unpacked into the work directory for ``load``. ``-`` reads standard input
+dumps, Nsight Compute, allocator snapshots, NVML recordings, the GEMM ladder), else unpacked into the work directory
+for ``load`` (the formats that need a file: Nsight Systems, whose SQLite is opened and whose reports ``nsys export``
+reads, and Parquet telemetry, read by seeking). ``-`` reads standard input
 (spooled to a temporary file). Every source is written to the ``sources`` table by ``sources.insert_sources``.
 Declare a new format in tracedoc/formats.py's FORMATS (its module is imported only when a file is sniffed or read with
 it, so reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses
@@ -117,23 +119,18 @@ def reader(name: str) -> FormatReader:
 
 
 if TYPE_CHECKING:  # the type checker holds each reader module to the contract it declares
-    from tracedoc.ingest import (
-        flight_recorder,
-        gemm_ladder,
-        kineto,
-        memory_snapshot,
-        ncu,
-        nsys,
-        nvml,
-        proton,
-        telemetry,
-    )
+    from tracedoc.ingest.chrome import kineto, proton
+    from tracedoc.ingest.hang import flight_recorder
+    from tracedoc.ingest.health import nvml, telemetry
+    from tracedoc.ingest.memory import memory_snapshot
+    from tracedoc.ingest.ncu import gemm_ladder, ncu
+    from tracedoc.ingest.nsys import nsys
 
     _READERS: tuple[Reader, ...] = (proton, kineto, flight_recorder, nsys, ncu, nvml, telemetry, gemm_ladder,
                                     memory_snapshot)
     _OPTIONAL: tuple[ReadsMany, ReadsStream, ReadsMany, ReadsStream, PreparesFiles, SetsAsideInDirectory] = (
         proton, proton, kineto, kineto, nsys, nsys)
-    _STREAMED: tuple[ReadsStream, ...] = (kineto, ncu, flight_recorder)
+    _STREAMED: tuple[ReadsStream, ...] = (kineto, ncu, flight_recorder, memory_snapshot, nvml, gemm_ladder)
 
 
 def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile]:

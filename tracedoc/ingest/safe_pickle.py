@@ -49,6 +49,12 @@ class Budget:
         self.path, self.limit, self.var, self.what, self.counted = path, limit, var, what, counted
         self.left = limit
 
+    def grow_to(self, limit: int) -> None:
+        """Raise the limit to ``limit`` (a file read as it unpacks: its size known only as it comes)."""
+        if limit > self.limit:
+            self.left += limit - self.limit
+            self.limit = limit
+
     def spend(self, n: int) -> None:
         self.left -= n
         if self.left < 0:

@@ -20,14 +20,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import xxhash
 
 from tracedoc.errors import error_chain, first_line
 from tracedoc.limits import Limits
-from tracedoc.store.store import SCHEMA_VERSION, Store, schema_files
+from tracedoc.store.store import SCHEMA_VERSION, Store, reader_files, schema_files
 from tracedoc.version import __version__
 
 # KEY.partial-PID.duckdb, with DuckDB's write-ahead log (.wal) and spill folder (.tmp) beside it.
@@ -88,9 +87,8 @@ def ingest_digest() -> str:
     h = hashlib.blake2b(digest_size=16)
     for schema in schema_files():
         h.update(schema.read_bytes())
-    readers = resources.files("tracedoc.ingest")
-    for name in sorted(f.name for f in readers.iterdir() if f.name.endswith((".py", ".sql"))):
-        h.update(name.encode() + b"\0" + readers.joinpath(name).read_bytes())
+    for name, file in reader_files():
+        h.update(name.encode() + b"\0" + file.read_bytes())
     return h.hexdigest()
 
 

@@ -209,11 +209,25 @@ class Store:
 
 def schema_files() -> list[Traversable]:
     """schema.sql (the tables every format shares), then the tables readers write beyond them: each
-    schema_<name>.sql beside the readers in tracedoc/ingest/."""
-    readers = resources.files("tracedoc.ingest")
-    extra = sorted((f for f in readers.iterdir() if f.name.startswith("schema_") and f.name.endswith(".sql")),
+    schema_<name>.sql beside the readers of its family in tracedoc/ingest/<family>/, in the order of their names."""
+    extra = sorted((f for _, f in reader_files() if f.name.startswith("schema_") and f.name.endswith(".sql")),
                    key=lambda f: f.name)
     return [resources.files("tracedoc.store").joinpath("schema.sql"), *extra]
+
+
+def reader_files() -> list[tuple[str, Traversable]]:
+    """The readers' modules and schema files (tracedoc/ingest/ and each family's folder in it), each with its path
+    there ('nsys/nsys_sql.py'), in the order of those paths."""
+    found: list[tuple[str, Traversable]] = []
+    folders = [("", resources.files("tracedoc.ingest"))]
+    while folders:
+        prefix, folder = folders.pop()
+        for f in folder.iterdir():
+            if f.is_dir() and not f.name.startswith(("_", ".")):
+                folders.append((f"{prefix}{f.name}/", f))
+            elif f.name.endswith((".py", ".sql")):
+                found.append((prefix + f.name, f))
+    return sorted(found, key=lambda pair: pair[0])
 
 
 def connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:

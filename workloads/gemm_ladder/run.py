@@ -41,7 +41,7 @@ RUNGS = VARIANTS[1:]
 MAX_REL_ERR = 1e-2  # bf16 inputs, fp32 accumulation: the hand-written rungs land near 1e-6, cuBLAS's bf16 output 2e-3
 BACKLOG_SHARE = 0.1  # a timing is of the GPU when this share of its GPU time was still queued after the last launch
 RESULTS_FILE = "gemm_ladder.json"
-RESULTS_FORMAT = "tracedoc-gemm-ladder"  # the tag tracedoc's reader (tracedoc/ingest/gemm_ladder.py) looks for
+RESULTS_FORMAT = "tracedoc-gemm-ladder"  # the tag tracedoc's reader (tracedoc/ingest/ncu/gemm_ladder.py) looks for
 Shape = tuple[int, int, int]
 
 

@@ -83,7 +83,7 @@ FROM memory_gpu_events WHERE kind <> 'oom' AND total_allocated IS NOT NULL GROUP
 -- The site of each allocation a memory view names (live at a peak, or never freed) and of each failed request:
 -- one lookup, in one order, for the peak, the growth, the OOM and what is live. A site is where a fix goes, the
 -- first of: the snapshot's frames (a snapshot's own history, or the trace's allocation matched in a snapshot:
--- memory.snapshot; the user's innermost frame, ingest/memory_snapshot.py leaving out the unwinder, CPython, C++
+-- memory.snapshot; the user's innermost frame, ingest/memory/memory_snapshot.py leaving out the unwinder, CPython, C++
 -- and torch's own files), the user's innermost Python frame on the allocating thread (memory_user_frame), the
 -- innermost operator there, the innermost annotation there (an NVTX range, or a record_function range of a
 -- snapshot's history: autograd's backward thread has no Python frames; ProfilerStep#N left out). op and

@@ -42,25 +42,28 @@ SELECT * FROM (VALUES
      'SpeedOfLight_RooflineChart')
 ) AS t(judgement, rules, metric_pattern, sections);
 
--- One row per ncu input. Columns: source_id, rank, path, launches (profiled), unmeasured_launches (launches ncu
--- recorded without a duration: profiling failed or was cut short; nothing is judged for them), unmeasured_kernels
--- (their names), collected_set (the largest built-in set whose sections are all present: full | detailed | basic |
--- partial), sections (the sections present), not_judged (judgements impossible for lack of metrics, with the
--- sections that would provide them), not_judged_count, collect_hint (the ncu option that collects them).
+-- One row per kernel-profile input (a format of kind 'kernel profile' in input_formats: ncu). Columns: source_id, rank,
+-- path, launches (profiled), unmeasured_launches (launches ncu recorded without a duration: profiling failed or was cut
+-- short; nothing is judged for them), unmeasured_kernels (their names), collected_set (the largest built-in set whose
+-- sections are all present: full | detailed | basic | partial), sections (the sections present), not_judged (judgements
+-- impossible for lack of metrics, with the sections that would provide them), not_judged_count, collect_hint (the ncu
+-- option that collects them).
 CREATE OR REPLACE TEMP VIEW ncu_coverage AS
-WITH present AS (
+WITH profiles AS (
+    SELECT s.* FROM sources s JOIN input_formats f ON f.format = s.format AND f.kind = 'kernel profile'
+),
+present AS (
     SELECT DISTINCT source_id, metric FROM ncu_metrics WHERE value IS NOT NULL
 ),
 sections AS (
     SELECT s.source_id, x.section, x.set_name
-    FROM sources s JOIN ncu_sections x ON EXISTS (
+    FROM profiles s JOIN ncu_sections x ON EXISTS (
         SELECT 1 FROM present p WHERE p.source_id = s.source_id AND p.metric = x.signature_metric)
-    WHERE s.format = 'ncu'
 ),
 missing AS (
     SELECT s.source_id, j.judgement, j.sections
-    FROM sources s CROSS JOIN ncu_judgements j
-    WHERE s.format = 'ncu' AND NOT EXISTS (
+    FROM profiles s CROSS JOIN ncu_judgements j
+    WHERE NOT EXISTS (
         SELECT 1 FROM present p WHERE p.source_id = s.source_id AND p.metric LIKE j.metric_pattern ESCAPE '\')
 ),
 missing_by_source AS (
@@ -91,11 +94,10 @@ SELECT s.source_id, s.rank, s.path, l.launches, l.unmeasured_launches, l.unmeasu
                 || l.unmeasured_kernels || ') and were not judged' END,
            CASE WHEN mb.not_judged IS NOT NULL THEN 'not judged for lack of metrics: ' || mb.not_judged END)
            AS summary
-FROM sources s
+FROM profiles s
 JOIN launches l USING (source_id)
 LEFT JOIN sections x USING (source_id)
 LEFT JOIN missing_by_source mb USING (source_id)
-WHERE s.format = 'ncu'
 GROUP BY s.source_id, s.rank, s.path, l.launches, l.unmeasured_launches, l.unmeasured_kernels, mb.not_judged,
          mb.not_judged_count;
 

@@ -5,7 +5,7 @@
 --   1. the range the user named (--step-range NAME: SET VARIABLE step_range): host ranges (NVTX ranges,
 --      record_function annotations) of that name, or that name and a number ('step 3' for 'step');
 --   2. the profiler's steps: ProfilerStep#N (the store's steps table: a PyTorch trace, or nsys with
---      torch's NVTX ranges), or a Proton trace's step scopes (step_N: windows on the GPU, tracedoc/ingest/proton.py);
+--      torch's NVTX ranges), or a Proton trace's step scopes (step_N: windows on the GPU, tracedoc/ingest/chrome/proton.py);
 --   3. a repeated user range: host ranges of one name (a number at its end aside: 'step 3' and 'step 4' are one
 --      name, 'step #') opened at least 3 times on one thread, one after the other (never inside each other), at
 --      the top level of the repeated ranges (not inside ranges of another such name: a train_step's forward and

@@ -1,6 +1,6 @@
 -- Collective calls as the PyTorch profiler records them on the host (its `record_param_comms` operator, one per
 -- c10d collective a rank issues): which collective, on which process group, and how many elements each rank
--- sends and receives. Written by tracedoc/ingest/kineto.py; read by tracedoc/analyses/ranks/*. The GPU kernels a
+-- sends and receives. Written by tracedoc/ingest/chrome/kineto.py; read by tracedoc/analyses/ranks/*. The GPU kernels a
 -- call launched are found through the runtime launches that carry its external_id. NULL: not recorded.
 
 CREATE TABLE collective_calls (

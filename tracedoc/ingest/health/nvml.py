@@ -12,7 +12,7 @@ from pathlib import Path
 from tracedoc.errors import InputError
 from tracedoc.health.nvml import NoGpuError, Snapshot, read_snapshot
 from tracedoc.health.replay import Replay, is_recording
-from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.store import Store
 
 FORMAT = "nvml"
@@ -25,7 +25,16 @@ def sniff(path: Path, head: bytes) -> bool:
 
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     """Replay one recording into the health tables under ``source_id``."""
-    replay = Replay.load(path)
+    return _replayed(store, source_id, Replay.load(path), path)
+
+
+def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path, name: Path) -> LoadResult:
+    """The same of a compressed recording, read whole from its stream (at most the format's 32 MiB)."""
+    return _replayed(store, source_id, Replay.parse(b"".join(stream.chunks()), name), name)
+
+
+def _replayed(store: Store, source_id: int, replay: Replay, path: Path) -> LoadResult:
+    """The snapshot a recording replays, written under ``source_id``."""
     try:
         snapshot = read_snapshot(replay, taken_ns=replay.recorded_ns)
     except NoGpuError as exc:

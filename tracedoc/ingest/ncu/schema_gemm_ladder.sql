@@ -1,6 +1,6 @@
 -- GEMM ladder measurements (workloads/gemm_ladder writes gemm_ladder.json): each rung's time on a shape, on one
 -- GPU model. The cuBLAS rows are the ceiling that tracedoc/analyses/ncu/cublas_ceiling.sql holds Nsight Compute
--- GEMM kernels of the same size against. Written by tracedoc/ingest/gemm_ladder.py.
+-- GEMM kernels of the same size against. Written by tracedoc/ingest/ncu/gemm_ladder.py.
 
 -- One row per rung and shape.
 CREATE TABLE gemm_ladder_results (

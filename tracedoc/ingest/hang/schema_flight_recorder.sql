@@ -1,4 +1,4 @@
--- PyTorch flight-recorder dumps (tracedoc/ingest/flight_recorder.py): one dump per file, each holding the last
+-- PyTorch flight-recorder dumps (tracedoc/ingest/hang/flight_recorder.py): one dump per file, each holding the last
 -- collectives one rank recorded. A dump's rank is sources.rank (join on source_id): dumps do not name their rank.
 -- Times are integer ns since the Unix epoch on the clock of the rank's host; seq numbers count per process group.
 

@@ -1,5 +1,8 @@
 """Nsight Systems reports into the store: ``.sqlite`` exports read directly, ``.nsys-rep`` exported first.
 
+Both need a file (SQLite opens a path; ``nsys export`` reads one): a compressed report or export is unpacked into
+the work directory by ingest, the one timeline format not read as it unpacks.
+
 An export is versioned, lazy and sparse: a table exists only when its data was captured and columns are added
 with every release (nsys 2021.x to 2026.x). So every table and column is probed first, a missing column reads as
 NULL, and only the columns tracedoc needs are read. Rows travel SQLite → Arrow → DuckDB (tracedoc.ingest.
@@ -33,8 +36,8 @@ import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.base import LoadResult, Part
-from tracedoc.ingest.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpec
-from tracedoc.ingest.sqlite_arrow import SQLITE_MAGIC, SqliteSource
+from tracedoc.ingest.nsys.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpec
+from tracedoc.ingest.nsys.sqlite_arrow import SQLITE_MAGIC, SqliteSource
 from tracedoc.store import Store
 
 FORMAT = "nsys"

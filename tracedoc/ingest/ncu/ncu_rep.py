@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tracedoc.errors import InputError
-from tracedoc.ingest.ncu_model import Launch, Metric, RuleResult
+from tracedoc.ingest.ncu.ncu_model import Launch, Metric, RuleResult
 
 MAGIC = b"NVR\x00"
 _PAYLOAD_SIZE_FIELD = 5

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tracedoc import strict_json
 from tracedoc.errors import InputError, first_line
-from tracedoc.ingest import event_array
 from tracedoc.ingest.base import ByteStream, LoadResult
+from tracedoc.ingest.chrome import event_array
 from tracedoc.store import Store
 from tracedoc.store.memory import out_of_memory_advice
 from tracedoc.store.store import scalar, sql_literal

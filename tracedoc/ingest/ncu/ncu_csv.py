@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from tracedoc.errors import InputError, first_line
-from tracedoc.ingest.ncu_model import KERNEL_SCHEMA, LaunchTables, check_fixed, short_name
+from tracedoc.ingest.ncu.ncu_model import KERNEL_SCHEMA, LaunchTables, check_fixed, short_name
 
 _HEADER_START = '"ID","Process ID","Process Name","Host Name"'
 _RAW_HINT = "export the raw page: ncu --import REPORT.ncu-rep --csv --page raw --print-units base > REPORT.csv"

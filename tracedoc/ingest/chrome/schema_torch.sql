@@ -1,4 +1,4 @@
--- Tables only PyTorch profiler traces fill (tracedoc/ingest/kineto.py): what a trace recorded besides the activity
+-- Tables only PyTorch profiler traces fill (tracedoc/ingest/chrome/kineto.py): what a trace recorded besides the activity
 -- tracedoc analyses, and what its header says about the job's devices. Read by tracedoc/analyses/device/*.
 
 -- Timed events in categories tracedoc does not analyse (neither host activity it knows nor CUDA/HIP kernels,

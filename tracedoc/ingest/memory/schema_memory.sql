@@ -1,5 +1,5 @@
--- GPU memory: the PyTorch profiler's allocator events (tracedoc/ingest/kineto_memory.py, from a trace recorded with
--- profile_memory=True) and the caching allocator's snapshots (tracedoc/ingest/memory_snapshot.py, pickles written
+-- GPU memory: the PyTorch profiler's allocator events (tracedoc/ingest/chrome/kineto_memory.py, from a trace recorded with
+-- profile_memory=True) and the caching allocator's snapshots (tracedoc/ingest/memory/memory_snapshot.py, pickles written
 -- by torch.cuda.memory._dump_snapshot). Read by tracedoc/analyses/memory/*. Bytes are bytes, times ns.
 
 -- One row per '[memory]' or '[OutOfMemory]' instant event of a trace.

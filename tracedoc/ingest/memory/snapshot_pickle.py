@@ -22,6 +22,13 @@ not yet handed over (it refuses one of a record handed over), and an append to a
 which is shared among the records whose stacks are the same BINGETs. The cyclic garbage collector is paused while
 the file is read: the reader makes no cycles worth collecting, and a full collection would walk every memo slot.
 
+A compressed snapshot is read from the stream of its unpacked bytes (``read_stream``), never unpacked to a file:
+the machine holds the bytes from the opcode it runs on to a few MiB past it (``_Window``), and takes more at each
+FRAME opcode, whose length it states: pickles of protocol 4 and 5 (torch's) are cut into frames of about 64 KiB,
+and no opcode of a frame runs past its end; a string or bytes too large for a frame comes between two, its length
+before it. An opcode that runs past the bytes held, the stream not ended, is one outside the frames: refused, as
+is a frame longer than ``_MAX_FRAME``. A pickle without frames (protocol 2 or 3) needs the file (the caller's).
+
 Bounds: the file's size (the caller's), the pages already read are dropped from memory as the reader goes on, at
 most ``max_depth`` marks open and ``_MAX_STACK`` values on the stack (checked at each mark and frame and at each run
 read in bulk, a run's records counted one by one; an unframed pickle pushes at most one value per byte between
@@ -33,12 +40,12 @@ from __future__ import annotations
 import gc
 import mmap
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from tracedoc.errors import InputError
-from tracedoc.ingest.snapshot_bulk import CONSUMED, REFERS_BACK, Bulk, Records, Refused, SharedFrames
+from tracedoc.ingest.memory.snapshot_bulk import CONSUMED, REFERS_BACK, Bulk, Records, Refused, SharedFrames
 
 _MAX_STACK = 1_000_000
 UNREAD = "unread"  # the kind of the sink of a top-level list other than segments and device_traces
@@ -47,6 +54,9 @@ _BULK_KINDS = ("segments", "trace")  # the sinks whose records may come in bulk 
 _MAX_MEMO_GAP = 1 << 16
 _DROP_EVERY = 64 << 20  # drop pages read so far from memory every this many bytes
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+_READ_AHEAD = 4 << 20  # a streamed pickle's bytes held past the opcode being run, at least
+_MAX_FRAME = 16 << 20  # the longest frame a streamed pickle may state (torch's are about 64 KiB)
+FRAME = b"\x95"  # the FRAME opcode, which follows PROTO in a pickle cut into frames
 
 _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -68,41 +78,98 @@ class Sink:
         self.kind, self.device, self.count = kind, device, 0
 
 
-def read(path: Path, take: Callable[[Sink, list], None], what: str, max_depth: int = 32) -> dict:
+class _Window:
+    """A stream's bytes as the opcode machine reads them: those from the opcode it runs on, and more of the stream
+    when it asks (``refill``); ``base`` is the offset in the stream of the first held byte."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self.base = 0
+        self.ended = False
+
+    def refill(self, data: bytes | mmap.mmap, i: int, need: int) -> tuple[bytes, int, int]:
+        """``data[i:]`` and the stream's next bytes, at least ``need`` in all unless the stream ends first (and
+        _READ_AHEAD where it has them): the new bytes, the index of the first (0) and their length."""
+        parts = [data[i:]]
+        held = len(parts[0])
+        while held < max(need, _READ_AHEAD) and not self.ended:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                self.ended = True
+            else:
+                parts.append(chunk)
+                held += len(chunk)
+        self.base += i
+        data = b"".join(parts)
+        return data, 0, len(data)
+
+
+def read(path: Path, take: Callable[[Sink, list], None], what: str, max_depth: int = 32,
+         name: Path | None = None) -> dict:
     """Run the pickle at ``path``; ``take(sink, items)`` receives each batch of records of the ``segments`` list and
     of each ``device_traces`` list (dicts, and ``Records``: runs of records of one shape read in bulk; ``sink.count``
     is the number of records before them). Returns the top-level dict with those lists as ``Sink`` objects. Raises
-    InputError (one line) for anything but a plain-data pickle of a dict."""
+    InputError (one line, naming the input as ``name``, else ``path``) for anything but a plain-data pickle of a
+    dict."""
+    name = name or path
     with path.open("rb") as f:
         try:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # an empty file
-            raise InputError(f"{path}: empty file: not {what}") from None
+            raise InputError(f"{name}: empty file: not {what}") from None
+    try:
+        return _checked(lambda: _run(data, take, max_depth), name, what, None)
+    finally:
+        data.close()
+
+
+def read_stream(chunks: Iterator[bytes], name: Path, take: Callable[[Sink, list], None], what: str,
+                max_depth: int = 32) -> dict:
+    """``read`` of a pickle cut into frames (protocol 4 or 5) from the stream of its bytes, ``chunks``, held a
+    few MiB at a time (``_Window``); a pickle without frames is refused (the caller unpacks it to a file)."""
+    window = _Window(chunks)
+    data, _, _ = window.refill(b"", 0, 11)  # PROTO and the first FRAME, at least
+    if not data:
+        raise InputError(f"{name}: empty file: not {what}")
+    if data[2:3] != FRAME:
+        raise InputError(f"{name}: {what} without frames (pickle protocol 2 or 3) cannot be read as it unpacks")
+    return _checked(lambda: _run(data, take, max_depth, window), name, what, window)
+
+
+def _checked(run: Callable[[], Any], name: Path, what: str, window: _Window | None) -> dict:
+    """What ``run`` builds (the opcode machine over a file or a stream), the garbage collector paused meanwhile;
+    every failure one line naming the input as ``name``."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        result = _run(data, take, max_depth)
+        result = run()
     except InputError:
         raise
     except Refused as exc:
-        raise InputError(f"{path}: {exc}") from None
+        raise InputError(f"{name}: {exc}") from None
     except (IndexError, struct.error):
-        raise InputError(f"{path}: truncated or corrupt {what} (the pickle ends before its STOP)") from None
+        if window is not None and not window.ended:  # the bytes held end, the stream does not
+            raise InputError(f"{name}: an opcode of the pickle runs past the frame that holds it: not as torch "
+                             "writes snapshots") from None
+        raise InputError(f"{name}: truncated or corrupt {what} (the pickle ends before its STOP)") from None
     except (Exception, MemoryError, RecursionError) as exc:  # a bad stack, an unhashable key, bad UTF-8, ...
         detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         detail = detail.replace("'SharedFrames'", "'list'")  # a list, as the pickle made it
-        raise InputError(f"{path}: truncated or corrupt {what} ({detail})") from None
+        raise InputError(f"{name}: truncated or corrupt {what} ({detail})") from None
     finally:
-        data.close()
         if collecting:
             gc.enable()
     if not isinstance(result, dict):
-        raise InputError(f"{path}: not {what} (the pickle holds a {type(result).__name__}, not a dict)")
+        raise InputError(f"{name}: not {what} (the pickle holds a {type(result).__name__}, not a dict)")
     return result
 
 
-def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) -> Any:  # noqa: C901 - one loop
+def _run(data: mmap.mmap | bytes, take: Callable[[Sink, list], None], max_depth: int,  # noqa: C901 - one loop
+         window: _Window | None = None) -> Any:
+    """The opcode machine over ``data``: the whole file mapped, or, with ``window``, the bytes of a stream held
+    from the opcode it runs on (taking more at each FRAME, and before a string or bytes longer than those held)."""
     n = len(data)
+    mapped = data if isinstance(data, mmap.mmap) else None  # a file's pages, dropped once read
     i = 0
     stack: list = []
     push = stack.append
@@ -282,11 +349,20 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
         elif op == 0x89:  # NEWFALSE
             push(False)
         elif op == 0x95:  # FRAME: the frames' bytes are read in order; only the pages behind are dropped
-            i += 8
-            if i >= drop_at:
-                if _DONTNEED is not None:
-                    data.madvise(_DONTNEED, 0, i - i % mmap.PAGESIZE)
-                drop_at = i + _DROP_EVERY
+            if window is not None:  # streamed: hold the frame whole, and the header of the opcode after it
+                size = _U64(data, i)[0]
+                if size > _MAX_FRAME:
+                    raise Refused(f"a frame of {size:,} bytes, over the {_MAX_FRAME:,} a snapshot read as it "
+                                  "unpacks may have (torch writes frames of 64 KiB)")
+                if i + 17 + size > n and not window.ended:
+                    data, i, n = window.refill(data, i, 17 + size)
+                i += 8
+            else:
+                i += 8
+                if i >= drop_at and mapped is not None:
+                    if _DONTNEED is not None:
+                        mapped.madvise(_DONTNEED, 0, i - i % mmap.PAGESIZE)
+                    drop_at = i + _DROP_EVERY
             if len(stack) + held > _MAX_STACK:
                 raise Refused(f"over {_MAX_STACK:,} values pending on the pickle's stack: not an allocator snapshot")
         elif op == 0x58 or op == 0x8D:  # BINUNICODE, BINUNICODE8
@@ -296,6 +372,8 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
             else:
                 size = _U64(data, i)[0]
                 i += 8
+            if i + size > n and window is not None and not window.ended:  # a string between two frames
+                data, i, n = window.refill(data, i, size + 9)
             if i + size > n:
                 raise IndexError
             push(str(data[i:i + size], "utf-8", "surrogatepass"))
@@ -310,6 +388,8 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
             else:
                 size = _U64(data, i)[0]
                 i += 8
+            if i + size > n and window is not None and not window.ended:  # a string between two frames
+                data, i, n = window.refill(data, i, size + 9)
             if i + size > n:
                 raise IndexError
             push(data[i:i + size])
@@ -408,4 +488,5 @@ def _run(data: mmap.mmap, take: Callable[[Sink, list], None], max_depth: int) ->
             raise Refused(f"refused: the pickle asks for a class or function ({_CODE_OPS[op]}{detail}), but an "
                           "allocator snapshot holds only plain data (nothing in the file was run)")
         else:
-            raise Refused(f"opcode 0x{op:02x} at byte {i - 1:,}: not a binary pickle of plain data")
+            at = i - 1 + (window.base if window is not None else 0)
+            raise Refused(f"opcode 0x{op:02x} at byte {at:,}: not a binary pickle of plain data")

@@ -20,6 +20,8 @@ most ``TRACEDOC_MAX_SNAPSHOT_BYTES`` (default 4 GiB; a 1 GB snapshot is read in 
 marks are open at once, and the reader turns at most ``TRACEDOC_MAX_SNAPSHOT_VALUES`` values into rows (by default
 one per 8 bytes of the file, at least 2,000,000: each segment, block, history entry, item of another top-level list
 and the frames of each distinct stack count, once per place that refers to them, before a batch's rows are built).
+A gzip or xz snapshot is read as it unpacks (``load_stream``), never written to disk: those limits count its bytes
+as they come.
 Of each stack, 256 frames are looked at (a stack recorded with C++ frames, torch's default, has dozens before the
 first Python frame) and 8 kept. A snapshot belongs to no rank of its own (``per_host``, tracedoc/formats.py): the memory
 analyses tie it to the trace of the same run by time and address.
@@ -28,7 +30,7 @@ analyses tie it to the trace of the same run by time and address.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -36,10 +38,10 @@ from typing import Any
 import pyarrow as pa
 
 from tracedoc.errors import InputError
-from tracedoc.ingest import snapshot_pickle
-from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest.base import ByteStream, LoadResult
+from tracedoc.ingest.memory import snapshot_pickle
+from tracedoc.ingest.memory.snapshot_bulk import Records
 from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit
-from tracedoc.ingest.snapshot_bulk import Records
 from tracedoc.store import Store
 
 FORMAT = "memory_snapshot"
@@ -87,18 +89,67 @@ def sniff(path: Path, head: bytes) -> bool:
 
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     """Read one snapshot into the memory tables under ``source_id``, record by record (snapshot_pickle)."""
+    return _load_file(store, source_id, path, path)
+
+
+def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path, name: Path) -> LoadResult:
+    """Read a compressed snapshot as it unpacks (snapshot_pickle.read_stream), never whole on disk or in memory:
+    the size limit counts the unpacked bytes, and the values budget grows with them as it would with the file's
+    size. A pickle without frames (protocol 2 or 3, which torch no longer writes) is unpacked to a file first."""
+    start = stream.head(3)
+    if not PICKLE_MAGIC.match(start):
+        raise InputError(f"{name}: not an allocator snapshot (not a pickle)")
+    if start[2:3] != snapshot_pickle.FRAME:
+        copy = workdir / "unpacked-snapshot.pickle"
+        try:
+            stream.save(copy)
+            return _load_file(store, source_id, copy, name)
+        finally:
+            copy.unlink(missing_ok=True)
+    limit = env_limit(_BYTES_VAR, _DEFAULT_MAX_BYTES)
+    given = env_limit(_VALUES_VAR, 0)  # 0: not given, the budget grows with the bytes
+    budget = _budget(name, given or _DEFAULT_MAX_VALUES)
+
+    def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
+        unpacked = 0
+        for chunk in chunks:
+            unpacked += len(chunk)
+            if unpacked > limit:
+                raise InputError(f"{name}: unpacks to more than {limit:,} bytes, over the limit for an allocator "
+                                 f"snapshot (set {_BYTES_VAR} to read more)")
+            if not given:
+                budget.grow_to(unpacked // _BYTES_PER_VALUE)
+            yield chunk
+
+    rows = _Rows(store, source_id, budget, name)
+    return _rows_of(rows, snapshot_pickle.read_stream(counted(stream.chunks()), name, rows.take,
+                                                       "allocator snapshot", _MAX_DEPTH), name)
+
+
+def _budget(name: Path, limit: int) -> Budget:
+    """The values a snapshot may make the reader build."""
+    return Budget(name, limit, _VALUES_VAR, "the allocator snapshot",
+                  "a record referred to from many places counts each time")
+
+
+def _load_file(store: Store, source_id: int, path: Path, name: Path) -> LoadResult:
+    """Read the snapshot at ``path`` (mapped, snapshot_pickle.read), errors naming it as ``name``."""
     limit = env_limit(_BYTES_VAR, _DEFAULT_MAX_BYTES)
     size = path.stat().st_size
     if size > limit:
-        raise InputError(f"{path}: a {size:,}-byte allocator snapshot, over the limit of {limit:,} bytes (set "
+        raise InputError(f"{name}: a {size:,}-byte allocator snapshot, over the limit of {limit:,} bytes (set "
                          f"{_BYTES_VAR} to read more)")
     with path.open("rb") as f:
         if not PICKLE_MAGIC.match(f.read(2)):
-            raise InputError(f"{path}: not an allocator snapshot (not a pickle)")
-    budget = Budget(path, env_limit(_VALUES_VAR, max(_DEFAULT_MAX_VALUES, size // _BYTES_PER_VALUE)), _VALUES_VAR,
-                    "the allocator snapshot", "a record referred to from many places counts each time")
-    rows = _Rows(store, source_id, budget, path)
-    snapshot = snapshot_pickle.read(path, rows.take, "allocator snapshot", _MAX_DEPTH)
+            raise InputError(f"{name}: not an allocator snapshot (not a pickle)")
+    budget = _budget(name, env_limit(_VALUES_VAR, max(_DEFAULT_MAX_VALUES, size // _BYTES_PER_VALUE)))
+    rows = _Rows(store, source_id, budget, name)
+    return _rows_of(rows, snapshot_pickle.read(path, rows.take, "allocator snapshot", _MAX_DEPTH, name), name)
+
+
+def _rows_of(rows: _Rows, snapshot: dict, path: Path) -> LoadResult:
+    """The rows of what the reader handed over and of the rest of the snapshot (its small top-level dict), written;
+    what the file held."""
     check_nesting(snapshot, path, _MAX_DEPTH, "an allocator snapshot")
     segments, traces = snapshot.get("segments"), snapshot.get("device_traces")
     if isinstance(segments, list):  # not streamed (not where torch puts it): read now

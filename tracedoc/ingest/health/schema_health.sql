@@ -1,6 +1,6 @@
 -- GPU health: NVML snapshots (`tracedoc health`, or an NVML recording beside traces) and NVML telemetry
--- (`tracedoc health --watch`, *.telemetry.parquet beside traces). Written by tracedoc/ingest/nvml.py,
--- tracedoc/ingest/telemetry.py and tracedoc/health/report.py; read by tracedoc/analyses/health/*.
+-- (`tracedoc health --watch`, *.telemetry.parquet beside traces). Written by tracedoc/ingest/health/nvml.py,
+-- tracedoc/ingest/health/telemetry.py and tracedoc/health/report.py; read by tracedoc/analyses/health/*.
 -- device is NVML's index of the GPU on its host (CUDA's numbering when CUDA_VISIBLE_DEVICES is unset and
 -- CUDA_DEVICE_ORDER=PCI_BUS_ID). Units are in the column names; NULL means NVML did not report the value.
 

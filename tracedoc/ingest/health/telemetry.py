@@ -4,7 +4,8 @@ A file is claimed only when it is Parquet and its schema carries tracedoc's tele
 named ``*.telemetry.parquet``, so that a damaged one gets a clear error instead of being skipped). Telemetry
 covers every GPU of a host, not one rank: the source holds no rank, and analyses match its devices to the ranks
 that used them. DuckDB reads the Parquet columns straight into the table; every value is cast to its column's
-type, so a file with the right names but wrong contents fails as bad input.
+type, so a file with the right names but wrong contents fails as bad input. Parquet is read by seeking (its
+footer first): a compressed file is unpacked into the work directory by ingest, not read as it unpacks.
 """
 
 from __future__ import annotations

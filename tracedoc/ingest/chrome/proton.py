@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracedoc.ingest import chrome_trace
+from tracedoc.ingest.chrome import chrome_trace
 from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.store import Store
 

@@ -14,7 +14,7 @@ from typing import Any
 from tracedoc import strict_json
 from tracedoc.errors import InputError
 from tracedoc.formats import BY_NAME
-from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.store import Store
 
 FORMAT = "gemm_ladder"
@@ -39,8 +39,18 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     """Check the measurements and write one row per rung and shape under ``source_id``."""
     if path.stat().st_size > MAX_BYTES:
         raise InputError(f"{path}: {path.stat().st_size:,} bytes is too large for GEMM ladder measurements")
+    return _load_doc(store, source_id, path.read_bytes(), path)
+
+
+def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path, name: Path) -> LoadResult:
+    """The same of a compressed file, read whole from its stream (at most MAX_BYTES, the format's limit)."""
+    return _load_doc(store, source_id, b"".join(stream.chunks()), name)
+
+
+def _load_doc(store: Store, source_id: int, raw: bytes, path: Path) -> LoadResult:
+    """Check the measurements in ``raw`` (errors naming them as ``path``) and write their rows."""
     try:
-        doc = strict_json.loads(path.read_bytes())
+        doc = strict_json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: truncated or corrupt GEMM ladder JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != TAG:

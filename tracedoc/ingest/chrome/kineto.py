@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracedoc.ingest import chrome_trace, kineto_memory
 from tracedoc.ingest.base import ByteStream, LoadResult
+from tracedoc.ingest.chrome import chrome_trace, kineto_memory
 from tracedoc.store import Store
 
 if TYPE_CHECKING:

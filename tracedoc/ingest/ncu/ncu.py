@@ -14,9 +14,9 @@ import duckdb
 import pyarrow as pa
 
 from tracedoc.errors import InputError, TracedocError
-from tracedoc.ingest import ncu_csv, ncu_rep
 from tracedoc.ingest.base import ByteStream, LoadResult
-from tracedoc.ingest.ncu_model import INT32_MAX, LaunchTables, check_fixed, launch_tables, out_of_range
+from tracedoc.ingest.ncu import ncu_csv, ncu_rep
+from tracedoc.ingest.ncu.ncu_model import INT32_MAX, LaunchTables, check_fixed, launch_tables, out_of_range
 from tracedoc.store import Store
 
 FORMAT = "ncu"

@@ -1,4 +1,4 @@
--- Tables only Nsight Systems exports fill (tracedoc/ingest/nsys.py). Empty for other formats, so analyses that
+-- Tables only Nsight Systems exports fill (tracedoc/ingest/nsys/nsys.py). Empty for other formats, so analyses that
 -- read them run on every store. Times are integer ns on the export's session clock, like schema.sql.
 
 -- NVTX ranges (push/pop and start/end), one row per range instance. Marks (instants) are not ranges.
