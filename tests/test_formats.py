@@ -87,9 +87,9 @@ def test_every_reader_module_keeps_the_reader_contract(declared: Format) -> None
 
 def test_the_readers_offer_what_their_formats_need() -> None:
     """PyTorch ranks and Proton traces (one shared reader) are parsed together and as they unpack; a compressed
-    flight-recorder dump, allocator snapshot, NVML recording or GEMM ladder is read from its stream; an Nsight Compute input
-    unpacks itself (so that its errors and hints name the user's file); Nsight Systems reports are exported together
-    first and an export beside its report is set aside; Parquet telemetry, read by seeking, is the one format a
+    flight-recorder dump, allocator snapshot, NVML recording or GEMM ladder is read from its stream; an Nsight Compute
+    input unpacks itself (so that its errors and hints name the user's file); Nsight Systems reports are exported
+    together first and an export beside its report is set aside; Parquet telemetry, read by seeking, is the one format a
     compressed file of which is unpacked to a file for it."""
     offered = {}
     for f in FORMATS:

@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracedoc.ingest.chrome import chrome_trace
 from tracedoc.ingest.base import ByteStream, LoadResult
+from tracedoc.ingest.chrome import chrome_trace
 from tracedoc.store import Store
 
 FORMAT = "proton"
