@@ -140,8 +140,9 @@ def declare_formats(con: duckdb.DuckDBPyConnection, shared: bool = False) -> Non
     give."""
     temp = "" if shared else "TEMP "
     con.execute(f"CREATE OR REPLACE {temp}TABLE input_formats (format VARCHAR, kind VARCHAR, {_CAPABILITY_COLUMNS})")
-    con.executemany(f"INSERT INTO input_formats VALUES (?, ?{', ?' * len(CAPABILITIES)})",
-                    [(f.name, f.kind, *(getattr(f, name) for name in CAPABILITIES)) for f in FORMATS])
+    row = f"(?, ?{', ?' * len(CAPABILITIES)})"
+    con.execute(f"INSERT INTO input_formats VALUES {', '.join([row] * len(FORMATS))}",
+                [value for f in FORMATS for value in (f.name, f.kind, *(getattr(f, name) for name in CAPABILITIES))])
 
 
 def dependencies(module: str, applies: Callable[[str], bool] = lambda module: True) -> tuple[str, ...]:
@@ -156,12 +157,18 @@ def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
             shared: bool = False) -> None:
     """Run ``module`` (after its includes, and the modules it uses where ``applies`` says they do) on the
     connection, once: ``included`` holds the modules run on it. The other arguments are ``run``'s."""
-    if module in included:
-        return
     if not included and not shared:
         declare_formats(con)
+    _include(con, included, module, memory_bytes, skip, applies, views_as_tables, shared)
+
+
+def _include(con: duckdb.DuckDBPyConnection, included: set[str], module: str, memory_bytes: int | None,
+             skip: Collection[str], applies: Callable[[str], bool], views_as_tables: bool, shared: bool) -> None:
+    """``include`` once the input formats are declared."""
+    if module in included:
+        return
     for dep in dependencies(module, applies):
-        include(con, included, dep, memory_bytes, skip, applies, views_as_tables, shared)
+        _include(con, included, dep, memory_bytes, skip, applies, views_as_tables, shared)
     run(con, module, memory_bytes, skip, views_as_tables, shared)
     included.add(module)
 
