@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import SAMPLES
 from tracedoc import analyze
 from tracedoc.errors import TracedocError
-from tracedoc.options import AnalysisOptions
+from tracedoc.options import AnalysisOptions, Peaks
 from tracedoc.pipeline import build_report, input_files, open_store
 from tracedoc.store import modules
 from tracedoc.store import store as store_module
@@ -24,8 +24,10 @@ RUN_MODULE = Store._run_module
 RUN = modules.run
 
 
-def report_on_cursors(sample: Path, cursors: int, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], set[str]]:
-    """``sample``'s report (no cache) with the modules run on up to ``cursors`` cursors, and the threads they ran on."""
+def report_on_cursors(sample: Path, cursors: int, monkeypatch: pytest.MonkeyPatch,
+                      **options: Any) -> tuple[dict[str, Any], set[str]]:
+    """``sample``'s report (no cache, ``analyze``'s ``options``) with the modules run on up to ``cursors`` cursors,
+    and the threads they ran on."""
     threads: set[str] = set()
 
     def recorded(store: Store, con: duckdb.DuckDBPyConnection, module: str) -> None:
@@ -34,7 +36,7 @@ def report_on_cursors(sample: Path, cursors: int, monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(store_module, "cores", lambda: cursors)
     monkeypatch.setattr(Store, "_run_module", recorded)
-    report = analyze([sample], use_cache=False).to_dict()
+    report = analyze([sample], use_cache=False, **options).to_dict()
     report.pop("tracedoc")
     return report, threads
 
@@ -45,6 +47,18 @@ def test_modules_run_at_once_give_the_report_of_one_connection(sample: str, monk
     at_once, threads = report_on_cursors(SAMPLES / sample, 4, monkeypatch)
     assert no_threads == set()  # one cursor: every module on the connection itself
     assert len(threads) >= 2, threads
+    assert at_once == alone
+
+
+def test_the_cursors_read_the_sql_variables_a_run_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step range and the FLOPs per step are SQL variables (trace.steps, efficiency.steps read them): set on the
+    connection, they reach each cursor, so the window and MFU are the ones a single connection gives."""
+    options = {"step_range": "decode_step", "peaks": Peaks(flops_per_step=1e12)}
+    alone, _ = report_on_cursors(SAMPLES / "decode-eager", 1, monkeypatch, **options)
+    at_once, threads = report_on_cursors(SAMPLES / "decode-eager", 2, monkeypatch, **options)
+    assert len(threads) == 2
+    assert at_once["window"]["steps"] == "the host range 'decode_step'"
+    assert at_once["efficiency"][0]["model_flops"] == 1e12 and at_once["efficiency"][0]["mfu_pct"] is not None
     assert at_once == alone
 
 
