@@ -3,7 +3,7 @@
 A format names its reader by module path (``Format.module``, held to ``tracedoc.ingest.base.Reader`` and imported
 by ingest on first use), says what kind of run its files are (``kind``) and what its files can hold: operator
 shapes, the job's size, memory events, host ranges, Python stacks, and how to record it. Ingest, the store's choice
-of analyses (the TEMP table ``input_formats``, tracedoc.store.modules), scale-out, the run kinds (tracedoc.kinds),
+of analyses (the table ``input_formats``, tracedoc.store.modules), scale-out, the run kinds (tracedoc.kinds),
 efficiency, memory, the recording advice and the pages' empty states read these declarations rather than format
 names. Imports nothing of tracedoc, so that every layer may read it.
 """

@@ -14,7 +14,7 @@ from tracedoc import efficiency
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover, load_all
 from tracedoc.judge import judge, load_rules
-from tracedoc.judge.rule import check_thresholds
+from tracedoc.judge.rule import Rule, check_thresholds
 from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
 from tracedoc.memory_report import devices_left_out, first_devices, memory_headline
@@ -94,10 +94,18 @@ def build_report(store: Store, options: AnalysisOptions, progress: Progress | No
     thresholds = {rule: dict(values) for rule, values in options.thresholds.items()}
     check_thresholds(rules, thresholds)
     prepare_store(store, options)
+    with store.parallel(report_modules(store, rules)):  # the modules run at once where the store is small
+        return measured_report(store, options, rules, thresholds, paths)
+
+
+def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
+                    thresholds: dict[str, dict[str, float]], paths: Sequence[str] | None) -> Report:
+    """The report of a store made ready for its analyses (``build_report``): measured, and judged by ``rules``."""
     store.include("trace.summary")
     if options.step_range is not None:
         check_step_range(store, options.step_range)
     summary = store.query("SELECT * FROM trace_summary")[0]
+    store.start(report_modules(store, rules, summary["basis"]))
     wall_ms = float(summary["wall_ms"] or 0.0)  # 0 for inputs without a timeline (e.g. hang dumps)
     findings = judge(store, rules, wall_ms, thresholds)
     rows = store.query("SELECT path, format, rank, event_count, input_index FROM sources ORDER BY source_id")
@@ -145,6 +153,17 @@ def prepare_store(store: Store, options: AnalysisOptions) -> None:
     store.set_step_range(options.step_range)
     if options.peaks is not None:
         efficiency.set_peaks(store, options.peaks)
+
+
+def report_modules(store: Store, rules: Sequence[Rule], basis: str | None = None) -> list[str]:
+    """The analysis modules a report of the store reads, known before they run, in the order it reads them: the
+    summary, the views of the rules, and those of the report's parts measured for inputs of this ``basis`` (None:
+    before the summary says it; with a 'timeline', the attribution of the GPUs' time too): each where it applies
+    (``Store.applies``). The report reads others only as it finds what they measure (``efficiency``)."""
+    timeline = ["attribution.time"] if basis == "timeline" else []
+    wanted = ["trace.summary", *(rule.reads for rule in rules), *timeline,
+              *(table.module for section in SECTIONS if section.measured(basis) for table in section.tables)]
+    return [module for module in dict.fromkeys(wanted) if store.applies(module)]
 
 
 def gpu_states(store: Store) -> dict[str, Any]:

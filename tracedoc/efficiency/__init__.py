@@ -21,7 +21,7 @@ def set_peaks(store: Store, peaks: Peaks) -> None:
     """Set the given values as the store's SQL variables (efficiency.peaks and efficiency.steps read them), before
     the analyses run."""
     for name, value in peaks.given().items():
-        store.con.execute(f"SET VARIABLE {name} = ?", [value])
+        store.set_variable(name, value)
 
 
 _STEPS_SQL = """

@@ -412,9 +412,10 @@ def _check_times(store: Store, inputs: Sequence[InputFile]) -> None:
     checks = []
     for table, dur in _TIMED_TABLES.items():
         bad_dur = f" OR {dur} < 0 OR {dur} >= {_MAX_NS}" if dur else ""
-        checks.append(f"(SELECT source_id FROM {table} WHERE ts_ns < {_MIN_NS} OR ts_ns >= {_MAX_NS}{bad_dur} "
-                      "LIMIT 1)")
-    bad = store.scalar(f"SELECT min(s) FROM (SELECT unnest([{', '.join(checks)}]) AS s)")  # the result read whole
+        checks.append(f"SELECT source_id FROM {table} WHERE ts_ns < {_MIN_NS} OR ts_ns >= {_MAX_NS}{bad_dur}")
+    # one scan of each table either way; as one UNION ALL it plans in a quarter of the time of a LIMIT 1 subquery per
+    # table (3 against 13 ms on decode-eager), and names the first such source whatever order the rows are read in
+    bad = store.scalar(f"SELECT min(source_id) FROM ({' UNION ALL '.join(checks)})")
     if bad is not None:
         raise InputError(f"{inputs[bad].path}: timestamps or durations beyond any profiler clock (more than 2^62 ns, "
                          "146 years): a corrupt or edited trace")

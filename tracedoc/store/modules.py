@@ -21,11 +21,12 @@ A module's header says what the code needs to know about it, one fact a line, pa
 - ``-- client only: object, ...``: objects it makes only on the client (the alignment of the ranks): a worker,
   which holds a batch of ranks and not the job, leaves their statements out.
 
-Modules create only TEMP views, tables and macros, so analysing never changes a stored database. Before the first
-module on a connection, the declared input formats are written to the TEMP table ``input_formats`` (format, kind
-and a column per capability: operator_shapes, world_size, memory_events, host_ranges, python_stacks,
-how_to_record; tracedoc/formats.py FORMATS), so that a module picks inputs by what they are ('timeline') and what
-they give (``WHERE operator_shapes``) rather than by a list of names.
+Modules create only TEMP views, tables and macros, so analysing never changes a stored database; where they run
+several at a time on cursors of one connection (``run``'s ``shared``, store.pool), in the connection's own in-memory
+catalog instead. Before the first module on a connection, the declared input formats are written to the table
+``input_formats`` (format, kind and a column per capability: operator_shapes, world_size, memory_events,
+host_ranges, python_stacks, how_to_record; tracedoc/formats.py FORMATS), so that a module picks inputs by what they
+are ('timeline') and what they give (``WHERE operator_shapes``) rather than by a list of names.
 A module without ``-- reads:`` reads timelines: it runs only on a store holding a timeline
 (``timeline_formats``), the ``trace`` group on every store (``EVERY_STORE``).
 """
@@ -55,6 +56,8 @@ _CLIENT_ONLY = re.compile(r"^--\s*client only:\s*(.+?)\s*$", re.MULTILINE)
 # A view is bound again by every statement that reads it, with the views it reads: on a small store, where the
 # analyses are mostly planning, each is made a table instead (Store.fit_threads), computed once.
 _TEMP_VIEW = re.compile(r"\bCREATE\s+OR\s+REPLACE\s+TEMP\s+VIEW\b", re.IGNORECASE)
+# Where a module's objects are shared by the cursors that run modules at once (store.pool), they are not TEMP.
+_TEMP = re.compile(r"\bCREATE\s+(OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+", re.IGNORECASE)
 _HANDED = re.compile(r"^(\w+)(?:\s+AS\s+(\w+))?$", re.IGNORECASE)
 # A statement's text may begin with the comments before it (DuckDB 2.0.1's extract_statements keeps them).
 _CREATES = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
@@ -132,31 +135,53 @@ _CAPABILITY_COLUMNS = ", ".join(f"{f.name} {_SQL_TYPES.get(str(f.type), 'VARCHAR
                                 for f in fields(Format) if f.name in CAPABILITIES)
 
 
-def _declare_formats(con: duckdb.DuckDBPyConnection) -> None:
-    """The TEMP table ``input_formats``: each declared input format, its kind and what it can give."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE input_formats (format VARCHAR, kind VARCHAR, {_CAPABILITY_COLUMNS})")
-    con.executemany(f"INSERT INTO input_formats VALUES (?, ?{', ?' * len(CAPABILITIES)})",
-                    [(f.name, f.kind, *(getattr(f, name) for name in CAPABILITIES)) for f in FORMATS])
+def declare_formats(con: duckdb.DuckDBPyConnection, shared: bool = False) -> None:
+    """The table ``input_formats`` (TEMP unless ``shared``): each declared input format, its kind and what it can
+    give."""
+    temp = "" if shared else "TEMP "
+    con.execute(f"CREATE OR REPLACE {temp}TABLE input_formats (format VARCHAR, kind VARCHAR, {_CAPABILITY_COLUMNS})")
+    row = f"(?, ?{', ?' * len(CAPABILITIES)})"
+    con.execute(f"INSERT INTO input_formats VALUES {', '.join([row] * len(FORMATS))}",
+                [value for f in FORMATS for value in (f.name, f.kind, *(getattr(f, name) for name in CAPABILITIES))])
+
+
+def dependencies(module: str, applies: Callable[[str], bool] = lambda module: True) -> tuple[str, ...]:
+    """The modules run before ``module``: its includes, then the modules it uses where ``applies`` says they do."""
+    module_facts = facts(module)
+    return (*module_facts.includes, *(used for used in module_facts.uses if applies(used)))
 
 
 def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
             memory_bytes: int | None = None, skip: Collection[str] = frozenset(),
-            applies: Callable[[str], bool] = lambda module: True, views_as_tables: bool = False) -> None:
+            applies: Callable[[str], bool] = lambda module: True, views_as_tables: bool = False,
+            shared: bool = False) -> None:
     """Run ``module`` (after its includes, and the modules it uses where ``applies`` says they do) on the
-    connection, once: ``included`` holds the modules run on it; ``memory_bytes``, the connection's memory cap, is
-    named in the error when DuckDB runs out of memory. The statements that create an object named in ``skip`` are
-    left out (it is given already: a distributed run's summaries). ``views_as_tables``: its views made as tables,
-    their rows computed once (a small store's analyses are mostly planning, which a view repeats in every reader)."""
+    connection, once: ``included`` holds the modules run on it. The other arguments are ``run``'s."""
+    if not included and not shared:
+        declare_formats(con)
+    _include(con, included, module, memory_bytes, skip, applies, views_as_tables, shared)
+
+
+def _include(con: duckdb.DuckDBPyConnection, included: set[str], module: str, memory_bytes: int | None,
+             skip: Collection[str], applies: Callable[[str], bool], views_as_tables: bool, shared: bool) -> None:
+    """``include`` once the input formats are declared."""
     if module in included:
         return
-    if not included:
-        _declare_formats(con)
-    sql = module_file(module).read_text()
-    module_facts = facts(module)
-    if views_as_tables and not module_facts.views_stay:
-        sql = _TEMP_VIEW.sub("CREATE OR REPLACE TEMP TABLE", sql)
-    for dep in (*module_facts.includes, *(used for used in module_facts.uses if applies(used))):
-        include(con, included, dep, memory_bytes, skip, applies, views_as_tables)
+    for dep in dependencies(module, applies):
+        _include(con, included, dep, memory_bytes, skip, applies, views_as_tables, shared)
+    run(con, module, memory_bytes, skip, views_as_tables, shared)
+    included.add(module)
+
+
+def run(con: duckdb.DuckDBPyConnection, module: str, memory_bytes: int | None = None,
+        skip: Collection[str] = frozenset(), views_as_tables: bool = False, shared: bool = False) -> None:
+    """Run ``module``'s own statements on the connection (its dependencies ran before): ``memory_bytes``, the
+    connection's memory cap, is named in the error when DuckDB runs out of memory. The statements that create an
+    object named in ``skip`` are left out (it is given already: a distributed run's summaries).
+    ``views_as_tables``: its views made as tables, their rows computed once (a small store's analyses are mostly
+    planning, which a view repeats in every reader). ``shared``: its objects made in the connection's default
+    catalog rather than as TEMP ones, so that every cursor of the database sees them (store.pool)."""
+    sql = module_sql(module, views_as_tables and not facts(module).views_stay, shared)
     try:
         if not skip:
             con.execute(sql)
@@ -166,7 +191,16 @@ def include(con: duckdb.DuckDBPyConnection, included: set[str], module: str,
     except duckdb.Error as exc:
         advice = out_of_memory_advice(memory_bytes) if isinstance(exc, duckdb.OutOfMemoryException) else ""
         raise TracedocError(f"analysis module {module} failed: {first_line(exc)}{advice}") from exc
-    included.add(module)
+
+
+@functools.cache
+def module_sql(module: str, views_as_tables: bool = False, shared: bool = False) -> str:
+    """The statements of ``module``'s file, its views made tables where ``views_as_tables``, its objects not TEMP
+    where ``shared``."""
+    sql = module_file(module).read_text()
+    if views_as_tables:
+        sql = _TEMP_VIEW.sub("CREATE OR REPLACE TEMP TABLE", sql)
+    return _TEMP.sub(r"CREATE \1", sql) if shared else sql
 
 
 @functools.cache

@@ -1,11 +1,15 @@
 """Store: a DuckDB database holding the normalized tables of schema.sql.
 
 The database file is written once by ingestion and then opened read-only; analyses add TEMP views and macros
-on top, so a cached store is never modified by analysing it.
+on top (or, run several at a time, objects in the connection's own in-memory catalog: ``Store.parallel``), so a
+cached store is never modified by analysing it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterable, Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -16,6 +20,8 @@ from tracedoc.store.memory import spill_directory
 
 if TYPE_CHECKING:
     import duckdb  # imported on connecting: a run that opens no store (a report read back from the cache) needs none
+
+    from tracedoc.store.pool import ModulePool
 
 SCHEMA_VERSION = 1
 # Small work runs on one DuckDB thread: there, parallel operators cost more than they save. Measured on 2 cores:
@@ -35,6 +41,12 @@ SMALL_STORE_OPTIMIZERS_OFF = "join_order,statistics_propagation"
 # Below PARALLEL_EVENTS the analyses' views are also made as tables (store.modules): computed once rather than
 # bound again by every statement reading them, which took 10-15 % off the analyses of decode-eager, every report
 # the same. Larger stores keep views, whose rows a table would hold in memory whether read or not.
+# And below PARALLEL_EVENTS the modules run several at a time (store.pool), on a cursor per core up to
+# MODULE_WORKERS: DuckDB plans each on its own thread.
+MODULE_WORKERS = 4
+# The catalog of a connection to ':memory:', where a store opened for analysis (``Store.open``, or made in memory)
+# lets its modules make the objects every cursor sees: the connection's own, never the store.
+OWN_CATALOG = "memory"
 
 
 
@@ -50,7 +62,16 @@ class Store:
         self._formats: frozenset[str] | None = None
         self._ranks: int | None = None
         self._step_range: str | None = None
+        self._variables: dict[str, Any] = {}
+        self._measurable: bool | None = None
         self.views_as_tables = False
+        # Cursors the modules may run on at once (Store.parallel), set by fit_threads; 1: one at a time.
+        self.module_workers = 1
+        # The catalog of the connection's own (OWN_CATALOG), where the connection may make the modules' objects
+        # shared by its cursors; None where it has none (a store made as a file).
+        self.own_catalog: str | None = None
+        self._shared = False
+        self._pool: ModulePool | None = None
 
     def set_step_range(self, name: str | None) -> None:
         """Name the host range that marks steps (``--step-range``: trace.steps reads it), before the steps are
@@ -59,8 +80,14 @@ class Store:
             return
         if "trace.steps" in self._included:
             raise RuntimeError("the step range is set before the analyses run")
-        self.con.execute("SET VARIABLE step_range = ?", [name])
+        self.set_variable("step_range", name)
         self._step_range = name
+
+    def set_variable(self, name: str, value: Any) -> None:
+        """Set the SQL variable ``name`` (``getvariable``) on the connection and on the cursors modules run on."""
+        self.con.execute(f"SET VARIABLE {name} = ?", [value])
+        self._variables[name] = value
+        self._measurable = None
 
     @classmethod
     def create(cls, path: Path | None, limits: Limits = Limits()) -> Store:
@@ -79,7 +106,9 @@ class Store:
             con.execute(schema.read_text())
         con.execute("INSERT INTO store_meta VALUES ('schema_version', ?), ('complete', 'false')",
                     [str(SCHEMA_VERSION)])
-        return cls(con, path, limits)
+        store = cls(con, path, limits)
+        store.own_catalog = OWN_CATALOG if path is None else None
+        return store
 
     @classmethod
     def open(cls, path: Path, limits: Limits = Limits()) -> Store:
@@ -87,7 +116,9 @@ class Store:
         con = connect(":memory:", limits)
         con.execute(f"ATTACH {sql_literal(str(path))} AS store (READ_ONLY)")
         con.execute("USE store")
-        return cls(con, path, limits)
+        store = cls(con, path, limits)
+        store.own_catalog = OWN_CATALOG
+        return store
 
     def query(self, sql: str, params: dict[str, Any] | list[Any] | None = None) -> list[dict[str, Any]]:
         """Run ``sql`` and return the rows as dicts."""
@@ -100,11 +131,74 @@ class Store:
         return scalar(self.con, sql, params)
 
     def include(self, module: str) -> None:
-        """Load an analysis module (e.g. ``gpu.idle``) and its dependencies, once per connection."""
+        """Load an analysis module (e.g. ``gpu.idle``) and its dependencies, once per connection (inside
+        ``parallel``, on its cursors)."""
+        if self._pool is not None:
+            self._pool.wait(module)
+            return
         from tracedoc.store import modules  # with DuckDB's parser: on a store's first use, not on importing this
 
         modules.include(self.con, self._included, module, self.limits.memory_bytes, applies=self.applies,
-                        views_as_tables=self.views_as_tables)
+                        views_as_tables=self.views_as_tables, shared=self._shared)
+
+    @contextlib.contextmanager
+    def parallel(self, first: Iterable[str] = ()) -> Iterator[None]:
+        """Within it, modules run several at a time on cursors of the connection (``module_workers``, store.pool),
+        ``first`` started at once, others as they are included; and the connection reads their objects as it
+        would TEMP ones. One at a time where ``module_workers`` is 1, the connection has no catalog of its own or
+        modules ran before (their objects TEMP ones)."""
+        if self.module_workers < 2 or self.own_catalog is None or self._included:
+            yield
+            return
+        from tracedoc.store import modules
+        from tracedoc.store.pool import ModulePool  # here: its threads are for analyses, not every import of a store
+
+        self._share_objects()
+        cursors = [self._cursor() for _ in range(self.module_workers)]
+        pool = ModulePool(cursors, self._run_module, lambda module: modules.dependencies(module, self.applies),
+                          self._included)
+        self._pool = pool
+        try:
+            pool.start(first)
+            yield
+        finally:
+            self._pool = None
+            pool.close()
+            for cursor in cursors:
+                cursor.close()
+
+    def start(self, first: Iterable[str]) -> None:
+        """Inside ``parallel``, start these modules now (each once); elsewhere nothing: they run when included."""
+        if self._pool is not None:
+            self._pool.start(first)
+
+    def _share_objects(self) -> None:
+        """From here on the modules make their objects in the connection's own catalog, which it reads first (the
+        store's tables after), and not as TEMP objects only the connection sees."""
+        from tracedoc.store import modules
+
+        self.con.execute(f"USE {self.own_catalog}")
+        self.con.execute(f"SET search_path = '{self._search_path()}'")
+        modules.declare_formats(self.con, shared=True)
+        self._shared = True
+
+    def _search_path(self) -> str:
+        """The catalogs the connection reads: its own, then the store's."""
+        return f"{self.own_catalog}.main,store.main"
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor that reads and makes the modules' objects as the connection does, with its SQL variables."""
+        cursor = self.con.cursor()
+        cursor.execute(f"SET search_path = '{self._search_path()}'")
+        for name, value in self._variables.items():
+            cursor.execute(f"SET VARIABLE {name} = ?", [value])
+        return cursor
+
+    def _run_module(self, con: duckdb.DuckDBPyConnection, module: str) -> None:
+        """Run ``module``'s own statements on ``con`` (a cursor), its objects shared."""
+        from tracedoc.store import modules
+
+        modules.run(con, module, self.limits.memory_bytes, views_as_tables=self.views_as_tables, shared=True)
 
     def fit_threads(self, input_bytes: int | None = None) -> None:
         """Fewer DuckDB threads for less work, never more than already set: one to ingest inputs of ``input_bytes``
@@ -118,6 +212,7 @@ class Store:
             if events < PARALLEL_EVENTS:
                 self.con.execute(f"SET disabled_optimizers = '{SMALL_STORE_OPTIMIZERS_OFF}'")
                 self.views_as_tables = True
+                self.module_workers = min(MODULE_WORKERS, cores())
         if wanted is not None and wanted < self.threads():
             self.con.execute(f"SET threads = {wanted}")
 
@@ -170,9 +265,12 @@ class Store:
 
     def efficiency_measurable(self) -> bool:
         """True when the store has what the efficiency modules measure: operator shapes, or a user's FLOPs or
-        bytes per step (tracedoc.efficiency)."""
-        return bool(self.scalar("""SELECT EXISTS (SELECT 1 FROM op_shapes) OR getvariable('flops_per_step') IS NOT NULL
-                                          OR getvariable('bytes_per_step') IS NOT NULL"""))
+        bytes per step (tracedoc.efficiency); asked once until a variable is set."""
+        if self._measurable is None:
+            self._measurable = bool(self.scalar("""
+                SELECT EXISTS (SELECT 1 FROM op_shapes) OR getvariable('flops_per_step') IS NOT NULL
+                       OR getvariable('bytes_per_step') IS NOT NULL"""))
+        return self._measurable
 
     def is_complete(self) -> bool:
         """True when ingestion finished and marked the store complete."""
@@ -198,6 +296,8 @@ class Store:
         return [what for what, sql in checks.items() if self.scalar(sql)]
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         self.con.close()
 
     def __enter__(self) -> Store:
@@ -205,6 +305,11 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def schema_files() -> list[Traversable]:

@@ -1,0 +1,108 @@
+"""Analysis modules run several at a time on cursors of one connection (tracedoc.store.pool): the report is the
+one a single connection gives, the modules' objects stay out of the store, and a module's error is raised as
+where it ran alone."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from tests.conftest import SAMPLES
+from tracedoc import analyze
+from tracedoc.errors import TracedocError
+from tracedoc.options import AnalysisOptions, Peaks
+from tracedoc.pipeline import build_report, input_files, open_store
+from tracedoc.store import modules
+from tracedoc.store import store as store_module
+from tracedoc.store.store import Store
+
+RUN_MODULE = Store._run_module
+RUN = modules.run
+
+
+def report_on_cursors(sample: Path, cursors: int, monkeypatch: pytest.MonkeyPatch,
+                      **options: Any) -> tuple[dict[str, Any], set[str]]:
+    """``sample``'s report (no cache, ``analyze``'s ``options``) with the modules run on up to ``cursors`` cursors,
+    and the threads they ran on."""
+    threads: set[str] = set()
+
+    def recorded(store: Store, con: duckdb.DuckDBPyConnection, module: str) -> None:
+        threads.add(threading.current_thread().name)
+        RUN_MODULE(store, con, module)
+
+    monkeypatch.setattr(store_module, "cores", lambda: cursors)
+    monkeypatch.setattr(Store, "_run_module", recorded)
+    report = analyze([sample], use_cache=False, **options).to_dict()
+    report.pop("tracedoc")
+    return report, threads
+
+
+@pytest.mark.parametrize("sample", ["decode-eager", "nsys-nvfuser-h200"])
+def test_modules_run_at_once_give_the_report_of_one_connection(sample: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    alone, no_threads = report_on_cursors(SAMPLES / sample, 1, monkeypatch)
+    at_once, threads = report_on_cursors(SAMPLES / sample, 4, monkeypatch)
+    assert no_threads == set()  # one cursor: every module on the connection itself
+    assert len(threads) >= 2, threads
+    assert at_once == alone
+
+
+def test_the_cursors_read_the_sql_variables_a_run_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step range and the FLOPs per step are SQL variables (trace.steps, efficiency.steps read them): set on the
+    connection, they reach each cursor, so the window and MFU are the ones a single connection gives."""
+    options = {"step_range": "decode_step", "peaks": Peaks(flops_per_step=1e12)}
+    alone, _ = report_on_cursors(SAMPLES / "decode-eager", 1, monkeypatch, **options)
+    at_once, threads = report_on_cursors(SAMPLES / "decode-eager", 2, monkeypatch, **options)
+    assert len(threads) == 2
+    assert at_once["window"]["steps"] == "the host range 'decode_step'"
+    assert at_once["efficiency"][0]["model_flops"] == 1e12 and at_once["efficiency"][0]["mfu_pct"] is not None
+    assert at_once == alone
+
+
+def test_a_cached_store_is_analysed_at_once_and_keeps_the_analyses_out(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The modules' objects are made in the connection's own catalog: the cached store, opened read-only, gets
+    none, and they are no TEMP objects (those only the connection making them sees)."""
+    monkeypatch.setattr(store_module, "cores", lambda: 2)
+    inputs = input_files(SAMPLES / "decode-eager")
+    open_store(inputs, tmp_path)[0].close()
+    store, cached = open_store(inputs, tmp_path)
+    try:
+        assert cached
+        build_report(store, AnalysisOptions())
+        made = dict(store.con.execute("""
+            SELECT database_name, count(*) FROM (SELECT database_name FROM duckdb_tables()
+                                                UNION ALL SELECT database_name FROM duckdb_views() WHERE NOT internal)
+            WHERE database_name <> 'system' GROUP BY ALL""").fetchall())
+        assert made.get("memory", 0) > 50 and "temp" not in made
+        assert made["store"] == store.scalar("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'store'")
+        assert store.scalar("SELECT count(*) FROM gpu_report_idle") == 1
+    finally:
+        store.close()
+
+
+def test_a_failing_module_is_raised_where_it_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module that fails on a cursor fails the analysis with its own one-line error, as on one connection, and
+    the modules that read it are not run; no thread is left behind."""
+    ran: list[str] = []
+
+    def failing(con: duckdb.DuckDBPyConnection, module: str, *args: Any, **kwargs: Any) -> None:
+        if module == "gpu.busy":
+            raise TracedocError("analysis module gpu.busy failed: on purpose")
+        ran.append(module)
+        RUN(con, module, *args, **kwargs)
+
+    monkeypatch.setattr(modules, "run", failing)
+    errors = []
+    for cursors in (1, 2):
+        monkeypatch.setattr(store_module, "cores", lambda cursors=cursors: cursors)
+        ran.clear()
+        with pytest.raises(TracedocError) as raised:
+            analyze([SAMPLES / "decode-eager"], use_cache=False)
+        errors.append(str(raised.value))
+        assert "gpu.idle" not in ran and "trace.summary" not in ran
+    assert errors == ["analysis module gpu.busy failed: on purpose"] * 2
+    assert not [t for t in threading.enumerate() if t.name.startswith("tracedoc-modules")]
