@@ -91,7 +91,7 @@ LEFT JOIN op_shapes s ON s.source_id = o.source_id AND s.external_id = o.externa
 -- The ops above that ``keep`` holds for (an expression over efficiency_op_events' columns), with their inputs
 -- parsed: source_id, rank, tid, name, ts_ns, dur_ns, end_ns, dims (each input's shape, BIGINT[]; NULL for a tensor
 -- list), lists (each input's shapes as a tensor list), types, concrete, top. The rows are kept before the JSON is
--- parsed (behind a view, DuckDB parsed every row: the two readers of input_dims share it before the filter).
+-- parsed (behind a view DuckDB parsed every row: it computes the parse that dims and lists share before filtering).
 CREATE OR REPLACE TEMP MACRO efficiency_parsed_ops(keep) AS TABLE
 SELECT source_id, rank, tid, name, ts_ns, dur_ns, end_ns,
        list_transform(from_json(input_dims, '["json"]'), lambda x: TRY_CAST(x AS BIGINT[])) AS dims,
