@@ -15,8 +15,9 @@ floor of reading the trace at all: the whole Kineto object read and its event ar
         --hta-python .venv-hta/bin/python --memory-limit 80M
 
 On a machine with Nsight Systems, ``--nsys EXPORT.sqlite`` times `nsys stats` (3 reports) plus `nsys analyze` against
-`tracedoc analyze` on the same export, and ``--nsys-readers EXPORT.sqlite [--tile N]`` the export's ingestion alone
-with each SQLite reader (ADBC's driver, Python's sqlite3), in rows/s, on the export's event rows repeated N times.
+`tracedoc analyze` on the same export (elsewhere tracedoc alone), and ``--nsys-readers EXPORT.sqlite [--tile N]``
+the export's ingestion alone with each SQLite reader (ADBC's driver, Python's sqlite3), in rows/s, on the export's
+event rows repeated N times. ``--snapshot FILE`` times an allocator snapshot (benchmarks/memory_snapshot.py --make).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ READ_JSON_SCRIPT = ("import sys, duckdb; path = sys.argv[1].replace(\"'\", \"''\
                     "duckdb.sql(f\"SELECT count(*) FROM (SELECT unnest(traceEvents) FROM read_json('{path}', "
                     "format='unstructured', maximum_object_size=4000000000))\").fetchall()")
 SMALL_TARGET_S, LARGE_TARGET_MBPS, NSYS_TARGET_RATIO = 0.5, 250.0, 3.0
+SNAPSHOT_TARGET_S, SNAPSHOT_TARGET_MB = 60.0, 2048
 
 
 @dataclass
@@ -160,12 +162,22 @@ def nsys_rows(export: Path, args: argparse.Namespace, tmp: Path) -> list[Row]:
              "--output", str(tmp / "stats"), str(export)]
     analyze = [nsys, "analyze", "--format", "csv", "--output", str(tmp / "analyze"), "--force-overwrite", "true",
                str(export)]
+    own = [*TRACEDOC, str(export), "--no-cache", "--format", "json"]
+    if not shutil.which("nsys"):  # tracedoc alone, its speed per byte against the PyTorch rows
+        print("nsys is not on PATH: tracedoc alone on the export", file=sys.stderr)
+        return [repeat("nsys", "tracedoc --no-cache", export.name, mb, own, args.repeat)]
     rows = [repeat("nsys", "nsys stats", export.name, mb, stats, 1),
             repeat("nsys", "nsys analyze", export.name, mb, analyze, 1),
-            repeat("nsys", "tracedoc --no-cache", export.name, mb,
-                   [*TRACEDOC, str(export), "--no-cache", "--format", "json"], args.repeat,
+            repeat("nsys", "tracedoc --no-cache", export.name, mb, own, args.repeat,
                    f"≥ {NSYS_TARGET_RATIO:.0f}× faster than stats + analyze")]
     return rows
+
+
+def snapshot_rows(snapshot: Path, args: argparse.Namespace) -> list[Row]:
+    """An allocator snapshot (benchmarks/memory_snapshot.py --make), read and analysed: no peer reads one."""
+    return [repeat("snapshot", "tracedoc --no-cache", snapshot.name, snapshot.stat().st_size / 1e6,
+                   [*TRACEDOC, str(snapshot), "--no-cache", "--format", "json"], args.repeat,
+                   f"≤ {SNAPSHOT_TARGET_S:.0f} s, RSS ≤ {SNAPSHOT_TARGET_MB:,} MB")]
 
 
 def print_table(rows: list[Row]) -> None:
@@ -186,6 +198,8 @@ def print_table(rows: list[Row]) -> None:
             met = "yes" if r.mb / r.wall >= LARGE_TARGET_MBPS and r.rss_mb <= r.mb else "no"
         elif r.target and r.case == "ranks" and single is not None:
             met = f"{'yes' if r.wall <= single else 'no'} ({r.wall / single:.2f}× of one rank)"
+        elif r.target and r.case == "snapshot":
+            met = "yes" if r.wall <= SNAPSHOT_TARGET_S and r.rss_mb <= SNAPSHOT_TARGET_MB else "no"
         elif r.target and r.case == "nsys" and nsys_tools:
             met = f"{'yes' if nsys_tools / r.wall >= NSYS_TARGET_RATIO else 'no'} ({nsys_tools / r.wall:.1f}×)"
         ref = base.get((r.case, r.input))
@@ -298,7 +312,9 @@ def main() -> None:
     parser.add_argument("--small", nargs="*", type=Path, default=[], help="traces of 1 MB or less (files or folders)")
     parser.add_argument("--large", nargs="*", type=Path, default=[], help="large traces (.json or .json.gz)")
     parser.add_argument("--ranks", type=Path, help="a folder of per-rank traces")
-    parser.add_argument("--nsys", type=Path, help="an Nsight Systems SQLite export (needs nsys on PATH)")
+    parser.add_argument("--nsys", type=Path,
+                        help="an Nsight Systems SQLite export (against nsys where it is on PATH, else tracedoc alone)")
+    parser.add_argument("--snapshot", type=Path, help="an allocator snapshot (benchmarks/memory_snapshot.py --make)")
     parser.add_argument("--nsys-readers", nargs="*", type=Path, default=[], help="exports to ingest by reader")
     parser.add_argument("--tile", type=int, default=1, help="with --nsys-readers: repeat the event rows N times")
     parser.add_argument("--hta-python", type=Path, help="python of a virtual environment with HTA")
@@ -318,6 +334,8 @@ def main() -> None:
             rows += torch_rows("ranks", [args.ranks], args, Path(tmp))
         if args.nsys:
             rows += nsys_rows(args.nsys, args, Path(tmp))
+        if args.snapshot:
+            rows += snapshot_rows(args.snapshot, args)
     if rows:
         print_table(rows)
 

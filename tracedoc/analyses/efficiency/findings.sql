@@ -39,8 +39,8 @@
 CREATE OR REPLACE TEMP TABLE efficiency_weight_casts AS
 WITH casts AS (
     SELECT e.source_id, e.tid, e.ts_ns, e.end_ns, efficiency_numel(e.dims[1]) * 6 AS cast_bytes
-    FROM efficiency_op_events e
-    WHERE e.name = 'aten::_to_copy' AND NOT e.top AND e.types[1] = 'float' AND len(e.dims[1]) = 2
+    FROM efficiency_parsed_ops(name = 'aten::_to_copy' AND NOT top) e
+    WHERE e.types[1] = 'float' AND len(e.dims[1]) = 2
       AND e.concrete[2] IN ('15', '5')
 ),
 owned AS (

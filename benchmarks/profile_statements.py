@@ -1,0 +1,130 @@
+"""Where one analysis spends its CPU, statement by statement: `analyze --no-cache` in this process, every SQL
+statement timed (process CPU, so DuckDB's threads count, and wall), each charged to the module that ran it.
+
+Run on a quiet machine or compare CPU columns only; the statements of a module script are run one at a time here
+(as DuckDB runs a script), which costs nothing measurable. For benchmarks, never for tests.
+
+    python benchmarks/profile_statements.py /tmp/big/large.json --top 25
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from tracedoc import analyze
+from tracedoc.limits import Limits
+from tracedoc.options import AnalysisOptions
+from tracedoc.pipeline import build_report
+from tracedoc.store import modules
+from tracedoc.store import store as store_module
+from tracedoc.store.store import Store
+from tracedoc.units import parse_size
+
+
+class Timings:
+    """CPU and wall seconds per statement, each charged to the module running (or 'ingest/other')."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, float, float]] = []
+        self.module_stack: list[str] = []
+
+    @property
+    def label(self) -> str:
+        return self.module_stack[-1] if self.module_stack else "ingest/other"
+
+    @contextmanager
+    def timed(self, text: str) -> Iterator[None]:
+        cpu, wall = time.process_time(), time.perf_counter()
+        try:
+            yield
+        finally:
+            self.rows.append((self.label, " ".join(text.split())[:110], time.process_time() - cpu,
+                              time.perf_counter() - wall))
+
+
+class TimingConnection:
+    """A DuckDB connection whose scripts run one statement at a time, each timed."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, timings: Timings) -> None:
+        self._con = con
+        self._timings = timings
+
+    def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        statements = duckdb.extract_statements(sql) if not args and not kwargs else ()
+        if len(statements) <= 1:
+            with self._timings.timed(sql):
+                return self._con.execute(sql, *args, **kwargs)
+        result = None
+        for statement in statements:
+            with self._timings.timed(statement.query):
+                result = self._con.execute(statement.query)
+        return result
+
+    def executemany(self, sql: str, *args: Any, **kwargs: Any) -> Any:
+        with self._timings.timed(sql):
+            return self._con.executemany(sql, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._con, name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("inputs", nargs="+", type=Path, help="traces, or with --store one cached store (.duckdb)")
+    parser.add_argument("--store", action="store_true",
+                        help="analyse the cached store given (the analyses alone, no ingest)")
+    parser.add_argument("--top", type=int, default=20, help="statements to list, most CPU first")
+    parser.add_argument("--memory-limit", help="DuckDB's memory cap, as --memory-limit takes it (e.g. 80M)")
+    args = parser.parse_args()
+
+    timings = Timings()
+    connect = store_module.connect
+    store_module.connect = lambda *a, **k: TimingConnection(connect(*a, **k), timings)  # type: ignore[assignment]
+    include = modules.include
+
+    def timed_include(con: Any, included: set[str], module: str, *rest: Any, **kw: Any) -> None:
+        timings.module_stack.append(module)
+        try:
+            include(con, included, module, *rest, **kw)
+        finally:
+            timings.module_stack.pop()
+
+    modules.include = timed_include
+    limits = Limits.from_env(memory_bytes=parse_size(args.memory_limit, "--memory-limit") if args.memory_limit
+                             else None)
+    cpu, wall = time.process_time(), time.perf_counter()
+    if args.store:
+        with Store.open(args.inputs[0], limits) as store:
+            build_report(store, AnalysisOptions(limits=limits))
+    else:
+        analyze(args.inputs, use_cache=False, limits=limits)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    per_module: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    for label, _, c, w in timings.rows:
+        per_module[label][0] += c
+        per_module[label][1] += w
+        per_module[label][2] += 1
+    in_sql = sum(r[2] for r in timings.rows)
+    print(f"analyze: {cpu:.2f} s CPU, {wall:.2f} s wall, peak RSS {peak_mb:.0f} MB; "
+          f"{len(timings.rows)} statements {in_sql:.2f} s CPU, Python and the rest {cpu - in_sql:.2f} s")
+    print("\nper module (own statements; CPU s, wall s, statements):")
+    for label, (c, w, n) in sorted(per_module.items(), key=lambda kv: -kv[1][0]):
+        print(f"  {c:7.3f} {w:7.3f} {int(n):4d}  {label}")
+    print(f"\ntop {args.top} statements (CPU s, wall s, module, statement):")
+    for label, text, c, w in sorted(timings.rows, key=lambda r: -r[2])[:args.top]:
+        print(f"  {c:7.3f} {w:7.3f}  {label:24s} {text}")
+
+
+if __name__ == "__main__":
+    main()
