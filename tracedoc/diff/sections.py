@@ -15,7 +15,7 @@ from tracedoc.pages.kinds import has_saving
 from tracedoc.pages.names import kernel_labels
 from tracedoc.report import Finding, Report
 from tracedoc.report_tables import METRICS, summary_measure
-from tracedoc.units import fmt_bytes, fmt_ms
+from tracedoc.units import fmt_bytes, fmt_ms, fmt_pct
 from tracedoc.words.attribution import cause_label
 from tracedoc.words.findings import scope_text
 
@@ -112,7 +112,7 @@ def _summary_change(key: str, before: float, after: float) -> str:
     """A number of the summary's head before → after, and its change, by its declared unit: a share in points,
     a time relative to before."""
     if summary_measure(key).unit == PCT.unit:
-        return f"{before:.1f}% → {after:.1f}% ({signed_pct(after - before, ' points')})"
+        return f"{fmt_pct(before)} → {fmt_pct(after)} ({signed_pct(after - before, ' points')})"
     return f"{fmt_ms(before)} → {fmt_ms(after)} ({signed_pct(100.0 * (after / before - 1.0))})"
 
 
@@ -166,8 +166,8 @@ def causes_section(diff: Diff) -> Section | None:
         return None
     rb, ra = diff.cause_ranks
     rank = f"rank {rb}" if rb == ra else f"rank {rb} before, rank {ra} after"
-    rows = [[cause_label(c.cause), fmt_ms(c.before_ms), f"{c.before_pct:.1f}%", fmt_ms(c.after_ms),
-             f"{c.after_pct:.1f}%", signed_ms(c.delta_ms), signed_pct(c.after_pct - c.before_pct, " pts")]
+    rows = [[cause_label(c.cause), fmt_ms(c.before_ms), fmt_pct(c.before_pct), fmt_ms(c.after_ms),
+             fmt_pct(c.after_pct), signed_ms(c.delta_ms), signed_pct(c.after_pct - c.before_pct, " pts")]
             for c in diff.causes if c.before_ms >= 5e-4 or c.after_ms >= 5e-4]
     return Section(f"Where the time went ({rank}, per step)",
                    ["cause", "before", "% of step", "after", "% of step", "change", "share"], rows,
@@ -375,7 +375,7 @@ def cross_rank_lines(diff: Diff) -> list[str]:
 
 
 def _pct_arrow(before: float | None, after: float | None) -> str:
-    return f"{'–' if before is None else f'{before:.1f}%'} → {'–' if after is None else f'{after:.1f}%'}"
+    return f"{'–' if before is None else fmt_pct(before)} → {'–' if after is None else fmt_pct(after)}"
 
 
 def _value_arrow(before: float | None, after: float | None, digits: int = 1) -> str:
