@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from tracedoc.formats import BY_NAME, giving
-from tracedoc.measures import PCT
+from tracedoc.measures import MS, PCT
 from tracedoc.options import Peaks
 from tracedoc.store import Store
-from tracedoc.units import fmt_pct, fmt_range, report_number
+from tracedoc.units import fmt_fixed, fmt_pct, fmt_range, report_number
 
 
 def set_peaks(store: Store, peaks: Peaks) -> None:
@@ -177,7 +177,7 @@ def headline(rows: list[dict[str, Any]]) -> str | None:
             r["mbu_pct"] is not None for r in known) else ""
         figure, words = "mfu_pct", f"MFU {fmt_pct(mean('mfu_pct'))} of {gpu} {peak['dtype']} dense{hfu}{mbu}"
     if any(r.get("step_time_source") == "--step-time-ms" for r in known):
-        return f"{words} at the given {mean('step_ms'):.2f} ms step"
+        return f"{words} at the given {fmt_fixed(mean('step_ms'), MS, 2)} step"
     return words + _unprofiled_figure_words(known, figure)
 
 
@@ -196,7 +196,7 @@ def _unprofiled_figure_words(rows: list[dict[str, Any]], figure: str) -> str:
     if not found or any(u[figure] is None for u in found):
         return ""
     mean = lambda key: sum(float(u[key] or 0) for u in found) / len(found)  # noqa: E731
-    return (f" in the profiled {mean('traced_step_ms'):.2f} ms step; without the profiler about "
+    return (f" in the profiled {fmt_fixed(mean('traced_step_ms'), MS, 2)} step; without the profiler about "
             f"{fmt_pct(mean(figure))} ({fmt_range(mean(figure + '_low'), mean(figure + '_high'), PCT)})")
 
 
@@ -206,5 +206,5 @@ def _unprofiled_step_words(rows: list[dict[str, Any]]) -> str:
     if not found:
         return ""
     mean = lambda key: sum(float(u[key] or 0) for u in found) / len(found)  # noqa: E731
-    return (f"; step {mean('traced_step_ms'):.2f} ms profiled, about {mean('step_ms'):.2f} ms without the "
-            f"profiler ({mean('step_ms_low'):.2f}–{mean('step_ms_high'):.2f} ms)")
+    return (f"; step {fmt_fixed(mean('traced_step_ms'), MS, 2)} profiled, about {fmt_fixed(mean('step_ms'), MS, 2)} "
+            f"without the profiler ({fmt_range(mean('step_ms_low'), mean('step_ms_high'), MS, 2)})")

@@ -8,7 +8,7 @@ from typing import Any
 from tracedoc.measures import BYTES, COUNT, FLOP, MS, PCT, US, Measure
 from tracedoc.report import Report
 from tracedoc.report_tables import OPERATORS
-from tracedoc.units import cell_format, fmt_measure, fmt_number, fmt_pct, fmt_range, unit_symbol
+from tracedoc.units import cell_format, fmt_fixed, fmt_measure, fmt_number, fmt_pct, fmt_range, unit_symbol
 
 # The operator table: each column's key in report.operators and header; a number is written by its declared unit
 # (report_tables.OPERATORS), under a header naming it, or with it where the header does not (``with_unit``).
@@ -25,16 +25,18 @@ def _num(value: Any, digits: int = 1) -> str:
     return "" if value is None else fmt_number(value, digits)
 
 
+def _pct_digits(value: Any) -> int:
+    """A share's decimals: 2 under 1% (an MFU of 0.42%), else 1."""
+    return 2 if (value or 0) < 1 else 1
+
+
 def _pct(value: Any) -> str:
-    """A share, with 2 decimals under 1% (an MFU of 0.42%)."""
-    return "" if value is None else fmt_pct(value, 2 if value < 1 else 1)
+    return "" if value is None else fmt_pct(value, _pct_digits(value))
 
 
-def _range(low: Any, high: Any, measure: Measure) -> str:
-    """A range; a share under 1% with 2 decimals, as ``_pct``."""
-    if measure.unit == PCT.unit and min(low or 0, high or 0) < 1:
-        return f"{_pct(low).removesuffix('%')}–{_pct(high)}"
-    return "?" if low is None or high is None else fmt_range(low, high, measure)
+def _ms(value: Any) -> str:
+    """A step's time to 10 µs: the step with and without the profiler differ by less than fmt_ms shows."""
+    return "?" if value is None else fmt_fixed(value, MS, 2)
 
 
 def _of(value: Any, measure: Measure) -> str:
@@ -63,7 +65,7 @@ def efficiency_lines(report: Report) -> list[str]:
                     f"; {fmt_pct(r['flop_model_coverage_pct'])} of the GPU time has a FLOP or byte model")
         lines.append(
             f"rank {r['rank']}: {', '.join(_first_figure(r, mfu, mbu))}{bound}; "
-            f"{_of(r['model_flops'], FLOP)} and {_of(r['bytes'], BYTES)} per {_of(r['step_ms'], MS)} step"
+            f"{_of(r['model_flops'], FLOP)} and {_of(r['bytes'], BYTES)} per {_ms(r['step_ms'])} step"
             f"{coverage}; peak: {peak['gpu'] or peak['device_name']} ({peak['source']})")
         lines += unprofiled_lines(r)
     return lines
@@ -74,23 +76,24 @@ def unprofiled_lines(row: dict[str, Any]) -> list[str]:
     the estimate without the profiler (efficiency.observer): its range, the profiler's cost and where it comes
     from."""
     if row.get("step_time_source") == "--step-time-ms":
-        return [f"rank {row['rank']}: MFU and MBU at the given step time, {_of(row['step_ms'], MS)} "
+        return [f"rank {row['rank']}: MFU and MBU at the given step time, {_ms(row['step_ms'])} "
                 "(--step-time-ms)"]
     u = row.get("unprofiled")
     if not u:
         return []
     memory = row.get("bound") == "memory" and row.get("workload") != "training"
     order = (("MBU", "mbu_pct"), ("MFU", "mfu_pct")) if memory else (("MFU", "mfu_pct"), ("MBU", "mbu_pct"))
-    figures = [f"{name} about {_pct(u[key])} ({_range(u[key + '_low'], u[key + '_high'], PCT)})"
+    figures = [f"{name} about {_pct(u[key])} "
+               f"({fmt_range(u[key + '_low'] or 0, u[key + '_high'] or 0, PCT, _pct_digits(u[key]))})"
                for name, key in order if u.get(key) is not None]
     recorded = ", ".join("Nsight Systems" if o == "nsys" else o for o in u["recorded_with"]) or (
         "no shapes, stacks or memory")
     pace = "the GPU sets the pace" if u["gpu_paced"] else "the host sets the pace"
-    return [f"rank {row['rank']}: without the profiler: step about {_of(u['step_ms'], MS)} "
-            f"({_range(u['step_ms_low'], u['step_ms_high'], MS)}; traced {_of(u['traced_step_ms'], MS)}, "
-            f"GPU's own work {_of(u['gpu_floor_ms'], MS)}), {pace}"
+    return [f"rank {row['rank']}: without the profiler: step about {_ms(u['step_ms'])} "
+            f"({fmt_range(u['step_ms_low'], u['step_ms_high'], MS, 2)}; traced {_ms(u['traced_step_ms'])}, "
+            f"GPU's own work {_ms(u['gpu_floor_ms'])}), {pace}"
             + (f"; {', '.join(figures)}" if figures else "")
-            + f". The profiler costs about {_of(u['profiler_cost_ms'], MS)} a step: "
+            + f". The profiler costs about {_ms(u['profiler_cost_ms'])} a step: "
             f"{_of(u['critical_events_per_step'], COUNT)} of its {_of(u['host_events_per_step'], COUNT)} host events a "
             f"step start while the GPU waits, about {_of(u['event_cost_us'], US)} each (recorded with "
             f"{recorded})"]

@@ -15,7 +15,7 @@ from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, short, s
 from tracedoc.pages.fragments import Column, measured, table_html
 from tracedoc.report import Report
 from tracedoc.report_tables import MEMORY, METRICS
-from tracedoc.units import fmt_bytes
+from tracedoc.units import fmt_bytes, fmt_ms
 from tracedoc.words.memory import NOTE, memory_lines
 
 TITLE = "Memory"
@@ -112,12 +112,12 @@ def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], en
         i = max(range(len(allocated)), key=lambda j: (allocated[j], -j))
         at = (entry or {}).get("peak_at") or {}
         fig.scatter([xs[i]], [allocated[i]], size=10, color=GROWING_COLOR, marker="diamond",
-                    legend_label=f"peak {fmt_bytes(allocated[i] * _MIB)} at {xs[i]:,.1f} ms"
+                    legend_label=f"peak {fmt_bytes(allocated[i] * _MIB)} at {fmt_ms(xs[i])}"
                                  + (f" (step {at['step']})" if at.get("step") is not None else ""))
     for o in ooms or []:
         fig.scatter([o["t_ms"]], [(o.get("allocated_bytes") or 0) / _MIB], size=14, color=GROWING_COLOR, marker="x",
                     line_width=3, legend_label=f"out of memory: {fmt_bytes(o.get('requested_bytes') or 0)} "
-                                               f"requested at {o['t_ms']:,.1f} ms")
+                                               f"requested at {fmt_ms(o['t_ms'])}")
     style(fig, "ms from the first allocator event or step")
     fig.yaxis.axis_label = "MiB"
     fig.ygrid.visible = True

@@ -13,6 +13,7 @@ from tracedoc.pages.charts import Section, heatmap
 from tracedoc.pages.fragments import Column, measured, table_html
 from tracedoc.report import Report
 from tracedoc.report_tables import METRICS
+from tracedoc.units import fmt_ms, fmt_pct
 
 _STEP = METRICS["rank_steps"].measure  # what each column of the table measures
 
@@ -88,9 +89,9 @@ def sections(report: Report) -> list[Section]:
     for cell in cells:
         cell["vs_median"] = 100 * (float(cell["step_ms"]) - median) / median \
             if cell["step_ms"] is not None and median else None
-    step_note = (f"; coloured by the difference from the median step ({median:,.1f} ms): red slower, blue faster, "
-                 f"the scale spanning ±{span:.0f}% (at least ±{MIN_SPAN_PCT:.0f}%, so that small differences stay "
-                 "pale)")
+    step_note = (f"; coloured by the difference from the median step ({fmt_ms(median)}): red slower, blue faster, "
+                 f"the scale spanning ±{fmt_pct(span, 0)} (at least ±{fmt_pct(MIN_SPAN_PCT, 0)}, so that small "
+                 "differences stay pale)")
     out = []
     for key, title, what in MAPS:
         if key == "step_ms":
