@@ -11,7 +11,7 @@ from tracedoc.report_tables import OPERATORS
 from tracedoc.units import cell_format, fmt_fixed, fmt_measure, fmt_number, fmt_pct, fmt_range, unit_symbol
 
 # The operator table: each column's key in report.operators and header; a number is written by its declared unit
-# (report_tables.OPERATORS), under a header naming it, or with it where the header does not (``with_unit``).
+# (report_tables.OPERATORS), under a header naming it, or with it where the header does not (``_WITH_UNIT``).
 OPERATOR_COLUMNS: tuple[tuple[str, str], ...] = (
     ("rank", "rank"), ("op", "op"), ("count", "calls"), ("gpu_ms", "GPU ms"), ("share_pct", "share"),
     ("tflops", "TFLOP/s"), ("gbps", "GB/s"), ("intensity", "FLOP/B"), ("roofline_pct", "roofline"), ("shape", "shape"))
