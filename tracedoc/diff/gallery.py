@@ -11,6 +11,8 @@ from tracedoc.diff.markdown import render_markdown
 from tracedoc.diff.model import build_diff
 from tracedoc.diff.sections import signed_pct
 from tracedoc.diff.side import Side, load_side
+from tracedoc.measures import MS
+from tracedoc.units import cell_format
 
 # Problem sample → its fixed twin (recorded alike on one GPU), and what changed between them.
 DIFF_PAIRS = (
@@ -63,9 +65,10 @@ def write_diff_gallery(samples: Path, out: Path) -> list[str]:
         (out / f"{name}.json").write_text(strict_json.dumps(data, indent=1, sort_keys=True) + "\n")
         job, kernel_time = diff.job, diff.kernel_time()
         if job.before and job.after and job.change:
-            step = f"{job.before.median_ms:.1f} → {job.after.median_ms:.1f} ms ({signed_pct(job.change.pct)})"
+            ms = cell_format(MS, 1)
+            step = f"{ms(job.before.median_ms)} → {ms(job.after.median_ms)} ms ({signed_pct(job.change.pct)})"
         elif kernel_time is not None:
-            step = (f"kernels {kernel_time[0]:.3f} → {kernel_time[1]:.3f} ms "
+            step = (f"kernels {cell_format(MS, 3)(kernel_time[0])} → {cell_format(MS, 3)(kernel_time[1])} ms "
                     f"({signed_pct(100.0 * (kernel_time[1] / kernel_time[0] - 1.0))})")
         else:
             step = "—"

@@ -14,11 +14,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracedoc.report_tables import METRICS
+
 MAX_CONFIGS = 4
 
-# ncu figures compared per kernel (% of peak unless named otherwise), in the order shown.
-NCU_FIELDS = ("total_ms", "busiest_unit_pct", "sm_pct", "mem_pct", "dram_pct", "l2_pct", "l1_pct", "tensor_pct",
-              "achieved_occupancy_pct", "theoretical_occupancy_pct", "waves", "registers_per_thread")
+# ncu figures compared per kernel: every measure the report declares of a kernel but its launches (matched on).
+NCU_FIELDS = tuple(key for key, _ in METRICS["ncu_kernels"].measures if key != "launches")
 NCU_LABELS = ("kernel_class", "busiest_unit")
 
 

@@ -35,6 +35,7 @@ from tracedoc.diff.steps import (
 )
 from tracedoc.errors import InputError
 from tracedoc.report_tables import METRICS
+from tracedoc.units import fmt_pct
 from tracedoc.version import __version__
 
 DIFF_SCHEMA = 1
@@ -288,7 +289,7 @@ def _few_in_common(kernels: list[KernelRow]) -> str | None:
     names = sum(1 for k in kernels if k.status == "matched")
     names_b, names_a = sum(1 for k in kernels if k.before), sum(1 for k in kernels if k.after)
     return (f"few kernels in common: {names} of the {names_b} kernel names before and the {names_a} after, "
-            f"{pct_b:.1f}% of the kernel time before and {pct_a:.1f}% after; are these runs of one program?")
+            f"{fmt_pct(pct_b)} of the kernel time before and {fmt_pct(pct_a)} after; are these runs of one program?")
 
 
 def _ranks_differ(before: Side, after: Side) -> str | None:

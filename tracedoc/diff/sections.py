@@ -3,24 +3,29 @@ renderers each lay out in their own way (and escape in their own way: strings fr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from tracedoc.diff.findings import NEW, PERSISTING, RESOLVED, FindingChange
 from tracedoc.diff.kernels import KernelRow, KernelSide, NcuRow
 from tracedoc.diff.model import FROM_LAUNCHES, FROM_MEAN, KERNEL_NOISE_PCT, Diff, changed_by
 from tracedoc.diff.stats import Change, Distribution
 from tracedoc.diff.steps import BASIS_TEXT, NO_STEPS, StepComparison
-from tracedoc.measures import MS, PCT
+from tracedoc.measures import MS, PCT, Measure
 from tracedoc.pages.kinds import has_saving
 from tracedoc.pages.names import kernel_labels
 from tracedoc.report import Finding, Report
-from tracedoc.report_tables import METRICS, summary_measure
-from tracedoc.units import fmt_bytes, fmt_ms
+from tracedoc.report_tables import EFFICIENCY, MEMORY, METRICS, OPERATORS, summary_measure
+from tracedoc.units import cell_format, fmt_bytes, fmt_measure, fmt_ms, fmt_pct, fmt_signed, table_cell, table_header
 from tracedoc.words.attribution import cause_label
 from tracedoc.words.findings import scope_text
 
 MAX_LISTED = 10
 NAME_CHARS = 100
+# what the memory tables' figures measure
+_MEMORY, _SITE = MEMORY[0].measure, METRICS["memory_growth_sites"].measure("bytes_per_step")
 
 
 @dataclass
@@ -36,9 +41,7 @@ class Section:
 
 def signed_ms(value: float) -> str:
     """'+1.2 ms', '−350.0 µs', '±0' for no change."""
-    if abs(value) < 5e-4:
-        return "±0"
-    return ("+" if value > 0 else "−") + fmt_ms(abs(value))
+    return fmt_signed(value, MS)
 
 
 def signed_pct(value: float, unit: str = "%") -> str:
@@ -74,7 +77,7 @@ def verdict_line(diff: Diff) -> str:
             head = {"faster": "Faster", "slower": "Slower"}.get(diff.verdict, "No significant change")
             return (f"{head}: the kernels profiled on both sides took {fmt_ms(times[0])} → {fmt_ms(times[1])} "
                     f"({signed_pct(100.0 * (times[1] / times[0] - 1.0))}; one measured launch per kernel, no steps: "
-                    f"a change under {KERNEL_NOISE_PCT:.0f}% counts as none).")
+                    f"a change under {fmt_pct(KERNEL_NOISE_PCT, 0)} counts as none).")
         if diff.before.kind == "kernel profile":
             return "No steps to compare: kernel profiles time each profiled kernel, not steps (see the kernels)."
         missing = "either side" if job.before is None and job.after is None else \
@@ -111,9 +114,10 @@ def context_line(diff: Diff) -> str:
 def _summary_change(key: str, before: float, after: float) -> str:
     """A number of the summary's head before → after, and its change, by its declared unit: a share in points,
     a time relative to before."""
-    if summary_measure(key).unit == PCT.unit:
-        return f"{before:.1f}% → {after:.1f}% ({signed_pct(after - before, ' points')})"
-    return f"{fmt_ms(before)} → {fmt_ms(after)} ({signed_pct(100.0 * (after / before - 1.0))})"
+    measure = summary_measure(key)
+    change = signed_pct(after - before, " points") if measure.unit == PCT.unit else \
+        signed_pct(100.0 * (after / before - 1.0))
+    return f"{fmt_measure(before, measure)} → {fmt_measure(after, measure)} ({change})"
 
 
 def _rate(value: float) -> str:
@@ -166,8 +170,8 @@ def causes_section(diff: Diff) -> Section | None:
         return None
     rb, ra = diff.cause_ranks
     rank = f"rank {rb}" if rb == ra else f"rank {rb} before, rank {ra} after"
-    rows = [[cause_label(c.cause), fmt_ms(c.before_ms), f"{c.before_pct:.1f}%", fmt_ms(c.after_ms),
-             f"{c.after_pct:.1f}%", signed_ms(c.delta_ms), signed_pct(c.after_pct - c.before_pct, " pts")]
+    rows = [[cause_label(c.cause), fmt_ms(c.before_ms), fmt_pct(c.before_pct), fmt_ms(c.after_ms),
+             fmt_pct(c.after_pct), signed_ms(c.delta_ms), signed_pct(c.after_pct - c.before_pct, " pts")]
             for c in diff.causes if c.before_ms >= 5e-4 or c.after_ms >= 5e-4]
     return Section(f"Where the time went ({rank}, per step)",
                    ["cause", "before", "% of step", "after", "% of step", "change", "share"], rows,
@@ -180,8 +184,9 @@ def _count_arrow(before: KernelSide | None, after: KernelSide | None) -> str:
 
 
 def _mean_arrow(before: KernelSide | None, after: KernelSide | None) -> str:
-    b = fmt_ms(before.mean_us / 1000.0) if before else "—"
-    a = fmt_ms(after.mean_us / 1000.0) if after else "—"
+    mean = METRICS["top_kernels"].measure("mean_us")
+    b = fmt_measure(before.mean_us, mean) if before else "—"
+    a = fmt_measure(after.mean_us, mean) if after else "—"
     return f"{b} → {a}"
 
 
@@ -239,17 +244,17 @@ def kernel_sections(diff: Diff, name_chars: int = NAME_CHARS) -> list[Section]:
     return out
 
 
-_NCU_SHOWN = (("total_ms", "time"), ("busiest_unit_pct", "busiest unit %"), ("sm_pct", "SM %"),
-              ("mem_pct", "memory %"), ("tensor_pct", "tensor %"), ("achieved_occupancy_pct", "occupancy %"))
+# The Nsight Compute figures shown per kernel, each headed by its declared unit where its cells leave it out.
+_NCU_SHOWN = (("total_ms", "time"), ("busiest_unit_pct", "busiest unit"), ("sm_pct", "SM"), ("mem_pct", "memory"),
+              ("tensor_pct", "tensor"), ("achieved_occupancy_pct", "occupancy"))
+_NCU = METRICS["ncu_kernels"].measure
 
 
 def _ncu_cell(row: NcuRow, key: str) -> str:
     b, a = row.before.get(key), row.after.get(key)
     if not isinstance(b, int | float) or not isinstance(a, int | float):
         return "—"
-    if METRICS["ncu_kernels"].measure(key).unit == MS.unit:
-        return f"{fmt_ms(b)} → {fmt_ms(a)}"
-    return f"{b:.1f} → {a:.1f}"
+    return f"{table_cell(b, _NCU(key))} → {table_cell(a, _NCU(key))}"
 
 
 def _stall_cell(row: NcuRow) -> str:
@@ -269,7 +274,8 @@ def ncu_section(diff: Diff, name_chars: int = NAME_CHARS) -> Section | None:
              f"{r.before.get('busiest_unit') or '—'} → {r.after.get('busiest_unit') or '—'}",
              *(_ncu_cell(r, k) for k, _ in _NCU_SHOWN), _stall_cell(r)] for r in diff.ncu]
     return Section("Nsight Compute kernels (speed of light, % of peak)",
-                   ["kernel", "grid / block", "busiest unit", *(label for _, label in _NCU_SHOWN), "top stall %"], rows,
+                   ["kernel", "grid / block", "busiest unit",
+                    *(table_header(label, _NCU(key)) for key, label in _NCU_SHOWN), "top stall %"], rows,
                    note="Profiled kernels matched on name, grid and block. Top stall: the reason that held the "
                         "kernel's warps most before, as % of the cycles between two instructions (— where not among "
                         "a side's top three).", numeric=set(range(3, 3 + len(_NCU_SHOWN))))
@@ -294,32 +300,23 @@ def _saving(c: FindingChange, diff: Diff) -> str:
     return f"{one(c.before, diff.before.report)} → {one(c.after, diff.after.report)}"
 
 
-def _bytes(value: float | None) -> str:
-    return "—" if value is None else fmt_bytes(value)
+def _arrow(before: float | None, after: float | None, measure: Measure, per: str = "") -> str:
+    """'1.5 GiB → 1.1 GiB' (a value by its declared unit, ``per`` after it: '/step'), '—' for a side without it."""
+    def one(value: float | None) -> str:
+        return "—" if value is None else fmt_measure(value, measure) + per
+    return f"{one(before)} → {one(after)}"
 
 
-def _bytes_arrow(before: float | None, after: float | None, per_step: bool = False) -> str:
-    """'1.5 GiB → 1.1 GiB'."""
-    unit = "/step" if per_step else ""
-    return f"{_bytes(before)}{unit if before is not None else ''} → {_bytes(after)}{unit if after is not None else ''}"
-
-
-def _signed_bytes(before: float | None, after: float | None) -> str:
+def _signed(before: float | None, after: float | None, measure: Measure) -> str:
+    """After − before by its declared unit, and relative to before: '+32.0 MiB (+4.2%)'."""
     if before is None or after is None:
         return "—"
-    delta = after - before
-    if delta == 0:
-        return "±0"
-    text = ("+" if delta > 0 else "−") + fmt_bytes(abs(delta))
-    return text + (f" ({signed_pct(100.0 * delta / before)})" if before else "")
+    text = fmt_signed(after - before, measure)
+    return text + (f" ({signed_pct(100.0 * (after - before) / before)})" if before and after != before else "")
 
 
 def _gpu(rank: int | None, device: int | None) -> str:
     return f"rank {rank}, GPU {device}" if rank is not None else f"GPU {device} (snapshot)"
-
-
-def _steps_to_full(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f}"
 
 
 def memory_sections(diff: Diff) -> list[Section]:
@@ -331,9 +328,11 @@ def memory_sections(diff: Diff) -> list[Section]:
     for m in diff.memory:
         peak, reserved = m.pair("peak_bytes"), m.pair("reserved_peak_bytes")
         growth, full = m.pair("growth_bytes_per_step"), m.pair("steps_to_oom")
-        rows.append([_gpu(m.rank, m.device), _bytes_arrow(*peak), _signed_bytes(*peak), _bytes_arrow(*reserved),
-                     _bytes_arrow(*growth, per_step=True), _signed_bytes(*growth),
-                     f"{_steps_to_full(full[0])} → {_steps_to_full(full[1])}"])
+        rows.append([_gpu(m.rank, m.device), _arrow(*peak, _MEMORY("peak_bytes")),
+                     _signed(*peak, _MEMORY("peak_bytes")),
+                     _arrow(*reserved, _MEMORY("reserved_peak_bytes")),
+                     _arrow(*growth, _MEMORY("growth_bytes_per_step"), "/step"),
+                     _signed(*growth, _MEMORY("growth_bytes_per_step")), _arrow(*full, _MEMORY("steps_to_oom"))])
     out = [Section("GPU memory", ["GPU", "peak allocated", "change", "reserved peak", "growth per step", "change",
                                   "steps until full"], rows,
                    note="Bytes, from the memory events of each side (and snapshots). Growth per step: the slope of "
@@ -342,8 +341,8 @@ def memory_sections(diff: Diff) -> list[Section]:
     if diff.growth_sites:
         out.append(Section("Memory held step after step, by allocation site",
                            ["GPU", "site", "per step before → after", "change"],
-                           [[_gpu(s.rank, s.device), s.site, _bytes_arrow(s.before, s.after, per_step=True),
-                             _signed_bytes(s.before, s.after)] for s in diff.growth_sites],
+                           [[_gpu(s.rank, s.device), s.site, _arrow(s.before, s.after, _SITE, "/step"),
+                             _signed(s.before, s.after, _SITE)] for s in diff.growth_sites],
                            note="Allocations of steady steps never freed, per step; 0 where a side measured the "
                                 "growth and the site held nothing.", numeric={2, 3}))
     return out
@@ -374,12 +373,8 @@ def cross_rank_lines(diff: Diff) -> list[str]:
     return lines or ["No straggler-rank or expert-imbalance finding on either side."]
 
 
-def _pct_arrow(before: float | None, after: float | None) -> str:
-    return f"{'–' if before is None else f'{before:.1f}%'} → {'–' if after is None else f'{after:.1f}%'}"
-
-
-def _value_arrow(before: float | None, after: float | None, digits: int = 1) -> str:
-    return f"{'–' if before is None else f'{before:,.{digits}f}'} → {'–' if after is None else f'{after:,.{digits}f}'}"
+def _cell_arrow(before: float | None, after: float | None, write: Callable[[Any], str]) -> str:
+    return f"{'–' if before is None else write(before)} → {'–' if after is None else write(after)}"
 
 
 def efficiency_section(diff: Diff) -> Section | None:
@@ -387,9 +382,11 @@ def efficiency_section(diff: Diff) -> Section | None:
     TFLOP/s (tracedoc.diff.efficiency); None where neither side was measured."""
     if not diff.efficiency and not diff.operators:
         return None
-    figures = "; ".join(f"rank {r.rank}: {r.figure} {_pct_arrow(r.before, r.after)}" for r in diff.efficiency)
-    rows = [[str(o.rank), short_name(o.op, 60), _value_arrow(o.before_ms, o.after_ms, 2),
-             signed_ms(o.change_ms), _value_arrow(o.before_tflops, o.after_tflops)] for o in diff.operators]
+    share = partial(fmt_measure, measure=dict(EFFICIENCY)["mfu_pct"])  # MFU or MBU: both shares of a peak
+    ms, tflops = cell_format(OPERATORS.measure("gpu_ms")), cell_format(OPERATORS.measure("tflops"))
+    figures = "; ".join(f"rank {r.rank}: {r.figure} {_cell_arrow(r.before, r.after, share)}" for r in diff.efficiency)
+    rows = [[str(o.rank), short_name(o.op, 60), _cell_arrow(o.before_ms, o.after_ms, ms),
+             signed_ms(o.change_ms), _cell_arrow(o.before_tflops, o.after_tflops, tflops)] for o in diff.operators]
     note = (figures + ". " if figures else "") + "Operators whose GPU time per steady step changed most."
     return Section("Efficiency", ["rank", "op", "GPU ms/step", "change", "TFLOP/s"], rows, note=note,
                    numeric={0, 2, 3, 4})

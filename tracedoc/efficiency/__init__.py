@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from tracedoc.formats import BY_NAME, giving
+from tracedoc.measures import MS, PCT
 from tracedoc.options import Peaks
 from tracedoc.store import Store
-from tracedoc.units import report_number
+from tracedoc.units import fmt_fixed, fmt_pct, fmt_range, report_number
 
 
 def set_peaks(store: Store, peaks: Peaks) -> None:
@@ -167,16 +168,16 @@ def headline(rows: list[dict[str, Any]]) -> str | None:
     mean = lambda key: sum(float(r[key] or 0) for r in known) / len(known)  # noqa: E731
     training = any(r.get("workload") == "training" for r in known)
     if all(r["mfu_pct"] is None for r in known):  # only --bytes-per-step given: no FLOPs to divide
-        figure, words = "mbu_pct", f"MBU {mean('mbu_pct'):.1f}% of {gpu} HBM bandwidth (MFU needs --flops-per-step)"
+        figure, words = "mbu_pct", f"MBU {fmt_pct(mean('mbu_pct'))} of {gpu} HBM bandwidth (MFU needs --flops-per-step)"
     elif not training and all(r["bound"] == "memory" for r in known):
-        figure, words = "mbu_pct", f"MBU {mean('mbu_pct'):.1f}% of {gpu} HBM bandwidth"
+        figure, words = "mbu_pct", f"MBU {fmt_pct(mean('mbu_pct'))} of {gpu} HBM bandwidth"
     else:
-        hfu = f" (HFU {mean('hfu_pct'):.1f}%)" if any(r["hfu_pct"] is not None for r in known) else ""
-        mbu = f", MBU {mean('mbu_pct'):.1f}% of its HBM bandwidth" if training and any(
+        hfu = f" (HFU {fmt_pct(mean('hfu_pct'))})" if any(r["hfu_pct"] is not None for r in known) else ""
+        mbu = f", MBU {fmt_pct(mean('mbu_pct'))} of its HBM bandwidth" if training and any(
             r["mbu_pct"] is not None for r in known) else ""
-        figure, words = "mfu_pct", f"MFU {mean('mfu_pct'):.1f}% of {gpu} {peak['dtype']} dense{hfu}{mbu}"
+        figure, words = "mfu_pct", f"MFU {fmt_pct(mean('mfu_pct'))} of {gpu} {peak['dtype']} dense{hfu}{mbu}"
     if any(r.get("step_time_source") == "--step-time-ms" for r in known):
-        return f"{words} at the given {mean('step_ms'):.2f} ms step"
+        return f"{words} at the given {fmt_fixed(mean('step_ms'), MS, 2)} step"
     return words + _unprofiled_figure_words(known, figure)
 
 
@@ -195,8 +196,8 @@ def _unprofiled_figure_words(rows: list[dict[str, Any]], figure: str) -> str:
     if not found or any(u[figure] is None for u in found):
         return ""
     mean = lambda key: sum(float(u[key] or 0) for u in found) / len(found)  # noqa: E731
-    return (f" in the profiled {mean('traced_step_ms'):.2f} ms step; without the profiler about "
-            f"{mean(figure):.1f}% ({mean(figure + '_low'):.1f}–{mean(figure + '_high'):.1f}%)")
+    return (f" in the profiled {fmt_fixed(mean('traced_step_ms'), MS, 2)} step; without the profiler about "
+            f"{fmt_pct(mean(figure))} ({fmt_range(mean(figure + '_low'), mean(figure + '_high'), PCT)})")
 
 
 def _unprofiled_step_words(rows: list[dict[str, Any]]) -> str:
@@ -205,5 +206,5 @@ def _unprofiled_step_words(rows: list[dict[str, Any]]) -> str:
     if not found:
         return ""
     mean = lambda key: sum(float(u[key] or 0) for u in found) / len(found)  # noqa: E731
-    return (f"; step {mean('traced_step_ms'):.2f} ms profiled, about {mean('step_ms'):.2f} ms without the "
-            f"profiler ({mean('step_ms_low'):.2f}–{mean('step_ms_high'):.2f} ms)")
+    return (f"; step {fmt_fixed(mean('traced_step_ms'), MS, 2)} profiled, about {fmt_fixed(mean('step_ms'), MS, 2)} "
+            f"without the profiler ({fmt_range(mean('step_ms_low'), mean('step_ms_high'), MS, 2)})")

@@ -22,6 +22,7 @@ from tracedoc.pages import waits
 from tracedoc.pages.charts import Section, open_on_click, style
 from tracedoc.pages.fragments import CAUSE_COLORS, attribution_table_html, cause_color
 from tracedoc.report import Report
+from tracedoc.units import fmt_ms
 from tracedoc.words.attribution import cause_label, window_text
 
 MAX_DEVICES = 8   # rank·GPU groups charted (the table lists all)
@@ -107,7 +108,7 @@ def detail_text(details: dict[str, float]) -> str:
     ordered = sorted(details.items(), key=lambda kv: (-kv[1], kv[0]))
     if len(ordered) == 1:
         return ordered[0][0]
-    text = ", ".join(f"{name} {ms:,.3f} ms" for name, ms in ordered[:MAX_DETAILS])
+    text = ", ".join(f"{name} {fmt_ms(ms)}" for name, ms in ordered[:MAX_DETAILS])
     return text + (f", +{len(ordered) - MAX_DETAILS} more" if len(ordered) > MAX_DETAILS else "")
 
 

@@ -14,8 +14,9 @@ from tracedoc.efficiency.render import unprofiled_lines
 from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, kernel_short, own_frame, short
-from tracedoc.pages.fragments import Column, Html, esc, number, table_html
+from tracedoc.pages.fragments import Column, Html, esc, measured, table_html
 from tracedoc.report import Report
+from tracedoc.report_tables import EFFICIENCY, OPERATORS
 
 TITLE = "Efficiency"
 ROUTE = "efficiency"
@@ -34,15 +35,17 @@ EMPTY: dict[str, str] = {
     empty.OTHER: f"No efficiency figures for these inputs: {EFFICIENCY_HOW}.",
 }
 
-STEP_COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms", "step ms", number(2), numeric=True),
-                Column("mfu_pct", "MFU %", number(1), numeric=True),
-                Column("hfu_pct", "HFU %", number(1), numeric=True),
-                Column("achieved_tflops", "TFLOP/s", number(1), numeric=True),
-                Column("mbu_pct", "MBU %", number(1), numeric=True),
-                Column("achieved_gbps", "GB/s", number(0), numeric=True),
-                Column("tflop", "model TFLOP", number(3), numeric=True),
-                Column("gb", "GB moved", number(3), numeric=True), Column("bound", "bound"),
-                Column("flop_model_coverage_pct", "modelled %", number(1), numeric=True),
+_STEP = dict(EFFICIENCY).__getitem__  # what each column of the tables measures
+_OP = OPERATORS.measure
+STEP_COLUMNS = [Column("rank", "rank"), Column("step", "step"), measured("step_ms", "step ms", _STEP("step_ms")),
+                measured("mfu_pct", "MFU %", _STEP("mfu_pct")),
+                measured("hfu_pct", "HFU %", _STEP("hfu_pct")),
+                measured("achieved_tflops", "TFLOP/s", _STEP("achieved_tflops")),
+                measured("mbu_pct", "MBU %", _STEP("mbu_pct")),
+                measured("achieved_gbps", "GB/s", _STEP("achieved_gbps")),
+                measured("model_flops", "model TFLOP", _STEP("model_flops")),
+                measured("bytes", "MiB moved", _STEP("bytes")), Column("bound", "bound"),
+                measured("flop_model_coverage_pct", "modelled %", _STEP("flop_model_coverage_pct")),
                 Column("peak_text", "peak", wide=True), Column("note", "unavailable because", wide=True)]
 SHAPE_CHARS = 36  # the table's shapes and kernels are cut to this (the full text on hover): no sideways scroll
 KERNEL_CHARS = 40
@@ -59,15 +62,16 @@ def top_kernel_label(kernel_text: str) -> str:
     return f"{kernel_short(name, KERNEL_CHARS)} ×{count}"
 
 
-OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), Column("count", "calls", number(), numeric=True),
-              Column("cpu_ms", "CPU ms", number(2), numeric=True), Column("gpu_ms", "GPU ms", number(2), numeric=True),
-              Column("share_pct", "% of GPU work", number(1), numeric=True),
-              Column("tflops", "TFLOP/s", number(1), numeric=True), Column("gbps", "GB/s", number(0), numeric=True),
-              Column("intensity", "FLOP/B", number(1), numeric=True),
-              Column("roofline_pct", "% of roofline", lambda v: f">{ROOFLINE_CAP}" if v > ROOFLINE_CAP else f"{v:,.0f}",
-                     numeric=True, help="the time its modelled work takes at peak, % of its GPU time; over 100: the "
-                                        "op moved fewer bytes than its model counts (L2 served re-reads, or its "
-                                        "output is smaller than taken)"),
+OP_COLUMNS = [Column("rank", "rank"), Column("op", "op", wide=True), measured("count", "calls", _OP("count")),
+              measured("cpu_ms", "CPU ms", _OP("cpu_ms")), measured("gpu_ms", "GPU ms", _OP("gpu_ms")),
+              measured("share_pct", "% of GPU work", _OP("share_pct")),
+              measured("tflops", "TFLOP/s", _OP("tflops")), measured("gbps", "GB/s", _OP("gbps")),
+              measured("intensity", "FLOP/B", _OP("intensity")),
+              measured("roofline_pct", "% of roofline", _OP("roofline_pct"), 0,
+                       shown=lambda v, text: f">{ROOFLINE_CAP}" if v > ROOFLINE_CAP else text,
+                       help="the time its modelled work takes at peak, % of its GPU time; over 100: the "
+                            "op moved fewer bytes than its model counts (L2 served re-reads, or its "
+                            "output is smaller than taken)"),
               Column("dtype", "dtype"),
               Column("shape", "shape (most time)", wide=True, abbreviate=lambda text: short(text, SHAPE_CHARS)),
               Column("kernel_text", "top kernel", wide=True, abbreviate=top_kernel_label)]
@@ -88,9 +92,7 @@ def empty_sentence(report: Report) -> str:
 def sections(report: Report) -> list[Section]:
     if not has_data(report):
         return [Section("MFU and MBU", empty=empty_sentence(report)), *_without_profiler(report)]
-    rows = [{**r, "tflop": r["model_flops"] / 1e12 if r["model_flops"] is not None else None,
-             "gb": r["bytes"] / 1e9 if r["bytes"] is not None else None,
-             "step": "steady steps" if r["step"] is None else r["step"],
+    rows = [{**r, "step": "steady steps" if r["step"] is None else r["step"],
              "peak_text": _peak_text(r["peak"])} for r in report.efficiency]
     sources = sorted({str(r["peak"]["source"]) for r in report.efficiency if r["peak"].get("source")})
     out = [Section("MFU and MBU", note="Per rank over its steady steps, then per step. MFU: the model's FLOPs (from "

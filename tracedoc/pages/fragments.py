@@ -11,8 +11,10 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from tracedoc.causes import CAUSES, color
+from tracedoc.measures import Measure
 from tracedoc.pages.kinds import has_saving, impact_text
 from tracedoc.pages.waits import headline_note
+from tracedoc.units import cell_format, fmt_pct
 from tracedoc.words.attribution import CauseShare, attribution_by_device, cause_label, part_of_text, window_text
 from tracedoc.words.findings import evidence_rows as evidence_text_rows
 from tracedoc.words.findings import (
@@ -92,11 +94,17 @@ class Column:
     wide: bool = False  # long names: wrapped between words, and inside a word only when it alone is too long
     abbreviate: Callable[[str], str] | None = None  # a shorter text to show; the full one is on hover
     help: str = ""  # what the column means, on hover over its header
+    measure: Measure | None = None  # a column of numbers: what they measure, as the report declares it
 
 
-def number(digits: int = 1) -> Callable[[Any], str]:
-    """A formatter for numbers with ``digits`` decimals ('' for missing values)."""
-    return lambda v: "" if v is None else f"{v:,.{digits}f}" if isinstance(v, float) else f"{v:,}"
+def measured(key: str, header: str, measure: Measure, digits: int | None = None, *,
+             shown: Callable[[Any, str], str] | None = None, help: str = "") -> Column:  # noqa: A002
+    """A column of numbers, written in the unit of their declared ``measure`` (tracedoc.units.cell_format: the
+    unit's scale and decimals, or ``digits``), which its ``header`` names; ``shown`` may replace a written value
+    (value, text → text shown)."""
+    cell = cell_format(measure, digits)
+    fmt = cell if shown is None else (lambda value: shown(value, cell(value)))
+    return Column(key, header, fmt, numeric=True, help=help, measure=measure)
 
 
 def table_html(rows: Sequence[dict[str, Any]], columns: Sequence[Column],
@@ -179,7 +187,7 @@ def cause_share_html(share: CauseShare) -> str:
         text = full if len(full) <= DETAIL_CHARS else full[:DETAIL_CHARS - 1] + "…"
         detail = f' <span class="detail" title="{esc(full)}">({esc(text)})</span>'
     return (f'<span class="cause"><span class="swatch" style="background:{esc(cause_color(share.cause))}"></span>'
-            f"{esc(cause_label(share.cause))} <b>{share.pct:.1f}%</b>{detail}</span>")
+            f"{esc(cause_label(share.cause))} <b>{fmt_pct(share.pct)}</b>{detail}</span>")
 
 
 def attribution_table_html(rows: Sequence[dict[str, Any]]) -> Html:

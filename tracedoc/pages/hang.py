@@ -12,8 +12,9 @@ from bokeh.plotting import figure
 from tracedoc.formats import HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, style
-from tracedoc.pages.fragments import Column, number, table_html
+from tracedoc.pages.fragments import Column, measured, table_html
 from tracedoc.report import Report
+from tracedoc.report_tables import METRICS
 
 TITLE = "Hang"
 ROUTE = "hang"
@@ -38,10 +39,11 @@ COLUMNS = [Column("role", "culprit"), Column("rank", "rank"), Column("last_enque
            Column("last_started_seq", "last started"), Column("last_completed_seq", "last completed"),
            Column("last_state", "state"), Column("last_described", "last collective", wide=True),
            Column("pending_seq", "pending seq"), Column("pending_described", "pending collective", wide=True),
-           Column("waited_ms", "waited ms", number(0), numeric=True),
+           measured("waited_ms", "waited ms", METRICS["collectives"].measure("waited_ms"), 0),
            Column("last_call_site", "last call site", wide=True), Column("has_dump", "dump")]
 DUMP_COLUMNS = [Column("rank", "rank"), Column("path", "path", wide=True), Column("version", "version"),
-                Column("encoding", "encoding"), Column("entries", "entries", number(), numeric=True),
+                Column("encoding", "encoding"),
+                measured("entries", "entries", METRICS["flight_recorder_dumps"].measure("entries")),
                 Column("used", "used"), Column("note", "note", wide=True)]
 
 

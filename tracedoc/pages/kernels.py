@@ -9,9 +9,12 @@ from typing import Any
 from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, stacked_hbar_chart
-from tracedoc.pages.fragments import Column, number, table_html
+from tracedoc.pages.fragments import Column, measured, table_html
 from tracedoc.pages.names import kernel_labels, middle_cut
 from tracedoc.report import Report
+from tracedoc.report_tables import METRICS
+
+_KERNEL = METRICS["top_kernels"].measure  # what each column of the table measures
 
 TITLE = "Kernels"
 ROUTE = "kernels"
@@ -45,10 +48,10 @@ def top_columns(labels: dict[str, str]) -> list[Column]:
     return [Column("rank", "rank"),
             Column("name", "kernel", wide=True, abbreviate=lambda name: labels.get(name, name)),
             Column("category", "category"),
-            Column("launch_count", "launches", number(), numeric=True),
-            Column("total_ms", "total ms", number(3), numeric=True),
-            Column("mean_us", "mean µs", number(1), numeric=True),
-            Column("share_pct", SHARE, number(1), numeric=True, help=SHARE_HELP)]
+            measured("launch_count", "launches", _KERNEL("launch_count")),
+            measured("total_ms", "total ms", _KERNEL("total_ms"), 3),
+            measured("mean_us", "mean µs", _KERNEL("mean_us")),
+            measured("share_pct", SHARE, _KERNEL("share_pct"), help=SHARE_HELP)]
 
 
 def has_data(report: Report) -> bool:

@@ -12,9 +12,10 @@ from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from tracedoc.formats import HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, hbar_chart, short, style
-from tracedoc.pages.fragments import Column, number, table_html
+from tracedoc.pages.fragments import Column, measured, table_html
 from tracedoc.report import Report
-from tracedoc.units import fmt_bytes
+from tracedoc.report_tables import MEMORY, METRICS
+from tracedoc.units import fmt_bytes, fmt_ms
 from tracedoc.words.memory import NOTE, memory_lines
 
 TITLE = "Memory"
@@ -32,6 +33,9 @@ EMPTY: dict[str, str] = {
 }
 
 _MIB = 1 << 20
+# what the tables' columns measure
+_STEPS, _SITES = METRICS["memory_steps"].measure, METRICS["memory_peak_sites"].measure
+_GROWTH, _DEVICE = METRICS["memory_growth_sites"].measure, MEMORY[0].measure
 ALLOCATED_COLOR, RESERVED_COLOR = "#4c72b0", "#dd8452"
 STEP_SHADES = ("#eef1f6", "#f8f9fb")
 BEFORE_TRACE = "(allocated before the trace)"
@@ -108,12 +112,12 @@ def timeline_chart(points: list[dict[str, Any]], steps: list[dict[str, Any]], en
         i = max(range(len(allocated)), key=lambda j: (allocated[j], -j))
         at = (entry or {}).get("peak_at") or {}
         fig.scatter([xs[i]], [allocated[i]], size=10, color=GROWING_COLOR, marker="diamond",
-                    legend_label=f"peak {fmt_bytes(allocated[i] * _MIB)} at {xs[i]:,.1f} ms"
+                    legend_label=f"peak {fmt_bytes(allocated[i] * _MIB)} at {fmt_ms(xs[i])}"
                                  + (f" (step {at['step']})" if at.get("step") is not None else ""))
     for o in ooms or []:
         fig.scatter([o["t_ms"]], [(o.get("allocated_bytes") or 0) / _MIB], size=14, color=GROWING_COLOR, marker="x",
                     line_width=3, legend_label=f"out of memory: {fmt_bytes(o.get('requested_bytes') or 0)} "
-                                               f"requested at {o['t_ms']:,.1f} ms")
+                                               f"requested at {fmt_ms(o['t_ms'])}")
     style(fig, "ms from the first allocator event or step")
     fig.yaxis.axis_label = "MiB"
     fig.ygrid.visible = True
@@ -178,10 +182,6 @@ def _chart_sections(report: Report) -> list[Section]:
     return out
 
 
-def _mib(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
-    return [{**r, **{k: None if r.get(k) is None else r[k] / _MIB for k in keys}} for r in rows]
-
-
 def has_data(report: Report) -> bool:
     """Whether the report holds allocator data."""
     return bool(report.memory)
@@ -194,35 +194,34 @@ def sections(report: Report) -> list[Section]:
     out = [Section("GPU memory", note=NOTE, items=[table_html(summary, [Column("device", "GPU"),
                                                                         Column("facts", "what the memory did")])])]
     out += _chart_sections(report)
-    steps = _mib(report.metrics.get("memory_steps") or [],
-                 ("allocated_end_bytes", "reserved_end_bytes", "allocated_max_bytes"))
+    steps = report.metrics.get("memory_steps") or []
     if steps:
-        out.append(Section("Memory at each step's end", note="MiB; warm-up steps are not judged", items=[table_html(
+        out.append(Section("Memory at each step's end", note="warm-up steps are not judged", items=[table_html(
             steps, [Column("rank", "rank"), Column("device", "GPU"), Column("step", "step"),
                     Column("warmup", "warm-up"),
-                    Column("allocated_end_bytes", "allocated MiB", number(1), numeric=True),
-                    Column("reserved_end_bytes", "reserved MiB", number(1), numeric=True),
-                    Column("allocated_max_bytes", "peak in step MiB", number(1), numeric=True)])]))
-    roles = _mib([{"rank": m.get("rank"), "device": m.get("device"), **r} for m in report.memory
-                  for r in m.get("by_role") or []], ("bytes",))
+                    measured("allocated_end_bytes", "allocated MiB", _STEPS("allocated_end_bytes")),
+                    measured("reserved_end_bytes", "reserved MiB", _STEPS("reserved_end_bytes")),
+                    measured("allocated_max_bytes", "peak in step MiB", _STEPS("allocated_max_bytes"))])]))
+    roles = [{"rank": m.get("rank"), "device": m.get("device"), **r} for m in report.memory
+             for r in m.get("by_role") or []]
     if roles:
-        out.append(Section("At the peak, by role", note="MiB live when the most was allocated, by what the memory is "
+        out.append(Section("At the peak, by role", note="live when the most was allocated, by what the memory is "
                            "for, read from each allocation's stack and the operators and ranges around it",
                            items=[table_html(roles, [
                                Column("rank", "rank"), Column("device", "GPU"), Column("role", "role"),
-                               Column("allocations", "allocations", number(), numeric=True),
-                               Column("bytes", "MiB", number(1), numeric=True)])]))
-    sites = _mib(report.metrics.get("memory_peak_sites") or [], ("bytes",))
+                               measured("allocations", "allocations", _DEVICE("allocations")),
+                               measured("bytes", "MiB", _DEVICE("bytes"))])]))
+    sites = report.metrics.get("memory_peak_sites") or []
     if sites:
-        out.append(Section("Live at the peak, by allocation site (table)", note="MiB", items=[table_html(
+        out.append(Section("Live at the peak, by allocation site (table)", items=[table_html(
             sites, [Column("rank", "rank"), Column("device", "GPU"), Column("site", "site"),
-                    Column("allocations", "allocations", number(), numeric=True),
-                    Column("bytes", "MiB", number(1), numeric=True)])]))
-    growth = _mib(report.metrics.get("memory_growth_sites") or [], ("held_bytes", "bytes_per_step"))
+                    measured("allocations", "allocations", _SITES("allocations")),
+                    measured("bytes", "MiB", _SITES("bytes"))])]))
+    growth = report.metrics.get("memory_growth_sites") or []
     if growth:
-        out.append(Section("Held after every step, by allocation site", note="MiB; tensors of steady steps never freed",
+        out.append(Section("Held after every step, by allocation site", note="tensors of steady steps never freed",
                            items=[table_html(growth, [
                                Column("rank", "rank"), Column("device", "GPU"), Column("site", "site"),
-                               Column("op", "operator"), Column("allocations", "allocations", number(), numeric=True),
-                               Column("bytes_per_step", "MiB per step", number(1), numeric=True)])]))
+                               Column("op", "operator"), measured("allocations", "allocations", _GROWTH("allocations")),
+                               measured("bytes_per_step", "MiB per step", _GROWTH("bytes_per_step"))])]))
     return out

@@ -4,15 +4,17 @@ ncu_coverage, ncu_rules_vs_tracedoc). A kernel is one function at one launch con
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tracedoc.formats import HANG_DUMPS, HEALTH, TIMELINE
 from tracedoc.pages import empty
 from tracedoc.pages.charts import Section, hbar_chart, heatmap
-from tracedoc.pages.fragments import Column, number, table_html
+from tracedoc.pages.fragments import Column, measured, table_html
 from tracedoc.pages.names import kernel_labels
 from tracedoc.pages.roofline import roofline_chart
 from tracedoc.report import Report
+from tracedoc.report_tables import METRICS
 from tracedoc.units import fmt_count
 
 TITLE = "ncu"
@@ -30,6 +32,9 @@ EMPTY: dict[str, str] = {
 }
 
 MAX_KERNELS = 12
+# what the tables' columns measure
+_KERNEL, _VERDICT = METRICS["ncu_kernels"].measure, METRICS["ncu_rules_vs_tracedoc"].measure
+_CEILING = METRICS["ncu_cublas_ceiling"].measure
 CHART_CHARS, TABLE_CHARS = 44, 80  # kernel names shortened to these lengths where they can be
 
 UNITS = (("sm_pct", "SM"), ("mem_pct", "memory"), ("dram_pct", "DRAM"), ("l2_pct", "L2"), ("l1_pct", "L1/TEX"),
@@ -38,24 +43,24 @@ UNITS = (("sm_pct", "SM"), ("mem_pct", "memory"), ("dram_pct", "DRAM"), ("l2_pct
 
 KERNEL_COLUMNS = [Column("label", "#"), Column("full", "kernel", wide=True),
                   Column("grid", "grid"),
-                  Column("block", "block"), Column("launches", "launches", number(), numeric=True),
-                  Column("total_ms", "total ms", number(3), numeric=True), Column("kernel_class", "class"),
+                  Column("block", "block"), measured("launches", "launches", _KERNEL("launches")),
+                  measured("total_ms", "total ms", _KERNEL("total_ms"), 3), Column("kernel_class", "class"),
                   Column("busiest_unit", "busiest unit"),
-                  Column("busiest_unit_pct", "busiest %", number(1), numeric=True),
-                  Column("waves", "waves", number(2), numeric=True),
-                  Column("registers_per_thread", "registers", number(), numeric=True),
+                  measured("busiest_unit_pct", "busiest %", _KERNEL("busiest_unit_pct")),
+                  measured("waves", "waves", _KERNEL("waves"), 2),
+                  measured("registers_per_thread", "registers", _KERNEL("registers_per_thread")),
                   Column("device_name", "GPU")]
 VERDICT_COLUMNS = [Column("label", "#"), Column("ncu_rule", "ncu rule"), Column("ncu_title", "ncu says", wide=True),
-                   Column("ncu_speedup_pct", "ncu est. speed-up %", number(1), numeric=True),
+                   measured("ncu_speedup_pct", "ncu est. speed-up %", _VERDICT("ncu_speedup_pct")),
                    Column("tracedoc_view", "tracedoc", wide=True)]
 CEILING_COLUMNS = [Column("label", "#"), Column("full", "kernel", wide=True),
                    Column("product", "m×n×k"),
-                   Column("dtype", "cuBLAS dtype"), Column("tflop_per_s", "TFLOP/s", number(1), numeric=True),
-                   Column("cublas_tflop_per_s", "cuBLAS TFLOP/s", number(1), numeric=True),
-                   Column("pct_of_cublas", "% of cuBLAS", number(1), numeric=True),
-                   Column("sm_clock_mhz", "SM MHz (ncu)", number(0), numeric=True),
-                   Column("cublas_sm_clock_mhz", "SM MHz (cuBLAS)", number(0), numeric=True),
-                   Column("saving_ms", "saving ms", number(3), numeric=True)]
+                   Column("dtype", "cuBLAS dtype"), measured("tflop_per_s", "TFLOP/s", _CEILING("tflop_per_s")),
+                   measured("cublas_tflop_per_s", "cuBLAS TFLOP/s", _CEILING("cublas_tflop_per_s")),
+                   measured("pct_of_cublas", "% of cuBLAS", _CEILING("pct_of_cublas")),
+                   measured("sm_clock_mhz", "SM MHz (ncu)", _CEILING("sm_clock_mhz")),
+                   measured("cublas_sm_clock_mhz", "SM MHz (cuBLAS)", _CEILING("cublas_sm_clock_mhz")),
+                   measured("saving_ms", "saving ms", _CEILING("saving_ms"), 3)]
 
 
 def full_name(row: dict[str, Any]) -> str:
@@ -71,8 +76,7 @@ def _key(row: dict[str, Any]) -> tuple[Any, ...]:
 def with_short_names(columns: list[Column], rows: list[dict[str, Any]]) -> list[Column]:
     """``columns`` whose kernel column shows each name shortened so that no two read alike (full name on hover)."""
     labels = kernel_labels((full_name(r) for r in rows), TABLE_CHARS)
-    return [Column(c.key, c.header, c.fmt, c.numeric, c.wide, lambda name: labels.get(name, name), c.help)
-            if c.key == "full" else c for c in columns]
+    return [replace(c, abbreviate=lambda name: labels.get(name, name)) if c.key == "full" else c for c in columns]
 
 
 def has_data(report: Report) -> bool:

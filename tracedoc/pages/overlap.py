@@ -6,8 +6,11 @@ from __future__ import annotations
 from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty, waits
 from tracedoc.pages.charts import CATEGORY_COLORS, Section, stacked_hbar_chart
-from tracedoc.pages.fragments import Column, number, table_html
+from tracedoc.pages.fragments import Column, measured, table_html
 from tracedoc.report import Report
+from tracedoc.report_tables import METRICS
+
+_OVERLAP = METRICS["comm_overlap"].measure  # what each column of the table measures
 
 TITLE = "Overlap"
 ROUTE = "overlap"
@@ -28,12 +31,12 @@ EMPTY: dict[str, str] = {
 }
 
 COLUMNS = [Column("rank", "rank"), Column("device", "device"),
-           Column("compute_ms", "compute ms", number(2), numeric=True),
-           Column("comm_ms", "communication ms", number(2), numeric=True),
-           Column("overlap_ms", "hidden ms", number(2), numeric=True),
-           Column("exposed_comm_ms", "exposed ms", number(2), numeric=True,
+           measured("compute_ms", "compute ms", _OVERLAP("compute_ms")),
+           measured("comm_ms", "communication ms", _OVERLAP("comm_ms")),
+           measured("overlap_ms", "hidden ms", _OVERLAP("overlap_ms")),
+           measured("exposed_comm_ms", "exposed ms", _OVERLAP("exposed_comm_ms"),
                   help="communication with no compute beside it: the transfer and the waiting for later ranks"),
-           Column("overlap_pct", "overlap %", number(1), numeric=True)]
+           measured("overlap_pct", "overlap %", _OVERLAP("overlap_pct"))]
 
 
 def has_data(report: Report) -> bool:

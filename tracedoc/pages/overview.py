@@ -8,9 +8,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tracedoc.measures import COUNT
 from tracedoc.pages import attribution, savings
 from tracedoc.pages.charts import Section
-from tracedoc.pages.fragments import Column, findings_html, headline_html, number, table_html
+from tracedoc.pages.fragments import Column, findings_html, headline_html, measured, table_html
 from tracedoc.report import Finding, Report
 
 TITLE = "Overview"
@@ -48,7 +49,7 @@ def sections(report: Report, findings: Sequence[Finding] | None = None, links: L
         out.append(Section("Findings", items=[findings_html(report, shown, links.finding if links else None)]))
     inputs = [{"rank": i.rank, "format": i.format, "events": i.events, "path": i.path} for i in report.inputs]
     out.append(Section("Inputs", items=[table_html(inputs, [Column("rank", "rank"), Column("format", "format"),
-                                                           Column("events", "events", number(), numeric=True),
+                                                           measured("events", "events", COUNT),
                                                            Column("path", "path", wide=True)])]))
     return out
 

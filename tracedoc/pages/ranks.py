@@ -10,8 +10,12 @@ from bokeh.palettes import Oranges256, RdBu11
 from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE, TIMELINE
 from tracedoc.pages import empty, waits
 from tracedoc.pages.charts import Section, heatmap
-from tracedoc.pages.fragments import Column, number, table_html
+from tracedoc.pages.fragments import Column, measured, table_html
 from tracedoc.report import Report
+from tracedoc.report_tables import METRICS
+from tracedoc.units import fmt_ms, fmt_pct
+
+_STEP = METRICS["rank_steps"].measure  # what each column of the table measures
 
 TITLE = "Ranks"
 ROUTE = "ranks"
@@ -42,19 +46,19 @@ MAPS = (("step_ms", "GPU step time", "GPU time from the step's first to its last
         ("arrival_lateness_ms", "Arrival behind the first rank",
          "How much later than the first rank this rank reached the step's collectives (Σ over them)."))
 
-COLUMNS = [Column("rank", "rank"), Column("step", "step"), Column("step_ms", "step ms", number(2), numeric=True),
-           Column("compute_ms", "compute ms", number(2), numeric=True),
-           Column("comm_wait_ms", "wait ms", number(2), numeric=True,
+COLUMNS = [Column("rank", "rank"), Column("step", "step"), measured("step_ms", "step ms", _STEP("step_ms")),
+           measured("compute_ms", "compute ms", _STEP("compute_ms")),
+           measured("comm_wait_ms", "wait ms", _STEP("comm_wait_ms"),
                   help="every wait inside its collectives for later ranks, hidden behind compute or not"),
-           Column("exposed_wait_ms", "exposed wait ms", number(2), numeric=True,
+           measured("exposed_wait_ms", "exposed wait ms", _STEP("exposed_wait_ms"),
                   help="the part of that wait with no compute beside it: about the Overview's 'waiting for a peer'"),
-           Column("arrival_lateness_ms", "late ms", number(2), numeric=True,
+           measured("arrival_lateness_ms", "late ms", _STEP("arrival_lateness_ms"),
                   help="how much later than the first rank it reached the step's collectives (Σ over them)"),
-           Column("others_wait_ms", "others' wait ms", number(2), numeric=True,
+           measured("others_wait_ms", "others' wait ms", _STEP("others_wait_ms"),
                   help="what its lateness cost the others: their exposed wait for it"),
-           Column("host_gap_ms", "host gap ms", number(2), numeric=True),
-           Column("kernels", "kernels", number(), numeric=True),
-           Column("collectives", "collectives", number(), numeric=True)]
+           measured("host_gap_ms", "host gap ms", _STEP("host_gap_ms")),
+           measured("kernels", "kernels", _STEP("kernels")),
+           measured("collectives", "collectives", _STEP("collectives"))]
 
 
 def has_data(report: Report) -> bool:
@@ -87,9 +91,9 @@ def sections(report: Report) -> list[Section]:
     for cell in cells:
         cell["vs_median"] = 100 * (float(cell["step_ms"]) - median) / median \
             if cell["step_ms"] is not None and median else None
-    step_note = (f"; coloured by the difference from the median step ({median:,.1f} ms): red slower, blue faster, "
-                 f"the scale spanning ±{span:.0f}% (at least ±{MIN_SPAN_PCT:.0f}%, so that small differences stay "
-                 "pale)")
+    step_note = (f"; coloured by the difference from the median step ({fmt_ms(median)}): red slower, blue faster, "
+                 f"the scale spanning ±{fmt_pct(span, 0)} (at least ±{fmt_pct(MIN_SPAN_PCT, 0)}, so that small "
+                 "differences stay pale)")
     out = []
     for key, title, what in MAPS:
         if key == "step_ms":

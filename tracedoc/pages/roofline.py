@@ -17,7 +17,9 @@ from typing import Any
 from bokeh.models import ColumnDataSource, HoverTool, Label
 from bokeh.plotting import figure
 
+from tracedoc.measures import TFLOPS
 from tracedoc.pages.charts import style
+from tracedoc.units import fmt_measure
 
 ROOF_COLORS = ("#1b7837", "#c2410c", "#2563eb", "#a21caf", "#0f766e")  # one per precision's roof, in order
 CUBLAS_COLOR = "#7d3c98"
@@ -158,7 +160,7 @@ def roofline_chart(points: list[dict[str, Any]], label_of: Callable[[dict[str, A
                              text_color=color, text_font_style="bold"))
     for product, value in measured:
         fig.line([lo, hi], [value, value], line_color=CUBLAS_COLOR, line_dash="dashed", line_width=2,
-                 legend_label=f"cuBLAS on {product}: {value:,.0f} TFLOP/s (GEMM ladder)")
+                 legend_label=f"cuBLAS on {product}: {fmt_measure(value, TFLOPS)} (GEMM ladder)")
     numbers = [label_of(p).split(".")[0] for p in points]
     source = ColumnDataSource({
         "x": intensities, "y": tflops, "label": [label_of(p) for p in points],

@@ -25,10 +25,12 @@ import pandas as pd
 import xarray as xr
 
 from tracedoc.formats import ALLOCATOR_SNAPSHOTS, HANG_DUMPS, HEALTH, KERNEL_PROFILE
+from tracedoc.measures import TIME_NS
 from tracedoc.pages.charts import CATEGORY_COLORS, CATEGORY_LABELS
 from tracedoc.pages.empty import OTHER
 from tracedoc.report import Finding
 from tracedoc.store import Store
+from tracedoc.units import fmt_measure
 from tracedoc.words.findings import finding_span
 
 TITLE = "Timeline"
@@ -72,7 +74,7 @@ def fmt_duration(ns: float) -> str:
 
 def fmt_at(ms: float) -> str:
     """A point in time, ms after time zero, to the µs: '1,633.712 ms'."""
-    return f"{ms:,.3f} ms"
+    return fmt_measure(ms * 1e6, TIME_NS)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from tracedoc.efficiency.render import OPERATOR_HEADERS, efficiency_lines, opera
 from tracedoc.pages.kinds import saving_cell
 from tracedoc.render.base import Renderer
 from tracedoc.report import Report
+from tracedoc.units import fmt_pct
 from tracedoc.words.attribution import attribution_by_device, window_text
 from tracedoc.words.findings import (
     evidence_rows,
@@ -65,7 +66,7 @@ class MarkdownRenderer(Renderer):
             lines += ["## Where the time went", "",
                       "Each GPU's window attributed once; the savings above are drawn from it.", "",
                       "| rank | GPU | cause | share | mostly |", "|---|---|---|---|---|"]
-            lines += [f"| {rank} | {device} | {s.label} | {s.pct:.1f}% | {escape(s.top_detail or '')} |"
+            lines += [f"| {rank} | {device} | {s.label} | {fmt_pct(s.pct)} | {escape(s.top_detail or '')} |"
                       for (rank, device), shares in devices.items() for s in shares]
             lines.append("")
         if eff := efficiency_lines(report):

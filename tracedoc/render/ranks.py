@@ -10,6 +10,11 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from tracedoc.report_tables import METRICS
+from tracedoc.units import cell_format, fmt_measure, unit_symbol
+
+STEP = METRICS["rank_steps"].measure("step_ms")  # what a step's time measures
+
 MAX_RANKS = 8
 MAX_STEPS = 8
 DRIFT = 1.25  # slowest over fastest step from which the steps are listed one by one
@@ -27,12 +32,13 @@ def step_times_text(metrics: dict[str, list[dict[str, Any]]]) -> str | None:
     rank = max(by_rank, key=lambda r: (median(ms for _, ms in by_rank[r]), -r))
     times = [ms for _, ms in sorted(by_rank[rank])]
     if len(times) == 1:
-        return f"Step time on the GPU (rank {rank}): {times[0]:,.1f} ms (one step)."
-    text = (f"Step time on the GPU (rank {rank}): median {median(times):,.1f} ms, {min(times):,.1f} to "
-            f"{max(times):,.1f} ms over {len(times)} steps")
+        return f"Step time on the GPU (rank {rank}): {fmt_measure(times[0], STEP)} (one step)."
+    text = (f"Step time on the GPU (rank {rank}): median {fmt_measure(median(times), STEP)}, "
+            f"{fmt_measure(min(times), STEP)} to {fmt_measure(max(times), STEP)} over {len(times)} steps")
     if len(times) > 1 and min(times) > 0 and max(times) >= DRIFT * min(times):
-        shown = " → ".join(f"{ms:,.1f}" for ms in times[:MAX_STEPS]) + (" → …" if len(times) > MAX_STEPS else "")
-        text += f": {shown} ms"
+        cell = cell_format(STEP, 1)
+        shown = " → ".join(cell(ms) for ms in times[:MAX_STEPS]) + (" → …" if len(times) > MAX_STEPS else "")
+        text += f": {shown} {unit_symbol(STEP)}"
     return text + "."
 
 

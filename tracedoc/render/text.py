@@ -21,7 +21,7 @@ from tracedoc.render.base import Renderer
 from tracedoc.render.ranks import rank_steps_parts, step_times_text
 from tracedoc.report import Finding, Report
 from tracedoc.report_tables import METRICS
-from tracedoc.units import fmt_measure
+from tracedoc.units import fmt_measure, fmt_pct
 from tracedoc.words.attribution import attribution_by_device, part_of_text, window_text
 from tracedoc.words.findings import (
     evidence_rows,
@@ -121,7 +121,7 @@ def _saving_cells(finding: Finding, wall: float) -> tuple[str, str]:
     if finding.impact_ms <= 0:
         return "", f"part of #{finding.part_of}" if finding.part_of else ""
     return fmt_ms(finding.impact_ms), f"part of #{finding.part_of}" if finding.part_of else \
-        f"{finding.impact_pct:.1f}%" if wall else ""
+        fmt_pct(finding.impact_pct) if wall else ""
 
 
 def _saving_subtitle(finding: Finding, wall: float) -> str:
@@ -188,7 +188,7 @@ def attribution_parts(report: Report) -> list:
         for i, share in enumerate(shares):
             if i:
                 cells.append(" · ")
-            cells.append(f"{share.label} {share.pct:.1f}%")
+            cells.append(f"{share.label} {fmt_pct(share.pct)}")
             if share.telling_detail:
                 cells.append(f" ({one_line(share.telling_detail)})", style="dim")
         table.add_row(f"rank {rank}, GPU {device}", cells)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tracedoc.units import fmt_bytes, fmt_count, fmt_ms
+from tracedoc.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
 
 if TYPE_CHECKING:
     from tracedoc.report import Evidence, Finding
@@ -120,8 +120,8 @@ def _busy_breakdown(summary: dict[str, Any]) -> str:
 def what_if_text(projection: dict[str, Any]) -> str:
     """'If fixed: step 68.9 ms → 18.2 ms (−73.6%); next: host-sync (#2), 28.6% of the projected step.'"""
     text = (f"If fixed: step {fmt_ms(float(projection['step_ms']))} → {fmt_ms(float(projection['projected_step_ms']))}"
-            f" (−{float(projection['gain_pct']):.1f}%) on rank {projection['rank']}; next: {projection['next']}, "
-            f"{float(projection['next_share_pct']):.1f}% of the projected step.")
+            f" (−{fmt_pct(float(projection['gain_pct']))}) on rank {projection['rank']}; next: {projection['next']}, "
+            f"{fmt_pct(float(projection['next_share_pct']))} of the projected step.")
     if projection.get("latent"):
         text += f" Latent: {projection['latent']}."
     return text
@@ -132,7 +132,7 @@ def saving_text(impact_ms: float, impact_pct: float, wall_ms: float, impact_byte
     in bytes ('32.0 MiB of memory'), never added to time."""
     if impact_bytes is not None:
         return f"{fmt_bytes(impact_bytes)} of memory"
-    return f"{fmt_ms(impact_ms)} ({impact_pct:.1f}%)" if wall_ms else fmt_ms(impact_ms)
+    return f"{fmt_ms(impact_ms)} ({fmt_pct(impact_pct)})" if wall_ms else fmt_ms(impact_ms)
 
 
 def finding_saving_text(finding: Finding, wall_ms: float) -> str:

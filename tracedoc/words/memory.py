@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tracedoc.units import fmt_bytes
+from tracedoc.units import fmt_bytes, fmt_pct
 
 if TYPE_CHECKING:  # the notebook view, which tracedoc.report imports, reads this module: no import back at run time
     from tracedoc.report import Report
@@ -67,7 +67,7 @@ def _lines(m: dict[str, Any]) -> list[str]:
     frag = m.get("fragmentation") or {}
     if frag.get("stranded_bytes") is not None:
         out.append(f"free inside segments that hold live tensors {_b(frag['stranded_bytes'])} "
-                   f"({frag.get('stranded_pct') or 0:.0f}% of reserved), largest hole "
+                   f"({fmt_pct(frag.get('stranded_pct') or 0, 0)} of reserved), largest hole "
                    f"{_b(frag.get('largest_stranded_bytes'))}")
     elif frag.get("trace_unused_bytes") is not None and m.get("basis") != "cuda":
         out.append(f"reserved but unallocated at the allocator's peak {_b(frag['trace_unused_bytes'])}")
