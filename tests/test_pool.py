@@ -106,3 +106,36 @@ def test_a_failing_module_is_raised_where_it_is_read(monkeypatch: pytest.MonkeyP
         assert "gpu.idle" not in ran and "trace.summary" not in ran
     assert errors == ["analysis module gpu.busy failed: on purpose"] * 2
     assert not [t for t in threading.enumerate() if t.name.startswith("tracedoc-modules")]
+
+
+def test_a_module_whose_dependencies_cannot_be_told_fails_and_is_not_waited_for() -> None:
+    """Where asking for a module's dependencies raises (an unknown `-- uses:` module, say), the module is failed
+    with that error: asking for it again raises it rather than waiting for ever."""
+    from tracedoc.store.pool import ModulePool
+
+    def dependencies(module: str) -> list[str]:
+        if module == "b":
+            raise KeyError("no module b.c")
+        return {"a": ["b"]}.get(module, [])
+
+    con = duckdb.connect()
+    pool = ModulePool([con.cursor()], lambda cursor, module: None, dependencies, set())
+    try:
+        with pytest.raises(KeyError):
+            pool.start(["a"])
+        outcome: list[BaseException] = []
+        waiter = threading.Thread(target=lambda: _wait_into(pool, "a", outcome), daemon=True)
+        waiter.start()
+        waiter.join(10)
+        assert not waiter.is_alive() and isinstance(outcome[0], KeyError)
+    finally:
+        pool.close()
+        con.close()
+
+
+def _wait_into(pool: Any, module: str, outcome: list[BaseException]) -> None:
+    """Wait for ``module`` in ``pool``, keeping the error it raises."""
+    try:
+        pool.wait(module)
+    except BaseException as exc:  # noqa: BLE001 - the test reads which
+        outcome.append(exc)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib.metadata
 import os
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -45,6 +46,8 @@ def code_digest() -> str:
     the package is not in plain files."""
     h = hashlib.blake2b(digest_size=16)
     h.update(__version__.encode())
+    for engine in ("duckdb", "pyarrow"):  # a report made by another engine is made again
+        h.update(f"\0{engine} {_version_of(engine)}".encode())
     for root in (resources.files("tracedoc"), resources.files("tracedoc.builtin_rules")):
         if isinstance(root, Path):
             for folder, dirs, files in sorted(os.walk(root)):
@@ -126,3 +129,11 @@ def _keep(store_path: Path, file_name: str, text: str) -> None:
         os.replace(partial, folder / file_name)
     with contextlib.suppress(OSError):
         partial.unlink(missing_ok=True)
+
+
+def _version_of(package: str) -> str:
+    """The installed version of ``package`` (its metadata: DuckDB itself is not imported), or '' if none."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return ""

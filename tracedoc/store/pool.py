@@ -74,10 +74,17 @@ class ModulePool:
         """Ask for ``module`` and its dependencies (the lock held)."""
         if module in self._deps or module in self._done:
             return
-        deps = tuple(dep for dep in dict.fromkeys(self._dependencies(module)) if dep not in self._done)
+        try:
+            deps = tuple(dep for dep in dict.fromkeys(self._dependencies(module)) if dep not in self._done)
+            for dep in deps:
+                self._ask(dep)
+        except BaseException as exc:  # known as failed, so that no waiter on it waits for ever
+            self._deps[module] = ()
+            self._fail(module, exc)
+            self._changed.notify_all()
+            raise
         self._deps[module] = deps
         for dep in deps:
-            self._ask(dep)
             self._dependents.setdefault(dep, []).append(module)
         self._order[module] = len(self._order)
         self._waiting.add(module)

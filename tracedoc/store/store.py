@@ -84,7 +84,10 @@ class Store:
         self._step_range = name
 
     def set_variable(self, name: str, value: Any) -> None:
-        """Set the SQL variable ``name`` (``getvariable``) on the connection and on the cursors modules run on."""
+        """Set the SQL variable ``name`` (``getvariable``) on the connection and on the cursors modules run on:
+        before they run (``parallel`` copies the variables to each cursor as it makes it)."""
+        if self._pool is not None:
+            raise RuntimeError(f"the variable {name} is set while the analyses run")
         self.con.execute(f"SET VARIABLE {name} = ?", [value])
         self._variables[name] = value
         self._measurable = None
