@@ -294,10 +294,10 @@ def cached_stores(cache_dir: Path) -> list[CachedStore]:
 def _describe(path: Path) -> CachedStore:
     """A store's size (with the reports kept for it), age and input paths (read from its sources table,
     read-only)."""
-    info = path.stat()
-    size = info.st_size + _size(reports_folder(path))
     import duckdb
 
+    info = path.stat()
+    size = info.st_size + _size(reports_folder(path))
     try:
         with Store.open(path) as store:
             inputs = [r["path"] for r in store.query("SELECT path FROM sources ORDER BY source_id")]

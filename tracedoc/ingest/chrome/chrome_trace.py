@@ -249,6 +249,18 @@ def _normalize(con: duckdb.DuckDBPyConnection, parts: list[Part], fmt: EventForm
     con.execute("DROP TABLE _raw")
 
 
+def execute_finish(store: Store, sources: list[Events], sql: str) -> None:
+    """Run a format's ``sql`` of what is done once all events of ``sources`` are in (``{source_ids}``: their ids); a
+    value it cannot convert is bad input, named by the first of them."""
+    import duckdb
+
+    ids = ", ".join(str(int(events.source_id)) for events in sources)
+    try:
+        store.con.execute(sql.replace("{source_ids}", ids))
+    except duckdb.Error as exc:
+        raise out_of_range(sources[0].name, exc) from None
+
+
 def out_of_range(name: Path, exc: duckdb.Error) -> InputError:
     """The error for a value normalization cannot convert, naming the input it came from."""
     return InputError(f"{name}: trace events with times or values out of range ({first_line(exc)})")

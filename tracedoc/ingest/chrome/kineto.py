@@ -67,12 +67,7 @@ def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path,
 
 def _finish(store: Store, sources: list[chrome_trace.Events]) -> list[LoadResult]:
     """What is done once all events of these sources are in: flow-linked correlations, steps, devices."""
-    ids = ", ".join(str(int(events.source_id)) for events in sources)
-    import duckdb
-    try:
-        store.con.execute(_FINISH_SQL.replace("{source_ids}", ids))
-    except duckdb.Error as exc:
-        raise chrome_trace.out_of_range(sources[0].name, exc) from None
+    chrome_trace.execute_finish(store, sources, _FINISH_SQL)
     results = []
     for events in sources:
         _insert_devices(store.con, events.source_id, events.meta)

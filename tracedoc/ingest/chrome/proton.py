@@ -120,13 +120,7 @@ def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path,
 
 def _finish(store: Store, sources: list[chrome_trace.Events]) -> list[LoadResult]:
     """Once all events of these sources are in: the step windows of their scopes."""
-    import duckdb  # here, not at the top: a run that reads a kept report back imports no DuckDB
-
-    ids = ", ".join(str(int(events.source_id)) for events in sources)
-    try:
-        store.con.execute(_FINISH_SQL.replace("{source_ids}", ids))
-    except duckdb.Error as exc:
-        raise chrome_trace.out_of_range(sources[0].name, exc) from None
+    chrome_trace.execute_finish(store, sources, _FINISH_SQL)
     return [LoadResult(None, None, events.count, "Triton Proton profiler (trace)") for events in sources]
 
 
