@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
@@ -80,6 +81,27 @@ def test_the_key_follows_the_code(monkeypatch: pytest.MonkeyPatch) -> None:
     key = report_key("store", [], None, None, None, ["a.json"])
     monkeypatch.setattr("tracedoc.report_cache.code_digest", lambda: "another tracedoc")
     assert report_key("store", [], None, None, None, ["a.json"]) != key
+
+
+def test_the_key_follows_the_installed_duckdb_and_pyarrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another DuckDB or pyarrow may compute a report differently: which install each is (its file, size and time,
+    read without importing it) is part of the key."""
+    from tracedoc import report_cache
+
+    assert report_cache._installed("pyarrow").startswith(str(Path(pa.__file__).parent))
+    assert report_cache._installed("no_such_module_here") == ""
+
+    def digest_with(reinstalled: str) -> str:
+        monkeypatch.setattr(report_cache, "_installed", lambda name: name + (" again" if name == reinstalled else ""))
+        report_cache.code_digest.cache_clear()
+        return report_cache.code_digest()
+
+    try:
+        same = digest_with("")
+        assert digest_with("") == same
+        assert digest_with("duckdb") != same and digest_with("_duckdb") != same and digest_with("pyarrow") != same
+    finally:
+        report_cache.code_digest.cache_clear()
 
 
 def test_a_damaged_kept_report_is_analysed_again_and_replaced(tmp_path: Path,

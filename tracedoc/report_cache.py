@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib.metadata
+import importlib.util
 import os
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -46,8 +46,8 @@ def code_digest() -> str:
     the package is not in plain files."""
     h = hashlib.blake2b(digest_size=16)
     h.update(__version__.encode())
-    for engine in ("duckdb", "pyarrow"):  # a report made by another engine is made again
-        h.update(f"\0{engine} {_version_of(engine)}".encode())
+    for engine in ("_duckdb", "duckdb", "pyarrow"):  # a report made by another engine is made again
+        h.update(f"\0{engine} {_installed(engine)}".encode())
     for root in (resources.files("tracedoc"), resources.files("tracedoc.builtin_rules")):
         if isinstance(root, Path):
             for folder, dirs, files in sorted(os.walk(root)):
@@ -131,9 +131,14 @@ def _keep(store_path: Path, file_name: str, text: str) -> None:
         partial.unlink(missing_ok=True)
 
 
-def _version_of(package: str) -> str:
-    """The installed version of ``package`` (its metadata: DuckDB itself is not imported), or '' if none."""
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
+def _installed(module: str) -> str:
+    """Which install of the top-level ``module`` this is, without importing it or reading its package metadata (the
+    email parser that reads it cost a cached run about 0.03 s): its file's path, size and modification time, as for
+    tracedoc's own files; '' if none is installed."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
         return ""
+    with contextlib.suppress(OSError):
+        info = os.stat(spec.origin)
+        return f"{spec.origin}\0{info.st_size}\0{info.st_mtime_ns}"
+    return spec.origin

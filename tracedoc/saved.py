@@ -232,7 +232,7 @@ def _expect(ok: bool, where: str, what: str) -> None:
 def open_complete_store(path: Path, limits: Limits | None = None) -> Store:
     """The cached store at ``path``, opened (for the caller to close) once known to be complete, under ``limits``
     (None: those the environment sets)."""
-    import duckdb
+    from tracedoc.store.engine import duckdb
     try:
         store = Store.open(path, Limits.from_env() if limits is None else limits)
     except duckdb.Error as exc:

@@ -46,7 +46,7 @@ def debug_enabled(ctx: click.Context | None = None) -> bool:
 def _duckdb_error(name: str) -> tuple[type[BaseException], ...]:
     """DuckDB's error class ``name`` when DuckDB is imported, else none: nothing can have raised one then. So that a
     run that never opens a store (a report read back from the cache) does not import DuckDB to classify errors."""
-    duckdb = sys.modules.get("duckdb")
+    duckdb = sys.modules.get("_duckdb") or sys.modules.get("duckdb")
     return () if duckdb is None else (getattr(duckdb, name),)
 
 

@@ -54,6 +54,9 @@ def write(store: Store, report: Report, path: Path) -> None:
     rows = finding_events(store, report)
     if rows:
         store.con.executemany("INSERT INTO export_perfetto_findings VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    from tracedoc.store.engine import with_python_objects  # here: a report read back from the cache needs no DuckDB
+
+    with_python_objects()
     reader = store.con.sql("SELECT to_json(e)::VARCHAR FROM export_perfetto_events e").to_arrow_reader(
         _BATCH_ROWS)
     with path.open("w", encoding="utf-8") as f:

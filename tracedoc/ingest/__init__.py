@@ -339,7 +339,7 @@ def _load(store: Store, source_id: int, item: InputFile, workdir: Path) -> LoadR
     read = reader(item.format)
     stream = _unpacking(item, store.limits.max_inflate_bytes) if item.compression else None
     plain = item.file
-    import duckdb
+    from tracedoc.store.engine import duckdb
     try:
         if stream is not None and read.streamed is not None:
             return read.streamed.load_stream(store, source_id, stream, workdir, item.path)
@@ -388,7 +388,7 @@ def _load_many(store: Store, batch: list[tuple[int, InputFile]], workdir: Path,
     """Load a batch of plain inputs of one format together (``load_many``)."""
     many = reader(batch[0][1].format).many
     assert many is not None  # _together put them in one batch
-    import duckdb
+    from tracedoc.store.engine import duckdb
     try:
         return many.load_many(store, [(source_id, item.file) for source_id, item in batch], workdir, started)
     except duckdb.Error as exc:  # a value the store's columns cannot hold

@@ -134,7 +134,7 @@ def _matching_rows(store: Store, rule: Rule, bindings: dict[str, str | float]) -
     unknown = names - bindings.keys()
     if unknown:
         raise RuleError(f"rule {rule.id}: no threshold or param named {', '.join(sorted(unknown))}")
-    import duckdb
+    from tracedoc.store.engine import duckdb
     try:
         return store.query(sql, {n: bindings[n] for n in names} if names else None)
     except duckdb.Error as exc:

@@ -178,7 +178,7 @@ def _ends_a_statement(sql: str) -> bool:
     nothing)."""
     if ";" not in sql:
         return False
-    import duckdb
+    from tracedoc.store.engine import duckdb
 
     return any(kind == duckdb.token_type.operator and sql.startswith(";", offset)
                for offset, kind in duckdb.tokenize(sql))

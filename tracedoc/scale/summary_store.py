@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
-
 from tracedoc.limits import Limits
 from tracedoc.store import Store, modules
+from tracedoc.store.engine import duckdb
 
 
 class SummaryStore(Store):

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tracedoc.store.engine import duckdb, scanning, with_python_objects
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Table:
 def fetch(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> Table:
     """The result of ``sql`` as a Table, its text columns dictionary-encoded: kernel names and channels repeat in
     every step, and a templated kernel name is hundreds of bytes."""
+    with_python_objects()
     rel = con.sql(sql, params=params) if params else con.sql(sql)
     data = rel.to_arrow_table()
     for i, column in enumerate(data.columns):
@@ -55,11 +57,8 @@ def insert_parts(con: duckdb.DuckDBPyConnection, name: str, parts: Sequence[Tabl
     """Insert the parts into an existing table (by column position), each through its select list."""
     selects = [select] * len(parts) if isinstance(select, str) else list(select)
     for part, projection in zip(parts, selects):
-        con.register("__tracedoc_part", part.data)
-        try:
+        with scanning(con, "__tracedoc_part", part.data):
             con.execute(f"INSERT INTO {name} SELECT {projection} FROM __tracedoc_part")
-        finally:
-            con.unregister("__tracedoc_part")
 
 
 def without_sources(table: Table, source_ids: set[int]) -> Table:

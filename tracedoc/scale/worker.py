@@ -12,8 +12,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
-
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile
 from tracedoc.options import AnalysisOptions
@@ -22,6 +20,7 @@ from tracedoc.scale.exports import BASE_TABLES, CLIENT_ONLY, SUMMARY_EXPORTS, Ex
 from tracedoc.scale.summary_store import SummaryStore, summary_connection
 from tracedoc.scale.tables import Table, create_table, fetch, quote
 from tracedoc.store.cache import discard_damaged, is_damage
+from tracedoc.store.engine import duckdb
 
 
 @dataclass(frozen=True)

@@ -145,7 +145,7 @@ def open_cached_store(key: str, cache_dir: Path, build: Callable[[Store], None],
 def _open_complete(path: Path, limits: Limits) -> Store | None:
     """The store at ``path`` when it is complete and readable; otherwise remove it (saying so when damaged). Any
     other error (one of the connection, not of the file) is raised and leaves the store in the cache."""
-    import duckdb  # here: finding a cached report (tracedoc.report_cache) needs this module, not DuckDB
+    from tracedoc.store.engine import duckdb
 
     try:
         store = Store.open(path, limits)
@@ -172,7 +172,7 @@ def _open_complete(path: Path, limits: Limits) -> Store | None:
 
 def is_damage(exc: BaseException, path: Path) -> bool:
     """True when ``exc`` (or an error it was raised from) says the store file at ``path`` cannot be read."""
-    import duckdb
+    from tracedoc.store.engine import duckdb
 
     damage = tuple(getattr(duckdb, name) for name in _DAMAGE_ERRORS)
     return any(isinstance(e, duckdb.Error) and (isinstance(e, damage) or str(path) in str(e)
@@ -294,7 +294,7 @@ def cached_stores(cache_dir: Path) -> list[CachedStore]:
 def _describe(path: Path) -> CachedStore:
     """A store's size (with the reports kept for it), age and input paths (read from its sources table,
     read-only)."""
-    import duckdb
+    from tracedoc.store.engine import duckdb
 
     info = path.stat()
     size = info.st_size + _size(reports_folder(path))

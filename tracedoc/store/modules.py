@@ -40,10 +40,9 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-import duckdb
-
 from tracedoc.errors import TracedocError, first_line
 from tracedoc.formats import CAPABILITIES, FORMATS, TIMELINE, Format, of_kind
+from tracedoc.store.engine import duckdb
 from tracedoc.store.memory import out_of_memory_advice
 
 _INCLUDE = re.compile(r"^--\s*include:\s*([\w.]+)\s*$", re.MULTILINE)

@@ -16,7 +16,7 @@ import heapq
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
-import duckdb
+from tracedoc.store.engine import duckdb
 
 RunModule = Callable[[duckdb.DuckDBPyConnection, str], None]
 

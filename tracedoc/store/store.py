@@ -341,7 +341,7 @@ def reader_files() -> list[tuple[str, Traversable]]:
 def connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
     """A connection that never draws DuckDB's progress bar, under the memory cap when one is set (spilling to
     disk beyond it): every connection tracedoc analyses on is opened here, a distributed run's too."""
-    import duckdb
+    from tracedoc.store.engine import duckdb
 
     con = duckdb.connect(database)
     no_progress_bar(con)

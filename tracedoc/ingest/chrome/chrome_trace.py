@@ -240,7 +240,7 @@ def _finish(store: Store, fmt: EventFormat, sources: list[Events]) -> list[LoadR
 def _normalize(con: duckdb.DuckDBPyConnection, parts: list[Part], fmt: EventFormat) -> None:
     """Normalize ``_raw`` (the events of ``parts``) into the store; a value it cannot convert (a time of NaN,
     infinity or beyond 64-bit nanoseconds) is bad input, named by the first source whose values do not convert."""
-    import duckdb
+    from tracedoc.store.engine import duckdb
     try:
         con.execute(fmt.normalize_sql)
     except duckdb.Error as exc:
@@ -252,7 +252,7 @@ def _normalize(con: duckdb.DuckDBPyConnection, parts: list[Part], fmt: EventForm
 def execute_finish(store: Store, sources: list[Events], sql: str) -> None:
     """Run a format's ``sql`` of what is done once all events of ``sources`` are in (``{source_ids}``: their ids); a
     value it cannot convert is bad input, named by the first of them."""
-    import duckdb
+    from tracedoc.store.engine import duckdb
 
     ids = ", ".join(str(int(events.source_id)) for events in sources)
     try:
@@ -461,7 +461,7 @@ def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Part], fmt: EventFo
            f"CAST(CASE filename {rank} END AS INTEGER) AS rank "
            f"FROM read_json([{', '.join(files)}], format = 'array', columns = {fmt.columns}, "
            f"maximum_object_size = 16777216, filename = true)")
-    import duckdb
+    from tracedoc.store.engine import duckdb
     try:
         con.execute(sql)
     except duckdb.OutOfMemoryException as exc:

@@ -41,6 +41,7 @@ from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit, load_plain
 from tracedoc.store import Store
+from tracedoc.store.engine import scanning
 
 FORMAT = "flight_recorder"
 
@@ -151,11 +152,8 @@ def _insert(con: Any, table: str, rows: pa.Table) -> None:
     thousands of groups, which row-by-row inserts took minutes over."""
     if not rows.num_rows:
         return
-    con.register("_fr_rows_in", rows)
-    try:
+    with scanning(con, "_fr_rows_in", rows):
         con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _fr_rows_in")
-    finally:
-        con.unregister("_fr_rows_in")
 
 
 def _read(raw: bytes, path: Path) -> tuple[dict[str, Any], str]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -20,6 +19,7 @@ from tracedoc.errors import InputError, first_line
 from tracedoc.health.watch import SCHEMA, TELEMETRY_KEY
 from tracedoc.ingest.base import LoadResult
 from tracedoc.store import Store
+from tracedoc.store.engine import duckdb
 
 FORMAT = "telemetry"
 

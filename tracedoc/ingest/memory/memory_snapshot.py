@@ -43,6 +43,7 @@ from tracedoc.ingest.memory import snapshot_pickle
 from tracedoc.ingest.memory.snapshot_bulk import Records
 from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit
 from tracedoc.store import Store
+from tracedoc.store.engine import scanning
 
 FORMAT = "memory_snapshot"
 _BYTES_VAR, _DEFAULT_MAX_BYTES = "TRACEDOC_MAX_SNAPSHOT_BYTES", 4 << 30
@@ -187,12 +188,9 @@ class _Columns:
             return
         arrays = [_strings(self.values[field.name]) if field.type == pa.string()
                   else pa.array(self.values[field.name], field.type) for field in self.schema]
-        store.con.register("_memory_rows_in", pa.Table.from_arrays(arrays, names=self.schema.names))
-        try:
+        with scanning(store.con, "_memory_rows_in", pa.Table.from_arrays(arrays, names=self.schema.names)):
             store.con.execute(f"INSERT INTO {self.table} BY NAME SELECT {self.select}, {source_id:d} AS source_id "
                               "FROM _memory_rows_in")
-        finally:
-            store.con.unregister("_memory_rows_in")
         for column in self.values.values():
             column.clear()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 from tracedoc.errors import InputError, TracedocError
@@ -18,6 +17,7 @@ from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.ingest.ncu import ncu_csv, ncu_rep
 from tracedoc.ingest.ncu.ncu_model import INT32_MAX, LaunchTables, check_fixed, launch_tables, out_of_range
 from tracedoc.store import Store
+from tracedoc.store.engine import duckdb, scanning
 
 FORMAT = "ncu"
 # Launch-configuration metrics the analyses read as whole numbers (BIGINT).
@@ -119,14 +119,13 @@ def _write(store: Store, source_id: int, tables: LaunchTables, path: Path) -> No
         if unchecked >= _CHECKPOINT_ROWS:
             con.execute("CHECKPOINT")
             unchecked = 0
-    con.register("_ncu_kernels_in", tables.kernels)
     try:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _ncu_launches AS {_LAUNCHES_SQL.format(source_id=source_id)}")
+        with scanning(con, "_ncu_kernels_in", tables.kernels):
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _ncu_launches AS {_LAUNCHES_SQL.format(source_id=source_id)}")
         _check(con, source_id, path)
         con.execute(f"INSERT INTO ncu_kernels ({', '.join(_KERNEL_COLUMNS)}) SELECT ?, "
                     f"{', '.join(_KERNEL_COLUMNS[1:])} FROM _ncu_launches ORDER BY row", [source_id])
     finally:
-        con.unregister("_ncu_kernels_in")
         con.execute("DROP TABLE IF EXISTS _ncu_launches")
     _insert(con, "ncu_rule_results", source_id, tables.rules)
 
@@ -135,12 +134,9 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, source_id: int, rows: pa
     """Append an Arrow table's rows to ``table`` under ``source_id``, in their order, in one statement."""
     if not rows.num_rows:
         return
-    con.register("_ncu_rows_in", rows)
-    try:
-        names = ", ".join(rows.column_names)
+    names = ", ".join(rows.column_names)
+    with scanning(con, "_ncu_rows_in", rows):
         con.execute(f"INSERT INTO {table} (source_id, {names}) SELECT ?, {names} FROM _ncu_rows_in", [source_id])
-    finally:
-        con.unregister("_ncu_rows_in")
 
 
 def _check(con: duckdb.DuckDBPyConnection, source_id: int, path: Path) -> None:

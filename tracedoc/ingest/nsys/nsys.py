@@ -21,7 +21,6 @@ schema versions and the session's start time are.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -31,7 +30,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
@@ -39,6 +37,7 @@ from tracedoc.ingest.base import LoadResult, Part
 from tracedoc.ingest.nsys.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpec
 from tracedoc.ingest.nsys.sqlite_arrow import SQLITE_MAGIC, SqliteSource
 from tracedoc.store import Store
+from tracedoc.store.engine import duckdb, scanning
 
 FORMAT = "nsys"
 
@@ -179,9 +178,8 @@ def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Pat
         for spec in TABLES:
             table = next((t for t in spec.tables if source.has(t)), None)
             reader = source.arrow(_select(source, spec, table), _schema(spec)) if table else _empty(spec)
-            con.register("_nsys_in", reader)
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT * FROM _nsys_in")
-            con.unregister("_nsys_in")
+            with scanning(con, "_nsys_in", reader):
+                con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT * FROM _nsys_in")
             if spec.counts:
                 events += con.execute(f"SELECT count(*) FROM {spec.temp}").fetchall()[0][0]
         _to_utc(con, _session_start(source))
@@ -191,8 +189,6 @@ def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Pat
     except (duckdb.Error, pa.ArrowException) as exc:
         raise InputError(f"{path}: malformed Nsight Systems export ({first_line(exc)})") from None
     finally:
-        with contextlib.suppress(duckdb.Error):
-            con.unregister("_nsys_in")  # still registered when a read failed half-way
         for spec in TABLES:
             con.execute(f"DROP TABLE IF EXISTS {spec.temp}")
         for table in ("_ns_gpu_processes", "_ns_pid_source"):
