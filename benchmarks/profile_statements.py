@@ -125,7 +125,7 @@ def main() -> None:
         fit_threads(store, input_bytes)
         store.module_workers = min(store.module_workers, args.workers)
 
-    Store.fit_threads = fit_threads_capped  # type: ignore[method-assign]
+    Store.fit_threads = fit_threads_capped  # type: ignore[method-assign,assignment]
     limits = Limits.from_env(memory_bytes=parse_size(args.memory_limit, "--memory-limit") if args.memory_limit
                              else None)
     cpu, wall = time.process_time(), time.perf_counter()
