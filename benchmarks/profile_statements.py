@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import resource
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -31,11 +32,21 @@ from tracedoc.units import parse_size
 
 
 class Timings:
-    """CPU and wall seconds per statement, each charged to the module running (or 'ingest/other')."""
+    """CPU and wall seconds per statement, each charged to the module running on its thread (or 'ingest/other').
+    Process CPU counts every thread: where modules run at once on cursors (store.pool), each statement's CPU
+    includes what the other threads did meanwhile, so compare CPU on one cursor (the default here)."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[str, str, float, float]] = []
-        self.module_stack: list[str] = []
+        self._local = threading.local()
+
+    @property
+    def module_stack(self) -> list[str]:
+        """The modules running on this thread, innermost last."""
+        if not hasattr(self._local, "stack"):
+            self._local.stack = []
+        stack: list[str] = self._local.stack
+        return stack
 
     @property
     def label(self) -> str:
@@ -73,6 +84,10 @@ class TimingConnection:
         with self._timings.timed(sql):
             return self._con.executemany(sql, *args, **kwargs)
 
+    def cursor(self) -> TimingConnection:
+        """A cursor (modules run at once run on these: store.pool), its statements timed too."""
+        return TimingConnection(self._con.cursor(), self._timings)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._con, name)
 
@@ -83,22 +98,34 @@ def main() -> None:
     parser.add_argument("--store", action="store_true",
                         help="analyse the cached store given (the analyses alone, no ingest)")
     parser.add_argument("--top", type=int, default=20, help="statements to list, most CPU first")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="at most this many cursors for the modules to run on at once (store.pool); 1 (the "
+                             "default): one at a time, each statement's CPU its own")
     parser.add_argument("--memory-limit", help="DuckDB's memory cap, as --memory-limit takes it (e.g. 80M)")
     args = parser.parse_args()
 
     timings = Timings()
     connect = store_module.connect
     store_module.connect = lambda *a, **k: TimingConnection(connect(*a, **k), timings)  # type: ignore[assignment]
-    include = modules.include
+    run_module = modules.run
 
-    def timed_include(con: Any, included: set[str], module: str, *rest: Any, **kw: Any) -> None:
+    def timed_run(con: Any, module: str, *rest: Any, **kw: Any) -> None:
+        """modules.run, which runs each module's own statements (included or on a pool's cursor)."""
         timings.module_stack.append(module)
         try:
-            include(con, included, module, *rest, **kw)
+            run_module(con, module, *rest, **kw)
         finally:
             timings.module_stack.pop()
 
-    modules.include = timed_include
+    modules.run = timed_run
+    fit_threads = Store.fit_threads
+
+    def fit_threads_capped(store: Store, input_bytes: int | None = None) -> None:
+        """Store.fit_threads, the modules' cursors at most --workers."""
+        fit_threads(store, input_bytes)
+        store.module_workers = min(store.module_workers, args.workers)
+
+    Store.fit_threads = fit_threads_capped  # type: ignore[method-assign,assignment]
     limits = Limits.from_env(memory_bytes=parse_size(args.memory_limit, "--memory-limit") if args.memory_limit
                              else None)
     cpu, wall = time.process_time(), time.perf_counter()

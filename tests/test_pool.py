@@ -139,3 +139,38 @@ def _wait_into(pool: Any, module: str, outcome: list[BaseException]) -> None:
         pool.wait(module)
     except BaseException as exc:  # noqa: BLE001 - the test reads which
         outcome.append(exc)
+
+
+def test_a_large_store_runs_its_modules_at_once_where_the_cores_hold_its_statements(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above PARALLEL_EVENTS (lowered here so that decode-eager's 35k events count as large: 4 threads a statement)
+    the modules run at once only where the cores hold several such statements: on 2 cores one at a time as
+    before, on 16 on 4 cursors, with the report of one connection."""
+    monkeypatch.setattr(store_module, "PARALLEL_EVENTS", 10_000)
+    two_cores, no_threads = report_on_cursors(SAMPLES / "decode-eager", 2, monkeypatch)
+    sixteen_cores, threads = report_on_cursors(SAMPLES / "decode-eager", 16, monkeypatch)
+    assert no_threads == set()
+    assert len(threads) >= 2, threads
+    assert sixteen_cores == two_cores
+    monkeypatch.undo()
+    alone, _ = report_on_cursors(SAMPLES / "decode-eager", 1, monkeypatch)
+    assert sixteen_cores == alone  # as large a store as a small one, views kept: the same report
+
+
+def test_threads_and_cursors_fitted_to_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cursors times the threads a statement wants stay within the cores; small stores keep one thread."""
+    fitted = {}
+    for events, available in [(850_000, 2), (850_000, 16), (850_000, 8), (850_000, 6), (6_100_000, 16),
+                              (35_000, 2), (35_000, 16)]:
+        monkeypatch.setattr(store_module, "cores", lambda available=available: available)
+        store = Store.create(None)
+        try:
+            store.con.execute(f"SET threads = {available}")
+            store.con.execute("INSERT INTO sources (source_id, path, format, rank, event_count) "
+                              "VALUES (0, 'x', 'kineto', 0, ?)", [events])
+            store.fit_threads()
+            fitted[events, available] = (store.module_workers, store.threads())
+        finally:
+            store.close()
+    assert fitted == {(850_000, 2): (1, 2), (850_000, 16): (4, 16), (850_000, 8): (2, 8), (850_000, 6): (1, 4),
+                      (6_100_000, 16): (1, 16), (35_000, 2): (2, 1), (35_000, 16): (4, 1)}

@@ -41,8 +41,9 @@ SMALL_STORE_OPTIMIZERS_OFF = "join_order,statistics_propagation"
 # Below PARALLEL_EVENTS the analyses' views are also made as tables (store.modules): computed once rather than
 # bound again by every statement reading them, which took 10-15 % off the analyses of decode-eager, every report
 # the same. Larger stores keep views, whose rows a table would hold in memory whether read or not.
-# And below PARALLEL_EVENTS the modules run several at a time (store.pool), on a cursor per core up to
-# MODULE_WORKERS: DuckDB plans each on its own thread.
+# And the modules run several at a time (store.pool), on a cursor per core up to MODULE_WORKERS below
+# PARALLEL_EVENTS (DuckDB plans each on its own thread); above it, where the cores hold several statements of one
+# thread per PARALLEL_EVENTS events (on 16 cores, 4 cursors for 850k events; on 2 cores none: one at a time).
 MODULE_WORKERS = 4
 # The catalog of a connection to ':memory:', where a store opened for analysis (``Store.open``, or made in memory)
 # lets its modules make the objects every cursor sees: the connection's own, never the store.
@@ -205,17 +206,22 @@ class Store:
 
     def fit_threads(self, input_bytes: int | None = None) -> None:
         """Fewer DuckDB threads for less work, never more than already set: one to ingest inputs of ``input_bytes``
-        under PARALLEL_INPUT_BYTES; without it, to analyse the store, one per PARALLEL_EVENTS events, and below
-        that the optimizers SMALL_STORE_OPTIMIZERS_OFF off and the analyses' views made as tables."""
+        under PARALLEL_INPUT_BYTES; without it, to analyse the store, one per PARALLEL_EVENTS events a statement,
+        and the modules run at once on as many cursors (``module_workers``, at most MODULE_WORKERS) as the cores
+        hold such statements, the threads then shared by the cursors: one thread and a cursor per core on a small
+        store (whose optimizers SMALL_STORE_OPTIMIZERS_OFF are then off and its views made as tables); on 16 cores,
+        4 cursors sharing 16 threads for 850k events; on 2 cores one cursor for 250k events or more."""
         if input_bytes is not None:
             wanted = 1 if input_bytes < PARALLEL_INPUT_BYTES else None
         else:
             events = int(self.scalar("SELECT coalesce(sum(event_count), 0) FROM sources") or 0)
-            wanted = max(1, -(-events // PARALLEL_EVENTS))
+            per_statement = max(1, -(-events // PARALLEL_EVENTS))
+            available = cores()
+            self.module_workers = max(1, min(MODULE_WORKERS, available // per_statement))
+            wanted = min(available, per_statement * self.module_workers) if per_statement > 1 else 1
             if events < PARALLEL_EVENTS:
                 self.con.execute(f"SET disabled_optimizers = '{SMALL_STORE_OPTIMIZERS_OFF}'")
                 self.views_as_tables = True
-                self.module_workers = min(MODULE_WORKERS, cores())
         if wanted is not None and wanted < self.threads():
             self.con.execute(f"SET threads = {wanted}")
 

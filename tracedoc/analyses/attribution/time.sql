@@ -108,7 +108,7 @@ WHERE g.cause IN ('kernel_wait', 'other') AND NOT (g.launch_ts_ns IS NULL AND g.
 
 -- The gap time charged to blocking syncs: the first cost_ns of each gap a sync returned in.
 CREATE OR REPLACE TEMP TABLE attribution_syncs AS
-SELECT l.k, i.ts_ns AS s, i.ts_ns + i.cost_ns AS e
+SELECT l.k, i.ts_ns AS s, (i.ts_ns + i.cost_ns)::BIGINT AS e  -- cost_ns is a HUGEINT (a sum): the sets stay BIGINT
 FROM host_sync_idle i JOIN attribution_lanes l USING (source_id, device)
 WHERE i.cost_ns > 0;
 
@@ -153,9 +153,21 @@ CREATE OR REPLACE TEMP TABLE attribution_python AS SELECT * FROM intervals_merge
 
 -- Where single host ranges start or end inside a host gap: segments are cut there too, so that each piece of a
 -- gap can be named after the innermost range covering it.
+-- The gaps of a lane are disjoint: each point meets the gaps of its time bucket (a bucket per gap and the time
+-- after it, on average), and lies in at most one.
 CREATE OR REPLACE TEMP TABLE attribution_host_range_cuts AS
-WITH t AS (SELECT k, s AS t FROM attribution_host_ranges UNION ALL SELECT k, e FROM attribution_host_ranges)
-SELECT t.k, t.t FROM t ASOF JOIN attribution_host_gaps g ON t.k = g.k AND t.t >= g.s WHERE t.t < g.e;
+WITH t AS (SELECT k, s AS t FROM attribution_host_ranges UNION ALL SELECT k, e FROM attribution_host_ranges),
+buckets AS (
+    SELECT k, min(s) AS base_ns, greatest((max(e) - min(s)) // count(*), 1) AS width_ns
+    FROM attribution_host_gaps GROUP BY k
+),
+gaps AS (
+    SELECT g.k, g.s, g.e, unnest(range((g.s - b.base_ns) // b.width_ns, (g.e - 1 - b.base_ns) // b.width_ns + 1)) AS bucket
+    FROM attribution_host_gaps g JOIN buckets b USING (k)
+)
+SELECT t.k, t.t
+FROM (SELECT t.k, t.t, (t.t - b.base_ns) // b.width_ns AS bucket FROM t JOIN buckets b USING (k)) t
+JOIN gaps g ON g.k = t.k AND g.bucket = t.bucket AND t.t >= g.s AND t.t < g.e;
 
 -- Step starts per lane (a segment belongs to the last step started at or before it): for the first step that
 -- launched work on the device, its host start or, when earlier-launched work still ran then, that work's end (at
@@ -180,14 +192,17 @@ SELECT e.k, e.step,
 FROM ends e JOIN attribution_lanes l USING (k) LEFT JOIN firsts f USING (k);
 
 -- Elementary segments: between consecutive boundaries of every set above, inside the window, each with the sets
--- it lies in. One sweep: every merged set adds its bit at an interval's start and takes it back at its end, so the
--- running sum over a lane's boundaries is the mask of the sets in force until the next boundary (the sets are
--- disjoint within themselves). Bits: 1 kernel, 2 copy, 4 busy, 8 long host gap, 16 short queued gap, 32 sync,
--- 64 collective call, 128 loader, 256 annotation, 512 operator, 1024 longer queued gap, 2048 user Python frame.
--- Waits and step starts only cut segments here.
--- The sets above and the segments are dropped once used: the attribution keeps its lanes, causes, names and
--- slices.
-CREATE OR REPLACE TEMP TABLE attribution_segments AS
+-- it lies in, its step and the wait it lies in. One sweep: every merged set adds its bit at an interval's start and
+-- takes it back at its end, so the running sum over a lane's boundaries is the mask of the sets in force until the
+-- next boundary (the sets are disjoint within themselves). Bits: 1 kernel, 2 copy, 4 busy, 8 long host gap, 16
+-- short queued gap, 32 sync, 64 collective call, 128 loader, 256 annotation, 512 operator, 1024 longer queued gap,
+-- 2048 user Python frame. Waits and step starts cut segments too, and the same sweep carries the last of each
+-- started at or before a segment: its step, and the wait (with the rank it waits for) it may lie in.
+-- The sets above are dropped once used: the attribution keeps its lanes, causes, names and slices.
+-- Each segment then gets its cause and, where it does not need a name lookup, its detail; and what the GPU did,
+-- whatever the cause, for the headline: in_work (a kernel or copy runs), in_busy (any work runs, communication
+-- included), waiting_for (the rank it waits for, inside a wait).
+CREATE OR REPLACE TEMP TABLE attribution_segment_causes AS
 WITH events AS (
     SELECT k, s AS t, 1 AS d FROM attribution_kernels UNION ALL SELECT k, e, -1 FROM attribution_kernels
     UNION ALL SELECT k, s, 2 FROM attribution_copies UNION ALL SELECT k, e, -2 FROM attribution_copies
@@ -203,34 +218,29 @@ WITH events AS (
     UNION ALL SELECT k, s, 512 FROM attribution_ops UNION ALL SELECT k, e, -512 FROM attribution_ops
     UNION ALL SELECT k, s, 2048 FROM attribution_python UNION ALL SELECT k, e, -2048 FROM attribution_python
     UNION ALL SELECT k, win_s, 0 FROM attribution_lanes UNION ALL SELECT k, win_e, 0 FROM attribution_lanes
-    UNION ALL SELECT k, s, 0 FROM attribution_waits UNION ALL SELECT k, e, 0 FROM attribution_waits
-    UNION ALL SELECT k, s, 0 FROM attribution_step_starts
+    UNION ALL SELECT k, e, 0 FROM attribution_waits
     UNION ALL SELECT k, t, 0 FROM attribution_host_range_cuts
+    UNION ALL BY NAME SELECT k, s AS t, 0 AS d, 1 AS starts FROM attribution_waits
+    UNION ALL BY NAME SELECT k, s AS t, 0 AS d, 2 AS starts FROM attribution_step_starts
 ),
-points AS (SELECT k, t, sum(d) AS d FROM events GROUP BY k, t),
-masks AS (
-    SELECT k, t AS s, lead(t) OVER w AS e, sum(d) OVER (w ROWS UNBOUNDED PRECEDING)::INTEGER AS mask
+points AS (SELECT k, t, sum(d) AS d, bit_or(starts) AS starts FROM events GROUP BY k, t),
+masks AS (  -- with when the latest wait and step started (a running max)
+    SELECT k, t AS s, lead(t) OVER w AS e, sum(d) OVER (w ROWS UNBOUNDED PRECEDING)::INTEGER AS mask,
+           max(CASE WHEN starts & 1 = 1 THEN t END) OVER (w ROWS UNBOUNDED PRECEDING) AS wait_t,
+           max(CASE WHEN starts & 2 = 2 THEN t END) OVER (w ROWS UNBOUNDED PRECEDING) AS step_t
     FROM points WINDOW w AS (PARTITION BY k ORDER BY t)
-)
-SELECT m.k, m.s, m.e, m.mask
-FROM masks m JOIN attribution_lanes l USING (k)
-WHERE m.e > m.s AND m.s >= l.win_s AND m.e <= l.win_e;
-
-DROP TABLE attribution_kernels; DROP TABLE attribution_copies; DROP TABLE attribution_busy;
-DROP TABLE attribution_host_gaps; DROP TABLE attribution_queued_gaps; DROP TABLE attribution_syncs;
-DROP TABLE attribution_collective_calls; DROP TABLE attribution_loader; DROP TABLE attribution_annotations;
-DROP TABLE attribution_ops; DROP TABLE attribution_python; DROP TABLE attribution_host_range_cuts;
-
--- Each segment with its cause and, where it does not need a name lookup, its detail: an ASOF join finds the last
--- wait starting at or before it (the rank it waits for) and its step. What the GPU did, whatever the cause, for
--- the headline: in_work (a kernel or copy runs), in_busy (any work runs, communication included), waiting_for.
-CREATE OR REPLACE TEMP TABLE attribution_segment_causes AS
-WITH classified AS (
-    SELECT g.k, g.s, g.e, g.mask, (g.mask & 3) > 0 AS in_work, (g.mask & 4) > 0 AS in_busy,
-           CASE WHEN g.s < w.e THEN w.last_rank END AS waiting_for, st.step
-    FROM attribution_segments g
-    ASOF LEFT JOIN attribution_waits w ON g.k = w.k AND g.s >= w.s
-    ASOF LEFT JOIN attribution_step_starts st ON g.k = st.k AND g.s >= st.s
+),
+waits AS (  -- of waits starting together, the one ending last (then of the highest rank)
+    SELECT k, s AS t, max({'e': e, 'rank': last_rank}) AS wait FROM attribution_waits GROUP BY k, s
+),
+steps AS (SELECT k, s AS t, max(step) AS step FROM attribution_step_starts GROUP BY k, s),
+classified AS (
+    SELECT m.k, m.s, m.e, m.mask, (m.mask & 3) > 0 AS in_work, (m.mask & 4) > 0 AS in_busy,
+           CASE WHEN m.s < w.wait.e THEN w.wait.rank END AS waiting_for, st.step
+    FROM masks m JOIN attribution_lanes l USING (k)
+    LEFT JOIN waits w ON w.k = m.k AND w.t = m.wait_t
+    LEFT JOIN steps st ON st.k = m.k AND st.t = m.step_t
+    WHERE m.e > m.s AND m.s >= l.win_s AND m.e <= l.win_e
 )
 SELECT k, s, e, step,
        CASE WHEN in_work THEN 'gpu_compute'
@@ -259,21 +269,32 @@ SELECT k, s, e, step,
        in_work, in_busy, waiting_for
 FROM classified;
 
-DROP TABLE attribution_segments; DROP TABLE attribution_waits; DROP TABLE attribution_step_starts;
+DROP TABLE attribution_kernels; DROP TABLE attribution_copies; DROP TABLE attribution_busy;
+DROP TABLE attribution_host_gaps; DROP TABLE attribution_queued_gaps; DROP TABLE attribution_syncs;
+DROP TABLE attribution_collective_calls; DROP TABLE attribution_loader; DROP TABLE attribution_annotations;
+DROP TABLE attribution_ops; DROP TABLE attribution_python; DROP TABLE attribution_host_range_cuts;
+DROP TABLE attribution_waits; DROP TABLE attribution_step_starts;
 
 -- Names for the host causes: each such segment is named after the innermost host range of its class covering
--- it (the latest-starting one, and of ranges starting together the shortest; ranges nest). The range join
--- compares (lane, time) keys packed into one HUGEINT, so that DuckDB runs it as a range join.
+-- it (the latest-starting one, and of ranges starting together the shortest; ranges nest). A range join through
+-- time buckets: per lane and class the ranges are cut in buckets about as long as the median range (at most 4096
+-- a lane), and each segment meets the ranges in the bucket of its start.
 CREATE OR REPLACE TEMP TABLE attribution_named AS
-WITH segs AS (
-    SELECT k, s, e, cause, (k::HUGEINT << 64) + s AS ks, (k::HUGEINT << 64) + e AS ke, name_class AS class
-    FROM attribution_segment_causes WHERE detail IS NULL
+WITH segs AS (SELECT k, s, e, name_class AS class FROM attribution_segment_causes WHERE detail IS NULL),
+ranges AS (SELECT k, class, s, e, name FROM attribution_host_ranges WHERE class IN (SELECT class FROM segs)),
+buckets AS (
+    SELECT k, class, min(s) AS base_ns, greatest(median(e - s)::BIGINT, (max(e) - min(s)) // 4096, 1) AS width_ns
+    FROM ranges GROUP BY k, class
 ),
-ranges AS (
-    SELECT name, class, s, (k::HUGEINT << 64) + s AS ks, (k::HUGEINT << 64) + e AS ke FROM attribution_host_ranges
-)
-SELECT g.k, g.s, arg_max(r.name, (r.s, -r.ke, r.name)) AS name
-FROM segs g JOIN ranges r ON r.ks <= g.ks AND r.ke >= g.ke AND r.class = g.class
+bucketed AS (  -- each range in every bucket it overlaps
+    SELECT r.k, r.class, r.s, r.e, r.name,
+           unnest(range((r.s - b.base_ns) // b.width_ns, (r.e - 1 - b.base_ns) // b.width_ns + 1)) AS bucket
+    FROM ranges r JOIN buckets b USING (k, class)
+),
+placed AS (SELECT g.*, (g.s - b.base_ns) // b.width_ns AS bucket FROM segs g JOIN buckets b USING (k, class))
+SELECT g.k, g.s, arg_max(r.name, (r.s, -r.e, r.name)) AS name
+FROM placed g
+JOIN bucketed r ON r.k = g.k AND r.class = g.class AND r.bucket = g.bucket AND r.s <= g.s AND r.e >= g.e
 GROUP BY g.k, g.s;
 
 DROP TABLE attribution_host_ranges;

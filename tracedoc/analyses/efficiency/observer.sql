@@ -62,15 +62,43 @@ busy AS (  -- the GPU's busy time for the step's own work: the union of what the
     SELECT k.source_id, k.step, sum(e - s) AS floor_ns
     FROM intervals_merge('efficiency_observer_work') GROUP BY ALL
 ),
-host_events AS (
-    SELECT c.source_id, c.ts_ns, sp.step
-    FROM cpu_activity c
-    JOIN spans sp ON sp.source_id = c.source_id AND c.ts_ns >= sp.ts_ns AND c.ts_ns < sp.ts_ns + sp.traced_ns
-    WHERE c.kind IN ('op', 'runtime', 'driver', 'python')
+step_buckets AS (  -- per source, the steps' time cut in buckets: each host event meets the few steps of its bucket
+    SELECT source_id, min(ts_ns) AS base_ns,
+           greatest(median(traced_ns)::BIGINT, (max(ts_ns + traced_ns) - min(ts_ns)) // 4096, 1) AS width_ns
+    FROM spans GROUP BY source_id
 ),
-placed AS (  -- each event beside the last busy interval that began before it
-    SELECT e.source_id, e.step, b.end_ns IS NOT NULL AND e.ts_ns < b.end_ns AS hidden
-    FROM host_events e ASOF LEFT JOIN efficiency_observer_busy b ON b.source_id = e.source_id AND e.ts_ns >= b.ts_ns
+spans_bucketed AS (  -- each step in every bucket its span overlaps
+    SELECT sp.source_id, sp.step, sp.ts_ns, sp.ts_ns + sp.traced_ns AS end_ns,
+           unnest(range((sp.ts_ns - b.base_ns) // b.width_ns,
+                        (sp.ts_ns + sp.traced_ns - 1 - b.base_ns) // b.width_ns + 1)) AS bucket
+    FROM spans sp JOIN step_buckets b USING (source_id)
+    WHERE sp.traced_ns > 0
+),
+busy_buckets AS (  -- the same for the GPU's busy stretches, a bucket about as long as a stretch and its gap
+    SELECT source_id, min(ts_ns) AS base_ns, greatest((max(end_ns) - min(ts_ns)) // count(*), 1) AS width_ns
+    FROM efficiency_observer_busy GROUP BY source_id
+),
+busy_bucketed AS (
+    SELECT b.source_id, b.ts_ns, b.end_ns,
+           unnest(range((b.ts_ns - w.base_ns) // w.width_ns, (b.end_ns - 1 - w.base_ns) // w.width_ns + 1)) AS bucket
+    FROM efficiency_observer_busy b JOIN busy_buckets w USING (source_id)
+    WHERE b.end_ns > b.ts_ns
+),
+host_events AS (  -- the host events of each step's span (a range join through the buckets), each with its bucket
+                  -- of busy time (events before a source's first busy stretch: bucket 0, where none is found)
+    SELECT c.source_id, c.ts_ns, sp.step, (c.ts_ns - w.base_ns) // w.width_ns AS busy_bucket
+    FROM (SELECT c.source_id, c.ts_ns, (c.ts_ns - b.base_ns) // b.width_ns AS bucket
+          FROM cpu_activity c JOIN step_buckets b USING (source_id)
+          WHERE c.kind IN ('op', 'runtime', 'driver', 'python')) c
+    JOIN spans_bucketed sp ON sp.source_id = c.source_id AND sp.bucket = c.bucket
+     AND c.ts_ns >= sp.ts_ns AND c.ts_ns < sp.end_ns
+    LEFT JOIN busy_buckets w ON w.source_id = c.source_id
+),
+placed AS (  -- each event, hidden when a busy stretch of the GPU covers its start (the stretches are disjoint)
+    SELECT e.source_id, e.step, b.source_id IS NOT NULL AS hidden
+    FROM host_events e
+    LEFT JOIN busy_bucketed b ON b.source_id = e.source_id AND b.bucket = e.busy_bucket
+     AND e.ts_ns >= b.ts_ns AND e.ts_ns < b.end_ns
 ),
 events AS (
     SELECT source_id, step, count(*) AS host_events, count(*) FILTER (WHERE NOT hidden) AS critical_events

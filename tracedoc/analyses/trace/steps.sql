@@ -188,8 +188,9 @@ work AS (
       AND g.source_id NOT IN (SELECT source_id FROM gpu_alone)
     UNION ALL BY NAME
     SELECT g.*, g.ts_ns AS launch_ns, CASE WHEN g.ts_ns < s.ts_ns + s.dur_ns THEN s.step END AS step
-    FROM gpu_activity g ASOF LEFT JOIN trace_steps_found s ON g.source_id = s.source_id AND g.ts_ns >= s.ts_ns
-    WHERE g.kind IN ('kernel', 'memcpy', 'memset') AND g.source_id IN (SELECT source_id FROM gpu_alone)
+    FROM (SELECT * FROM gpu_activity  -- these sources' work alone (DuckDB filters after an ASOF join, not before)
+          WHERE kind IN ('kernel', 'memcpy', 'memset') AND source_id IN (SELECT source_id FROM gpu_alone)) g
+    ASOF LEFT JOIN trace_steps_found s ON g.source_id = s.source_id AND g.ts_ns >= s.ts_ns
 )
 SELECT source_id, rank, device, kind, category, name, grid, block, dur_ns, ts_ns, ts_ns + dur_ns AS end_ns,
        CASE WHEN kind = 'kernel' THEN list_product(TRY_CAST(string_split(grid, ',') AS BIGINT[])) END AS blocks,
