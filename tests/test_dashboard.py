@@ -404,6 +404,25 @@ def test_pages_show_the_loading_progress(tmp_path: Path) -> None:
     loading.store.close()
 
 
+def test_datashaders_warm_up_waits_for_the_first_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiling datashader (for the timeline's shaded views) would slow the first page down: it runs once a page
+    drawn from the loaded data has been shown, not as soon as the data is loaded."""
+    from tracedoc.dashboard import source
+    from tracedoc.dashboard.app import page_app
+
+    shown_at_warm_up: list[bool] = []
+    warmed = threading.Event()
+    loading = Loading(resolve([SAMPLES / "ddp-straggler"]), tmp_path / "cache")
+    monkeypatch.setattr(source, "WARM_UP_AFTER_S", 600.0)
+    monkeypatch.setattr(source, "warm_up", lambda: (shown_at_warm_up.append(loading.shown.is_set()), warmed.set()))
+    loading.start()
+    assert loading.done.wait(60) and loading.error is None
+    assert not warmed.wait(1.0) and not loading.shown.is_set()
+    page_app(loading, overview)  # drawn at once; outside a server a drawn page counts as shown
+    assert warmed.wait(60) and shown_at_warm_up == [True]
+    loading.store.close()
+
+
 def test_a_failed_load_shows_one_line_in_every_page(tmp_path: Path) -> None:
     bad = tmp_path / "trace.json"  # a real trace cut in half: recognised, then failing to load
     whole = gzip.decompress((SAMPLES / "input-slow" / "trace.json.gz").read_bytes())
