@@ -8,6 +8,7 @@ raised here as InputError; failures while loading become ``Loading.error``, one 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -122,7 +123,11 @@ class Loading(BackgroundLoad):
         self.timeline = Timeline(self.store, self.lock)
 
     def finished(self) -> None:
-        """Compile datashader (only the timeline's shaded views need it: about 0.7 s of CPU) once the first page is
-        shown, or after WARM_UP_AFTER_S without one, so that it does not slow the first page down."""
+        """What only the timeline page needs, made once the first page is shown (or after WARM_UP_AFTER_S without
+        one), so that it does not slow the first page down: the timeline's bins (Timeline.make_bins) and datashader
+        compiled (about 0.7 s of CPU). A failure to make the bins shows where the timeline page asks for them."""
         self.shown.wait(WARM_UP_AFTER_S)
+        if self.timeline is not None:
+            with contextlib.suppress(Exception):
+                self.timeline.make_bins()
         warm_up()
