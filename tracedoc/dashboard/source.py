@@ -29,7 +29,8 @@ from tracedoc.store.cache import discard_damaged, is_damage
 from tracedoc.words.sanitize import one_line
 
 READY_LINE = "the pages are ready"
-# How long datashader's warm-up waits for the first page to be shown before it runs anyway (Loading.finished).
+# How long what only the timeline page needs (its bins, datashader's warm-up) waits for the first page to be shown
+# before it is made anyway (Loading.finished).
 WARM_UP_AFTER_S = 10.0
 
 

@@ -1,6 +1,6 @@
 -- timeline.bins: the dashboard timeline's work (timeline.lanes) binned in advance, for its wide views. Apart from the
 -- lanes because only the timeline page reads it: the overview's links into the timeline need the lanes alone, so the
--- dashboard makes these once its first page is drawn (tracedoc.pages.timeline.Timeline.levels).
+-- dashboard makes these once its first page is shown (tracedoc.pages.timeline.Timeline.make_bins).
 -- include: timeline.lanes
 
 -- Wide views of the work are drawn from it binned in advance, at two levels: bins of 1/12,800 and 1/102,400 of the
