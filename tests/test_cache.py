@@ -187,7 +187,8 @@ def test_serve_rebuilds_a_store_damaged_where_it_reads(tmp_path: Path, capsys: p
 
 
 def _timeline_of(loading: Loading) -> tuple[Any, ...]:
-    """What the dashboard's timeline found in its store: lanes, time zero, windows, levels, steps, span."""
+    """What the dashboard's timeline found in its store: lanes, time zero, windows, levels, steps, span (the levels
+    made from the store on first use: it must be open)."""
     t = loading.timeline
     assert t is not None
     return t.lanes, t.zero_ns, t.windows, t.origins, t.levels, t.steps, t.start_ms, t.end_ms
@@ -212,15 +213,15 @@ def test_serve_reads_a_kept_report_and_rebuilds_a_store_damaged_where_the_timeli
         again = Loading(resolve([EAGER]), tmp_path)
         again.load()
     assert again.store is not None and again.report is not None
-    again.store.close()
     assert (again.report.to_json(), _timeline_of(again)) == expected
+    again.store.close()
     _kernel_block_overwritten(store_of(tmp_path))
     rebuilt = Loading(resolve([EAGER]), tmp_path)
     rebuilt.load()
     assert rebuilt.store is not None and rebuilt.report is not None
     with rebuilt.store:
         assert rebuilt.store.scalar("SELECT count(*) FROM gpu_activity") > 4000
-    assert (rebuilt.report.to_json(), _timeline_of(rebuilt)) == expected
+        assert (rebuilt.report.to_json(), _timeline_of(rebuilt)) == expected
     assert "is damaged" in capsys.readouterr().err
 
 

@@ -404,6 +404,34 @@ def test_pages_show_the_loading_progress(tmp_path: Path) -> None:
     loading.store.close()
 
 
+def test_what_only_the_timeline_needs_waits_for_the_first_page(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timeline's bins for wide views and datashader compiled (for its shaded views) would slow the first page
+    down: they are made once a page drawn from the loaded data has been shown, not as soon as the data is loaded;
+    the overview's links into the timeline need neither."""
+    from tracedoc.dashboard import source
+    from tracedoc.dashboard.app import page_app
+
+    shown_at_warm_up: list[bool] = []
+    warmed = threading.Event()
+    loading = Loading(resolve([SAMPLES / "ddp-straggler"]), tmp_path / "cache")
+    monkeypatch.setattr(source, "WARM_UP_AFTER_S", 600.0)
+    monkeypatch.setattr(source, "warm_up", lambda: (shown_at_warm_up.append(loading.shown.is_set()), warmed.set()))
+    loading.start()
+    assert loading.done.wait(60) and loading.error is None
+    assert not warmed.wait(1.0) and not loading.shown.is_set()
+    assert loading.store is not None and loading.timeline is not None
+    bins = "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'timeline_work_bins'"
+    assert loading.store.scalar(bins) == 0
+    assert loading.report is not None and loading.report.findings
+    assert all(loading.timeline.focus_of(f) for f in loading.report.findings)  # the overview's links
+    assert loading.store.scalar(bins) == 0
+    page_app(loading, overview)  # drawn at once; outside a server a drawn page counts as shown
+    assert warmed.wait(60) and shown_at_warm_up == [True]
+    assert loading.store.scalar(bins) == 1 and loading.timeline.levels
+    loading.store.close()
+
+
 def test_a_failed_load_shows_one_line_in_every_page(tmp_path: Path) -> None:
     bad = tmp_path / "trace.json"  # a real trace cut in half: recognised, then failing to load
     whole = gzip.decompress((SAMPLES / "input-slow" / "trace.json.gz").read_bytes())

@@ -94,12 +94,13 @@ def with_progress(loading: BackgroundLoad, draw: Callable[[], pn.viewable.Viewab
                   header: pn.viewable.Viewable | None = None,
                   failure: str = "This page could not be drawn") -> pn.viewable.Viewable:
     """One browser session's view: ``draw()`` once ``loading`` is over (``failure`` in the one line shown if it
-    fails), its progress until then."""
+    fails), its progress until then. Once the browser shows the drawn page, ``loading.shown`` is set."""
     content = pn.Column(sizing_mode="stretch_width")
     layout = pn.Column(*([header] if header is not None else []), content, sizing_mode="stretch_width",
                        styles={"max-width": "1400px", "margin": "0 auto", "padding": "0 1rem"})
     if loading.done.is_set():
         content.objects = [drawn(draw, failure)]
+        pn.state.onload(loading.shown.set)  # once the browser has the page (at once outside a server)
         return layout
     status = html_pane(Html(f'<p class="note">{esc(loading.status)}…</p>'))
     content.objects = [pn.Row(pn.indicators.LoadingSpinner(value=True, size=24), status)]
@@ -108,6 +109,7 @@ def with_progress(loading: BackgroundLoad, draw: Callable[[], pn.viewable.Viewab
         if loading.done.is_set():
             callback.stop()
             content.objects = [drawn(draw, failure)]
+            pn.state.onload(loading.shown.set)
         else:
             status.object = f'<p class="note">{esc(loading.status)}…</p>'
 

@@ -8,6 +8,7 @@ raised here as InputError; failures while loading become ``Loading.error``, one 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -28,16 +29,21 @@ from tracedoc.store.cache import discard_damaged, is_damage
 from tracedoc.words.sanitize import one_line
 
 READY_LINE = "the pages are ready"
+# How long what only the timeline page needs (its bins, datashader's warm-up) waits for the first page to be shown
+# before it is made anyway (Loading.finished).
+WARM_UP_AFTER_S = 10.0
 
 
 class BackgroundLoad:
     """Work done on a background thread while the pages show its progress: ``status`` says what is being done,
-    ``error`` what went wrong (one line), ``done`` when it is over. Subclasses do the work in ``load``."""
+    ``error`` what went wrong (one line), ``done`` when it is over, ``shown`` once a page drawn from it has been
+    shown (tracedoc.dashboard.app.with_progress). Subclasses do the work in ``load``."""
 
     def __init__(self) -> None:
         self.status = "starting"
         self.error: str | None = None
         self.done = threading.Event()
+        self.shown = threading.Event()
 
     def start(self) -> None:
         threading.Thread(target=self._run, name="tracedoc-load", daemon=True).start()
@@ -65,7 +71,7 @@ class BackgroundLoad:
         self.finished()
 
     def finished(self) -> None:
-        """What to do once the pages can be drawn (nothing by default)."""
+        """What to do once the pages can be drawn, on the loading thread (nothing by default)."""
 
 
 class Loading(BackgroundLoad):
@@ -118,4 +124,11 @@ class Loading(BackgroundLoad):
         self.timeline = Timeline(self.store, self.lock)
 
     def finished(self) -> None:
-        warm_up()  # compiles datashader while the pages are already shown (only a rasterized view needs it)
+        """What only the timeline page needs, made once the first page is shown (or after WARM_UP_AFTER_S without
+        one), so that it does not slow the first page down: the timeline's bins (Timeline.make_bins) and datashader
+        compiled (about 0.7 s of CPU). A failure to make the bins shows where the timeline page asks for them."""
+        self.shown.wait(WARM_UP_AFTER_S)
+        if self.timeline is not None:
+            with contextlib.suppress(Exception):
+                self.timeline.make_bins()
+        warm_up()

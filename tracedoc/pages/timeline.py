@@ -156,13 +156,29 @@ class Timeline:
                 "FROM trace_windows GROUP BY rank") if r["start_ns"] is not None]
             self.windows = {r["rank"]: (self.ms(r["start_ns"]), self.ms(r["end_ns"])) for r in windows}
             self.origins = {r["rank"]: self.ms(r["first_ns"]) for r in windows}
-            self.levels = store.con.execute("SELECT level, lo_ns, bin_ns FROM timeline_levels "
-                                            "ORDER BY level").fetchall()
             self.steps = {(r["rank"], r["step"]): (self.ms(r["ts_ns"]), self.ms(r["ts_ns"] + r["dur_ns"]))
                           for r in store.query("SELECT rank, step, min(ts_ns) AS ts_ns, max(ts_ns + dur_ns) - "
                                                "min(ts_ns) AS dur_ns FROM trace_steps GROUP BY rank, step")}
         self.start_ms = self.ms(first) if first is not None else 0.0
         self.end_ms = self.ms(last) if last is not None else 0.0
+        self._levels: list[tuple[int, int, int]] | None = None
+
+    @property
+    def levels(self) -> list[tuple[int, int, int]]:
+        """The levels of bins made in advance (timeline.bins: level, lo_ns, bin_ns), made on first use."""
+        return self.make_bins()
+
+    def make_bins(self) -> list[tuple[int, int, int]]:
+        """Make the bins of the wide views, once, and return their levels. Only the timeline's views read them, not
+        the overview's links, so the dashboard's first page does not wait for them
+        (tracedoc.dashboard.source.Loading.finished makes them once it is shown)."""
+        if self._levels is None:
+            with self.lock:
+                if self._levels is None:
+                    self.store.include("timeline.bins")
+                    self._levels = self.store.con.execute(
+                        "SELECT level, lo_ns, bin_ns FROM timeline_levels ORDER BY level").fetchall()
+        return self._levels
 
     @property
     def labels(self) -> list[str]:
