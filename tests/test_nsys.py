@@ -22,6 +22,7 @@ from tracedoc.cli import cli
 from tracedoc.cli.options import report_formats
 from tracedoc.ingest import discover
 from tracedoc.ingest.nsys import nsys, sqlite_arrow
+from tracedoc.limits import Limits
 from tracedoc.store import Store
 
 TORCH = SAMPLES / "nsys-torch-h100"
@@ -256,6 +257,34 @@ def test_old_and_new_schemas_load(tmp_path: Path) -> None:
         assert store.scalar("SELECT count(*) FROM cpu_activity WHERE kind = 'op' AND name = 'aten::empty'") > 0
         assert store.query("SELECT device, name FROM devices ORDER BY device") == [
             {"device": 0, "name": None}, {"device": 1, "name": None}]
+
+
+def test_a_large_export_is_read_under_a_cap_fitted_to_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An export counted as large (the threshold lowered to take the sample) is read and analysed under a DuckDB
+    memory cap of MEMORY_PER_EXPORT_BYTE times its size, spilling beyond it, and concludes what it does without
+    the cap; a cap the run sets is left as it is."""
+    export = TORCH / "sample.sqlite"
+    uncapped = analyze([export], use_cache=False).to_dict()
+    monkeypatch.setattr(nsys, "FITTED_MEMORY_FROM_BYTES", 0)
+    with Store.create(None) as store:
+        nsys.load(store, 0, export, tmp_path)
+        cap = max(nsys.FITTED_MEMORY_FLOOR_BYTES, nsys.MEMORY_PER_EXPORT_BYTE * export.stat().st_size)
+        assert store.limits.memory_bytes == cap
+        assert store.scalar("SELECT current_setting('memory_limit')") == f"{cap / (1 << 20):.1f} MiB"
+    capped = analyze([export], use_cache=False).to_dict()
+    assert capped["findings"] == uncapped["findings"] and capped["metrics"] == uncapped["metrics"]
+    with Store.create(None, Limits(memory_bytes=1 << 30)) as store:
+        nsys.load(store, 0, export, tmp_path)
+        assert store.limits.memory_bytes == 1 << 30
+
+
+def test_no_temp_table_of_the_export_outlives_its_load(tmp_path: Path) -> None:
+    """The export's tables and views (``_ns_*``) are dropped once it is in the store."""
+    with Store.create(None) as store:
+        nsys.load(store, 0, TORCH / "sample.sqlite", tmp_path)
+        assert store.scalar("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '\\_ns\\_%' ESCAPE '\\'") == 0
+        assert store.scalar("SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '\\_ns\\_%' ESCAPE '\\'") == 0
+        assert store.scalar("SELECT min(ts_ns) FROM gpu_activity") > _session_start(TORCH / "sample.sqlite")
 
 
 def test_sqlite3_fallback_reads_the_same(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

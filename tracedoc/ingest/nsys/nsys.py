@@ -28,6 +28,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -38,6 +39,8 @@ from tracedoc.ingest.nsys.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpe
 from tracedoc.ingest.nsys.sqlite_arrow import SQLITE_MAGIC, SqliteSource
 from tracedoc.store import Store
 from tracedoc.store.engine import duckdb, scanning
+from tracedoc.store.memory import spill_directory
+from tracedoc.store.store import sql_literal
 
 FORMAT = "nsys"
 
@@ -48,6 +51,11 @@ _MARKERS = (b"CUPTI_ACTIVITY_KIND_", b"TARGET_INFO_GPU", b"NVTX_EVENTS", b"META_
 _EXPORT_TIMEOUT_S = 3600
 _UTC_2100_NS = 4_102_444_800 * 10**9
 _RANK_VALUE = re.compile(r'^RANK="?([0-9]{1,9})"?$')
+# Exports from this size on are read under a memory cap fitted to them when the run sets none (_fit_memory):
+# MEMORY_PER_EXPORT_BYTE bytes of DuckDB memory per byte of the exports read, FITTED_MEMORY_FLOOR_BYTES at least.
+FITTED_MEMORY_FROM_BYTES = 64 << 20
+MEMORY_PER_EXPORT_BYTE = 2
+FITTED_MEMORY_FLOOR_BYTES = 256 << 20
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -98,6 +106,7 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     try:
         if not _is_export(source):
             raise InputError(f"{path}: an SQLite database, but not an Nsight Systems export")
+        _fit_memory(store, sqlite_path.stat().st_size)
         event_count, parts = _load_tables(store.con, source, path, source_id)
         rank = _mpi_rank(source) if not parts else None
         if rank is None and not parts:
@@ -110,6 +119,22 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     if event_count == 0:
         raise InputError(f"{path}: the export holds no CUDA, NVTX or OS runtime events")
     return LoadResult(rank, len(parts) or None, event_count, tool, parts)
+
+
+def _fit_memory(store: Store, export_bytes: int) -> None:
+    """Cap DuckDB's memory at MEMORY_PER_EXPORT_BYTE times the exports read (FITTED_MEMORY_FLOOR_BYTES at least),
+    spilling beyond it, when the run set no cap and this export is of FITTED_MEMORY_FROM_BYTES or more. Without a
+    cap DuckDB takes up to 80 % of the machine's memory and an export's analyses grow into it (a 199 MB export
+    peaked at 3.4 GB); under the cap they spill instead, for the same report. Several exports add up once the
+    first large one set the cap; a cap the run set is left as it is."""
+    fitted = store.scalar("SELECT getvariable('tracedoc_nsys_fitted_bytes')")
+    if export_bytes < FITTED_MEMORY_FROM_BYTES or (store.limits.memory_bytes is not None and not fitted):
+        return
+    cap = max(FITTED_MEMORY_FLOOR_BYTES, int(fitted or 0) + MEMORY_PER_EXPORT_BYTE * export_bytes)
+    store.con.execute(f"SET VARIABLE tracedoc_nsys_fitted_bytes = {cap}")
+    store.con.execute(f"SET memory_limit = '{cap >> 10}KiB'")
+    store.con.execute(f"SET temp_directory = {sql_literal(str(spill_directory()))}")
+    store.limits = replace(store.limits, memory_bytes=cap)
 
 
 def export_command(report: Path, output: Path, nsys: str = "nsys", overwrite: bool = False) -> list[str]:
@@ -171,17 +196,18 @@ def _is_export(source: SqliteSource) -> bool:
 
 def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Path,
                  source_id: int) -> tuple[int, tuple[Part, ...]]:
-    """Stream every known table into a DuckDB temp table, put its times on UTC, then normalize them into the
-    store; return the events read and, when the export holds several ranks, its parts (else none)."""
+    """Stream every known table into a DuckDB temp table (a table with times as ``<temp>_raw``, read through the
+    view ``<temp>`` that puts its times on UTC), then normalize them into the store; return the events read and,
+    when the export holds several ranks, its parts (else none)."""
     events = 0
     try:
         for spec in TABLES:
             table = next((t for t in spec.tables if source.has(t)), None)
             reader = source.arrow(_select(source, spec, table), _schema(spec)) if table else _empty(spec)
             with scanning(con, "_nsys_in", reader):
-                con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT * FROM _nsys_in")
+                con.execute(f"CREATE OR REPLACE TEMP TABLE {_stored(spec.temp)} AS SELECT * FROM _nsys_in")
             if spec.counts:
-                events += con.execute(f"SELECT count(*) FROM {spec.temp}").fetchall()[0][0]
+                events += con.execute(f"SELECT count(*) FROM {_stored(spec.temp)}").fetchall()[0][0]
         _to_utc(con, _session_start(source))
         con.execute(f"SET VARIABLE source_id = {int(source_id)}")
         con.execute(NORMALIZE_SQL)
@@ -189,8 +215,10 @@ def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Pat
     except (duckdb.Error, pa.ArrowException) as exc:
         raise InputError(f"{path}: malformed Nsight Systems export ({first_line(exc)})") from None
     finally:
+        for table in TIMED:
+            con.execute(f"DROP VIEW IF EXISTS {table}")
         for spec in TABLES:
-            con.execute(f"DROP TABLE IF EXISTS {spec.temp}")
+            con.execute(f"DROP TABLE IF EXISTS {_stored(spec.temp)}")
         for table in ("_ns_gpu_processes", "_ns_pid_source"):
             con.execute(f"DROP TABLE IF EXISTS {table}")
     return events, parts
@@ -206,15 +234,24 @@ def _session_start(source: SqliteSource) -> int:
     return start if isinstance(start, int) and 0 < start < _UTC_2100_NS else 0
 
 
+def _stored(temp: str) -> str:
+    """The temp table a spec's rows land in: ``<temp>_raw`` for a table with times (read through the view
+    ``<temp>``, _to_utc), ``temp`` itself for the others."""
+    return f"{temp}_raw" if temp in TIMED else temp
+
+
 def _to_utc(con: duckdb.DuckDBPyConnection, start_ns: int) -> None:
-    """Shift every time of the export's temp tables by the session's UTC start; times a clock cannot read
-    (within 2^62 ns of it) are left as they are, for ingest's check of the times to refuse them."""
+    """The views of the export's tables with times, each time shifted by the session's UTC start; times a clock
+    cannot read (within 2^62 ns of it) are left as they are, for ingest's check of the times to refuse them. A
+    view, not an UPDATE: the shift is an addition where a row is read, and no second version of the two largest
+    tables (kernels, CUDA calls) is written."""
     latest = con.execute(" UNION ALL ".join(
-        f"SELECT max(greatest(ts, te)) FROM {table}" for table in TIMED)).fetchall()
+        f"SELECT max(greatest(ts, te)) FROM {_stored(table)}" for table in TIMED)).fetchall()
     if not start_ns or max((v for (v,) in latest if v is not None), default=0) >= (1 << 62) - start_ns:
-        return
+        start_ns = 0
     for table in TIMED:
-        con.execute(f"UPDATE {table} SET ts = ts + {int(start_ns)}, te = te + {int(start_ns)}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * REPLACE (ts + {int(start_ns)} AS ts, "
+                    f"te + {int(start_ns)} AS te) FROM {_stored(table)}")
 
 
 def _parts(con: duckdb.DuckDBPyConnection) -> tuple[Part, ...]:
