@@ -32,10 +32,11 @@ from tracedoc.store import store as store_module
 # Systems captures (their efficiency rows), less what the formats' declared capabilities saved. Then lowered by the
 # input formats declared once per connection (they were declared again at each level of the first module's
 # includes) and whether the efficiency modules apply asked once, less 4 statements that set up the modules run at
-# once (the connection reads their catalog first, and each of the two cursors does too: tracedoc.store.pool).
+# once (the connection reads their catalog first, and each of the two cursors does too: tracedoc.store.pool). Then
+# lowered by an Nsight Systems export's times put on UTC as its tables are read (an UPDATE per timed table before).
 STATEMENTS = {
     "decode-eager": 267,  # a PyTorch profiler trace
-    "nsys-nvfuser-h200": 327,  # an Nsight Systems export
+    "nsys-nvfuser-h200": 316,  # an Nsight Systems export
     "ncu-h100-gemm-cublas": 193,  # an Nsight Compute CSV (with its GEMM ladder)
 }
 

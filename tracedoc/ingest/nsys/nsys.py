@@ -127,8 +127,10 @@ def _fit_memory(store: Store, export_bytes: int) -> None:
     cap DuckDB takes up to 80 % of the machine's memory and an export's analyses grow into it (a 199 MB export
     peaked at 3.4 GB); under the cap they spill instead, for the same report. Several exports add up once the
     first large one set the cap; a cap the run set is left as it is."""
+    if export_bytes < FITTED_MEMORY_FROM_BYTES:
+        return
     fitted = store.scalar("SELECT getvariable('tracedoc_nsys_fitted_bytes')")
-    if export_bytes < FITTED_MEMORY_FROM_BYTES or (store.limits.memory_bytes is not None and not fitted):
+    if store.limits.memory_bytes is not None and not fitted:
         return
     cap = max(FITTED_MEMORY_FLOOR_BYTES, int(fitted or 0) + MEMORY_PER_EXPORT_BYTE * export_bytes)
     store.con.execute(f"SET VARIABLE tracedoc_nsys_fitted_bytes = {cap}")
@@ -196,29 +198,27 @@ def _is_export(source: SqliteSource) -> bool:
 
 def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Path,
                  source_id: int) -> tuple[int, tuple[Part, ...]]:
-    """Stream every known table into a DuckDB temp table (a table with times as ``<temp>_raw``, read through the
-    view ``<temp>`` that puts its times on UTC), then normalize them into the store; return the events read and,
-    when the export holds several ranks, its parts (else none)."""
+    """Stream every known table into a DuckDB temp table, its times put on UTC on the way in, then normalize them
+    into the store; return the events read and, when the export holds several ranks, its parts (else none)."""
     events = 0
+    start_ns = _session_start(source)
     try:
         for spec in TABLES:
             table = next((t for t in spec.tables if source.has(t)), None)
             reader = source.arrow(_select(source, spec, table), _schema(spec)) if table else _empty(spec)
             with scanning(con, "_nsys_in", reader):
-                con.execute(f"CREATE OR REPLACE TEMP TABLE {_stored(spec.temp)} AS SELECT * FROM _nsys_in")
+                con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT {_on_utc(spec, start_ns)} "
+                            "FROM _nsys_in")
             if spec.counts:
-                events += con.execute(f"SELECT count(*) FROM {_stored(spec.temp)}").fetchall()[0][0]
-        _to_utc(con, _session_start(source))
+                events += con.execute(f"SELECT count(*) FROM {spec.temp}").fetchall()[0][0]
         con.execute(f"SET VARIABLE source_id = {int(source_id)}")
         con.execute(NORMALIZE_SQL)
         parts = _parts(con)
     except (duckdb.Error, pa.ArrowException) as exc:
         raise InputError(f"{path}: malformed Nsight Systems export ({first_line(exc)})") from None
     finally:
-        for table in TIMED:
-            con.execute(f"DROP VIEW IF EXISTS {table}")
         for spec in TABLES:
-            con.execute(f"DROP TABLE IF EXISTS {_stored(spec.temp)}")
+            con.execute(f"DROP TABLE IF EXISTS {spec.temp}")
         for table in ("_ns_gpu_processes", "_ns_pid_source"):
             con.execute(f"DROP TABLE IF EXISTS {table}")
     return events, parts
@@ -234,24 +234,16 @@ def _session_start(source: SqliteSource) -> int:
     return start if isinstance(start, int) and 0 < start < _UTC_2100_NS else 0
 
 
-def _stored(temp: str) -> str:
-    """The temp table a spec's rows land in: ``<temp>_raw`` for a table with times (read through the view
-    ``<temp>``, _to_utc), ``temp`` itself for the others."""
-    return f"{temp}_raw" if temp in TIMED else temp
-
-
-def _to_utc(con: duckdb.DuckDBPyConnection, start_ns: int) -> None:
-    """The views of the export's tables with times, each time shifted by the session's UTC start; times a clock
-    cannot read (within 2^62 ns of it) are left as they are, for ingest's check of the times to refuse them. A
-    view, not an UPDATE: the shift is an addition where a row is read, and no second version of the two largest
-    tables (kernels, CUDA calls) is written."""
-    latest = con.execute(" UNION ALL ".join(
-        f"SELECT max(greatest(ts, te)) FROM {_stored(table)}" for table in TIMED)).fetchall()
-    if not start_ns or max((v for (v,) in latest if v is not None), default=0) >= (1 << 62) - start_ns:
-        start_ns = 0
-    for table in TIMED:
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * REPLACE (ts + {int(start_ns)} AS ts, "
-                    f"te + {int(start_ns)} AS te) FROM {_stored(table)}")
+def _on_utc(spec: TableSpec, start_ns: int) -> str:
+    """The select list that moves a table's times (``TIMED``) from the session's clock onto UTC, adding the
+    session's start: a row whose times a clock cannot read (within 2^62 ns of the start) keeps them as they are,
+    for ingest's check of the times to refuse them. Done as the rows come in: no second version of the largest
+    tables (kernels, CUDA calls) is written, as an UPDATE afterwards would."""
+    if not start_ns or spec.temp not in TIMED:
+        return "*"
+    keep = f"greatest(ts, te) >= {(1 << 62) - int(start_ns)}"
+    return (f"* REPLACE (CASE WHEN {keep} THEN ts ELSE ts + {int(start_ns)} END AS ts, "
+            f"CASE WHEN {keep} THEN te ELSE te + {int(start_ns)} END AS te)")
 
 
 def _parts(con: duckdb.DuckDBPyConnection) -> tuple[Part, ...]:
