@@ -261,21 +261,22 @@ def test_old_and_new_schemas_load(tmp_path: Path) -> None:
 
 def test_a_large_export_is_read_under_a_cap_fitted_to_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """An export counted as large (the threshold lowered to take the sample) is read and analysed under a DuckDB
-    memory cap of MEMORY_PER_EXPORT_BYTE times its size, spilling beyond it, and concludes what it does without
-    the cap; a cap the run sets is left as it is."""
+    memory cap fitted to its size, the store made and the store opened from the cache alike, and concludes what it
+    does without the cap; a cap the run sets is left as it is, and a small export gets none."""
     export = TORCH / "sample.sqlite"
+    assert nsys.fitted_limits(Limits(), export.stat().st_size) == Limits()  # 1.5 MB: under the threshold
     uncapped = analyze([export], use_cache=False).to_dict()
     monkeypatch.setattr(nsys, "FITTED_MEMORY_FROM_BYTES", 0)
-    with Store.create(None) as store:
-        nsys.load(store, 0, export, tmp_path)
-        cap = max(nsys.FITTED_MEMORY_FLOOR_BYTES, nsys.MEMORY_PER_EXPORT_BYTE * export.stat().st_size)
-        assert store.limits.memory_bytes == cap
-        assert store.scalar("SELECT current_setting('memory_limit')") == f"{cap / (1 << 20):.1f} MiB"
+    cap = max(nsys.FITTED_MEMORY_FLOOR_BYTES, nsys.MEMORY_PER_EXPORT_BYTE * export.stat().st_size)
+    assert nsys.fitted_limits(Limits(), export.stat().st_size) == Limits(memory_bytes=cap)
+    assert nsys.fitted_limits(Limits(memory_bytes=1 << 30), export.stat().st_size) == Limits(memory_bytes=1 << 30)
+    for cached in (False, True):  # built now, then opened from the cache
+        store, from_cache = open_store(discover([export]), tmp_path / "cache")
+        with store:
+            assert from_cache == cached and store.limits.memory_bytes == cap
+            assert store.scalar("SELECT current_setting('memory_limit')") == f"{cap / (1 << 20):.1f} MiB"
     capped = analyze([export], use_cache=False).to_dict()
     assert capped["findings"] == uncapped["findings"] and capped["metrics"] == uncapped["metrics"]
-    with Store.create(None, Limits(memory_bytes=1 << 30)) as store:
-        nsys.load(store, 0, export, tmp_path)
-        assert store.limits.memory_bytes == 1 << 30
 
 
 def test_no_temp_table_of_the_export_outlives_its_load(tmp_path: Path) -> None:

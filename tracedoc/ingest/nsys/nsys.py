@@ -37,10 +37,9 @@ from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.base import LoadResult, Part
 from tracedoc.ingest.nsys.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpec
 from tracedoc.ingest.nsys.sqlite_arrow import SQLITE_MAGIC, SqliteSource
+from tracedoc.limits import Limits
 from tracedoc.store import Store
 from tracedoc.store.engine import duckdb, scanning
-from tracedoc.store.memory import spill_directory
-from tracedoc.store.store import sql_literal
 
 FORMAT = "nsys"
 
@@ -51,7 +50,7 @@ _MARKERS = (b"CUPTI_ACTIVITY_KIND_", b"TARGET_INFO_GPU", b"NVTX_EVENTS", b"META_
 _EXPORT_TIMEOUT_S = 3600
 _UTC_2100_NS = 4_102_444_800 * 10**9
 _RANK_VALUE = re.compile(r'^RANK="?([0-9]{1,9})"?$')
-# Exports from this size on are read under a memory cap fitted to them when the run sets none (_fit_memory):
+# Exports from this size on are read under a memory cap fitted to them when the run sets none (fitted_limits):
 # MEMORY_PER_EXPORT_BYTE bytes of DuckDB memory per byte of the exports read, FITTED_MEMORY_FLOOR_BYTES at least.
 FITTED_MEMORY_FROM_BYTES = 64 << 20
 MEMORY_PER_EXPORT_BYTE = 2
@@ -106,7 +105,6 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     try:
         if not _is_export(source):
             raise InputError(f"{path}: an SQLite database, but not an Nsight Systems export")
-        _fit_memory(store, sqlite_path.stat().st_size)
         event_count, parts = _load_tables(store.con, source, path, source_id)
         rank = _mpi_rank(source) if not parts else None
         if rank is None and not parts:
@@ -121,22 +119,16 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     return LoadResult(rank, len(parts) or None, event_count, tool, parts)
 
 
-def _fit_memory(store: Store, export_bytes: int) -> None:
-    """Cap DuckDB's memory at MEMORY_PER_EXPORT_BYTE times the exports read (FITTED_MEMORY_FLOOR_BYTES at least),
-    spilling beyond it, when the run set no cap and this export is of FITTED_MEMORY_FROM_BYTES or more. Without a
-    cap DuckDB takes up to 80 % of the machine's memory and an export's analyses grow into it (a 199 MB export
-    peaked at 3.4 GB); under the cap they spill instead, for the same report. Several exports add up once the
-    first large one set the cap; a cap the run set is left as it is."""
-    if export_bytes < FITTED_MEMORY_FROM_BYTES:
-        return
-    fitted = store.scalar("SELECT getvariable('tracedoc_nsys_fitted_bytes')")
-    if store.limits.memory_bytes is not None and not fitted:
-        return
-    cap = max(FITTED_MEMORY_FLOOR_BYTES, int(fitted or 0) + MEMORY_PER_EXPORT_BYTE * export_bytes)
-    store.con.execute(f"SET VARIABLE tracedoc_nsys_fitted_bytes = {cap}")
-    store.con.execute(f"SET memory_limit = '{cap >> 10}KiB'")
-    store.con.execute(f"SET temp_directory = {sql_literal(str(spill_directory()))}")
-    store.limits = replace(store.limits, memory_bytes=cap)
+def fitted_limits(limits: Limits, export_bytes: int) -> Limits:
+    """The run's limits with DuckDB's memory capped at MEMORY_PER_EXPORT_BYTE times the size of the Nsight Systems
+    exports among its inputs (FITTED_MEMORY_FLOOR_BYTES at least) when they come to FITTED_MEMORY_FROM_BYTES or more
+    and the run set no cap; beyond it the store and its analyses spill. Without a cap DuckDB takes up to 80 % of
+    the machine's memory and an export's analyses grow into it (a 199 MB export peaked at 6.4 GB); under the cap
+    they spill instead, for the same report (669 MiB, about 1.3x the CPU time). Given when the store is made or
+    opened, so that a cached store is analysed under it too."""
+    if limits.memory_bytes is not None or export_bytes < FITTED_MEMORY_FROM_BYTES:
+        return limits
+    return replace(limits, memory_bytes=max(FITTED_MEMORY_FLOOR_BYTES, MEMORY_PER_EXPORT_BYTE * export_bytes))
 
 
 def export_command(report: Path, output: Path, nsys: str = "nsys", overwrite: bool = False) -> list[str]:
