@@ -21,7 +21,7 @@ from tracedoc.api import open_store
 from tracedoc.cli import cli
 from tracedoc.cli.options import report_formats
 from tracedoc.ingest import discover
-from tracedoc.ingest.nsys import nsys, sqlite_arrow
+from tracedoc.ingest.nsys import memory_cap, nsys, sqlite_arrow
 from tracedoc.limits import Limits
 from tracedoc.store import Store
 
@@ -264,12 +264,14 @@ def test_a_large_export_is_read_under_a_cap_fitted_to_it(monkeypatch: pytest.Mon
     memory cap fitted to its size, the store made and the store opened from the cache alike, and concludes what it
     does without the cap; a cap the run sets is left as it is, and a small export gets none."""
     export = TORCH / "sample.sqlite"
-    assert nsys.fitted_limits(Limits(), export.stat().st_size) == Limits()  # 1.5 MB: under the threshold
+    size = export.stat().st_size
+    assert memory_cap.fitted_limits(Limits(), [("nsys", size)]) == Limits()  # 1.5 MB: under the threshold
     uncapped = analyze([export], use_cache=False).to_dict()
-    monkeypatch.setattr(nsys, "FITTED_MEMORY_FROM_BYTES", 0)
-    cap = max(nsys.FITTED_MEMORY_FLOOR_BYTES, nsys.MEMORY_PER_EXPORT_BYTE * export.stat().st_size)
-    assert nsys.fitted_limits(Limits(), export.stat().st_size) == Limits(memory_bytes=cap)
-    assert nsys.fitted_limits(Limits(memory_bytes=1 << 30), export.stat().st_size) == Limits(memory_bytes=1 << 30)
+    assert memory_cap.fitted_limits(Limits(), [("chrome", 1 << 40)]) == Limits()  # no export among them
+    monkeypatch.setattr(memory_cap, "FITTED_MEMORY_FROM_BYTES", 0)
+    cap = max(memory_cap.FITTED_MEMORY_FLOOR_BYTES, memory_cap.MEMORY_PER_EXPORT_BYTE * size)
+    assert memory_cap.fitted_limits(Limits(), [("nsys", size)]) == Limits(memory_bytes=cap)
+    assert memory_cap.fitted_limits(Limits(memory_bytes=1 << 30), [("nsys", size)]) == Limits(memory_bytes=1 << 30)
     for cached in (False, True):  # built now, then opened from the cache
         store, from_cache = open_store(discover([export]), tmp_path / "cache")
         with store:

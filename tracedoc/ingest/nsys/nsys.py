@@ -28,7 +28,6 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,7 +36,6 @@ from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.base import LoadResult, Part
 from tracedoc.ingest.nsys.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpec
 from tracedoc.ingest.nsys.sqlite_arrow import SQLITE_MAGIC, SqliteSource
-from tracedoc.limits import Limits
 from tracedoc.store import Store
 from tracedoc.store.engine import duckdb, scanning
 
@@ -50,11 +48,6 @@ _MARKERS = (b"CUPTI_ACTIVITY_KIND_", b"TARGET_INFO_GPU", b"NVTX_EVENTS", b"META_
 _EXPORT_TIMEOUT_S = 3600
 _UTC_2100_NS = 4_102_444_800 * 10**9
 _RANK_VALUE = re.compile(r'^RANK="?([0-9]{1,9})"?$')
-# Exports from this size on are read under a memory cap fitted to them when the run sets none (fitted_limits):
-# MEMORY_PER_EXPORT_BYTE bytes of DuckDB memory per byte of the exports read, FITTED_MEMORY_FLOOR_BYTES at least.
-FITTED_MEMORY_FROM_BYTES = 64 << 20
-MEMORY_PER_EXPORT_BYTE = 2
-FITTED_MEMORY_FLOOR_BYTES = 256 << 20
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -117,18 +110,6 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     if event_count == 0:
         raise InputError(f"{path}: the export holds no CUDA, NVTX or OS runtime events")
     return LoadResult(rank, len(parts) or None, event_count, tool, parts)
-
-
-def fitted_limits(limits: Limits, export_bytes: int) -> Limits:
-    """The run's limits with DuckDB's memory capped at MEMORY_PER_EXPORT_BYTE times the size of the Nsight Systems
-    exports among its inputs (FITTED_MEMORY_FLOOR_BYTES at least) when they come to FITTED_MEMORY_FROM_BYTES or more
-    and the run set no cap; beyond it the store and its analyses spill. Without a cap DuckDB takes up to 80 % of
-    the machine's memory and an export's analyses grow into it (a 199 MB export peaked at 6.4 GB); under the cap
-    they spill instead, for the same report (669 MiB, about 1.3x the CPU time). Given when the store is made or
-    opened, so that a cached store is analysed under it too."""
-    if limits.memory_bytes is not None or export_bytes < FITTED_MEMORY_FROM_BYTES:
-        return limits
-    return replace(limits, memory_bytes=max(FITTED_MEMORY_FLOOR_BYTES, MEMORY_PER_EXPORT_BYTE * export_bytes))
 
 
 def export_command(report: Path, output: Path, nsys: str = "nsys", overwrite: bool = False) -> list[str]:
