@@ -21,7 +21,8 @@ from tracedoc.api import open_store
 from tracedoc.cli import cli
 from tracedoc.cli.options import report_formats
 from tracedoc.ingest import discover
-from tracedoc.ingest.nsys import nsys, sqlite_arrow
+from tracedoc.ingest.nsys import memory_cap, nsys, sqlite_arrow
+from tracedoc.limits import Limits
 from tracedoc.store import Store
 
 TORCH = SAMPLES / "nsys-torch-h100"
@@ -256,6 +257,37 @@ def test_old_and_new_schemas_load(tmp_path: Path) -> None:
         assert store.scalar("SELECT count(*) FROM cpu_activity WHERE kind = 'op' AND name = 'aten::empty'") > 0
         assert store.query("SELECT device, name FROM devices ORDER BY device") == [
             {"device": 0, "name": None}, {"device": 1, "name": None}]
+
+
+def test_a_large_export_is_read_under_a_cap_fitted_to_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An export counted as large (the threshold lowered to take the sample) is read and analysed under a DuckDB
+    memory cap fitted to its size, the store made and the store opened from the cache alike, and concludes what it
+    does without the cap; a cap the run sets is left as it is, and a small export gets none."""
+    export = TORCH / "sample.sqlite"
+    size = export.stat().st_size
+    assert memory_cap.fitted_limits(Limits(), [("nsys", size)]) == Limits()  # 1.5 MB: under the threshold
+    uncapped = analyze([export], use_cache=False).to_dict()
+    assert memory_cap.fitted_limits(Limits(), [("chrome", 1 << 40)]) == Limits()  # no export among them
+    monkeypatch.setattr(memory_cap, "FITTED_MEMORY_FROM_BYTES", 0)
+    cap = max(memory_cap.FITTED_MEMORY_FLOOR_BYTES, memory_cap.MEMORY_PER_EXPORT_BYTE * size)
+    assert memory_cap.fitted_limits(Limits(), [("nsys", size)]) == Limits(memory_bytes=cap)
+    assert memory_cap.fitted_limits(Limits(memory_bytes=1 << 30), [("nsys", size)]) == Limits(memory_bytes=1 << 30)
+    for cached in (False, True):  # built now, then opened from the cache
+        store, from_cache = open_store(discover([export]), tmp_path / "cache")
+        with store:
+            assert from_cache == cached and store.limits.memory_bytes == cap
+            assert store.scalar("SELECT current_setting('memory_limit')") == f"{cap / (1 << 20):.1f} MiB"
+    capped = analyze([export], use_cache=False).to_dict()
+    assert capped["findings"] == uncapped["findings"] and capped["metrics"] == uncapped["metrics"]
+
+
+def test_no_temp_table_of_the_export_outlives_its_load(tmp_path: Path) -> None:
+    """The export's tables and views (``_ns_*``) are dropped once it is in the store."""
+    with Store.create(None) as store:
+        nsys.load(store, 0, TORCH / "sample.sqlite", tmp_path)
+        assert store.scalar("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '\\_ns\\_%' ESCAPE '\\'") == 0
+        assert store.scalar("SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '\\_ns\\_%' ESCAPE '\\'") == 0
+        assert store.scalar("SELECT min(ts_ns) FROM gpu_activity") > _session_start(TORCH / "sample.sqlite")
 
 
 def test_sqlite3_fallback_reads_the_same(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -3,7 +3,8 @@ sets both on every connection, from the store's ``Limits``).
 
 The cap comes with the run (``tracedoc.limits.Limits.memory_bytes``: `--memory-limit`, $TRACEDOC_MEMORY_LIMIT).
 Beyond it, DuckDB spills to a directory of this process's own under the system's temporary directory (slower, but
-the peak memory stays near the cap). None: DuckDB's default, 80 % of the machine's memory.
+the peak memory stays near the cap). None: DuckDB's default, 80 % of the machine's memory, unless a large Nsight
+Systems export is among the inputs (tracedoc.ingest.nsys.memory_cap.fitted_limits).
 """
 
 from __future__ import annotations

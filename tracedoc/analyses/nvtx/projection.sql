@@ -46,12 +46,15 @@ SELECT source_id, pid, tid, t, range_id FROM (
 )
 QUALIFY row_number() OVER (PARTITION BY source_id, pid, tid, t ORDER BY ord DESC, depth DESC) = 1;
 
--- The CUDA call behind each correlation id: launching thread and launch time (ns).
+-- The CUDA call behind each correlation id: launching thread and launch time (ns), of its first call (the least
+-- (ts_ns, pid, tid): one aggregate of one struct, where an arg_min per column would compare the struct twice), for
+-- the sources that have user ranges at all (the only ones read below).
 CREATE OR REPLACE TEMP TABLE nvtx_launches AS
-SELECT source_id, correlation_id, arg_min(pid, (ts_ns, pid, tid)) AS pid, arg_min(tid, (ts_ns, pid, tid)) AS tid,
-       min(ts_ns) AS launch_ns
-FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
-GROUP BY source_id, correlation_id;
+SELECT source_id, correlation_id, first.pid, first.tid, first.ts_ns AS launch_ns
+FROM (SELECT source_id, correlation_id, min({'ts_ns': ts_ns, 'pid': pid, 'tid': tid}) AS first
+      FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
+          AND source_id IN (SELECT source_id FROM nvtx_user_ranges)
+      GROUP BY source_id, correlation_id);
 
 -- GPU work inside the window with its launching thread and launch time, for the sources that have user ranges
 -- at all: a table of its own, because an ASOF join probed straight from a LEFT JOIN is planned as a plain join on

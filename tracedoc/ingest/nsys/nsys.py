@@ -171,18 +171,19 @@ def _is_export(source: SqliteSource) -> bool:
 
 def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Path,
                  source_id: int) -> tuple[int, tuple[Part, ...]]:
-    """Stream every known table into a DuckDB temp table, put its times on UTC, then normalize them into the
-    store; return the events read and, when the export holds several ranks, its parts (else none)."""
+    """Stream every known table into a DuckDB temp table, its times put on UTC on the way in, then normalize them
+    into the store; return the events read and, when the export holds several ranks, its parts (else none)."""
     events = 0
+    start_ns = _session_start(source)
     try:
         for spec in TABLES:
             table = next((t for t in spec.tables if source.has(t)), None)
             reader = source.arrow(_select(source, spec, table), _schema(spec)) if table else _empty(spec)
             with scanning(con, "_nsys_in", reader):
-                con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT * FROM _nsys_in")
+                con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT {_on_utc(spec, start_ns)} "
+                            "FROM _nsys_in")
             if spec.counts:
                 events += con.execute(f"SELECT count(*) FROM {spec.temp}").fetchall()[0][0]
-        _to_utc(con, _session_start(source))
         con.execute(f"SET VARIABLE source_id = {int(source_id)}")
         con.execute(NORMALIZE_SQL)
         parts = _parts(con)
@@ -206,15 +207,16 @@ def _session_start(source: SqliteSource) -> int:
     return start if isinstance(start, int) and 0 < start < _UTC_2100_NS else 0
 
 
-def _to_utc(con: duckdb.DuckDBPyConnection, start_ns: int) -> None:
-    """Shift every time of the export's temp tables by the session's UTC start; times a clock cannot read
-    (within 2^62 ns of it) are left as they are, for ingest's check of the times to refuse them."""
-    latest = con.execute(" UNION ALL ".join(
-        f"SELECT max(greatest(ts, te)) FROM {table}" for table in TIMED)).fetchall()
-    if not start_ns or max((v for (v,) in latest if v is not None), default=0) >= (1 << 62) - start_ns:
-        return
-    for table in TIMED:
-        con.execute(f"UPDATE {table} SET ts = ts + {int(start_ns)}, te = te + {int(start_ns)}")
+def _on_utc(spec: TableSpec, start_ns: int) -> str:
+    """The select list that moves a table's times (``TIMED``) from the session's clock onto UTC, adding the
+    session's start: a row whose times a clock cannot read (within 2^62 ns of the start) keeps them as they are,
+    for ingest's check of the times to refuse them. Done as the rows come in: no second version of the largest
+    tables (kernels, CUDA calls) is written, as an UPDATE afterwards would."""
+    if not start_ns or spec.temp not in TIMED:
+        return "*"
+    keep = f"greatest(ts, te) >= {(1 << 62) - int(start_ns)}"
+    return (f"* REPLACE (CASE WHEN {keep} THEN ts ELSE ts + {int(start_ns)} END AS ts, "
+            f"CASE WHEN {keep} THEN te ELSE te + {int(start_ns)} END AS te)")
 
 
 def _parts(con: duckdb.DuckDBPyConnection) -> tuple[Part, ...]:
