@@ -62,47 +62,48 @@ busy AS (  -- the GPU's busy time for the step's own work: the union of what the
     SELECT k.source_id, k.step, sum(e - s) AS floor_ns
     FROM intervals_merge('efficiency_observer_work') GROUP BY ALL
 ),
-step_buckets AS (  -- per source, the steps' time cut in buckets: each host event meets the few steps of its bucket
-    SELECT source_id, min(ts_ns) AS base_ns,
-           greatest(median(traced_ns)::BIGINT, (max(ts_ns + traced_ns) - min(ts_ns)) // 4096, 1) AS width_ns
-    FROM spans GROUP BY source_id
-),
-spans_bucketed AS (  -- each step in every bucket its span overlaps
-    SELECT sp.source_id, sp.step, sp.ts_ns, sp.ts_ns + sp.traced_ns AS end_ns,
-           unnest(range((sp.ts_ns - b.base_ns) // b.width_ns,
-                        (sp.ts_ns + sp.traced_ns - 1 - b.base_ns) // b.width_ns + 1)) AS bucket
-    FROM spans sp JOIN step_buckets b USING (source_id)
-    WHERE sp.traced_ns > 0
-),
-busy_buckets AS (  -- the same for the GPU's busy stretches, a bucket about as long as a stretch and its gap
+busy_buckets AS (  -- per source, the GPU's busy stretches cut in buckets, each about as long as a stretch and its gap
     SELECT source_id, min(ts_ns) AS base_ns, greatest((max(end_ns) - min(ts_ns)) // count(*), 1) AS width_ns
     FROM efficiency_observer_busy GROUP BY source_id
 ),
-busy_bucketed AS (
+busy_bucketed AS (  -- each stretch in every bucket it overlaps
     SELECT b.source_id, b.ts_ns, b.end_ns,
            unnest(range((b.ts_ns - w.base_ns) // w.width_ns, (b.end_ns - 1 - w.base_ns) // w.width_ns + 1)) AS bucket
     FROM efficiency_observer_busy b JOIN busy_buckets w USING (source_id)
     WHERE b.end_ns > b.ts_ns
 ),
-host_events AS (  -- the host events of each step's span (a range join through the buckets), each with its bucket
-                  -- of busy time (events before a source's first busy stretch: bucket 0, where none is found)
-    SELECT c.source_id, c.ts_ns, sp.step, (c.ts_ns - w.base_ns) // w.width_ns AS busy_bucket
-    FROM (SELECT c.source_id, c.ts_ns, (c.ts_ns - b.base_ns) // b.width_ns AS bucket
-          FROM cpu_activity c JOIN step_buckets b USING (source_id)
-          WHERE c.kind IN ('op', 'runtime', 'driver', 'python')) c
-    JOIN spans_bucketed sp ON sp.source_id = c.source_id AND sp.bucket = c.bucket
-     AND c.ts_ns >= sp.ts_ns AND c.ts_ns < sp.end_ns
-    LEFT JOIN busy_buckets w ON w.source_id = c.source_id
+host_events AS (  -- each host event of a source with steps, hidden when a busy stretch of the GPU covers its start
+                  -- (a range join through the buckets; the stretches are disjoint; events before a source's first
+                  -- busy stretch: bucket 0, where none is found)
+    SELECT c.source_id, c.ts_ns, b.source_id IS NOT NULL AS hidden
+    FROM (SELECT c.source_id, c.ts_ns, (c.ts_ns - w.base_ns) // w.width_ns AS busy_bucket
+          FROM cpu_activity c LEFT JOIN busy_buckets w ON w.source_id = c.source_id
+          WHERE c.kind IN ('op', 'runtime', 'driver', 'python')
+            AND c.source_id IN (SELECT source_id FROM spans)) c
+    LEFT JOIN busy_bucketed b ON b.source_id = c.source_id AND b.bucket = c.busy_bucket
+     AND c.ts_ns >= b.ts_ns AND c.ts_ns < b.end_ns
 ),
-placed AS (  -- each event, hidden when a busy stretch of the GPU covers its start (the stretches are disjoint)
-    SELECT e.source_id, e.step, b.source_id IS NOT NULL AS hidden
-    FROM host_events e
-    LEFT JOIN busy_bucketed b ON b.source_id = e.source_id AND b.bucket = e.busy_bucket
-     AND e.ts_ns >= b.ts_ns AND e.ts_ns < b.end_ns
+marks AS (  -- the host events, and each step's start (edge -1) and end (edge 1), in one stream per source
+    SELECT source_id, ts_ns, hidden, NULL::BIGINT AS step, 0 AS edge FROM host_events
+    UNION ALL
+    SELECT source_id, ts_ns, NULL, step, -1 FROM spans WHERE traced_ns > 0
+    UNION ALL
+    SELECT source_id, ts_ns + traced_ns, NULL, step, 1 FROM spans WHERE traced_ns > 0
 ),
-events AS (
-    SELECT source_id, step, count(*) AS host_events, count(*) FILTER (WHERE NOT hidden) AS critical_events
-    FROM placed GROUP BY source_id, step
+counted AS (  -- at each mark, the host events (all, and the critical ones) that started before it: a mark comes
+              -- before the events of its own time
+    SELECT source_id, step, edge, sum((hidden IS NOT NULL)::INTEGER) OVER w AS events_before,
+           sum(coalesce(NOT hidden, false)::INTEGER) OVER w AS critical_before
+    FROM marks
+    WINDOW w AS (PARTITION BY source_id ORDER BY ts_ns, edge <> 0 DESC ROWS UNBOUNDED PRECEDING)
+),
+events AS (  -- the host events starting in each step's span: those before its end less those before its start
+             -- (one sorted pass: steps' spans may overlap, a span running to the end of the last work its step
+             -- launched, so events are not placed step by step)
+    SELECT source_id, step, sum(edge * events_before)::BIGINT AS host_events,
+           sum(edge * critical_before)::BIGINT AS critical_events
+    FROM counted WHERE edge <> 0
+    GROUP BY source_id, step
 ),
 launches AS (  -- a trace without kernel launch calls (CUDA graphs): its runtime calls
     SELECT source_id, coalesce(median(dur_ns) FILTER (WHERE name ILIKE '%LaunchKernel%'), median(dur_ns))
