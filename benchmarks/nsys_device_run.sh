@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine with nsys: make the nsys-torch-h100 sample, and time tracedoc against nsys on a large report.
 #
-#   source .device-libs/nsys-env.sh; bash benchmarks/nsys_device_run.sh OUT_DIR [sample|bench|all]
+#   bash benchmarks/nsys_device_run.sh OUT_DIR [sample|bench|all]
 #
 # sample: profiles samples/nsys-torch-h100/workload.py (nsys profile -t cuda,nvtx,osrt), exports SQLite, runs
 #   `nsys stats` (cuda_gpu_kern_sum, cuda_api_sum, cuda_gpu_mem_time_sum) and `nsys analyze` on it, runs tracedoc on
