@@ -36,6 +36,7 @@ from pathlib import Path
 
 DASHBOARD_LINE = "tracedoc dashboard at"
 READY_LINE = "the pages are ready"
+FAILED_LINE = "could not load the input"
 
 
 def free_port() -> int:
@@ -88,11 +89,13 @@ def one_run(tracedoc: list[str], trace: Path, cache: Path, timeout: float) -> tu
             if READY_LINE in line and "ready" not in marks:
                 marks["ready"] = (time.perf_counter(), cpu_seconds(server.pid))
                 seen.set()
+            if FAILED_LINE in line:  # the server keeps running, its pages saying why: no wait for the timeout
+                seen.set()
         seen.set()
 
     threading.Thread(target=watch, daemon=True).start()
     try:
-        if not seen.wait(timeout) or "start" not in marks or server.poll() is not None:
+        if not seen.wait(timeout) or "start" not in marks or "ready" not in marks or server.poll() is not None:
             raise SystemExit(f"{shlex.join(command)}: no ready line; it said:\n" + "\n".join(lines[-20:]))
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=timeout) as response:
             response.read()

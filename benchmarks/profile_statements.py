@@ -118,14 +118,8 @@ def main() -> None:
             timings.module_stack.pop()
 
     modules.run = timed_run
-    fit_threads = Store.fit_threads
-
-    def fit_threads_capped(store: Store, input_bytes: int | None = None) -> None:
-        """Store.fit_threads, the modules' cursors at most --workers."""
-        fit_threads(store, input_bytes)
-        store.module_workers = min(store.module_workers, args.workers)
-
-    Store.fit_threads = fit_threads_capped  # type: ignore[method-assign,assignment]
+    # Store.fit_threads fits the cursors, and the threads to them, within this cap.
+    store_module.MODULE_WORKERS = max(1, min(store_module.MODULE_WORKERS, args.workers))
     limits = Limits.from_env(memory_bytes=parse_size(args.memory_limit, "--memory-limit") if args.memory_limit
                              else None)
     cpu, wall = time.process_time(), time.perf_counter()

@@ -159,3 +159,18 @@ def test_what_hands_duckdb_python_objects_works_in_a_fresh_process(args: list[st
     assert done.returncode in (0, 1), done.stderr
     written = (tmp_path / "trace.perfetto.json").read_text() if "perfetto" in options else done.stdout
     assert json.loads(written)
+
+
+def test_the_store_opened_for_exploring_has_the_duckdb_package_in_a_fresh_process() -> None:
+    """tracedoc.open_store gives its user the duckdb package's connection (relations, Arrow), which tracedoc's own
+    runs leave out: in a fresh process, where nothing else imported the package, a relation reads the store as a
+    plain statement does."""
+    code = ("import sys, tracedoc\n"
+            "with tracedoc.open_store(sys.argv[1], use_cache=False) as store:\n"
+            "    sql = 'SELECT count(*) FROM gpu_activity'\n"
+            "    print(store.con.sql(sql).fetchall()[0][0], store.con.execute(sql).fetchall()[0][0])")
+    done = subprocess.run([sys.executable, "-c", code, str(SAMPLES / "decode-eager")], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    as_relation, as_statement = (int(n) for n in done.stdout.split())
+    assert as_relation == as_statement > 4000

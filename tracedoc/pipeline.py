@@ -96,7 +96,7 @@ def build_report(store: Store, options: AnalysisOptions, progress: Progress | No
     thresholds = {rule: dict(values) for rule, values in options.thresholds.items()}
     check_thresholds(rules, thresholds)
     prepare_store(store, options)
-    with store.parallel(report_modules(store, rules)):  # the modules run at once where the store is small
+    with store.parallel(report_modules(store, rules)):  # at once where the cores allow (Store.fit_threads)
         return measured_report(store, options, rules, thresholds, paths)
 
 

@@ -4,7 +4,6 @@ their collectives, and build the report over the summaries with the function the
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -25,6 +24,7 @@ from tracedoc.scale.summary_store import SummaryStore, summary_connection
 from tracedoc.scale.tables import Table, create_table, fetch, insert_parts, without_sources
 from tracedoc.scale.worker import BatchSummary, RankInput, analyse_ranks, summarize_ranks
 from tracedoc.store.cache import store_location
+from tracedoc.store.store import cores
 
 # Inputs that are one rank each: timelines and flight-recorder dumps. Per-host health recordings and kernel
 # profiles are not split by rank; a distributed run refuses them (analyse them without --workers).
@@ -72,7 +72,7 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         slots = max(1, sum(client.nthreads().values())) * max(1, cluster.batches_per_thread)
         batches = plan_batches(tasks, slots)
         # A local cluster's processes share this machine's cores: DuckDB in each gets its share, not all of them.
-        threads = max(1, (os.cpu_count() or 1) // cluster.workers) if cluster.workers else None
+        threads = max(1, cores() // cluster.workers) if cluster.workers else None
         first, missing = _summarize(client, batches, (threads, None), progress)
         if not first:
             raise InputError(f"no rank could be read: {missing[0].path}: {missing[0].reason}")

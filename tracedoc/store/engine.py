@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,16 +24,16 @@ else:
         duckdb = importlib.import_module("duckdb")
 
 
-def with_python_objects() -> ModuleType:
-    """The whole ``duckdb`` package, imported before a connection builds a relation (``sql``): the engine alone
-    has none."""
-    return importlib.import_module("duckdb")
+def with_python_objects() -> None:
+    """Import the whole ``duckdb`` package, before a connection builds a relation (``sql``) or scans a Python
+    object: the engine alone has neither."""
+    importlib.import_module("duckdb")
 
 
 @contextmanager
 def scanning(con: duckdb.DuckDBPyConnection, name: str, data: Any) -> Iterator[None]:
     """``data`` (an Arrow table or record batch reader) readable as the view ``name`` on ``con`` while the block
-    runs, and no longer after it, however it ends: every Python object tracedoc hands DuckDB goes through here."""
+    runs, and no longer after it, however it ends: every Arrow object tracedoc hands DuckDB goes through here."""
     with_python_objects()
     con.register(name, data)
     try:

@@ -4,10 +4,12 @@ On a small store the analyses are mostly DuckDB binding and planning, which Duck
 with Python's GIL let go: modules that do not depend on one another (their ``-- include:`` and ``-- uses:``
 headers, ``modules.dependencies``) run at once, each as soon as the modules it reads are made. A cursor is a
 connection of its own to the same database: the modules' objects are made where every cursor sees them, in the
-connection's own in-memory catalog rather than as TEMP objects (``Store.parallel``), never in the store.
+connection's own in-memory catalog rather than as TEMP objects (``Store.parallel``), never in the store. A larger
+store's modules run at once too where the cores hold several of its statements, which then share DuckDB's threads
+(``Store.fit_threads``).
 
-What the modules make does not depend on the order they ran in (each statement runs on one DuckDB thread, its
-inputs complete), so the report is the same as from one connection.
+What the modules make does not depend on the order they ran in (each statement's inputs are complete when it runs),
+so the report is the same as from one connection.
 """
 
 from __future__ import annotations

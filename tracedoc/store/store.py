@@ -288,8 +288,13 @@ class Store:
     def mark_complete(self) -> None:
         """Record that every input was ingested; only complete stores are reused from the cache."""
         self.con.execute("UPDATE store_meta SET value = 'true' WHERE key = 'complete'")
+        self.compress()
+
+    def compress(self) -> None:
+        """Compress the rows a store in memory holds (DuckDB keeps them uncompressed until a checkpoint); a store
+        file's rows are written compressed, and checkpointing it would only cost time."""
         if self.path is None:
-            self.con.execute("CHECKPOINT")  # compresses the store in memory
+            self.con.execute("CHECKPOINT")
 
     def self_check(self) -> list[str]:
         """Invariants every ingest must keep; returns the violated ones (empty when the store is sound)."""

@@ -73,8 +73,8 @@ busy_bucketed AS (  -- each stretch in every bucket it overlaps
     WHERE b.end_ns > b.ts_ns
 ),
 host_events AS (  -- each host event of a source with steps, hidden when a busy stretch of the GPU covers its start
-                  -- (a range join through the buckets; the stretches are disjoint; events before a source's first
-                  -- busy stretch: bucket 0, where none is found)
+                  -- (a range join through the buckets; the stretches are disjoint; an event before a source's first
+                  -- busy stretch falls in bucket 0 or below, `//` rounding toward zero, where no stretch covers it)
     SELECT c.source_id, c.ts_ns, b.source_id IS NOT NULL AS hidden
     FROM (SELECT c.source_id, c.ts_ns, (c.ts_ns - w.base_ns) // w.width_ns AS busy_bucket
           FROM cpu_activity c LEFT JOIN busy_buckets w ON w.source_id = c.source_id

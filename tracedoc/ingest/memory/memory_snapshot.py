@@ -198,7 +198,8 @@ class _Columns:
 class _Rows:
     """Rows of memory_segments, memory_blocks and memory_actions built from each batch of records as the reader
     hands them over (a run of records read in bulk, ``Records``, column by column), written to the store every
-    _FLUSH_ROWS rows; a store in memory is checkpointed then, so that it holds at most that many rows uncompressed."""
+    _FLUSH_ROWS rows; a store in memory is compressed then (Store.compress), so that it holds at most that many rows
+    uncompressed."""
 
     def __init__(self, store: Store, source_id: int, budget: Budget, path: Path) -> None:
         self.store, self.source_id, self.budget, self.path = store, source_id, budget, path
@@ -227,9 +228,7 @@ class _Rows:
             self._actions(sink.device, sink.count, items)
         if sum(map(len, self.tables)) >= _FLUSH_ROWS:
             self.flush()
-            if self.store.path is None:  # compresses what a store in memory holds (uncompressed until then: 12.6 M
-                # history rows took 3.2 GB, against under 0.8 GB checkpointed so); a file's is written compressed
-                self.store.con.execute("CHECKPOINT")
+            self.store.compress()  # a store in memory: 12.6 M history rows uncompressed took 3.2 GB, under 0.8 GB so
 
     def _check_shape(self, sink: snapshot_pickle.Sink, items: list) -> None:
         """Refuse a list of segments or of a device's history none of whose first _SHAPE_WITHIN records has the
