@@ -34,8 +34,9 @@ import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.base import LoadResult, Part
+from tracedoc.ingest.nsys import SQLITE_MAGIC
 from tracedoc.ingest.nsys.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpec
-from tracedoc.ingest.nsys.sqlite_arrow import SQLITE_MAGIC, SqliteSource
+from tracedoc.ingest.nsys.sqlite_arrow import SqliteSource
 from tracedoc.store import Store
 from tracedoc.store.engine import duckdb, scanning
 
