@@ -71,7 +71,7 @@ def open_store(inputs: Sequence[InputFile], cache_dir: Path | None, progress: Pr
     the cache, or into memory when ``cache_dir`` is None); and whether it came from the cache. ``limits`` None:
     those the environment sets (``Limits.from_env``)."""
     limits = Limits.from_env() if limits is None else limits
-    limits = fitted_limits(limits, ((i.format, i.size_bytes) for i in inputs))
+    limits = fitted_limits(limits, inputs)
     if cache_dir is None:
         return memory_store(lambda store: load_all(store, inputs, progress), limits), False
     return open_cached_store(store_key(inputs), cache_dir, lambda store: load_all(store, inputs, progress), limits)

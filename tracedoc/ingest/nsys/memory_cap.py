@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from tracedoc.ingest.nsys import SQLITE_MAGIC
 from tracedoc.limits import Limits
+
+if TYPE_CHECKING:
+    from tracedoc.ingest import InputFile
 
 # Exports from this size on are read under a memory cap fitted to them when the run sets none (fitted_limits):
 # MEMORY_PER_EXPORT_BYTE bytes of DuckDB memory per byte of the exports read, FITTED_MEMORY_FLOOR_BYTES at least.
@@ -15,14 +20,26 @@ MEMORY_PER_EXPORT_BYTE = 2
 FITTED_MEMORY_FLOOR_BYTES = 256 << 20
 
 
-def fitted_limits(limits: Limits, inputs: Iterable[tuple[str, int]]) -> Limits:
+def fitted_limits(limits: Limits, inputs: Iterable[InputFile]) -> Limits:
     """The run's limits with DuckDB's memory capped at MEMORY_PER_EXPORT_BYTE times the size of the Nsight Systems
-    exports among its inputs (``inputs``: each one's format and bytes), FITTED_MEMORY_FLOOR_BYTES at least, when
+    exports among its inputs read as they are on disk (export_bytes), FITTED_MEMORY_FLOOR_BYTES at least, when
     they come to FITTED_MEMORY_FROM_BYTES or more and the run set no cap; beyond it the store and its analyses
     spill. Without a cap DuckDB takes up to 80 % of the machine's memory and an export's analyses grow into it (a
     199 MB export peaked at 6.4 GB); under the cap they spill instead, for the same report (669 MiB, about 1.3x the
     CPU time). Given when the store is made or opened, so that a cached store is analysed under it too."""
-    export_bytes = sum(size for fmt, size in inputs if fmt == "nsys")
-    if limits.memory_bytes is not None or export_bytes < FITTED_MEMORY_FROM_BYTES:
+    exports = export_bytes(inputs)
+    if limits.memory_bytes is not None or not exports or exports < FITTED_MEMORY_FROM_BYTES:
         return limits
-    return replace(limits, memory_bytes=max(FITTED_MEMORY_FLOOR_BYTES, MEMORY_PER_EXPORT_BYTE * export_bytes))
+    return replace(limits, memory_bytes=max(FITTED_MEMORY_FLOOR_BYTES, MEMORY_PER_EXPORT_BYTE * exports))
+
+
+def export_bytes(inputs: Iterable[InputFile]) -> int:
+    """The bytes of the inputs that are SQLite exports read as they are. A compressed export or an .nsys-rep is
+    left out: the export read from it is larger than the file, by an amount known only once it is unpacked or
+    exported, and a cap fitted to the file would be too tight for it, so those are read without a fitted cap."""
+    return sum(i.size_bytes for i in inputs if i.format == "nsys" and i.compression is None and _is_sqlite(i))
+
+
+def _is_sqlite(source: InputFile) -> bool:
+    with open(source.file, "rb") as f:
+        return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC

@@ -22,7 +22,6 @@ schema versions and the session's start time are.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import subprocess
@@ -34,10 +33,12 @@ import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.base import LoadResult, Part
+from tracedoc.ingest.nsys import SQLITE_MAGIC
 from tracedoc.ingest.nsys.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpec
-from tracedoc.ingest.nsys.sqlite_arrow import SQLITE_MAGIC, SqliteSource
+from tracedoc.ingest.nsys.sqlite_arrow import SqliteSource
 from tracedoc.store import Store
 from tracedoc.store.engine import duckdb, scanning
+from tracedoc.store.store import cores
 
 FORMAT = "nsys"
 
@@ -120,12 +121,12 @@ def export_command(report: Path, output: Path, nsys: str = "nsys", overwrite: bo
 
 def prepare(paths: Sequence[Path], workdir: Path) -> None:
     """Export the reports among ``paths`` that have no export beside them, in parallel (one nsys process each, as
-    many at once as there are cores), into ``workdir``, where ``load`` then finds them: a job's reports, one per
-    rank, are exported side by side instead of one after the other."""
+    many at once as there are cores this process may run on), into ``workdir``, where ``load`` then finds them: a
+    job's reports, one per rank, are exported side by side instead of one after the other."""
     pending = [p for p in paths if not _read_head(p).startswith(SQLITE_MAGIC) and _export_beside(p) is None]
     if len(pending) < 2 or shutil.which("nsys") is None:
         return  # load exports a single report itself, and says how when there is no nsys
-    with ThreadPoolExecutor(max_workers=min(len(pending), os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=min(len(pending), cores())) as pool:
         for _ in pool.map(lambda report: export_report(report, workdir), pending):
             pass
 

@@ -20,8 +20,8 @@ from urllib.parse import quote
 import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
+from tracedoc.ingest.nsys import SQLITE_MAGIC
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 _BATCH_ROWS = 65536
 
 
