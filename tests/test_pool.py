@@ -4,6 +4,7 @@ where it ran alone."""
 
 from __future__ import annotations
 
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,37 @@ def test_a_module_whose_dependencies_cannot_be_told_fails_and_is_not_waited_for(
     finally:
         pool.close()
         con.close()
+
+
+def test_ctrl_c_stops_the_statements_running_on_the_cursors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while a module's statement runs on a cursor stops that statement as the analysis ends, rather than
+    waiting for it: here a stand-in for a long module of a large trace (a minute or more of hashing), started
+    within decode-eager's analysis with its modules on cursors."""
+    started = threading.Event()
+    ended: list[BaseException | None] = []
+
+    def slow(store: Store, con: duckdb.DuckDBPyConnection, module: str) -> None:
+        if module == "gpu.busy":
+            started.set()
+            try:
+                con.execute("SELECT sum(hash(range)) FROM range(10000000000)").fetchall()
+                ended.append(None)
+            except BaseException as exc:
+                ended.append(exc)
+                raise
+        RUN_MODULE(store, con, module)
+
+    def press_ctrl_c() -> None:
+        if started.wait(60):
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    monkeypatch.setattr(store_module, "cores", lambda: 4)
+    monkeypatch.setattr(Store, "_run_module", slow)
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        analyze([SAMPLES / "decode-eager"], use_cache=False)
+    assert [type(e) for e in ended] == [duckdb.InterruptException]
+    assert not [t for t in threading.enumerate() if t.name.startswith("tracedoc-modules")]
 
 
 def _wait_into(pool: Any, module: str, outcome: list[BaseException]) -> None:

@@ -41,6 +41,7 @@ class ModulePool:
         self._ready: list[tuple[int, str]] = []  # to run, by the order they were asked for
         self._failed: dict[str, BaseException] = {}
         self._closed = False
+        self._cursors = cursors
         self._threads = [threading.Thread(target=self._work, args=(cursor,), daemon=True,
                                           name=f"tracedoc-modules-{n}") for n, cursor in enumerate(cursors)]
         for thread in self._threads:
@@ -64,12 +65,18 @@ class ModulePool:
             if module in self._failed:
                 raise self._failed[module]
 
-    def close(self) -> None:
-        """Start no more modules, and wait for those running (a connection must not close under them)."""
+    def close(self, interrupt: bool = False) -> None:
+        """Start no more modules, and wait for those running (a connection must not close under them); with
+        ``interrupt`` (the analysis failed or was stopped, Ctrl-C say: nothing will read what they make), their
+        statements are stopped first rather than waited for, which on a large store may take minutes."""
         with self._changed:
             self._closed = True
             self._changed.notify_all()
         for thread in self._threads:
+            while interrupt and thread.is_alive():  # again until it ends: a statement may start just after one
+                for cursor in self._cursors:
+                    cursor.interrupt()
+                thread.join(0.05)
             thread.join()
 
     def _ask(self, module: str) -> None:

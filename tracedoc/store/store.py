@@ -162,12 +162,14 @@ class Store:
         pool = ModulePool(cursors, self._run_module, lambda module: modules.dependencies(module, self.applies),
                           self._included)
         self._pool = pool
+        finished = False
         try:
             pool.start(first)
             yield
+            finished = True
         finally:
             self._pool = None
-            pool.close()
+            pool.close(interrupt=not finished)
             for cursor in cursors:
                 cursor.close()
 
@@ -310,8 +312,8 @@ class Store:
         return [what for what, sql in checks.items() if self.scalar(sql)]
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
+        if self._pool is not None:  # closed within parallel: the analysis did not finish
+            self._pool.close(interrupt=True)
         self.con.close()
 
     def __enter__(self) -> Store:
