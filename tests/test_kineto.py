@@ -271,3 +271,23 @@ def test_every_category_lands_where_it_belongs(tmp_path: Path) -> None:
     assert stored == expected
     assert counted == dict(others)
     assert {"gpu", "host"} == {place for place, _ in stored} and len(counted) == 2
+
+
+def test_flows_give_correlations_where_the_activity_has_none(tmp_path: Path) -> None:
+    """An edited copy of a real trace whose GPU activity lost its 'correlation' argument (as older profilers wrote
+    it): each activity gets back the correlation of the flow ('ac2g', phase f) that ends on it."""
+    original = SAMPLES / "decode-eager" / "trace.json.gz"
+    doc = json.loads(gzip.decompress(original.read_bytes()))
+    for event in doc["traceEvents"]:
+        if event.get("cat") in GPU_CATS and isinstance(event.get("args"), dict):
+            event["args"].pop("correlation", None)
+    edited = tmp_path / "no-correlation.json"
+    edited.write_text(json.dumps(doc))
+    query = "SELECT kind, ts_ns, correlation_id FROM gpu_activity ORDER BY ts_ns, kind, correlation_id"
+    with ingest(tmp_path / "a", original) as store:
+        expected = store.query(query)
+    with ingest(tmp_path / "b", edited) as store:
+        linked = store.query(query)
+    assert sum(r["correlation_id"] is not None for r in linked) > 0.9 * len(expected)
+    assert [r for r in linked if r["correlation_id"] is not None] == \
+        [r for r, s in zip(expected, linked) if s["correlation_id"] is not None]
