@@ -1,9 +1,10 @@
 """PyTorch profiler traces (Kineto Chrome-trace JSON) into the store, through the shared reader of Chrome-trace
 event arrays (``chrome_trace``); gzip and xz files are read as they unpack.
 
-What is Kineto's own: the fields read of each event (``_COLUMNS``), the SQL that normalises them into the store's
-tables (``_NORMALIZE_CHUNK_SQL``, per group of parts), and what is done once all events are in (flow-linked
-correlations, steps, devices and the header's facts: ``_finish``).
+What is Kineto's own: the fields read of each event (``_COLUMNS``), each event's kind decided as it is read
+(``_KIND``), the SQL that normalises them into the store's tables (``_NORMALIZE_CHUNK_SQL``, per group of parts),
+and what is done once all events are in (flow-linked correlations, steps, devices and the header's facts:
+``_finish``).
 """
 
 from __future__ import annotations
