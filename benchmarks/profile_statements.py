@@ -5,6 +5,7 @@ Run on a quiet machine or compare CPU columns only; the statements of a module s
 (as DuckDB runs a script), which costs nothing measurable. For benchmarks, never for tests.
 
     python benchmarks/profile_statements.py /tmp/big/large.json --top 25
+    python benchmarks/profile_statements.py /tmp/big/large.json --ingest   # the read and the normalisation alone
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from tracedoc import analyze
+from tracedoc import analyze, ingest
 from tracedoc.limits import Limits
 from tracedoc.options import AnalysisOptions
 from tracedoc.pipeline import build_report
@@ -97,6 +98,9 @@ def main() -> None:
     parser.add_argument("inputs", nargs="+", type=Path, help="traces, or with --store one cached store (.duckdb)")
     parser.add_argument("--store", action="store_true",
                         help="analyse the cached store given (the analyses alone, no ingest)")
+    parser.add_argument("--ingest", action="store_true",
+                        help="read the traces into an in-memory store and stop (no analyses); the statements run "
+                             "once per group of parts are summed as one")
     parser.add_argument("--top", type=int, default=20, help="statements to list, most CPU first")
     parser.add_argument("--workers", type=int, default=1,
                         help="at most this many cursors for the modules to run on at once (store.pool); 1 (the "
@@ -126,6 +130,9 @@ def main() -> None:
     if args.store:
         with Store.open(args.inputs[0], limits) as store:
             build_report(store, AnalysisOptions(limits=limits))
+    elif args.ingest:
+        with Store.create(None, limits) as store:
+            ingest.load_all(store, ingest.discover(args.inputs, limits))
     else:
         analyze(args.inputs, use_cache=False, limits=limits)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
@@ -137,13 +144,21 @@ def main() -> None:
         per_module[label][1] += w
         per_module[label][2] += 1
     in_sql = sum(r[2] for r in timings.rows)
-    print(f"analyze: {cpu:.2f} s CPU, {wall:.2f} s wall, peak RSS {peak_mb:.0f} MB; "
+    print(f"{'ingest' if args.ingest else 'analyze'}: {cpu:.2f} s CPU, {wall:.2f} s wall, peak RSS {peak_mb:.0f} MB; "
           f"{len(timings.rows)} statements {in_sql:.2f} s CPU, Python and the rest {cpu - in_sql:.2f} s")
     print("\nper module (own statements; CPU s, wall s, statements):")
     for label, (c, w, n) in sorted(per_module.items(), key=lambda kv: -kv[1][0]):
         print(f"  {c:7.3f} {w:7.3f} {int(n):4d}  {label}")
+    rows = timings.rows
+    if args.ingest:  # one row per statement text, its runs summed
+        summed: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+        for _, text, c, w in rows:
+            summed[text][0] += c
+            summed[text][1] += w
+            summed[text][2] += 1
+        rows = [(f"ingest x{int(n)}", text, c, w) for text, (c, w, n) in summed.items()]
     print(f"\ntop {args.top} statements (CPU s, wall s, module, statement):")
-    for label, text, c, w in sorted(timings.rows, key=lambda r: -r[2])[:args.top]:
+    for label, text, c, w in sorted(rows, key=lambda r: -r[2])[:args.top]:
         print(f"  {c:7.3f} {w:7.3f}  {label:24s} {text}")
 
 

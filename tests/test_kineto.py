@@ -216,3 +216,78 @@ def test_a_trace_is_parsed_on_one_thread_per_bytes_per_thread(tmp_path: Path,
                                       "GROUP BY kind ORDER BY kind"))
     assert seen and all(threads == 3 for threads, _ in seen) and max(n for _, n in seen) == 3
     assert counts[0] == counts[1]
+
+
+# Where an event of each category belongs, as the profiler's docs name them (any case): a GPU activity's kind, a
+# host activity's kind, or neither ('Trace' spans, flows, the GPU's own copies of annotations).
+_GPU_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
+              "memset": "memset", "cuda_sync": "sync"}
+_HOST_KINDS = {"cpu_op": "op", "operator": "op", "cuda_runtime": "runtime", "runtime": "runtime",
+               "cuda_driver": "driver", "user_annotation": "annotation", "python_function": "python"}
+
+
+def _expected_place(cat: str | None) -> tuple[str, str] | None:
+    """("gpu" or "host", kind) for an event of category ``cat``; None where neither table keeps it."""
+    if cat is None or cat.lower() in ("trace", "ac2g"):
+        return None
+    if cat.lower() in _GPU_KINDS:
+        return "gpu", _GPU_KINDS[cat.lower()]
+    if cat.lower().startswith("gpu_"):
+        return None
+    return "host", _HOST_KINDS.get(cat.lower(), "other")
+
+
+def test_every_category_lands_where_it_belongs(tmp_path: Path) -> None:
+    """An edited copy of a real trace, its timed events' categories rewritten in turn to every category the reader
+    names, in other cases, unknown, absent and the GPU's own annotations: each event lands in the table and kind
+    its category says, and the categories tracedoc does not analyse are counted per category (all but 'overhead')."""
+    doc = json.loads(gzip.decompress((SAMPLES / "decode-eager" / "trace.json.gz").read_bytes()))
+    cats: list[str | None] = [*_GPU_KINDS, *_HOST_KINDS, "Kernel", "CUDA_Runtime", "Operator", "Trace", "ac2g",
+                              "gpu_user_annotation", "GPU_something", "overhead", "Overhead", "my_category",
+                              "My_Category", None]
+    timed = [e for e in doc["traceEvents"] if e.get("ph") == "X" and "ts" in e]
+    for i, event in enumerate(timed):
+        if cats[i % len(cats)] is None:
+            event.pop("cat", None)
+        else:
+            event["cat"] = cats[i % len(cats)]
+    path = tmp_path / "categories.json"
+    path.write_text(json.dumps(doc))
+    expected: Counter = Counter()
+    others: Counter = Counter()
+    for event in timed:
+        place = _expected_place(event.get("cat"))
+        if place is not None:
+            expected[place] += 1
+        if place is not None and place[1] == "other" and event["cat"].lower() != "overhead":
+            others[event["cat"]] += 1
+    with ingest(tmp_path, path) as store:
+        stored = Counter({("gpu", r["kind"]): r["n"]
+                          for r in store.query("SELECT kind, count(*) AS n FROM gpu_activity GROUP BY kind")})
+        stored.update({("host", r["kind"]): r["n"]
+                       for r in store.query("SELECT kind, count(*) AS n FROM cpu_activity GROUP BY kind")})
+        counted = {r["category"]: r["n"] for r in
+                   store.query("SELECT category, sum(events) AS n FROM torch_other_events GROUP BY category")}
+    assert stored == expected
+    assert counted == dict(others)
+    assert {"gpu", "host"} == {place for place, _ in stored} and len(counted) == 2
+
+
+def test_flows_give_correlations_where_the_activity_has_none(tmp_path: Path) -> None:
+    """An edited copy of a real trace whose GPU activity lost its 'correlation' argument (as older profilers wrote
+    it): each activity gets back the correlation of the flow ('ac2g', phase f) that ends on it."""
+    original = SAMPLES / "decode-eager" / "trace.json.gz"
+    doc = json.loads(gzip.decompress(original.read_bytes()))
+    for event in doc["traceEvents"]:
+        if event.get("cat") in GPU_CATS and isinstance(event.get("args"), dict):
+            event["args"].pop("correlation", None)
+    edited = tmp_path / "no-correlation.json"
+    edited.write_text(json.dumps(doc))
+    query = "SELECT kind, ts_ns, correlation_id FROM gpu_activity ORDER BY ts_ns, kind, correlation_id"
+    with ingest(tmp_path / "a", original) as store:
+        expected = store.query(query)
+    with ingest(tmp_path / "b", edited) as store:
+        linked = store.query(query)
+    assert sum(r["correlation_id"] is not None for r in linked) > 0.9 * len(expected)
+    assert [r for r in linked if r["correlation_id"] is not None] == \
+        [r for r, s in zip(expected, linked) if s["correlation_id"] is not None]

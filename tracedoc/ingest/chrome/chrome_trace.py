@@ -79,13 +79,16 @@ class EventFormat:
     """What one Chrome-trace JSON format reads of its events and how it stores them.
 
     ``title``: what a file of the format is called in errors; ``columns``: DuckDB ``read_json`` columns, the only
-    fields parsed; ``normalize_sql``: statements that move the rows of ``_raw`` (``columns``, ``source_id``,
-    ``rank``) into the store's tables, run once per group of parts; ``unconvertible``: a condition on ``_raw`` true
-    for a row whose values ``normalize_sql`` cannot convert (the file it came from is named in the error);
-    ``rank``: the rank the document around the events names, None for none; ``finish``: what is done once every
-    event of the given files is in, one LoadResult each; ``ranked_tables``: tables whose rows get the rank from the
-    header of a streamed file, corrected when its tail names another; ``also_read``: run after the parts are parsed,
-    before they are removed (a second pass over them for fields the columns cannot hold).
+    fields parsed; ``derived``: a select list over ``columns`` (each expression named), values decided once per
+    event as the parts are read, so that the normalisation filters on them instead of working them out again in
+    each statement ("" for none); ``normalize_sql``: statements that move the rows of ``_raw`` (``columns``,
+    ``derived``, ``source_id``, ``rank``) into the store's tables, run once per group of parts;
+    ``unconvertible``: a condition on ``_raw`` true for a row whose values ``normalize_sql`` cannot convert (the
+    file it came from is named in the error); ``rank``: the rank the document around the events names, None for
+    none; ``finish``: what is done once every event of the given files is in, one LoadResult each;
+    ``ranked_tables``: tables whose rows get the rank from the header of a streamed file, corrected when its tail
+    names another; ``also_read``: run after the parts are parsed, before they are removed (a second pass over them
+    for fields the columns cannot hold).
     """
 
     title: str
@@ -96,6 +99,7 @@ class EventFormat:
     finish: Callable[[Store, list[Events]], list[LoadResult]]
     ranked_tables: tuple[str, ...] = ()
     also_read: Callable[[duckdb.DuckDBPyConnection, list[Part]], None] | None = None
+    derived: str = ""
 
 
 def sniff(head: bytes) -> bool:
@@ -456,7 +460,8 @@ def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Part], fmt: EventFo
     # A CASE on the file name costs next to nothing; a join with a table of the parts took 40% longer.
     source_id = " ".join(f"WHEN {f} THEN {int(p.source_id)}" for f, p in zip(files, parts))
     rank = " ".join(f"WHEN {f} THEN {int(p.rank)}" for f, p in zip(files, parts))
-    sql = (f"CREATE OR REPLACE TEMP TABLE _raw AS SELECT * EXCLUDE (filename), "
+    derived = f"{fmt.derived}, " if fmt.derived else ""
+    sql = (f"CREATE OR REPLACE TEMP TABLE _raw AS SELECT * EXCLUDE (filename), {derived}"
            f"CAST(CASE filename {source_id} END AS INTEGER) AS source_id, "
            f"CAST(CASE filename {rank} END AS INTEGER) AS rank "
            f"FROM read_json([{', '.join(files)}], format = 'array', columns = {fmt.columns}, "
