@@ -98,9 +98,13 @@ def with_progress(loading: BackgroundLoad, draw: Callable[[], pn.viewable.Viewab
     content = pn.Column(sizing_mode="stretch_width")
     layout = pn.Column(*([header] if header is not None else []), content, sizing_mode="stretch_width",
                        styles={"max-width": "1400px", "margin": "0 auto", "padding": "0 1rem"})
-    if loading.done.is_set():
+
+    def show() -> None:
         content.objects = [drawn(draw, failure)]
         pn.state.onload(loading.shown.set)  # once the browser has the page (at once outside a server)
+
+    if loading.done.is_set():
+        show()
         return layout
     status = html_pane(Html(f'<p class="note">{esc(loading.status)}…</p>'))
     content.objects = [pn.Row(pn.indicators.LoadingSpinner(value=True, size=24), status)]
@@ -108,8 +112,7 @@ def with_progress(loading: BackgroundLoad, draw: Callable[[], pn.viewable.Viewab
     def poll() -> None:
         if loading.done.is_set():
             callback.stop()
-            content.objects = [drawn(draw, failure)]
-            pn.state.onload(loading.shown.set)
+            show()
         else:
             status.object = f'<p class="note">{esc(loading.status)}…</p>'
 
