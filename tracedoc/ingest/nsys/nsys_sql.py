@@ -197,22 +197,20 @@ INSERT INTO cpu_activity
 WITH names AS (
     SELECT id, regexp_replace(value, '_v[0-9]{4}$', '') AS name, value LIKE 'cuda%' AS runtime FROM _ns_str
 ),
+repeated AS (
+    SELECT gtid, correlation, true AS repeated FROM _ns_api WHERE correlation <> 0 GROUP BY ALL HAVING count(*) > 1
+),
 named AS (
     SELECT a.gtid, a.ts, a.te, a.correlation, coalesce(n.name, 'unknown CUDA call') AS name,
-           coalesce(n.runtime, false) AS runtime
+           coalesce(n.runtime, false) AS runtime, r.repeated
     FROM _ns_api a LEFT JOIN names n ON n.id = a.name_id
+    LEFT JOIN repeated r ON r.gtid IS NOT DISTINCT FROM a.gtid AND r.correlation = a.correlation
     WHERE a.ts IS NOT NULL AND a.te IS NOT NULL
 ),
-repeated AS (
-    SELECT gtid, correlation FROM _ns_api WHERE correlation <> 0 GROUP BY ALL HAVING count(*) > 1
-),
 once AS (
-    SELECT * FROM named WHERE correlation IS NULL OR correlation = 0
+    SELECT * EXCLUDE (repeated) FROM named WHERE repeated IS NULL
     UNION ALL
-    SELECT * FROM named n WHERE correlation <> 0 AND NOT EXISTS (
-        SELECT 1 FROM repeated r WHERE r.gtid IS NOT DISTINCT FROM n.gtid AND r.correlation = n.correlation)
-    UNION ALL
-    SELECT * FROM named n SEMI JOIN repeated r ON r.gtid IS NOT DISTINCT FROM n.gtid AND r.correlation = n.correlation
+    SELECT * EXCLUDE (repeated) FROM named WHERE repeated
     QUALIFY row_number() OVER (PARTITION BY gtid, correlation, name ORDER BY te - ts DESC, ts) = 1
 )
 SELECT m.source_id, 0, _ns_pid(o.gtid), _ns_tid(o.gtid), CASE WHEN o.runtime THEN 'runtime' ELSE 'driver' END,
