@@ -20,7 +20,6 @@ from typing import Protocol
 from urllib.parse import quote
 
 import pyarrow as pa
-import pyarrow.csv as pa_csv
 
 from tracedoc.errors import InputError, first_line
 
@@ -136,7 +135,9 @@ class SqliteSource:
         """Integer columns without a Python object per row: SQLite writes each chunk of rows (in rowid order) as
         one CSV text, NULL as an empty field, and pyarrow parses it. A value that is not an integer fails the
         parse; one whose text holds a comma or a line break changes the fields or the rows counted, and is
-        refused as well."""
+        refused as well. pyarrow's CSV module is imported here, by the runs that read this way only."""
+        import pyarrow.csv as pa_csv
+
         line = "printf('" + ",".join(["%s"] * len(columns)) + "', " + ", ".join(columns) + ")"
         chunk = (f"SELECT group_concat(line, char(10)), max(r), count(*) FROM (SELECT rowid AS r, {line} AS line "
                  f'FROM "{table}" WHERE rowid >= ?' + (f" AND ({where})" if where else "")
