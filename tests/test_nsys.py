@@ -307,6 +307,24 @@ def test_sqlite3_fallback_reads_the_same(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert with_adbc["metrics"] == without["metrics"] and with_adbc["inputs"] == without["inputs"]
 
 
+@pytest.mark.parametrize("value", ["12,13", "12\n1,2,3,4,5", 1.5, "x"])
+def test_sqlite3_reader_refuses_a_non_integer_in_an_integer_column(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                   value: object) -> None:
+    """The sqlite3 reader reads integer tables as CSV text that SQLite writes: a value that is text with a comma or
+    a line break (which would add a field or a row), a fraction or a word fails the read (exit 2), as the ADBC
+    reader's and the row reader's casts do, instead of shifting or adding rows."""
+    edited = tmp_path / "edited.sqlite"
+    shutil.copyfile(TORCH / "sample.sqlite", edited)
+    con = sqlite3.connect(edited)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = ? WHERE rowid = "
+                "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)", (value,))
+    con.commit()
+    con.close()
+    monkeypatch.setattr(sqlite_arrow, "_adbc_module", lambda: None)
+    result = CliRunner().invoke(cli, ["analyze", str(edited), "--no-cache", "--format", "json"])
+    assert result.exit_code == 2 and "malformed Nsight Systems export" in result.output, result.output
+
+
 def test_one_export_of_two_processes_is_two_ranks() -> None:
     """The FastVideo capture holds both torchrun workers in one export: each process is a rank, numbered by the
     GPU it ran on, and comm.overlap runs per rank (each rank's NCCL kernels share its compute stream: 0 %)."""

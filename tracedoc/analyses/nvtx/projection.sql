@@ -46,22 +46,24 @@ SELECT source_id, pid, tid, t, range_id FROM (
 )
 QUALIFY row_number() OVER (PARTITION BY source_id, pid, tid, t ORDER BY ord DESC, depth DESC) = 1;
 
--- The CUDA call behind each correlation id: launching thread and launch time (ns), of its first call (the least
--- (ts_ns, pid, tid): one aggregate of one struct, where an arg_min per column would compare the struct twice), for
--- the sources that have user ranges at all (the only ones read below).
+-- The CUDA call behind each correlation id of GPU work: launching thread and launch time (ns), of its first call
+-- (the least (ts_ns, pid, tid): one aggregate of one struct, where an arg_min per column would compare the struct
+-- twice), for the sources that have user ranges at all (the only ones read below). Calls that launched no work in
+-- the window (most CUDA calls) are left out before the aggregate.
 CREATE OR REPLACE TEMP TABLE nvtx_launches AS
 SELECT source_id, correlation_id, first.pid, first.tid, first.ts_ns AS launch_ns
 FROM (SELECT source_id, correlation_id, min({'ts_ns': ts_ns, 'pid': pid, 'tid': tid}) AS first
       FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
-          AND source_id IN (SELECT source_id FROM nvtx_user_ranges)
+          AND (source_id, correlation_id) IN (
+              SELECT source_id, correlation_id FROM gpu_work
+              WHERE source_id IN (SELECT source_id FROM nvtx_user_ranges))
       GROUP BY source_id, correlation_id);
 
 -- GPU work inside the window with its launching thread and launch time, for the sources that have user ranges
 -- at all: a table of its own, because an ASOF join probed straight from a LEFT JOIN is planned as a plain join on
--- the thread, quadratic in the thread's range states.
+-- the thread, quadratic in the thread's range states. Without the work's names, which nothing below reads.
 CREATE OR REPLACE TEMP TABLE nvtx_launched_work AS
-SELECT w.source_id, w.rank, w.device, w.stream, w.kind, w.category, w.name, w.ts_ns, w.end_ns, w.dur_ns,
-       l.pid, l.tid, l.launch_ns
+SELECT w.source_id, w.rank, w.device, w.stream, w.kind, w.ts_ns, w.end_ns, w.dur_ns, l.pid, l.tid, l.launch_ns
 FROM gpu_work w
 LEFT JOIN nvtx_launches l ON l.source_id = w.source_id AND l.correlation_id = w.correlation_id
 WHERE w.source_id IN (SELECT source_id FROM nvtx_user_ranges);
@@ -81,14 +83,15 @@ SELECT source_id, pid, tid, t AS seg_start, lead(t) OVER (PARTITION BY source_id
        range_id
 FROM nvtx_thread_states;
 
--- Idle gaps with the thread that launched the work ending the gap (pid/tid NULL for the gap after a device's last
--- work, and when nothing is known of the launch), for the sources that have user ranges at all.
+-- Idle gaps with the thread that launched the work ending the gap, for the sources that have user ranges at all.
+-- A gap whose launch is unknown (the gap after a device's last work, work launched before the trace) is in no
+-- thread's range and has no row.
 CREATE OR REPLACE TEMP TABLE nvtx_gap_threads AS
 SELECT g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.cause, l.pid, l.tid
 FROM gpu_idle_gaps g
-LEFT JOIN gpu_busy_intervals b ON b.source_id = g.source_id AND b.device = g.device AND b.ts_ns = g.end_ns
-LEFT JOIN nvtx_launches l ON l.source_id = g.source_id AND l.correlation_id = b.first_correlation_id
-WHERE g.source_id IN (SELECT source_id FROM nvtx_user_ranges);
+JOIN gpu_busy_intervals b ON b.source_id = g.source_id AND b.device = g.device AND b.ts_ns = g.end_ns
+JOIN nvtx_launches l ON l.source_id = g.source_id AND l.correlation_id = b.first_correlation_id
+WHERE g.source_id IN (SELECT source_id FROM nvtx_user_ranges) AND l.pid IS NOT NULL AND l.tid IS NOT NULL;
 
 -- Idle gaps split by the user range the launching thread was in: one row per gap and thread segment overlapping
 -- it, dur_ns the overlap (ns); ts_ns/end_ns the gap's. The segment open at the gap's start is found by an ASOF join

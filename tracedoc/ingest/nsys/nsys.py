@@ -179,7 +179,8 @@ def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Pat
     try:
         for spec in TABLES:
             table = next((t for t in spec.tables if source.has(t)), None)
-            reader = source.arrow(_select(source, spec, table), _schema(spec)) if table else _empty(spec)
+            reader = source.arrow(table, _columns(source, spec, table), _where(spec, source.columns[table]),
+                                  _schema(spec)) if table else _empty(spec)
             with scanning(con, "_nsys_in", reader):
                 con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT {_on_utc(spec, start_ns)} "
                             "FROM _nsys_in")
@@ -231,17 +232,21 @@ def _parts(con: duckdb.DuckDBPyConnection) -> tuple[Part, ...]:
     return tuple(Part(int(pid), _valid_rank(rank), int(events)) for pid, rank, events in rows)
 
 
-def _select(source: SqliteSource, spec: TableSpec, table: str) -> str:
-    """SELECT of the spec's columns from ``table``, each under the first of its export names that exists; a
-    column this export lacks reads as NULL. Text reads as '' instead of NULL (ADBC types a column from its first
-    rows) and becomes NULL again in SQL."""
+def _columns(source: SqliteSource, spec: TableSpec, table: str) -> list[str]:
+    """The spec's columns of ``table``, each under the first of its export names that exists; a column this export
+    lacks reads as NULL. Text reads as '' instead of NULL (ADBC types a column from its first rows) and becomes
+    NULL again in SQL."""
     have = source.columns[table]
-    parts = []
-    for name, typ, *candidates in spec.columns:
+    exprs = []
+    for _, typ, *candidates in spec.columns:
         expr = next((f'"{c}"' for c in candidates if c in have), "NULL")
-        parts.append(f"ifnull({expr}, '') AS {name}" if typ == "text" else f"{expr} AS {name}")
-    where = f" WHERE {spec.where}" if spec.where and _where_columns_present(spec, have) else ""
-    return f'SELECT {", ".join(parts)} FROM "{table}"{where}'
+        exprs.append(f"ifnull({expr}, '')" if typ == "text" else expr)
+    return exprs
+
+
+def _where(spec: TableSpec, have: set[str]) -> str:
+    """The spec's filter, when the export has its columns (else every row)."""
+    return spec.where if spec.where and _where_columns_present(spec, have) else ""
 
 
 def _where_columns_present(spec: TableSpec, have: set[str]) -> bool:

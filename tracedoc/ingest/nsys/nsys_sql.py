@@ -134,19 +134,26 @@ CREATE OR REPLACE TEMP MACRO _ns_src(gid) AS coalesce(_ns_pid(gid), -1);
 -- Whether a store row is of this export's sources.
 CREATE OR REPLACE TEMP MACRO _ns_mine(src) AS src IN (SELECT source_id FROM _ns_pid_source);
 
+-- A kernel's name, category and collective are worked out once per pair of name ids (a few thousand), not per kernel.
 INSERT INTO gpu_activity
-SELECT m.source_id, 0, k.device, k.stream, 'kernel',
-       CASE WHEN s.value ILIKE 'nccl%' OR d.value ILIKE '%ncclDevKernel%' OR d.value ILIKE '%ncclKernel%'
-            THEN 'communication' ELSE 'compute' END,
-       coalesce(d.value, s.value, 'unknown kernel'), k.ts, greatest(k.te - k.ts, 0), _ns_corr(k.gpid, k.correlation),
-       NULL, NULL, NULL,
+WITH names AS (
+    SELECT k.demangled, k.short,
+           CASE WHEN s.value ILIKE 'nccl%' OR d.value ILIKE '%ncclDevKernel%' OR d.value ILIKE '%ncclKernel%'
+                THEN 'communication' ELSE 'compute' END AS category,
+           coalesce(d.value, s.value, 'unknown kernel') AS name,
+           nullif(regexp_extract(coalesce(s.value, d.value), 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), '') AS collective
+    FROM (SELECT DISTINCT demangled, short FROM _ns_kernel) k
+    LEFT JOIN _ns_str d ON d.id = k.demangled
+    LEFT JOIN _ns_str s ON s.id = k.short
+)
+SELECT m.source_id, 0, k.device, k.stream, 'kernel', n.category, n.name, k.ts, greatest(k.te - k.ts, 0),
+       _ns_corr(k.gpid, k.correlation), NULL, NULL, NULL,
        _ns_triple(k.grid_x, k.grid_y, k.grid_z), _ns_triple(k.block_x, k.block_y, k.block_z), k.registers,
        CASE WHEN k.static_smem IS NOT NULL OR k.dynamic_smem IS NOT NULL
             THEN coalesce(k.static_smem, 0) + coalesce(k.dynamic_smem, 0) END,
-       nullif(regexp_extract(coalesce(s.value, d.value), 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), '')
+       n.collective
 FROM _ns_kernel k JOIN _ns_pid_source m ON m.pid = _ns_src(k.gpid)
-LEFT JOIN _ns_str d ON d.id = k.demangled
-LEFT JOIN _ns_str s ON s.id = k.short
+JOIN names n ON n.demangled IS NOT DISTINCT FROM k.demangled AND n.short IS NOT DISTINCT FROM k.short
 WHERE k.ts IS NOT NULL AND k.te IS NOT NULL;
 
 -- A copy touching pageable host memory (either side) is 'pageable', as in nsys's own rules.
@@ -167,8 +174,9 @@ SELECT m.source_id, 0, device, stream, 'memset', 'memset', 'Memset (' || _ns_mem
        NULL, NULL, NULL, NULL, NULL
 FROM _ns_memset JOIN _ns_pid_source m ON m.pid = _ns_src(gpid) WHERE ts IS NOT NULL AND te IS NOT NULL;
 
--- GPU-side synchronization, named after the CUDA call that waited (syncType's numbering changed between export
--- versions: 2 is a stream synchronization in 2024.6 and 2025.3 exports, a stream wait on an event in 2026.2).
+-- GPU-side synchronization, named after the CUDA call that waited, only those calls looked up (syncType's numbering
+-- changed between export versions: 2 is a stream synchronization in 2024.6 and 2025.3 exports, a stream wait on an
+-- event in 2026.2).
 INSERT INTO gpu_activity
 SELECT m.source_id, 0, y.device, y.stream, 'sync', 'sync',
        'Sync (' || coalesce(regexp_replace(n.value, '_v[0-9]{4}$', ''), 'unknown call') || ')',
@@ -176,26 +184,33 @@ SELECT m.source_id, 0, y.device, y.stream, 'sync', 'sync',
        NULL
 FROM _ns_sync y JOIN _ns_pid_source m ON m.pid = _ns_src(y.gpid)
 LEFT JOIN (SELECT _ns_corr(gtid, correlation) AS correlation, any_value(name_id) AS name_id FROM _ns_api
-           GROUP BY ALL) a
+           WHERE _ns_corr(gtid, correlation) IN (SELECT _ns_corr(gpid, correlation) FROM _ns_sync) GROUP BY ALL) a
     ON a.correlation = _ns_corr(y.gpid, y.correlation)
 LEFT JOIN _ns_str n ON n.id = a.name_id
 WHERE y.ts IS NOT NULL AND y.te IS NOT NULL;
 
 -- CUDA API names carry a version suffix ('cudaLaunchKernel_v7000'); nsys stats drops a '_vNNNN' ending and so
--- does tracedoc ('cuGetProcAddress_v2' keeps its name). Some exports store a call twice, under both names
--- ('cudaMemcpy' and 'cudaMemcpy_v3020', one correlation id): one row is kept per thread, correlation and name.
+-- does tracedoc ('cuGetProcAddress_v2' keeps its name), once per name id. Some exports store a call twice, under
+-- both names ('cudaMemcpy' and 'cudaMemcpy_v3020', one correlation id): one row is kept per thread, correlation
+-- and name; only the calls whose correlation id repeats on their thread are sorted for it.
 INSERT INTO cpu_activity
-WITH named AS (
-    SELECT a.gtid, a.ts, a.te, a.correlation,
-           regexp_replace(coalesce(n.value, 'unknown CUDA call'), '_v[0-9]{4}$', '') AS name,
-           coalesce(n.value, '') LIKE 'cuda%' AS runtime
-    FROM _ns_api a LEFT JOIN _ns_str n ON n.id = a.name_id
+WITH names AS (
+    SELECT id, regexp_replace(value, '_v[0-9]{4}$', '') AS name, value LIKE 'cuda%' AS runtime FROM _ns_str
+),
+repeated AS (
+    SELECT gtid, correlation, true AS repeated FROM _ns_api WHERE correlation <> 0 GROUP BY ALL HAVING count(*) > 1
+),
+named AS (
+    SELECT a.gtid, a.ts, a.te, a.correlation, coalesce(n.name, 'unknown CUDA call') AS name,
+           coalesce(n.runtime, false) AS runtime, r.repeated
+    FROM _ns_api a LEFT JOIN names n ON n.id = a.name_id
+    LEFT JOIN repeated r ON r.gtid IS NOT DISTINCT FROM a.gtid AND r.correlation = a.correlation
     WHERE a.ts IS NOT NULL AND a.te IS NOT NULL
 ),
 once AS (
-    SELECT * FROM named WHERE correlation IS NULL OR correlation = 0
+    SELECT * EXCLUDE (repeated) FROM named WHERE repeated IS NULL
     UNION ALL
-    SELECT * FROM named WHERE correlation <> 0
+    SELECT * EXCLUDE (repeated) FROM named WHERE repeated
     QUALIFY row_number() OVER (PARTITION BY gtid, correlation, name ORDER BY te - ts DESC, ts) = 1
 )
 SELECT m.source_id, 0, _ns_pid(o.gtid), _ns_tid(o.gtid), CASE WHEN o.runtime THEN 'runtime' ELSE 'driver' END,
@@ -273,7 +288,8 @@ FROM nvtx_ranges WHERE _ns_mine(source_id) AND name IS NOT NULL;
 INSERT INTO memory_events
 WITH calls AS (
     SELECT _ns_corr(gtid, correlation) AS correlation, any_value(gtid) AS gtid FROM _ns_api
-    WHERE correlation IS NOT NULL AND correlation <> 0 GROUP BY ALL
+    WHERE correlation IS NOT NULL AND correlation <> 0
+      AND _ns_corr(gtid, correlation) IN (SELECT _ns_corr(gpid, correlation) FROM _ns_gpumem) GROUP BY ALL
 ),
 ev AS (
     SELECT m.source_id, _ns_tid(c.gtid) AS tid, g.ts, g.device, g.address,

@@ -2,16 +2,18 @@
 
 DuckDB's own sqlite extension is downloaded on first use, so it is not available offline. ADBC's SQLite driver
 (``pip install tracedoc[nsys]``) reads straight into Arrow through its low-level API; without it the standard
-library's sqlite3 is used and each batch is turned into Arrow columns. The file is opened read-only and immutable
-(no locks, no journal), and a file shorter than its header says is rejected before any query runs.
+library's sqlite3 is used: a table of integers comes as one CSV text per chunk of rows, written by SQLite and parsed
+by pyarrow (no Python object per row), any other as rows turned into Arrow columns. The file is opened read-only and
+immutable (no locks, no journal), and a file shorter than its header says is rejected before any query runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import sqlite3
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Protocol
@@ -23,6 +25,7 @@ from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.nsys import SQLITE_MAGIC
 
 _BATCH_ROWS = 65536
+_ROWID_NAMES = frozenset({"rowid", "_rowid_", "oid"})
 
 
 def _adbc_module() -> ModuleType | None:
@@ -86,11 +89,16 @@ class SqliteSource:
         except sqlite3.Error as exc:
             raise InputError(f"{self.path}: unreadable SQLite database ({exc})") from None
 
-    def arrow(self, sql: str, schema: pa.Schema) -> pa.RecordBatchReader:
-        """Stream a query's result as Arrow batches of ``schema`` (its columns in order: int64 or string)."""
+    def arrow(self, table: str, columns: Sequence[str], where: str, schema: pa.Schema) -> pa.RecordBatchReader:
+        """Stream ``columns`` (SQL expressions, one per field of ``schema``: int64 or string) of ``table``'s rows
+        that meet ``where`` (every row when empty) as Arrow batches of ``schema``."""
         adbc = _adbc_module()
+        select = ", ".join(f"{c} AS {f.name}" for c, f in zip(columns, schema))
+        sql = f'SELECT {select} FROM "{table}"' + (f" WHERE {where}" if where else "")
         if adbc is not None:
             return self._adbc_reader(adbc, sql, schema)
+        if all(f.type == pa.int64() for f in schema) and not self.columns.get(table, set()) & _ROWID_NAMES:
+            return pa.RecordBatchReader.from_batches(schema, self._text_batches(table, columns, where, schema))
         return pa.RecordBatchReader.from_batches(schema, self._sqlite3_batches(sql, schema))
 
     def _adbc_reader(self, adbc: ModuleType, sql: str, schema: pa.Schema) -> pa.RecordBatchReader:
@@ -121,6 +129,38 @@ class SqliteSource:
             columns = zip(*rows)
             yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)],
                                              schema=schema)
+
+    def _text_batches(self, table: str, columns: Sequence[str], where: str,
+                      schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        """Integer columns without a Python object per row: SQLite writes each chunk of rows (in rowid order) as
+        one CSV text, NULL as an empty field, and pyarrow parses it. A value that is not an integer fails the
+        parse; one whose text holds a comma or a line break changes the fields or the rows counted, and is
+        refused as well. pyarrow's CSV module is imported here, by the runs that read this way only."""
+        import pyarrow.csv as pa_csv
+
+        line = "printf('" + ",".join(["%s"] * len(columns)) + "', " + ", ".join(columns) + ")"
+        chunk = (f"SELECT group_concat(line, char(10)), max(r), count(*) FROM (SELECT rowid AS r, {line} AS line "
+                 f'FROM "{table}" WHERE rowid >= ?' + (f" AND ({where})" if where else "")
+                 + f" ORDER BY rowid LIMIT {_BATCH_ROWS})")
+        read = pa_csv.ReadOptions(column_names=schema.names, use_threads=False)
+        parse = pa_csv.ParseOptions(ignore_empty_lines=False)
+        convert = pa_csv.ConvertOptions(column_types=schema)
+        start = -(1 << 63)
+        while True:
+            try:
+                text, last, count = self._con.execute(chunk, (start,)).fetchone()
+            except sqlite3.Error as exc:
+                raise InputError(f"{self.path}: unreadable SQLite database ({exc})") from None
+            if not count:
+                return
+            batches = pa_csv.read_csv(io.BytesIO(str(text).encode()), read_options=read, parse_options=parse,
+                                      convert_options=convert, memory_pool=pa.system_memory_pool()).to_batches()
+            if sum(b.num_rows for b in batches) != count:
+                raise pa.ArrowInvalid(f"{table}: a value that is not an integer")
+            yield from batches
+            if count < _BATCH_ROWS or last >= (1 << 63) - 1:
+                return
+            start = last + 1
 
     def close(self) -> None:
         """Close every reader, cursor and connection, newest first; a failure to close one (after an error
