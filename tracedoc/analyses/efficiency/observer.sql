@@ -83,26 +83,44 @@ host_events AS (  -- each host event of a source with steps, hidden when a busy 
     LEFT JOIN busy_bucketed b ON b.source_id = c.source_id AND b.bucket = c.busy_bucket
      AND c.ts_ns >= b.ts_ns AND c.ts_ns < b.end_ns
 ),
-marks AS (  -- the host events, and each step's start (edge -1) and end (edge 1), in one stream per source
-    SELECT source_id, ts_ns, hidden, NULL::BIGINT AS step, 0 AS edge FROM host_events
+edges AS (  -- each step's start (edge -1) and end (edge 1)
+    SELECT source_id, step, -1 AS edge, ts_ns FROM spans WHERE traced_ns > 0
     UNION ALL
-    SELECT source_id, ts_ns, NULL, step, -1 FROM spans WHERE traced_ns > 0
-    UNION ALL
-    SELECT source_id, ts_ns + traced_ns, NULL, step, 1 FROM spans WHERE traced_ns > 0
+    SELECT source_id, step, 1, ts_ns + traced_ns FROM spans WHERE traced_ns > 0
 ),
-counted AS (  -- at each mark, the host events (all, and the critical ones) that started before it: a mark comes
-              -- before the events of its own time
-    SELECT source_id, step, edge, sum((hidden IS NOT NULL)::INTEGER) OVER w AS events_before,
-           sum(coalesce(NOT hidden, false)::INTEGER) OVER w AS critical_before
-    FROM marks
-    WINDOW w AS (PARTITION BY source_id ORDER BY ts_ns, edge <> 0 DESC ROWS UNBOUNDED PRECEDING)
+grid AS (  -- per source, the host events' time cut in at most about 65,536 buckets
+    SELECT source_id, min(ts_ns) AS base_ns, greatest((max(ts_ns) - min(ts_ns)) // 65536, 1) AS width_ns
+    FROM host_events GROUP BY source_id
+),
+events_bucketed AS (
+    SELECT h.source_id, h.ts_ns, h.hidden, (h.ts_ns - g.base_ns) // g.width_ns AS bucket
+    FROM host_events h JOIN grid g USING (source_id)
+),
+counts AS (  -- the host events (all, and the critical ones) of each bucket and of the buckets before it
+    SELECT source_id, bucket, sum(n) OVER w AS events_through, sum(critical) OVER w AS critical_through
+    FROM (SELECT source_id, bucket, count(*) AS n, count(*) FILTER (WHERE NOT hidden) AS critical
+          FROM events_bucketed GROUP BY source_id, bucket)
+    WINDOW w AS (PARTITION BY source_id ORDER BY bucket ROWS UNBOUNDED PRECEDING)
+),
+edges_bucketed AS (  -- an edge before a source's first event falls in bucket 0 or below (`//` rounds toward zero),
+                     -- where no event starts before it
+    SELECT e.source_id, e.step, e.edge, e.ts_ns, (e.ts_ns - g.base_ns) // g.width_ns AS bucket
+    FROM edges e JOIN grid g USING (source_id)
+),
+before AS (  -- at each edge, the host events that started before it: those of the buckets before its own, and
+             -- those of its own bucket that start before it (an event at an edge's time is not before it)
+    SELECT e.source_id, e.step, e.edge, c.events_through AS n, c.critical_through AS critical
+    FROM edges_bucketed e ASOF JOIN counts c ON c.source_id = e.source_id AND e.bucket > c.bucket
+    UNION ALL
+    SELECT e.source_id, e.step, e.edge, 1, (NOT h.hidden)::INTEGER
+    FROM edges_bucketed e JOIN events_bucketed h
+      ON h.source_id = e.source_id AND h.bucket = e.bucket AND h.ts_ns < e.ts_ns
 ),
 events AS (  -- the host events starting in each step's span: those before its end less those before its start
-             -- (one sorted pass: steps' spans may overlap, a span running to the end of the last work its step
-             -- launched, so events are not placed step by step)
-    SELECT source_id, step, sum(edge * events_before)::BIGINT AS host_events,
-           sum(edge * critical_before)::BIGINT AS critical_events
-    FROM counted WHERE edge <> 0
+             -- (steps' spans may overlap, a span running to the end of the last work its step launched, so events
+             -- are not placed step by step; counted through buckets, no event is sorted)
+    SELECT source_id, step, sum(edge * n)::BIGINT AS host_events, sum(edge * critical)::BIGINT AS critical_events
+    FROM before
     GROUP BY source_id, step
 ),
 launches AS (  -- a trace without kernel launch calls (CUDA graphs): its runtime calls

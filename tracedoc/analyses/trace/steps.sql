@@ -174,12 +174,15 @@ CREATE OR REPLACE TEMP TABLE trace_step_work AS
 WITH gpu_alone AS (
     SELECT source_id FROM trace_steps_found WHERE source_id NOT IN (SELECT source_id FROM trace_launches)
 ),
-stepped AS (  -- the step each launch fell in (the ASOF join sorts these narrow rows, not the work's)
+stepped AS (  -- the step each launch of GPU work fell in (the ASOF join sorts these narrow rows, not the work's,
+              -- and only the launches of work: an export's CUDA calls are mostly not)
     SELECT l.source_id, l.correlation_id, l.launch_ns,
            CASE WHEN l.launch_ns < s.ts_ns + s.dur_ns THEN s.step END AS step
-    FROM trace_launches l ASOF LEFT JOIN trace_steps_found s
-      ON l.source_id = s.source_id AND l.launch_ns >= s.ts_ns
-    WHERE l.source_id IN (SELECT source_id FROM trace_steps_found)
+    FROM (SELECT l.* FROM trace_launches l
+          SEMI JOIN (SELECT source_id, correlation_id FROM gpu_activity WHERE kind IN ('kernel', 'memcpy', 'memset')) g
+            ON g.source_id = l.source_id AND g.correlation_id = l.correlation_id
+          WHERE l.source_id IN (SELECT source_id FROM trace_steps_found)) l
+    ASOF LEFT JOIN trace_steps_found s ON l.source_id = s.source_id AND l.launch_ns >= s.ts_ns
 ),
 work AS (
     SELECT g.*, st.launch_ns, st.step
