@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from tracedoc.ingest.nsys import SQLITE_MAGIC
+from tracedoc.ingest.nsys import is_sqlite
 from tracedoc.limits import Limits
 
 if TYPE_CHECKING:
@@ -37,9 +37,4 @@ def export_bytes(inputs: Iterable[InputFile]) -> int:
     """The bytes of the inputs that are SQLite exports read as they are. A compressed export or an .nsys-rep is
     left out: the export read from it is larger than the file, by an amount known only once it is unpacked or
     exported, and a cap fitted to the file would be too tight for it, so those are read without a fitted cap."""
-    return sum(i.size_bytes for i in inputs if i.format == "nsys" and i.compression is None and _is_sqlite(i))
-
-
-def _is_sqlite(source: InputFile) -> bool:
-    with open(source.file, "rb") as f:
-        return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    return sum(i.size_bytes for i in inputs if i.format == "nsys" and i.compression is None and is_sqlite(i.file))

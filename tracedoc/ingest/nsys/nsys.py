@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.base import LoadResult, Part
-from tracedoc.ingest.nsys import SQLITE_MAGIC
+from tracedoc.ingest.nsys import SQLITE_MAGIC, is_sqlite
 from tracedoc.ingest.nsys.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpec
 from tracedoc.ingest.nsys.sqlite_arrow import SqliteSource
 from tracedoc.store import Store
@@ -76,7 +76,7 @@ def _is_report(path: Path, head: bytes) -> bool:
 def _export_beside(report: Path) -> Path | None:
     """``run.sqlite`` beside ``run.nsys-rep``, when it is an SQLite file."""
     export = report.with_suffix(".sqlite")
-    return export if export.is_file() and _read_head(export).startswith(SQLITE_MAGIC) else None
+    return export if export.is_file() and is_sqlite(export) else None
 
 
 def redundant_in_directory(path: Path, head: bytes) -> bool:
@@ -91,10 +91,7 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     A report is read through the export beside it when there is one (the same data, no nsys needed), else
     exported with nsys first.
     """
-    if _read_head(path).startswith(SQLITE_MAGIC):
-        sqlite_path = path
-    else:
-        sqlite_path = _export_beside(path) or export_report(path, workdir)
+    sqlite_path = path if is_sqlite(path) else _export_beside(path) or export_report(path, workdir)
     source = SqliteSource(sqlite_path)
     try:
         if not _is_export(source):
@@ -123,7 +120,7 @@ def prepare(paths: Sequence[Path], workdir: Path) -> None:
     """Export the reports among ``paths`` that have no export beside them, in parallel (one nsys process each, as
     many at once as there are cores this process may run on), into ``workdir``, where ``load`` then finds them: a
     job's reports, one per rank, are exported side by side instead of one after the other."""
-    pending = [p for p in paths if not _read_head(p).startswith(SQLITE_MAGIC) and _export_beside(p) is None]
+    pending = [p for p in paths if not is_sqlite(p) and _export_beside(p) is None]
     if len(pending) < 2 or shutil.which("nsys") is None:
         return  # load exports a single report itself, and says how when there is no nsys
     with ThreadPoolExecutor(max_workers=min(len(pending), cores())) as pool:
@@ -158,11 +155,6 @@ def _export_target(report: Path, workdir: Path) -> Path:
     folders are two reports)."""
     digest = hashlib.blake2b(str(report.resolve()).encode(), digest_size=6).hexdigest()
     return workdir / f"{report.stem}-{digest}.sqlite"
-
-
-def _read_head(path: Path) -> bytes:
-    with path.open("rb") as f:
-        return f.read(len(SQLITE_MAGIC))
 
 
 def _is_export(source: SqliteSource) -> bool:
