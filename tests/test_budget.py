@@ -135,6 +135,20 @@ def test_a_report_read_back_from_the_cache_does_not_import_duckdb(tmp_path: Path
             assert again.stdout == first.stdout
 
 
+def test_a_report_written_off_a_terminal_imports_no_rich(tmp_path: Path) -> None:
+    """Rich draws the progress line on a terminal and the text report (about 35 ms of a run's imports); a report
+    written as JSON, Markdown or HTML to a pipe or a file, and the line saying where, draw nothing with it: analysed
+    or read back from the cache, no Rich is imported."""
+    args = ["analyze", str(SAMPLES / "decode-eager" / "trace.json.gz"), "--cache-dir", str(tmp_path / "cache")]
+    for run in ([*args, "--format", "json"], [*args, "--format", "json"], [*args, "--format", "md"],
+                [*args, "--out", str(tmp_path / "report.md")], [*args, "--out", str(tmp_path / "report.html")]):
+        done, imported = cli_run(run)
+        assert done.returncode == 0, done.stderr
+        assert "rich" not in imported, run[3:]
+    assert "report written to" in done.stderr
+    assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+
 @pytest.mark.skipif(importlib.util.find_spec("_duckdb") is None, reason="this DuckDB ships no engine module of its own")
 def test_a_pytorch_trace_is_analysed_on_the_engine_without_the_duckdb_package() -> None:
     """The duckdb package's Python layer (relations, scans of Arrow objects) took 0.2 s of a small trace's run and
