@@ -140,15 +140,19 @@ def test_a_report_read_back_from_the_cache_does_not_import_duckdb(tmp_path: Path
 def test_a_report_written_off_a_terminal_imports_no_rich(tmp_path: Path) -> None:
     """Rich draws the progress line on a terminal and the text report (about 35 ms of a run's imports); a report
     written as JSON, Markdown or HTML to a pipe or a file, and the line saying where, draw nothing with it: analysed
-    or read back from the cache, no Rich is imported."""
-    args = ["analyze", str(SAMPLES / "decode-eager" / "trace.json.gz"), "--cache-dir", str(tmp_path / "cache")]
+    or read back from the cache, no Rich is imported; nor by a diff written as JSON."""
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    args = ["analyze", str(SAMPLES / "decode-eager" / "trace.json.gz"), *cache]
+    diff = ["diff", str(SAMPLES / "decode-eager"), str(SAMPLES / "decode-cudagraph"), *cache, "--format", "json"]
     for run in ([*args, "--format", "json"], [*args, "--format", "json"], [*args, "--format", "md"],
-                [*args, "--out", str(tmp_path / "report.md")], [*args, "--out", str(tmp_path / "report.html")]):
+                [*args, "--out", str(tmp_path / "report.md")], [*args, "--out", str(tmp_path / "report.html")], diff):
         done, imported = cli_run(run)
         assert done.returncode == 0, done.stderr
         assert "rich" not in imported, run[3:]
-    assert "report written to" in done.stderr
+        if "--out" in run:
+            assert "report written to" in done.stderr
     assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert json.loads(done.stdout)["after"]
 
 
 def test_the_command_line_leaves_its_objects_to_the_exit_without_a_search_for_cycles() -> None:
