@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
+import pty
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -198,6 +202,40 @@ def test_module_entry_point() -> None:
     result = subprocess.run([sys.executable, "-m", "tracedoc", "rules", "launch-bound"], capture_output=True,
                             text=True)
     assert result.returncode == 0 and "min_idle_pct" in result.stdout
+
+
+def stderr_of_a_run(args: list[str], terminal: bool) -> bytes:
+    """What `tracedoc ARGS` (a fresh process) writes on standard error: a pseudo-terminal, or a pipe."""
+    command = [sys.executable, "-m", "tracedoc", *args]
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "TERM")}
+    if not terminal:
+        return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, check=True).stderr
+    leader, follower = pty.openpty()
+    written: list[bytes] = []
+
+    def drain() -> None:  # read as it is written, so that the terminal's buffer never blocks the command
+        with contextlib.suppress(OSError):  # the terminal closed: the command ended
+            while chunk := os.read(leader, 4096):
+                written.append(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        subprocess.run(command, cwd=ROOT, env={**env, "TERM": "xterm"}, stdout=subprocess.DEVNULL, stderr=follower,
+                       check=True)
+    finally:
+        os.close(follower)
+        reader.join(timeout=60)
+        os.close(leader)
+    return b"".join(written)
+
+
+def test_progress_is_drawn_on_a_terminal_and_nothing_is_written_to_a_pipe() -> None:
+    """The status line says what a run is doing where standard error is a terminal; piped, Rich would draw nothing
+    and is not asked to (tracedoc.cli.stderr), so nothing is written there."""
+    args = ["analyze", str(EAGER), "--no-cache", "--format", "json"]
+    assert b"analysing" in stderr_of_a_run(args, terminal=True)
+    assert stderr_of_a_run(args, terminal=False) == b""
 
 
 def test_help_names_every_kind_of_input_and_health_offers_only_what_it_does() -> None:

@@ -12,7 +12,6 @@ keeps its length.
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -57,6 +56,8 @@ def what_if(report: Report, number: int) -> WhatIf | None:
         return None
     total = sum(spans.values())
     keep = max(total - finding.impact_ms, 0.0) / total
+    import statistics  # here: a report read back from the cache is not projected again (statistics imports decimal)
+
     step = statistics.median(spans.values())
     projected = step * keep
     remaining = total - finding.impact_ms

@@ -6,12 +6,12 @@ does not pay for the dashboard, the diff or the workloads.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator, MutableMapping
 
 import click
 
 from tracedoc.cli.errors import TracedocGroup
+from tracedoc.lazy import load
 from tracedoc.version import __version__
 
 # name: "module:attribute" of the click command.
@@ -35,8 +35,7 @@ class LazyCommands(MutableMapping[str, click.Command]):
 
     def __getitem__(self, name: str) -> click.Command:
         if name not in self._loaded:
-            module, _, attribute = self._targets[name].partition(":")
-            self._loaded[name] = getattr(importlib.import_module(module), attribute)
+            self._loaded[name] = load(self._targets[name])
         return self._loaded[name]
 
     def __setitem__(self, name: str, command: click.Command) -> None:

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.text import Text
 
 from tracedoc.api import run_analysis
 from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import (
-    OutputConsole,
     analysis_options,
     cache_dir_option,
     cluster_options,
@@ -26,12 +21,11 @@ from tracedoc.cli.options import (
     output_target,
     report_options,
 )
+from tracedoc.cli.stderr import progress, say
 from tracedoc.export import EXPORTS
 from tracedoc.options import AnalysisOptions
 from tracedoc.report import Report
-from tracedoc.whatif import projection_for
-from tracedoc.words.findings import missing_ranks_lines, what_if_text
-from tracedoc.words.sanitize import one_line, terminal_text
+from tracedoc.words.findings import missing_ranks_lines
 
 
 @click.command("analyze")
@@ -60,27 +54,18 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
     if options.peaks is not None and cluster is not None:
         raise BadInput("--peak-tflops, --peak-gbps, --flops-per-step, --bytes-per-step and --step-time-ms apply to "
                        "a local analysis: not with --workers or a Dask scheduler")
-    err = Console(stderr=True)
-    with err.status("reading traces…") as status, _export_file(fmt, target) as exported:
-
-        def progress(message: str) -> None:
-            status.update(Text(one_line(message)))
-
-        report = run_analysis(paths, options, cache_dir=cache_dir, use_cache=not no_cache, progress=progress,
+    with progress("reading traces…") as step, _export_file(fmt, target) as exported:
+        report = run_analysis(paths, options, cache_dir=cache_dir, use_cache=not no_cache, progress=step,
                               cluster=cluster, perfetto=exported)
-    if exported is not None and target is not None:
-        err.print(f"{EXPORTS[fmt].title} written to {target}", highlight=False)
     projection_only = options.what_if is not None and fmt == "text" and target is None
+    said = [f"{EXPORTS[fmt].title} written to {target}"] if exported is not None and target is not None else []
     if fmt != "text" or target is not None or projection_only:  # else the text report says it under its headline
-        for line in missing_ranks_lines(report.summary):
-            err.print(Text(one_line(line)), highlight=False)
+        said += missing_ranks_lines(report.summary)
+    say(said)
     if projection_only:  # the answer asked for, not the report again
         rule = options.what_if
         assert rule is not None
-        projection = projection_for(report, rule)
-        OutputConsole(highlight=False).print(Text(terminal_text(
-            f"{rule} (#{projection['finding']}): {what_if_text(projection)}" if projection
-            else _no_projection(report, rule))))
+        _print_projection(report, rule)
     elif fmt not in EXPORTS:
         emit_report(report, fmt, target)
     sys.exit(exit_code(report, fail_on))
@@ -96,12 +81,30 @@ def _export_file(fmt: str, target: Path | None) -> Iterator[Path | None]:
     elif target is not None:
         yield target
     else:
+        import shutil
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix=f"tracedoc-{fmt}-") as tmp:
             written = Path(tmp) / f"trace{EXPORTS[fmt].extension}"
             yield written
             with written.open("rb") as f:
                 shutil.copyfileobj(f, sys.stdout.buffer)
             sys.stdout.flush()
+
+
+def _print_projection(report: Report, rule: str) -> None:
+    """Print the projected step time with ``rule``'s largest finding fixed (``--what-if`` with the text format)."""
+    from rich.text import Text
+
+    from tracedoc.cli.terminal import OutputConsole
+    from tracedoc.whatif import projection_for
+    from tracedoc.words.findings import what_if_text
+    from tracedoc.words.sanitize import terminal_text
+
+    projection = projection_for(report, rule)
+    OutputConsole(highlight=False).print(Text(terminal_text(
+        f"{rule} (#{projection['finding']}): {what_if_text(projection)}" if projection
+        else _no_projection(report, rule))))
 
 
 def _no_projection(report: Report, rule: str) -> str:

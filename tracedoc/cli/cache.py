@@ -9,7 +9,8 @@ import click
 from rich.table import Table
 
 from tracedoc.cli.errors import one_line_errors
-from tracedoc.cli.options import FiniteFloatRange, cache_dir_option, table_console
+from tracedoc.cli.options import FiniteFloatRange, cache_dir_option
+from tracedoc.cli.terminal import table_console
 from tracedoc.store.cache import cached_stores, clear_cache, default_cache_dir, leftovers
 
 

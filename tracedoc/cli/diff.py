@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from tracedoc.cli.errors import one_line_errors
 from tracedoc.cli.options import (
@@ -16,9 +15,9 @@ from tracedoc.cli.options import (
     cache_dir_option,
     out_path,
     output_target,
-    table_console,
     write_document,
 )
+from tracedoc.cli.stderr import progress
 from tracedoc.diff import build_diff, load_side
 from tracedoc.diff.gates import new_finding_failures, regression_failures
 from tracedoc.diff.render import FORMATS, render
@@ -67,19 +66,19 @@ def diff_command(before: Path, after: Path, fmt: str | None, out: Path | None, f
     fmt, target = output_target(fmt, out, _STEM, FORMATS, {".perfetto.json": "a diff has no Perfetto form"})
     source_b, source_a = resolve_side(before), resolve_side(after)
     check_kinds(source_b, source_a)  # before the analyses: a torch trace against an ncu report fails at once
-    err = Console(stderr=True)
-    with err.status("reading BEFORE…"):
+    with progress("reading BEFORE…"):
         side_b = load_side(source_b, options, cache_dir, use_cache=not no_cache)
     if _same_path(before, after):
         side_a = side_b
     else:
-        with err.status("reading AFTER…"):
+        with progress("reading AFTER…"):
             side_a = load_side(source_a, options, cache_dir, use_cache=not no_cache)
     diff = build_diff(side_b, side_a, per_step_items=per_step_items, rank=rank)
     failures = regression_failures(diff, fail_on_regression) if fail_on_regression is not None else []
     if fail_on_new is not None:
         failures += new_finding_failures(diff, fail_on_new)
     if fmt == "text" and target is None:
+        from tracedoc.cli.terminal import table_console
         from tracedoc.diff.text import diff_parts
 
         console = table_console()  # on a terminal its width; piped, rows are never wrapped or cut

@@ -1,5 +1,6 @@
 """Options and helpers the commands share: writing a report (`tracedoc analyze`, `tracedoc health`), rules and
-thresholds, the cache, tables on the terminal."""
+thresholds, the cache. What is drawn with Rich (tables, the text report on a terminal) is in tracedoc.cli.terminal,
+imported where something is drawn."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console, RenderableType
 
 from tracedoc.cli.errors import BadInput, one_line_errors
+from tracedoc.cli.stderr import say
 from tracedoc.errors import RuleError
 from tracedoc.export import EXPORTS
 from tracedoc.judge import Rule, load_rules
@@ -23,11 +24,11 @@ from tracedoc.limits import Limits
 from tracedoc.options import AnalysisOptions, Peaks
 from tracedoc.render import RENDERERS
 from tracedoc.render.base import Renderer
-from tracedoc.render.markdown import MarkdownRenderer
-from tracedoc.render.text import TextRenderer
 from tracedoc.report import SEVERITIES, Report
 from tracedoc.units import parse_size
-from tracedoc.words.sanitize import one_line
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 _OUT_HELP = "Write the report to this file, or into this directory as tracedoc-report.<ext>."
 
@@ -185,23 +186,6 @@ def analysis_options(set_example: str = "launch-bound.min_idle_pct=25",
     return decorate
 
 
-class OutputConsole(Console):
-    """A console on stdout whose closed pipe (`| head`) is a BrokenPipeError for the command's error handling
-    (exit 141, cli.errors), not Rich's own exit with code 1, which means a finding here."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
-
-
-def table_console(**options: Any) -> Console:
-    """A console for tables on stdout; piped, it never wraps or cuts a row (a table is only as wide as its text)."""
-    console = OutputConsole(highlight=False, **options)
-    if not console.is_terminal:
-        console.width = 100_000
-    return console
-
-
 class _DirectoryPath(type(Path())):  # type: ignore[misc]
     """An --out written with a trailing slash: a directory, whatever its name looks like."""
 
@@ -219,7 +203,7 @@ _EXTENSION_ALIASES = {".htm": "html", ".markdown": "md"}
 
 def renderer_formats() -> dict[str, str]:
     """The formats a report renders to (no export: those need the analysed store): name → extension."""
-    return {name: renderer.extension for name, renderer in RENDERERS.items()}
+    return RENDERERS.extensions()
 
 
 def report_formats() -> dict[str, str]:
@@ -271,7 +255,7 @@ def write_document(text: str, target: Path | None, what: str) -> None:
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
-    Console(stderr=True).print(f"{what} written to {one_line(target)}", highlight=False, markup=False)
+    say([f"{what} written to {target}"])
 
 
 def parse_settings(settings: Sequence[str], rules: Sequence[Rule]) -> dict[str, dict[str, float]]:
@@ -308,9 +292,15 @@ def emit_report(report: Report, fmt: str, target: Path | None, text_head: Sequen
     """Print the report (text in colour on a terminal) or write it to ``target``.
 
     ``text_head`` replaces the text report's summary line, for a command that summarises in its own way;
-    ``markdown_head`` goes before the Markdown report.
+    ``markdown_head`` goes before the Markdown report. Rich and a format's renderer are imported only for the
+    format written.
     """
     if fmt == "text" and (target is None or text_head is not None):
+        from rich.console import Console
+
+        from tracedoc.cli.terminal import OutputConsole
+        from tracedoc.render.text import TextRenderer
+
         console: Console = OutputConsole(highlight=False)
         renderer = TextRenderer(width=min(console.width, 120)) if target is None else TextRenderer()
         buf = io.StringIO()
@@ -322,7 +312,11 @@ def emit_report(report: Report, fmt: str, target: Path | None, text_head: Sequen
         if target is None:
             return
         text = buf.getvalue()
+    elif fmt == "md" and markdown_head:
+        from tracedoc.render.markdown import MarkdownRenderer
+
+        text = markdown_head + MarkdownRenderer(headline=False).render(report)
     else:
-        document: Renderer = MarkdownRenderer(headline=False) if fmt == "md" and markdown_head else RENDERERS[fmt]()
-        text = (markdown_head if fmt == "md" else "") + document.render(report)
+        document: Renderer = RENDERERS[fmt]()
+        text = document.render(report)
     write_document(text, target, "report")

@@ -8,7 +8,8 @@ import click
 from rich.table import Table
 
 from tracedoc.cli.errors import BadInput, one_line_errors
-from tracedoc.cli.options import parse_settings, rules_option, set_option, table_console
+from tracedoc.cli.options import parse_settings, rules_option, set_option
+from tracedoc.cli.terminal import table_console
 from tracedoc.judge import Rule, load_rules
 from tracedoc.judge.template import fields
 

@@ -6,17 +6,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
-from rich.console import Console
-from rich.text import Text
 
 from tracedoc.cli.errors import one_line_errors
 from tracedoc.cli.options import analysis_options, cache_dir_option
 from tracedoc.cli.ports import DEFAULT_PORT, listen_port
+from tracedoc.cli.stderr import progress
 from tracedoc.ingest import InputFile
 from tracedoc.options import AnalysisOptions
 from tracedoc.pages import PAGES
 from tracedoc.store.cache import default_cache_dir
-from tracedoc.words.sanitize import one_line
 
 # The command's help; its list of pages is the dashboard's own (tracedoc.pages.PAGES), so it names every page.
 SERVE_HELP = f"""Serve the dashboard for traces, a cached store (*.duckdb) or a saved JSON report.
@@ -97,7 +95,6 @@ def ingest(inputs: Sequence[InputFile], cache_dir: Path, options: AnalysisOption
 
     if not inputs:
         return
-    with Console(stderr=True).status("reading traces…") as status:
-        store, _ = open_store(inputs, cache_dir, lambda message: status.update(Text(one_line(message))),
-                              options.limits)
+    with progress("reading traces…") as step:
+        store, _ = open_store(inputs, cache_dir, step, options.limits)
         store.close()

@@ -11,7 +11,8 @@ from rich.table import Table
 
 from tracedoc import workload as workloads
 from tracedoc.cli.errors import BadInput, one_line_errors
-from tracedoc.cli.options import FiniteFloatRange, table_console
+from tracedoc.cli.options import FiniteFloatRange
+from tracedoc.cli.terminal import table_console
 from tracedoc.health.nvml import Backend, LiveNvml
 from tracedoc.health.replay import ENV_VAR, Replay
 

@@ -31,7 +31,6 @@ folders with ``--rules DIR``, and a user rule with a built-in's id replaces it. 
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from collections.abc import Sequence
@@ -191,6 +190,8 @@ def check_thresholds(rules: Sequence[Rule], overrides: dict[str, dict[str, float
     for rule_id, values in overrides.items():
         rule = by_id.get(rule_id)
         if rule is None:
+            import difflib  # here: only a mistyped --set needs it
+
             close = difflib.get_close_matches(rule_id, by_id, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             raise RuleError(f"no rule '{rule_id}' ({hint}rules: {', '.join(sorted(by_id))})")

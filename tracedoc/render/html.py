@@ -19,7 +19,6 @@ class HtmlRenderer(Renderer):
     """One HTML file: the dashboard's pages but the timeline (it needs the store), Bokeh's JavaScript inline."""
 
     name = "html"
-    extension = ".html"
 
     def render(self, report: Report) -> str:
         require("--format html", ("bokeh",))  # before importing the pages, whose Bokeh is an optional extra

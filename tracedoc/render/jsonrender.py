@@ -6,7 +6,6 @@ from tracedoc.report import Report
 
 class JsonRenderer(Renderer):
     name = "json"
-    extension = ".json"
 
     def render(self, report: Report) -> str:
         return report.to_json() + "\n"

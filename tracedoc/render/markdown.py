@@ -31,7 +31,6 @@ def escape(text: object) -> str:
 
 class MarkdownRenderer(Renderer):
     name = "md"
-    extension = ".md"
 
     def __init__(self, headline: bool = True) -> None:
         self.headline = headline  # False when a command writes its own title and summary above the report

@@ -42,7 +42,6 @@ KERNEL_CHARS = 60  # kernel names in the top-kernels table, shortened as the das
 
 class TextRenderer(Renderer):
     name = "text"
-    extension = ".txt"
 
     def __init__(self, width: int = 110, color: bool = False) -> None:
         self.width = width
