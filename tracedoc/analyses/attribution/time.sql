@@ -107,16 +107,16 @@ WHERE c.kind IN ('op', 'annotation', 'python') AND c.name NOT LIKE 'ProfilerStep
 -- kernels (1), copies and memsets (2) and other work (4: communication kernels, kernels of no category), and the
 -- host ranges by class: collective calls (64), loader (128), annotations (256), operators (512) and Python frames
 -- of the user's code (2048). One merge for all sets: the key packs lane and bit (lane × 4096 + bit).
-CREATE OR REPLACE TEMP VIEW attribution_sets_raw AS
-SELECT l.k * 4096 + CASE WHEN a.kind <> 'kernel' THEN 2 WHEN a.category <> 'communication' THEN 1 ELSE 4 END AS k,
-       greatest(a.ts_ns, l.win_s) AS s, least(a.end_ns, l.win_e) AS e
-FROM gpu_work a JOIN attribution_lanes l USING (source_id, device)
-UNION ALL
-SELECT k * 4096 + CASE class WHEN 'collective' THEN 64 WHEN 'loader' THEN 128 WHEN 'annotation' THEN 256
-                             WHEN 'op' THEN 512 ELSE 2048 END, s, e
-FROM attribution_host_ranges;
--- The sets: the union of each set's rows above, per lane.
 CREATE OR REPLACE TEMP TABLE attribution_sets AS
+WITH attribution_sets_raw AS (
+    SELECT l.k * 4096 + CASE WHEN a.kind <> 'kernel' THEN 2 WHEN a.category <> 'communication' THEN 1 ELSE 4 END AS k,
+           greatest(a.ts_ns, l.win_s) AS s, least(a.end_ns, l.win_e) AS e
+    FROM gpu_work a JOIN attribution_lanes l USING (source_id, device)
+    UNION ALL
+    SELECT k * 4096 + CASE class WHEN 'collective' THEN 64 WHEN 'loader' THEN 128 WHEN 'annotation' THEN 256
+                                 WHEN 'op' THEN 512 ELSE 2048 END, s, e
+    FROM attribution_host_ranges
+)
 SELECT k // 4096 AS k, (k % 4096)::INTEGER AS bit, s, e FROM intervals_merge('attribution_sets_raw');
 
 -- Where single host ranges start or end inside a host gap: segments are cut there too, so that each piece of a

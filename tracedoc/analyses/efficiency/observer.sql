@@ -36,11 +36,6 @@
 -- include: trace.steps
 -- include: intervals.merge
 
--- The work launched in each steady step, as an interval set per step (intervals.merge).
-CREATE OR REPLACE TEMP VIEW efficiency_observer_work AS
-SELECT {'source_id': w.source_id, 'step': w.step} AS k, w.ts_ns AS s, w.end_ns AS e
-FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step);
-
 -- The estimate per source (the columns the header describes).
 CREATE OR REPLACE TEMP TABLE efficiency_observer AS
 WITH spans AS (
@@ -50,7 +45,11 @@ WITH spans AS (
     LEFT JOIN trace_step_work w ON w.source_id = s.source_id AND w.step = s.step
     GROUP BY s.source_id, s.rank, s.step, s.ts_ns, s.dur_ns
 ),
-busy AS (  -- the GPU's busy time for the step's own work: the union of what the step launched
+efficiency_observer_work AS (  -- the work launched in each steady step, as an interval set per step
+    SELECT {'source_id': w.source_id, 'step': w.step} AS k, w.ts_ns AS s, w.end_ns AS e
+    FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step)
+),
+busy AS (  -- the GPU's busy time for the step's own work: the union of what the step launched (intervals.merge)
     SELECT k.source_id, k.step, sum(e - s) AS floor_ns
     FROM intervals_merge('efficiency_observer_work') GROUP BY ALL
 ),
