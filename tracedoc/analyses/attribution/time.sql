@@ -60,23 +60,8 @@ FROM (SELECT source_id, rank, device FROM gpu_busy_intervals
         AND source_id IN (SELECT source_id FROM trace_windows WHERE kind = 'graph_capture')) b
 JOIN trace_windows w USING (source_id);
 
--- GPU-side interval sets per lane, clipped to the window.
-CREATE OR REPLACE TEMP VIEW attribution_kernels_raw AS
-SELECT l.k, greatest(a.ts_ns, l.win_s) AS s, least(a.end_ns, l.win_e) AS e
-FROM gpu_work a JOIN attribution_lanes l USING (source_id, device)
-WHERE a.kind = 'kernel' AND a.category <> 'communication';
--- Kernels: the union of the rows above.
-CREATE OR REPLACE TEMP TABLE attribution_kernels AS SELECT * FROM intervals_merge('attribution_kernels_raw');
-
--- The rows merged into attribution_copies.
-CREATE OR REPLACE TEMP VIEW attribution_copies_raw AS
-SELECT l.k, greatest(a.ts_ns, l.win_s) AS s, least(a.end_ns, l.win_e) AS e
-FROM gpu_work a JOIN attribution_lanes l USING (source_id, device)
-WHERE a.kind IN ('memcpy', 'memset');
--- Copies: the union of the rows above.
-CREATE OR REPLACE TEMP TABLE attribution_copies AS SELECT * FROM intervals_merge('attribution_copies_raw');
-
--- Busy time of each lane (gpu.busy's merged intervals), clipped to the window.
+-- Busy time of each lane (gpu.busy's merged intervals), clipped to the window: where earlier-launched work still
+-- ran when the first step began (attribution_step_starts).
 CREATE OR REPLACE TEMP TABLE attribution_busy AS
 SELECT l.k, greatest(b.ts_ns, l.win_s) AS s, least(b.end_ns, l.win_e) AS e
 FROM gpu_busy_intervals b JOIN attribution_lanes l USING (source_id, device)
@@ -99,19 +84,6 @@ SELECT l.k, g.ts_ns AS s, g.end_ns AS e
 FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
 WHERE (g.cause = 'host_wait' AND g.long_gap) OR (g.launch_ts_ns IS NULL AND g.end_ns = l.win_e AND g.long_gap);
 
--- Queued-work gaps (the next work was already launched), not explained by the host: short ones (gpu.idle's
--- 'kernel_wait') and longer waits on a dependency ('other'), each a set of its own.
-CREATE OR REPLACE TEMP TABLE attribution_queued_gaps AS
-SELECT l.k, g.ts_ns AS s, g.end_ns AS e, g.cause = 'kernel_wait' AS short
-FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
-WHERE g.cause IN ('kernel_wait', 'other') AND NOT (g.launch_ts_ns IS NULL AND g.end_ns = l.win_e AND g.long_gap);
-
--- The gap time charged to blocking syncs: the first cost_ns of each gap a sync returned in.
-CREATE OR REPLACE TEMP TABLE attribution_syncs AS
-SELECT l.k, i.ts_ns AS s, (i.ts_ns + i.cost_ns)::BIGINT AS e  -- cost_ns is a HUGEINT (a sum): the sets stay BIGINT
-FROM host_sync_idle i JOIN attribution_lanes l USING (source_id, device)
-WHERE i.cost_ns > 0;
-
 -- Host-side interval sets, one copy per lane of the source (the host serves all its devices).
 CREATE OR REPLACE TEMP TABLE attribution_host_ranges AS
 SELECT l.k, c.ts_ns AS s, c.ts_ns + c.dur_ns AS e, c.name,
@@ -130,26 +102,22 @@ WHERE c.kind IN ('op', 'annotation', 'python') AND c.name NOT LIKE 'ProfilerStep
            OR regexp_matches(c.name, '^(torch|threading|multiprocessing|concurrent|asyncio|importlib|runpy|'
                                      || 'contextlib|functools|selectors|socket|queue)[/.]')));
 
--- The rows merged into attribution_collective_calls.
-CREATE OR REPLACE TEMP VIEW attribution_collective_calls_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'collective';
--- Collective calls: the union of the rows above.
-CREATE OR REPLACE TEMP TABLE attribution_collective_calls AS SELECT * FROM intervals_merge('attribution_collective_calls_raw');
--- The rows merged into attribution_loader.
-CREATE OR REPLACE TEMP VIEW attribution_loader_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'loader';
--- Loader: the union of the rows above.
-CREATE OR REPLACE TEMP TABLE attribution_loader AS SELECT * FROM intervals_merge('attribution_loader_raw');
--- The rows merged into attribution_annotations.
-CREATE OR REPLACE TEMP VIEW attribution_annotations_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'annotation';
--- Annotations: the union of the rows above.
-CREATE OR REPLACE TEMP TABLE attribution_annotations AS SELECT * FROM intervals_merge('attribution_annotations_raw');
--- The rows merged into attribution_ops.
-CREATE OR REPLACE TEMP VIEW attribution_ops_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'op';
--- Ops: the union of the rows above.
-CREATE OR REPLACE TEMP TABLE attribution_ops AS SELECT * FROM intervals_merge('attribution_ops_raw');
--- The rows merged into attribution_python.
-CREATE OR REPLACE TEMP VIEW attribution_python_raw AS SELECT k, s, e FROM attribution_host_ranges WHERE class = 'python';
--- Python frames of the user's code: the union of the rows above.
-CREATE OR REPLACE TEMP TABLE attribution_python AS SELECT * FROM intervals_merge('attribution_python_raw');
+-- The interval sets swept below, each merged per lane (intervals.merge; a lane's set is disjoint within itself),
+-- one row per merged interval with its set's bit (k, bit, s, e): the lane's work clipped to the window, compute
+-- kernels (1), copies and memsets (2) and other work (4: communication kernels, kernels of no category), and the
+-- host ranges by class: collective calls (64), loader (128), annotations (256), operators (512) and Python frames
+-- of the user's code (2048). One merge for all sets: the key packs lane and bit (lane × 4096 + bit).
+CREATE OR REPLACE TEMP TABLE attribution_sets AS
+WITH attribution_sets_raw AS (
+    SELECT l.k * 4096 + CASE WHEN a.kind <> 'kernel' THEN 2 WHEN a.category <> 'communication' THEN 1 ELSE 4 END AS k,
+           greatest(a.ts_ns, l.win_s) AS s, least(a.end_ns, l.win_e) AS e
+    FROM gpu_work a JOIN attribution_lanes l USING (source_id, device)
+    UNION ALL
+    SELECT k * 4096 + CASE class WHEN 'collective' THEN 64 WHEN 'loader' THEN 128 WHEN 'annotation' THEN 256
+                                 WHEN 'op' THEN 512 ELSE 2048 END, s, e
+    FROM attribution_host_ranges
+)
+SELECT k // 4096 AS k, (k % 4096)::INTEGER AS bit, s, e FROM intervals_merge('attribution_sets_raw');
 
 -- Where single host ranges start or end inside a host gap: segments are cut there too, so that each piece of a
 -- gap can be named after the innermost range covering it.
@@ -192,54 +160,67 @@ SELECT e.k, e.step,
 FROM ends e JOIN attribution_lanes l USING (k) LEFT JOIN firsts f USING (k);
 
 -- Elementary segments: between consecutive boundaries of every set above, inside the window, each with the sets
--- it lies in, its step and the wait it lies in. One sweep: every merged set adds its bit at an interval's start and
--- takes it back at its end, so the running sum over a lane's boundaries is the mask of the sets in force until the
--- next boundary (the sets are disjoint within themselves). Bits: 1 kernel, 2 copy, 4 busy, 8 long host gap, 16
--- short queued gap, 32 sync, 64 collective call, 128 loader, 256 annotation, 512 operator, 1024 longer queued gap,
--- 2048 user Python frame. Waits and step starts cut segments too, and the same sweep carries the last of each
--- started at or before a segment: its step, and the wait (with the rank it waits for) it may lie in.
+-- it lies in, its step and the wait it lies in. One sweep: every set adds its bit at an interval's start and takes
+-- it back at its end, so the running sum over a lane's boundaries is the mask of the sets in force until the next
+-- boundary (each set is disjoint within itself, so the mask stays under 4096). Bits: 1 compute kernel, 2 copy, 4
+-- other work (communication), 8 long host gap, 16 short queued gap, 32 sync, 64 collective call, 128 loader, 256
+-- annotation, 512 operator, 1024 longer queued gap, 2048 user Python frame. Read here: the queued-work gaps (the
+-- next work was already launched), not explained by the host, short ones (gpu.idle's 'kernel_wait') and longer
+-- waits on a dependency ('other'), each a set of its own; and the gap time charged to blocking syncs, the first
+-- cost_ns of each gap a sync returned in (host.sync). Waits and step starts cut segments too, and the same running
+-- sum counts those started at or before a segment (4096 a step, 2^32 a wait, above the mask's bits): the last of
+-- each, found by its number, gives the segment its step and the wait (with the rank it waits for) it may lie in.
 -- The sets above are dropped once used: the attribution keeps its lanes, causes, names and slices.
 -- Each segment then gets its cause and, where it does not need a name lookup, its detail; and what the GPU did,
 -- whatever the cause, for the headline: in_work (a kernel or copy runs), in_busy (any work runs, communication
 -- included), waiting_for (the rank it waits for, inside a wait).
 CREATE OR REPLACE TEMP TABLE attribution_segment_causes AS
-WITH events AS (
-    SELECT k, s AS t, 1 AS d FROM attribution_kernels UNION ALL SELECT k, e, -1 FROM attribution_kernels
-    UNION ALL SELECT k, s, 2 FROM attribution_copies UNION ALL SELECT k, e, -2 FROM attribution_copies
-    UNION ALL SELECT k, s, 4 FROM attribution_busy UNION ALL SELECT k, e, -4 FROM attribution_busy
+WITH queued AS (
+    SELECT l.k, g.ts_ns AS s, g.end_ns AS e, CASE WHEN g.cause = 'kernel_wait' THEN 16 ELSE 1024 END AS bit
+    FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
+    WHERE g.cause IN ('kernel_wait', 'other') AND NOT (g.launch_ts_ns IS NULL AND g.end_ns = l.win_e AND g.long_gap)
+),
+syncs AS (  -- cost_ns is a HUGEINT (a sum): the times stay BIGINT
+    SELECT l.k, i.ts_ns AS s, (i.ts_ns + i.cost_ns)::BIGINT AS e
+    FROM host_sync_idle i JOIN attribution_lanes l USING (source_id, device)
+    WHERE i.cost_ns > 0
+),
+events AS (
+    SELECT k, s AS t, bit AS d FROM attribution_sets UNION ALL SELECT k, e, -bit FROM attribution_sets
     UNION ALL SELECT k, s, 8 FROM attribution_host_gaps UNION ALL SELECT k, e, -8 FROM attribution_host_gaps
-    UNION ALL SELECT k, s, CASE WHEN short THEN 16 ELSE 1024 END FROM attribution_queued_gaps
-    UNION ALL SELECT k, e, CASE WHEN short THEN -16 ELSE -1024 END FROM attribution_queued_gaps
-    UNION ALL SELECT k, s, 32 FROM attribution_syncs UNION ALL SELECT k, e, -32 FROM attribution_syncs
-    UNION ALL SELECT k, s, 64 FROM attribution_collective_calls
-    UNION ALL SELECT k, e, -64 FROM attribution_collective_calls
-    UNION ALL SELECT k, s, 128 FROM attribution_loader UNION ALL SELECT k, e, -128 FROM attribution_loader
-    UNION ALL SELECT k, s, 256 FROM attribution_annotations UNION ALL SELECT k, e, -256 FROM attribution_annotations
-    UNION ALL SELECT k, s, 512 FROM attribution_ops UNION ALL SELECT k, e, -512 FROM attribution_ops
-    UNION ALL SELECT k, s, 2048 FROM attribution_python UNION ALL SELECT k, e, -2048 FROM attribution_python
+    UNION ALL SELECT k, s, bit FROM queued UNION ALL SELECT k, e, -bit FROM queued
+    UNION ALL SELECT k, s, 32 FROM syncs UNION ALL SELECT k, e, -32 FROM syncs
     UNION ALL SELECT k, win_s, 0 FROM attribution_lanes UNION ALL SELECT k, win_e, 0 FROM attribution_lanes
     UNION ALL SELECT k, e, 0 FROM attribution_waits
     UNION ALL SELECT k, t, 0 FROM attribution_host_range_cuts
     UNION ALL BY NAME SELECT k, s AS t, 0 AS d, 1 AS starts FROM attribution_waits
     UNION ALL BY NAME SELECT k, s AS t, 0 AS d, 2 AS starts FROM attribution_step_starts
 ),
-points AS (SELECT k, t, sum(d) AS d, bit_or(starts) AS starts FROM events GROUP BY k, t),
-masks AS (  -- with when the latest wait and step started (a running max)
-    SELECT k, t AS s, lead(t) OVER w AS e, sum(d) OVER (w ROWS UNBOUNDED PRECEDING)::INTEGER AS mask,
-           max(CASE WHEN starts & 1 = 1 THEN t END) OVER (w ROWS UNBOUNDED PRECEDING) AS wait_t,
-           max(CASE WHEN starts & 2 = 2 THEN t END) OVER (w ROWS UNBOUNDED PRECEDING) AS step_t
+points AS (  -- d: the change of the mask (bits under 4096), plus 4096 where a step starts and 2^32 where a wait starts
+    SELECT k, t, (sum(d) + 4096 * (coalesce(bit_or(starts), 0) & 2 = 2)::INTEGER
+                  + 4294967296 * (coalesce(bit_or(starts), 0) & 1 = 1)::INTEGER)::BIGINT AS d
+    FROM events GROUP BY k, t
+),
+masks AS (  -- the running sum: the mask, and how many steps and waits started so far
+    SELECT k, t AS s, lead(t) OVER w AS e, sum(d) OVER (w ROWS UNBOUNDED PRECEDING)::BIGINT AS total
     FROM points WINDOW w AS (PARTITION BY k ORDER BY t)
 ),
-waits AS (  -- of waits starting together, the one ending last (then of the highest rank)
-    SELECT k, s AS t, max({'e': e, 'rank': last_rank}) AS wait FROM attribution_waits GROUP BY k, s
+waits AS (  -- of waits starting together, the one ending last (then of the highest rank), numbered by start
+    SELECT k, row_number() OVER (PARTITION BY k ORDER BY s) AS n, wait
+    FROM (SELECT k, s, max({'e': e, 'rank': last_rank}) AS wait FROM attribution_waits GROUP BY k, s)
 ),
-steps AS (SELECT k, s AS t, max(step) AS step FROM attribution_step_starts GROUP BY k, s),
+steps AS (
+    SELECT k, row_number() OVER (PARTITION BY k ORDER BY s) AS n, step
+    FROM (SELECT k, s, max(step) AS step FROM attribution_step_starts GROUP BY k, s)
+),
 classified AS (
-    SELECT m.k, m.s, m.e, m.mask, (m.mask & 3) > 0 AS in_work, (m.mask & 4) > 0 AS in_busy,
+    SELECT m.k, m.s, m.e, m.mask, (m.mask & 3) > 0 AS in_work, (m.mask & 7) > 0 AS in_busy,
            CASE WHEN m.s < w.wait.e THEN w.wait.rank END AS waiting_for, st.step
-    FROM masks m JOIN attribution_lanes l USING (k)
-    LEFT JOIN waits w ON w.k = m.k AND w.t = m.wait_t
-    LEFT JOIN steps st ON st.k = m.k AND st.t = m.step_t
+    FROM (SELECT k, s, e, (total % 4096)::INTEGER AS mask, total // 4096 % 1048576 AS steps_started,
+                 total // 4294967296 AS waits_started FROM masks) m
+    JOIN attribution_lanes l USING (k)
+    LEFT JOIN waits w ON w.k = m.k AND w.n = m.waits_started
+    LEFT JOIN steps st ON st.k = m.k AND st.n = m.steps_started
     WHERE m.e > m.s AND m.s >= l.win_s AND m.e <= l.win_e
 )
 SELECT k, s, e, step,
@@ -269,11 +250,8 @@ SELECT k, s, e, step,
        in_work, in_busy, waiting_for
 FROM classified;
 
-DROP TABLE attribution_kernels; DROP TABLE attribution_copies; DROP TABLE attribution_busy;
-DROP TABLE attribution_host_gaps; DROP TABLE attribution_queued_gaps; DROP TABLE attribution_syncs;
-DROP TABLE attribution_collective_calls; DROP TABLE attribution_loader; DROP TABLE attribution_annotations;
-DROP TABLE attribution_ops; DROP TABLE attribution_python; DROP TABLE attribution_host_range_cuts;
-DROP TABLE attribution_waits; DROP TABLE attribution_step_starts;
+DROP TABLE attribution_sets; DROP TABLE attribution_busy; DROP TABLE attribution_host_gaps;
+DROP TABLE attribution_host_range_cuts; DROP TABLE attribution_waits; DROP TABLE attribution_step_starts;
 
 -- Names for the host causes: each such segment is named after the innermost host range of its class covering
 -- it (the latest-starting one, and of ranges starting together the shortest; ranges nest). A range join through

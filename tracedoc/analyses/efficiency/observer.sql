@@ -36,19 +36,6 @@
 -- include: trace.steps
 -- include: intervals.merge
 
--- The work launched in each steady step, as an interval set per step (intervals.merge).
-CREATE OR REPLACE TEMP VIEW efficiency_observer_work AS
-SELECT {'source_id': w.source_id, 'step': w.step} AS k, w.ts_ns AS s, w.end_ns AS e
-FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step);
-
--- All the GPU work of each source with steps, any device, unclipped (a host that runs ahead of the GPU launches
--- while work from before the analysed window still runs): when the GPU was busy, per source.
-CREATE OR REPLACE TEMP VIEW efficiency_observer_gpu AS
-SELECT source_id AS k, ts_ns AS s, end_ns AS e FROM trace_step_work;
--- That work merged: source_id, ts_ns, end_ns of each stretch the GPU was busy.
-CREATE OR REPLACE TEMP VIEW efficiency_observer_busy AS
-SELECT k AS source_id, s AS ts_ns, e AS end_ns FROM intervals_merge('efficiency_observer_gpu');
-
 -- The estimate per source (the columns the header describes).
 CREATE OR REPLACE TEMP TABLE efficiency_observer AS
 WITH spans AS (
@@ -58,30 +45,28 @@ WITH spans AS (
     LEFT JOIN trace_step_work w ON w.source_id = s.source_id AND w.step = s.step
     GROUP BY s.source_id, s.rank, s.step, s.ts_ns, s.dur_ns
 ),
-busy AS (  -- the GPU's busy time for the step's own work: the union of what the step launched
+efficiency_observer_work AS (  -- the work launched in each steady step, as an interval set per step
+    SELECT {'source_id': w.source_id, 'step': w.step} AS k, w.ts_ns AS s, w.end_ns AS e
+    FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step)
+),
+busy AS (  -- the GPU's busy time for the step's own work: the union of what the step launched (intervals.merge)
     SELECT k.source_id, k.step, sum(e - s) AS floor_ns
     FROM intervals_merge('efficiency_observer_work') GROUP BY ALL
 ),
-busy_buckets AS (  -- per source, the GPU's busy stretches cut in buckets, each about as long as a stretch and its gap
-    SELECT source_id, min(ts_ns) AS base_ns, greatest((max(end_ns) - min(ts_ns)) // count(*), 1) AS width_ns
-    FROM efficiency_observer_busy GROUP BY source_id
+marks AS (  -- the host events of each source with steps, and all its GPU work (any device, unclipped: a host that
+            -- runs ahead of the GPU launches while work from before the analysed window still runs)
+    SELECT source_id, ts_ns, NULL::BIGINT AS end_ns, true AS is_event FROM cpu_activity
+    WHERE kind IN ('op', 'runtime', 'driver', 'python') AND source_id IN (SELECT source_id FROM spans)
+    UNION ALL
+    SELECT source_id, ts_ns, end_ns, false FROM trace_step_work WHERE end_ns > ts_ns
 ),
-busy_bucketed AS (  -- each stretch in every bucket it overlaps
-    SELECT b.source_id, b.ts_ns, b.end_ns,
-           unnest(range((b.ts_ns - w.base_ns) // w.width_ns, (b.end_ns - 1 - w.base_ns) // w.width_ns + 1)) AS bucket
-    FROM efficiency_observer_busy b JOIN busy_buckets w USING (source_id)
-    WHERE b.end_ns > b.ts_ns
-),
-host_events AS (  -- each host event of a source with steps, hidden when a busy stretch of the GPU covers its start
-                  -- (a range join through the buckets; the stretches are disjoint; an event before a source's first
-                  -- busy stretch falls in bucket 0 or below, `//` rounding toward zero, where no stretch covers it)
-    SELECT c.source_id, c.ts_ns, b.source_id IS NOT NULL AS hidden
-    FROM (SELECT c.source_id, c.ts_ns, (c.ts_ns - w.base_ns) // w.width_ns AS busy_bucket
-          FROM cpu_activity c LEFT JOIN busy_buckets w ON w.source_id = c.source_id
-          WHERE c.kind IN ('op', 'runtime', 'driver', 'python')
-            AND c.source_id IN (SELECT source_id FROM spans)) c
-    LEFT JOIN busy_bucketed b ON b.source_id = c.source_id AND b.bucket = c.busy_bucket
-     AND c.ts_ns >= b.ts_ns AND c.ts_ns < b.end_ns
+host_events AS (  -- each host event, hidden when the GPU was busy as it started: work that started at or before it
+                  -- ends after it (the latest end of the work started so far, in one pass over a source's times,
+                  -- work before the events of its time)
+    SELECT source_id, ts_ns,
+           coalesce(max(end_ns) OVER (PARTITION BY source_id ORDER BY ts_ns, is_event ROWS UNBOUNDED PRECEDING) > ts_ns,
+                    false) AS hidden, is_event
+    FROM marks QUALIFY is_event
 ),
 edges AS (  -- each step's start (edge -1) and end (edge 1)
     SELECT source_id, step, -1 AS edge, ts_ns FROM spans WHERE traced_ns > 0
@@ -118,7 +103,7 @@ before AS (  -- at each edge, the host events that started before it: those of t
 ),
 events AS (  -- the host events starting in each step's span: those before its end less those before its start
              -- (steps' spans may overlap, a span running to the end of the last work its step launched, so events
-             -- are not placed step by step; counted through buckets, no event is sorted)
+             -- are not placed step by step; counted through buckets, the events are not sorted with the edges)
     SELECT source_id, step, sum(edge * n)::BIGINT AS host_events, sum(edge * critical)::BIGINT AS critical_events
     FROM before
     GROUP BY source_id, step

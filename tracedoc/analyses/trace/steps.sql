@@ -37,12 +37,16 @@ WITH r AS (
 )
 SELECT source_id, tid, name, CASE WHEN family = ' #' THEN name ELSE family END AS family, ts_ns, end_ns FROM r;
 
--- When the host launched each correlation id (its first runtime or driver call): source_id, correlation_id,
--- launch_ns. GPU work whose correlation is not here was launched before the trace began.
+-- When the host launched each correlation id of GPU work (a kernel, copy or memset: its first runtime or driver
+-- call): source_id, correlation_id, launch_ns. GPU work whose correlation is not here was launched before the trace
+-- began. Only the calls of GPU work are grouped: an export's CUDA calls are mostly not.
 CREATE OR REPLACE TEMP TABLE trace_launches AS
-SELECT source_id, correlation_id, min(ts_ns) AS launch_ns
-FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
-GROUP BY source_id, correlation_id;
+SELECT c.source_id, c.correlation_id, min(c.ts_ns) AS launch_ns
+FROM cpu_activity c
+SEMI JOIN (SELECT source_id, correlation_id FROM gpu_activity WHERE kind IN ('kernel', 'memcpy', 'memset')) g
+  ON g.source_id = c.source_id AND g.correlation_id = c.correlation_id
+WHERE c.kind IN ('runtime', 'driver') AND c.correlation_id IS NOT NULL
+GROUP BY c.source_id, c.correlation_id;
 
 -- The launches of GPU work (a kernel, copy or memset) of sources without profiler steps: source_id, ts_ns (the
 -- launch), name, gpu_ns (the work's start on the GPU) and dur_ns (its time there).
@@ -171,17 +175,15 @@ WHERE next_ns IS NOT NULL;
 -- its launch. Columns: source_id, rank, device, kind, category, name, grid, block, dur_ns, ts_ns, end_ns, blocks
 -- (a kernel's thread blocks), launch_ns, step.
 CREATE OR REPLACE TEMP TABLE trace_step_work AS
-WITH gpu_alone AS (
-    SELECT source_id FROM trace_steps_found WHERE source_id NOT IN (SELECT source_id FROM trace_launches)
+WITH gpu_alone AS (  -- sources whose host recorded no launch calls
+    SELECT source_id FROM trace_steps_found
+    WHERE source_id NOT IN (SELECT source_id FROM cpu_activity
+                            WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL)
 ),
-stepped AS (  -- the step each launch of GPU work fell in (the ASOF join sorts these narrow rows, not the work's,
-              -- and only the launches of work: an export's CUDA calls are mostly not)
+stepped AS (  -- the step each launch of GPU work fell in (the ASOF join sorts these narrow rows, not the work's)
     SELECT l.source_id, l.correlation_id, l.launch_ns,
            CASE WHEN l.launch_ns < s.ts_ns + s.dur_ns THEN s.step END AS step
-    FROM (SELECT l.* FROM trace_launches l
-          SEMI JOIN (SELECT source_id, correlation_id FROM gpu_activity WHERE kind IN ('kernel', 'memcpy', 'memset')) g
-            ON g.source_id = l.source_id AND g.correlation_id = l.correlation_id
-          WHERE l.source_id IN (SELECT source_id FROM trace_steps_found)) l
+    FROM (SELECT * FROM trace_launches WHERE source_id IN (SELECT source_id FROM trace_steps_found)) l
     ASOF LEFT JOIN trace_steps_found s ON l.source_id = s.source_id AND l.launch_ns >= s.ts_ns
 ),
 work AS (
