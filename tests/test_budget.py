@@ -34,10 +34,13 @@ from tracedoc.store import store as store_module
 # includes) and whether the efficiency modules apply asked once, less 4 statements that set up the modules run at
 # once (the connection reads their catalog first, and each of the two cursors does too: tracedoc.store.pool). Then
 # lowered by the attribution's segments and their causes made in one statement (attribution.time), and by an Nsight
-# Systems export's times put on UTC as its tables are read (an UPDATE per timed table before).
+# Systems export's times put on UTC as its tables are read (an UPDATE per timed table before). Then lowered by the
+# collectives' matching (ranks.collectives) planned only where the store holds communication kernels, and the NVTX
+# projection (nvtx.projection) only where it holds NVTX ranges (ranks.matched and nvtx.idle give their readers
+# empty tables elsewhere).
 STATEMENTS = {
-    "decode-eager": 265,  # a PyTorch profiler trace
-    "nsys-nvfuser-h200": 314,  # an Nsight Systems export
+    "decode-eager": 250,  # a PyTorch profiler trace
+    "nsys-nvfuser-h200": 309,  # an Nsight Systems export
     "ncu-h100-gemm-cublas": 193,  # an Nsight Compute CSV (with its GEMM ladder)
 }
 

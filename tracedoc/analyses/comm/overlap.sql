@@ -6,7 +6,7 @@
 -- waiting inside a collective for a later rank (ranks.collectives): overlap cannot hide that, a faster peer can.
 -- Times in ns.
 -- include: gpu.busy
--- include: ranks.collectives
+-- include: ranks.matched
 -- include: intervals.merge
 -- include: intervals.intersect
 -- include: trace.framework
