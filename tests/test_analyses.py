@@ -99,8 +99,8 @@ def test_the_communication_kind_is_the_one_with_most_time(tmp_path: Path) -> Non
     kinds = {}
     for trace in sorted((SAMPLES / "moe-balanced").glob("*.json.gz")):
         with ingest(tmp_path / trace.name, trace) as store:
-            store.include("comm.overlap")
-            kinds[trace.name] = store.scalar("SELECT comm_kind FROM comm_overlap_summary")
+            store.include("comm.exposed")
+            kinds[trace.name] = store.scalar("SELECT comm_kind FROM comm_exposed_by_device")
     assert len(kinds) == 2 and set(kinds.values()) == {"all_to_all"}, kinds
 
 def test_sync_cost_is_bounded_by_blocked_time(tmp_path: Path) -> None:

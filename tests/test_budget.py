@@ -37,10 +37,11 @@ from tracedoc.store import store as store_module
 # Systems export's times put on UTC as its tables are read (an UPDATE per timed table before). Then lowered by the
 # collectives' matching (ranks.collectives) planned only where the store holds communication kernels, and the NVTX
 # projection (nvtx.projection) only where it holds NVTX ranges (ranks.matched and nvtx.idle give their readers
-# empty tables elsewhere).
+# empty tables elsewhere), and the exposed communication with its rule (comm.exposed, low-comm-overlap) only where
+# there is communication.
 STATEMENTS = {
-    "decode-eager": 250,  # a PyTorch profiler trace
-    "nsys-nvfuser-h200": 309,  # an Nsight Systems export
+    "decode-eager": 248,  # a PyTorch profiler trace
+    "nsys-nvfuser-h200": 307,  # an Nsight Systems export
     "ncu-h100-gemm-cublas": 193,  # an Nsight Compute CSV (with its GEMM ladder)
 }
 

@@ -1,9 +1,9 @@
 -- ranks.matched: the collectives matched across ranks (ranks.collectives' ranks_collectives) for the modules that
--- read them: the attribution's waits for later ranks, the overlap's waits for peers, the rank × step table and
--- the all-to-all load. ranks.collectives runs only where the store holds communication kernels; elsewhere (a
--- trace of one GPU, say) the table is made here, empty, with its columns, so that the readers find no collective
--- without its nine statements being planned. One module makes it, so that readers run at once on cursors
--- (store.pool) never make it twice.
+-- read them: the attribution's waits for later ranks, the exposed communication's waits for peers, the rank × step
+-- table and the all-to-all load. ranks.collectives runs only where the store holds communication kernels;
+-- elsewhere (a trace of one GPU, say) the table is made here, empty, with its columns, so that the readers find no
+-- collective without its nine statements being planned. One module makes it, so that readers run at once on
+-- cursors (store.pool) never make it twice.
 -- uses: ranks.collectives
 
 -- ranks_collectives (ranks.collectives, see its columns there) where the store holds communication kernels;
