@@ -99,8 +99,8 @@ def test_the_communication_kind_is_the_one_with_most_time(tmp_path: Path) -> Non
     kinds = {}
     for trace in sorted((SAMPLES / "moe-balanced").glob("*.json.gz")):
         with ingest(tmp_path / trace.name, trace) as store:
-            store.include("comm.overlap")
-            kinds[trace.name] = store.scalar("SELECT comm_kind FROM comm_overlap_summary")
+            store.include("comm.exposed")
+            kinds[trace.name] = store.scalar("SELECT comm_kind FROM comm_exposed_by_device")
     assert len(kinds) == 2 and set(kinds.values()) == {"all_to_all"}, kinds
 
 def test_sync_cost_is_bounded_by_blocked_time(tmp_path: Path) -> None:
@@ -165,6 +165,35 @@ def test_of_gaps_as_long_the_first_is_the_longest(tmp_path: Path) -> None:
                               "FROM gpu_gaps_long(0) g JOIN trace_windows w USING (source_id)")[0]
             found.add((row["ts_ns"], row["longest_gap_ns"]))
     assert found == {(earlier, first["dur_ns"])}
+
+
+@pytest.mark.parametrize(("sample", "communication", "nvtx"), [
+    ("decode-eager", False, False), ("ddp-straggler", True, False), ("nsys-torch-h100", False, True)])
+def test_the_matching_of_collectives_and_the_nvtx_projection_run_only_where_they_can_find_something(
+        sample: str, communication: bool, nvtx: bool) -> None:
+    """ranks.collectives runs only on a store with communication kernels and nvtx.projection only on one with NVTX
+    ranges (``-- reads:``); elsewhere their readers get empty tables (ranks.matched, nvtx.idle) and still say what
+    they measure: a rank × step table and each GPU's compute beside no communication, the NVTX range of the most
+    idle time only where there are ranges."""
+    from tracedoc.api import build_report
+
+    store, _ = open_store(discover([SAMPLES / sample]), None)
+    try:
+        report = build_report(store, AnalysisOptions())
+        assert ("ranks.collectives" in store._included) == communication
+        assert ("nvtx.projection" in store._included) == nvtx
+        assert {"ranks.matched", "nvtx.idle"} <= store._included
+        steps = report.metrics["rank_steps"]
+        assert steps and all(r["compute_ms"] > 0 for r in steps)
+        assert any(r["collectives"] > 0 for r in steps) == communication
+        assert any(r["comm_ms"] > 0 for r in report.metrics["comm_overlap"]) == communication
+        assert all(r["compute_ms"] > 0 for r in report.metrics["comm_overlap"])
+        ranges = {e.value for f in report.findings for e in f.evidence
+                  if e.name == "NVTX range with the most idle GPU time" and e.value is not None}
+        assert ranges == ({"checkpoint"} if nvtx else set())
+        assert ("straggler-rank" in {f.rule for f in report.findings}) == communication
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize(("sample", "ranks"), [("decode-eager", 1), ("moe-hot-expert", 2)])

@@ -37,9 +37,13 @@ from tracedoc.store import store as store_module
 # Systems export's times put on UTC as its tables are read (an UPDATE per timed table before). Then lowered by
 # 26 on each timeline: attribution.time's sets merged in one statement and its gap sets read by its sweep (23),
 # efficiency.observer's merge of the GPU work replaced by one sorted pass and its steps' work read as a CTE (3).
+# Then by the collectives' matching (ranks.collectives) planned only where the store holds communication kernels,
+# and the NVTX projection (nvtx.projection) only where it holds NVTX ranges (ranks.matched and nvtx.idle give their
+# readers empty tables elsewhere), and the exposed communication with its rule (comm.exposed, low-comm-overlap)
+# only where there is communication.
 STATEMENTS = {
-    "decode-eager": 239,  # a PyTorch profiler trace
-    "nsys-nvfuser-h200": 288,  # an Nsight Systems export
+    "decode-eager": 222,  # a PyTorch profiler trace
+    "nsys-nvfuser-h200": 281,  # an Nsight Systems export
     "ncu-h100-gemm-cublas": 193,  # an Nsight Compute CSV (with its GEMM ladder)
 }
 

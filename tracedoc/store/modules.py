@@ -4,13 +4,17 @@ A module's header says what the code needs to know about it, one fact a line, pa
 
 - ``-- include: other.module``: a dependency, loaded first;
 - ``-- uses: other.module``: loaded first where it applies (``Store.applies``); elsewhere the module itself makes
-  the objects it reads of it, empty (``CREATE ... IF NOT EXISTS``), so that their planning is not paid where they
-  could hold no row (the GPU floor reads the operators' roofline shares only on a trace with shapes);
+  the objects it reads of it, empty (``CREATE TEMP TABLE ... IF NOT EXISTS``, a table as the other module's), so
+  that their planning is not paid where they could hold no row (the GPU floor reads the operators' roofline shares
+  only on a trace with shapes). Where several modules read them, one module makes them and the others include it
+  (``ranks.matched``: the collectives matched across ranks, ``nvtx.idle``: the NVTX range of the most idle time),
+  since modules run at once on cursors (store.pool) may not make one object twice;
 - ``-- reads: table, ...``: the store tables it measures, written only by some inputs (Nsight Compute kernels,
-  flight-recorder dumps, GPU health, allocator events and snapshots). It applies only where one of them has rows
-  (or, in a distributed run's store of summaries, where the ranks handed back rows of what it makes): elsewhere its
-  tables would be empty, and planning its queries alone costs more than analysing a small trace. A module without
-  the line reads the timelines every trace format has;
+  flight-recorder dumps, GPU health, allocator events and snapshots, NVTX ranges), or the rows of a table every
+  timeline has that only some traces hold, named in ``ROW_SETS`` (``communication_kernels``). It applies only where
+  one of them has rows (or, in a distributed run's store of summaries, where the ranks handed back rows of what it
+  makes): elsewhere its tables would be empty, and planning its queries alone costs more than analysing a small
+  trace. A module without the line reads the timelines every trace format has;
 - ``-- scope: job``: it runs on the client of a distributed run over every rank's summaries (or over inputs a
   distributed run does not split by rank); ``-- scope: ranks``: it compares ranks with each other, on the client,
   and finds nothing in a store of one rank. A module without the line reads one rank's events;
@@ -116,6 +120,13 @@ def on_client(module: str) -> bool:
     """True for a module of a distributed run's client: it runs there over the summaries of every rank."""
     return facts(module).scope is not None
 
+
+# The rows a ``-- reads:`` line may name besides whole tables: rows of a table every timeline has, which only some
+# traces hold (a trace of one GPU has no communication kernels), as a query's FROM clause; a store without a
+# timeline holds none (Store.has_rows does not ask it).
+ROW_SETS: dict[str, str] = {
+    "communication_kernels": "gpu_activity WHERE kind = 'kernel' AND category = 'communication'",
+}
 
 # Groups run on every store: the summary and window say what the inputs are, a timeline or not.
 EVERY_STORE: frozenset[str] = frozenset({"trace"})

@@ -269,9 +269,16 @@ class Store:
         return self._formats
 
     def has_rows(self, table: str) -> bool:
-        """True when the store's ``table`` has a row (asked once per store)."""
+        """True when the store's ``table`` (or the rows ``store.modules.ROW_SETS`` names so) has a row (asked once
+        per store; rows of a timeline's table without a query where the store holds no timeline)."""
         if table not in self._has_rows:
-            self._has_rows[table] = bool(self.scalar(f"SELECT EXISTS (SELECT 1 FROM {table})"))
+            from tracedoc.store import modules
+
+            rows = modules.ROW_SETS.get(table)
+            if rows is not None and modules.timeline_formats().isdisjoint(self.formats()):
+                self._has_rows[table] = False
+            else:
+                self._has_rows[table] = bool(self.scalar(f"SELECT EXISTS (SELECT 1 FROM {rows or table})"))
         return self._has_rows[table]
 
     def efficiency_measurable(self) -> bool:

@@ -5,7 +5,7 @@
 -- (no profiled range covers it). The dominant cause decides the advice: a slow DataLoader, a phase to move off the
 -- training thread, CPU-side operators, or time the profile cannot see, which needs ranges first. Times in ns.
 -- include: attribution.time
--- include: nvtx.projection
+-- include: nvtx.idle
 -- include: trace.framework
 -- include: efficiency.observer
 

@@ -43,7 +43,7 @@
 -- above. So per device the window's causes sum to the window, and per step to its span. Times in ns.
 -- include: gpu.idle
 -- include: host.sync
--- include: ranks.collectives
+-- include: ranks.matched
 -- include: ranks.steps
 -- include: intervals.merge
 

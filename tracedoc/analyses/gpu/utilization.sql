@@ -8,7 +8,7 @@
 -- then looks busy in every chunk.) A chunk's busy % is the union of the device's busy intervals inside it over the
 -- chunk's length (nsys sums the work's durations instead, so concurrent kernels can make a chunk look more than
 -- 100 % busy; the union never does). Times in ns.
--- include: nvtx.projection
+-- include: nvtx.idle
 
 -- One row per device and chunk of the window: chunk (0-based), ts_ns/dur_ns (the chunk), busy_pct.
 CREATE OR REPLACE TEMP MACRO gpu_utilization_chunks(n_chunks) AS TABLE

@@ -6,7 +6,9 @@
 -- ended the gap, the innermost user range at each instant of the gap, each range getting its overlap with the gap
 -- (a gap that starts as 'optimizer' ends and lasts through 'checkpoint' is checkpoint's). User ranges are NVTX
 -- ranges other than framework operator ranges (PyTorch emit_nvtx's 'aten::…'); nesting is recomputed among them, so an operator range never hides the user's range around it.
--- Times in ns. Empty (no rows) for inputs without NVTX ranges.
+-- Times in ns. It applies only where the inputs have NVTX ranges (Nsight Systems exports): nvtx.idle gives its
+-- readers an empty nvtx_idle_by_device elsewhere.
+-- reads: nvtx_ranges
 -- include: gpu.idle
 
 -- User ranges with their nesting depth among the thread's user ranges, and their parent (the innermost user
@@ -143,8 +145,9 @@ SELECT source_id, coalesce(work.rank, idle.rank) AS rank, device, range_name,
 FROM work FULL JOIN idle USING (source_id, device, range_name);
 
 -- Per device: the user range with the most idle GPU time (nvtx_range), that idle (ns) and its idle_pct, and a
--- sentence for findings (nvtx_note, '' without NVTX).
-CREATE OR REPLACE TEMP VIEW nvtx_idle_by_device AS
+-- sentence for findings (nvtx_note, '' without NVTX). A table, as nvtx.idle's empty one elsewhere: read by two
+-- modules, computed once.
+CREATE OR REPLACE TEMP TABLE nvtx_idle_by_device AS
 SELECT source_id, device, top.range_name AS nvtx_range, top.idle_ns AS nvtx_range_idle_ns,
        top.idle_pct AS nvtx_range_idle_pct,
        printf(' Most idle time falls in NVTX range ''%s'': %.0f%% of the GPU time there is idle (%,.1f ms).',
@@ -154,8 +157,3 @@ FROM (
                                       (idle_ns, range_name)) AS top
     FROM nvtx_range_gpu_time WHERE idle_ns > 0 GROUP BY source_id, device
 );
-
--- gpu_idle_by_device (gpu.idle) with the NVTX columns of nvtx_idle_by_device (NULL, and nvtx_note '', without).
-CREATE OR REPLACE TEMP VIEW nvtx_gpu_idle_host_bound AS
-SELECT h.*, n.nvtx_range, n.nvtx_range_idle_ns, n.nvtx_range_idle_pct, coalesce(n.nvtx_note, '') AS nvtx_note
-FROM gpu_idle_by_device h LEFT JOIN nvtx_idle_by_device n USING (source_id, device);

@@ -23,6 +23,7 @@
 --   compute_excess_ns      its compute per step (ranks.steps, mean over steps with collectives) minus the mean
 --                          rank's: what an even split of the tokens takes off its critical path per step, ns
 -- scope: ranks
+-- include: ranks.matched
 -- include: ranks.steps
 
 -- One row per matched all-to-all and rank: every column of ranks_collectives plus mean_recv (the mean rank's

@@ -26,6 +26,9 @@
 --                       nothing)
 --   blocked_exposed_ns  on the last rank's row: the mean over the other ranks of the exposed part of their wait
 --                       after the second-last arrival (what the last rank cost the others); else 0
+-- It applies only where the store holds communication kernels (ranks.matched gives the other modules an empty
+-- ranks_collectives elsewhere).
+-- reads: communication_kernels
 -- scope: job
 -- hands back: ranks_comm_kernels, ranks_compute_busy_near_comm AS ranks_compute_busy
 -- client only: ranks_alignment, ranks_matched_kernels, ranks_clock_offsets

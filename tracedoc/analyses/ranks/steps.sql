@@ -21,7 +21,7 @@
 -- scope: job
 -- hands back: ranks_step_work, ranks_step_kernels
 -- client only: ranks_steps, ranks_report_steps
--- include: ranks.collectives
+-- include: ranks.matched
 -- include: gpu.idle
 
 -- GPU work launched in a steady step, with its step (trace.steps). Columns: source_id, rank, device, kind,
