@@ -93,6 +93,20 @@ def test_idle_causes_separate_launch_gaps_from_host_work(tmp_path: Path) -> None
     assert slow["host_wait_long_pct"] > 60 and busiest == "data"
 
 
+def test_a_view_kept_for_exploring_stays_a_view_on_a_small_store(tmp_path: Path) -> None:
+    """On a small store the analyses' views are made tables, computed once; gpu_idle_host_activity, which no rule
+    or report reads, is marked to stay a view: not computed on every run, and still right when queried."""
+    with ingest(tmp_path, SAMPLES / "input-slow" / "trace.json.gz") as store:
+        store.fit_threads()
+        store.include("gpu.idle")
+        kinds = dict(store.con.execute("SELECT table_name, table_type FROM information_schema.tables "
+                                       "WHERE table_name IN ('gpu_idle_gaps', 'gpu_idle_host_activity')").fetchall())
+        busiest = store.scalar("SELECT arg_max(name, overlap_ns) FROM gpu_idle_host_activity")
+    assert store.views_as_tables
+    assert kinds == {"gpu_idle_gaps": "LOCAL TEMPORARY", "gpu_idle_host_activity": "VIEW"}
+    assert busiest == "data"
+
+
 def test_the_communication_kind_is_the_one_with_most_time(tmp_path: Path) -> None:
     """moe-balanced's ranks spend their communication in all_to_allv (36 SendRecv kernels each, 3.7-4.2 ms); one
     untagged SendRecv of 0.3 ms is rank 1's longest single kernel. The kind named, and advised on, is all-to-all."""

@@ -21,7 +21,9 @@ A module's header says what the code needs to know about it, one fact a line, pa
 - ``-- hands back: object, view AS object, ...``: what a rank hands back of it to a distributed run's client in the
   first pass (the summaries the cross-rank modules read there), each object as itself or as a view of it;
 - ``-- views stay views``: its views are never made tables (``include``'s ``views_as_tables``): they read rows
-  written after they are made, or are read once (an export's events);
+  written after they are made, or are read once (an export's events). ``-- stays a view``, the comment line right
+  above one view's CREATE, keeps that view a view: one no analysis, rule or report reads, kept for exploring a
+  store, is then not computed on every run;
 - ``-- client only: object, ...``: objects it makes only on the client (the alignment of the ranks): a worker,
   which holds a batch of ranks and not the job, leaves their statements out.
 
@@ -58,7 +60,9 @@ _VIEWS_STAY = re.compile(r"^--\s*views stay views\s*$", re.MULTILINE)
 _CLIENT_ONLY = re.compile(r"^--\s*client only:\s*(.+?)\s*$", re.MULTILINE)
 # A view is bound again by every statement that reads it, with the views it reads: on a small store, where the
 # analyses are mostly planning, each is made a table instead (Store.fit_threads), computed once.
-_TEMP_VIEW = re.compile(r"\bCREATE\s+OR\s+REPLACE\s+TEMP\s+VIEW\b", re.IGNORECASE)
+# A view whose CREATE follows the line ``-- stays a view`` is left a view (group 1 matches that line).
+_TEMP_VIEW = re.compile(r"(^--\s*stays a view\s*\n)?\bCREATE\s+OR\s+REPLACE\s+TEMP\s+VIEW\b",
+                        re.IGNORECASE | re.MULTILINE)
 # Where a module's objects are shared by the cursors that run modules at once (store.pool), they are not TEMP.
 _TEMP = re.compile(r"\bCREATE\s+(OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+", re.IGNORECASE)
 _HANDED = re.compile(r"^(\w+)(?:\s+AS\s+(\w+))?$", re.IGNORECASE)
@@ -209,7 +213,7 @@ def module_sql(module: str, views_as_tables: bool = False, shared: bool = False)
     where ``shared``."""
     sql = module_file(module).read_text()
     if views_as_tables:
-        sql = _TEMP_VIEW.sub("CREATE OR REPLACE TEMP TABLE", sql)
+        sql = _TEMP_VIEW.sub(lambda m: m.group(0) if m.group(1) else "CREATE OR REPLACE TEMP TABLE", sql)
     return _TEMP.sub(r"CREATE \1", sql) if shared else sql
 
 

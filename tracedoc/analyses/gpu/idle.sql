@@ -64,6 +64,7 @@ GROUP BY w.source_id, w.rank, d.device;
 -- gives every moment of a gap to one range instead of counting nested ranges each).
 -- (The overlap join compares (source, time) keys packed into one HUGEINT so that DuckDB can run it as a range
 -- join; an equality on source_id beside the two inequalities would make it compare every pair.)
+-- stays a view
 CREATE OR REPLACE TEMP VIEW gpu_idle_host_activity AS
 WITH g AS (
     SELECT *, (source_id::HUGEINT << 64) + ts_ns AS k_start, (source_id::HUGEINT << 64) + end_ns AS k_end
