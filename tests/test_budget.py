@@ -42,9 +42,9 @@ from tracedoc.store import store as store_module
 # and the NVTX projection (nvtx.projection) only where it holds NVTX ranges (ranks.matched and nvtx.idle give their
 # readers empty tables elsewhere), and the exposed communication with its rule (comm.exposed, low-comm-overlap)
 # only where there is communication. Then by the steps, the window and the busy time (trace.steps, trace.window,
-# gpu.busy) planned only where the store holds a timeline (21 on an Nsight Compute report: trace.summary gives its
-# readers empty tables elsewhere), and by a module's empty tables for the modules it uses left out where those ran
-# (nvtx.idle's on an export with NVTX ranges).
+# gpu.busy) planned only where the store holds a timeline (21 on an Nsight Compute report: trace.summary and
+# gpu.busy_time give the summary empty tables elsewhere), and by a module's empty tables for the modules it uses
+# left out where those ran (nvtx.idle's on an export with NVTX ranges).
 STATEMENTS = {
     "decode-eager": 222,  # a PyTorch profiler trace
     "nsys-nvfuser-h200": 280,  # an Nsight Systems export
