@@ -7,7 +7,8 @@ A module's header says what the code needs to know about it, one fact a line, pa
   the objects it reads of it, empty (``CREATE TEMP TABLE ... IF NOT EXISTS``, a table as the other module's), so
   that their planning is not paid where they could hold no row (the GPU floor reads the operators' roofline shares
   only on a trace with shapes). Where several modules read them, one module makes them and the others include it
-  (``ranks.matched``: the collectives matched across ranks, ``nvtx.idle``: the NVTX range of the most idle time),
+  (``ranks.matched``: the collectives matched across ranks, ``nvtx.idle``: the NVTX range of the most idle time,
+  ``gpu.busy_time``: the busy time the summary reads),
   since modules run at once on cursors (store.pool) may not make one object twice;
 - ``-- reads: table, ...``: the store tables it measures, written only by some inputs (Nsight Compute kernels,
   flight-recorder dumps, GPU health, allocator events and snapshots, NVTX ranges), or the rows of a table every
