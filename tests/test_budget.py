@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import ROOT, SAMPLES
 from tracedoc import analyze
+from tracedoc.store import modules
 from tracedoc.store import store as store_module
 
 # Statements planned by `analyze SAMPLE --no-cache` (ingest, analyses, rules and report tables), per sample.
@@ -40,11 +41,14 @@ from tracedoc.store import store as store_module
 # Then by the collectives' matching (ranks.collectives) planned only where the store holds communication kernels,
 # and the NVTX projection (nvtx.projection) only where it holds NVTX ranges (ranks.matched and nvtx.idle give their
 # readers empty tables elsewhere), and the exposed communication with its rule (comm.exposed, low-comm-overlap)
-# only where there is communication.
+# only where there is communication. Then by the steps, the window and the busy time (trace.steps, trace.window,
+# gpu.busy) planned only where the store holds a timeline (21 on an Nsight Compute report: trace.summary and
+# gpu.busy_time give the summary empty tables elsewhere), and by a module's empty tables for the modules it uses
+# left out where those ran (nvtx.idle's on an export with NVTX ranges).
 STATEMENTS = {
     "decode-eager": 222,  # a PyTorch profiler trace
-    "nsys-nvfuser-h200": 281,  # an Nsight Systems export
-    "ncu-h100-gemm-cublas": 193,  # an Nsight Compute CSV (with its GEMM ladder)
+    "nsys-nvfuser-h200": 280,  # an Nsight Systems export
+    "ncu-h100-gemm-cublas": 172,  # an Nsight Compute CSV (with its GEMM ladder)
 }
 
 
@@ -208,3 +212,40 @@ def test_the_store_opened_for_exploring_has_the_duckdb_package_in_a_fresh_proces
     assert done.returncode == 0, done.stderr
     as_relation, as_statement = (int(n) for n in done.stdout.split())
     assert as_relation == as_statement > 4000
+
+
+def included_modules(sample: Path, monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The analysis modules one `analyze --no-cache` of ``sample`` runs (on one cursor: each module once)."""
+    ran: set[str] = set()
+    run = modules.run
+    monkeypatch.setattr(store_module, "cores", lambda: 1)
+    monkeypatch.setattr(modules, "run", lambda con, module, *a, **k: (ran.add(module), run(con, module, *a, **k)))
+    analyze([sample], use_cache=False)
+    return ran
+
+
+TIMELINE_MODULES = {"trace.steps", "trace.window", "gpu.busy"}
+
+
+@pytest.mark.parametrize(("sample", "timeline_modules"), [
+    ("ncu-h100-gemm-cublas", False),  # an Nsight Compute report: the summary reads them as empty tables
+    ("hang-2rank-gpu-busy", False),  # flight-recorder dumps
+    ("snapshot-leak-default", True),  # an allocator snapshot: its timeline (memory.timeline) includes the steps
+    ("health-h100", True),  # GPU health: its throttling (health.throttle) includes the window
+    ("decode-eager", True),
+])
+def test_the_steps_window_and_busy_time_run_only_on_a_timeline_or_for_a_module_that_includes_them(
+        sample: str, timeline_modules: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    ran = included_modules(SAMPLES / sample, monkeypatch)
+    assert "trace.summary" in ran
+    assert ("trace.steps" in ran) is timeline_modules, sorted(ran)
+    if not timeline_modules:
+        assert not TIMELINE_MODULES & ran, sorted(ran)
+
+
+def test_a_step_range_on_a_report_without_a_timeline_is_refused_in_one_line() -> None:
+    """The steps are not looked for in an Nsight Compute report: a named step range is refused as bad input."""
+    done = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", str(SAMPLES / "ncu-h100-gemm-cublas"),
+                           "--no-cache", "--step-range", "step"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "--step-range 'step': no host range of that name" in done.stderr

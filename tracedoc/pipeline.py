@@ -179,11 +179,12 @@ def gpu_states(store: Store) -> dict[str, Any]:
 
 def check_step_range(store: Store, name: str) -> None:
     """Refuse a --step-range that names no host range of any input, naming the repeated ranges there are."""
-    if store.scalar("SELECT count(*) FROM trace_step_method WHERE method = 'range'"):
+    steps = store.applies("trace.steps")  # else no host ranges: the steps were not looked for
+    if steps and store.scalar("SELECT count(*) FROM trace_step_method WHERE method = 'range'"):
         return
     there = [r["family"] for r in store.query("""
         SELECT family FROM trace_step_ranges GROUP BY family HAVING count(*) >= 3
-        ORDER BY count(*) DESC, family LIMIT 8""")]
+        ORDER BY count(*) DESC, family LIMIT 8""")] if steps else []
     listed = ", ".join(repr(f[:-1] + "N" if f.endswith(" #") else f) for f in there)
     raise InputError(f"--step-range {name!r}: no host range of that name in these traces"
                      + (f"; repeated ranges there: {listed}" if listed else ""))

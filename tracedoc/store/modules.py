@@ -7,7 +7,8 @@ A module's header says what the code needs to know about it, one fact a line, pa
   the objects it reads of it, empty (``CREATE TEMP TABLE ... IF NOT EXISTS``, a table as the other module's), so
   that their planning is not paid where they could hold no row (the GPU floor reads the operators' roofline shares
   only on a trace with shapes). Where several modules read them, one module makes them and the others include it
-  (``ranks.matched``: the collectives matched across ranks, ``nvtx.idle``: the NVTX range of the most idle time),
+  (``ranks.matched``: the collectives matched across ranks, ``nvtx.idle``: the NVTX range of the most idle time,
+  ``gpu.busy_time``: the busy time the summary reads),
   since modules run at once on cursors (store.pool) may not make one object twice;
 - ``-- reads: table, ...``: the store tables it measures, written only by some inputs (Nsight Compute kernels,
   flight-recorder dumps, GPU health, allocator events and snapshots, NVTX ranges), or the rows of a table every
@@ -34,7 +35,8 @@ catalog instead. Before the first module on a connection, the declared input for
 host_ranges, python_stacks, how_to_record; tracedoc/formats.py FORMATS), so that a module picks inputs by what they
 are ('timeline') and what they give (``WHERE operator_shapes``) rather than by a list of names.
 A module without ``-- reads:`` reads timelines: it runs only on a store holding a timeline
-(``timeline_formats``), the ``trace`` group on every store (``EVERY_STORE``).
+(``timeline_formats``) or where a module that includes it applies (``included_by``), the summary on every store
+(``EVERY_STORE``).
 """
 
 from __future__ import annotations
@@ -132,8 +134,27 @@ ROW_SETS: dict[str, str] = {
     "communication_kernels": "gpu_activity WHERE kind = 'kernel' AND category = 'communication'",
 }
 
-# Groups run on every store: the summary and window say what the inputs are, a timeline or not.
-EVERY_STORE: frozenset[str] = frozenset({"trace"})
+# Modules run on every store: the summary and what the timelines recorded say what the inputs are, a timeline or
+# not. The other modules without ``-- reads:`` (the steps, the window, the busy time among them) run where the store
+# holds a timeline, or where a module that includes them applies (``included_by``).
+EVERY_STORE: frozenset[str] = frozenset({"trace.summary", "trace.recording"})
+
+
+@functools.cache
+def included_by(module: str) -> tuple[str, ...]:
+    """The modules with ``-- reads:`` that include ``module``, directly or through others (the allocator's timeline
+    includes the steps, the throttling of GPU health the window): where one applies on a store without a timeline,
+    ``module`` runs there too, and so is a dependency of a module that ``-- uses:`` it, never made twice."""
+    closure: dict[str, set[str]] = {}
+
+    def includes(name: str) -> set[str]:
+        if name not in closure:
+            closure[name] = set()
+            for dep in facts(name).includes:
+                closure[name] |= {dep} | includes(dep)
+        return closure[name]
+
+    return tuple(m for m in all_modules() if facts(m).reads and module in includes(m))
 
 
 @functools.cache
@@ -183,19 +204,24 @@ def _include(con: duckdb.DuckDBPyConnection, included: set[str], module: str, me
         return
     for dep in dependencies(module, applies):
         _include(con, included, dep, memory_bytes, skip, applies, views_as_tables, shared)
-    run(con, module, memory_bytes, skip, views_as_tables, shared)
+    run(con, module, memory_bytes, skip, views_as_tables, shared, applies)
     included.add(module)
 
 
 def run(con: duckdb.DuckDBPyConnection, module: str, memory_bytes: int | None = None,
-        skip: Collection[str] = frozenset(), views_as_tables: bool = False, shared: bool = False) -> None:
+        skip: Collection[str] = frozenset(), views_as_tables: bool = False, shared: bool = False,
+        applies: Callable[[str], bool] | None = None) -> None:
     """Run ``module``'s own statements on the connection (its dependencies ran before): ``memory_bytes``, the
     connection's memory cap, is named in the error when DuckDB runs out of memory. The statements that create an
     object named in ``skip`` are left out (it is given already: a distributed run's summaries).
     ``views_as_tables``: its views made as tables, their rows computed once (a small store's analyses are mostly
     planning, which a view repeats in every reader). ``shared``: its objects made in the connection's default
-    catalog rather than as TEMP ones, so that every cursor of the database sees them (store.pool)."""
+    catalog rather than as TEMP ones, so that every cursor of the database sees them (store.pool). ``applies``:
+    which of the modules it ``-- uses:`` ran before it, whose objects it then leaves out (not made empty, not even
+    IF NOT EXISTS: a statement each on every store where they ran)."""
     sql = module_sql(module, views_as_tables and not facts(module).views_stay, shared)
+    if applies is not None:
+        skip = {*skip, *(made for used in facts(module).uses if applies(used) for made in created_objects(used))}
     try:
         if not skip:
             con.execute(sql)

@@ -204,7 +204,8 @@ class Store:
         """Run ``module``'s own statements on ``con`` (a cursor), its objects shared."""
         from tracedoc.store import modules
 
-        modules.run(con, module, self.limits.memory_bytes, views_as_tables=self.views_as_tables, shared=True)
+        modules.run(con, module, self.limits.memory_bytes, views_as_tables=self.views_as_tables, shared=True,
+                    applies=self.applies)
 
     def fit_threads(self, input_bytes: int | None = None) -> None:
         """Fewer DuckDB threads for less work, never more than already set: one to ingest inputs of ``input_bytes``
@@ -248,8 +249,9 @@ class Store:
 
     def applies(self, module: str) -> bool:
         """True when the analysis ``module`` can find anything here: the store holds rows of a table its header
-        says it reads, it compares ranks only where the store holds several (store.modules), and an efficiency
-        module has what it measures."""
+        says it reads (one without ``-- reads:`` reads timelines: the store holds one, or a module that includes it
+        applies), it compares ranks only where the store holds several (store.modules), and an efficiency module
+        has what it measures."""
         from tracedoc.store import modules
 
         facts = modules.facts(module)
@@ -259,8 +261,9 @@ class Store:
             return False
         if facts.reads:
             return any(self.has_rows(table) for table in facts.reads)
-        return module.partition(".")[0] in modules.EVERY_STORE or not modules.timeline_formats().isdisjoint(
-            self.formats())
+        if module in modules.EVERY_STORE or not modules.timeline_formats().isdisjoint(self.formats()):
+            return True
+        return any(self.applies(includer) for includer in modules.included_by(module))
 
     def formats(self) -> frozenset[str]:
         """The formats of the store's inputs (``sources.format``)."""

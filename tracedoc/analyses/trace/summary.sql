@@ -1,7 +1,19 @@
 -- trace.summary: the headline numbers of the report.
 -- scope: job
--- include: gpu.busy
+-- uses: trace.steps
+-- uses: trace.window
+-- include: gpu.busy_time
 -- include: trace.recording
+
+-- What the summary reads of the steps (trace.steps) and the window (trace.window), made by those modules where
+-- the store holds a timeline (see their columns there); elsewhere (an Nsight Compute report, a flight-recorder
+-- dump) empty, so that their planning is not paid where they could hold no row.
+-- trace_steps: the steps (trace.steps).
+CREATE TEMP TABLE IF NOT EXISTS trace_steps (
+    source_id INTEGER, rank INTEGER, step INTEGER, name VARCHAR, ts_ns BIGINT, dur_ns BIGINT, warmup BOOLEAN);
+-- trace_wall: each source's window (trace.window).
+CREATE TEMP TABLE IF NOT EXISTS trace_wall (
+    source_id INTEGER, rank INTEGER, start_ns BIGINT, end_ns BIGINT, wall_ns BIGINT, step_count BIGINT);
 
 -- One row: wall_ms (the longest rank window, ms; for kernel profiles without a timeline, e.g. Nsight Compute,
 -- the summed duration of the profiled kernels), gpu_busy_pct (busy time over window time, all devices, %),
