@@ -23,6 +23,7 @@ from tracedoc.cli.options import (
     renderer_formats,
     report_options,
 )
+from tracedoc.cli.stderr import say
 from tracedoc.health.nvml import Backend, LiveNvml, read_snapshot
 from tracedoc.health.replay import ENV_VAR, Recorder, Replay
 from tracedoc.health.watch import watch
@@ -92,7 +93,7 @@ def _check(backend: Backend, replay: Path | None, record: Path | None, rules: Se
     finally:
         if recorder is not None and record is not None:
             recorder.save(record)
-            Console(stderr=True).print(f"NVML answers recorded in {record}", highlight=False)
+            say([f"NVML answers recorded in {record}"])
     return health_snapshot_report(snapshot, str(replay) if replay else "NVML", rules, thresholds)
 
 
