@@ -44,11 +44,13 @@ from tracedoc.store import store as store_module
 # only where there is communication. Then by the steps, the window and the busy time (trace.steps, trace.window,
 # gpu.busy) planned only where the store holds a timeline (21 on an Nsight Compute report: trace.summary and
 # gpu.busy_time give the summary empty tables elsewhere), and by a module's empty tables for the modules it uses
-# left out where those ran (nvtx.idle's on an export with NVTX ranges).
+# left out where those ran (nvtx.idle's on an export with NVTX ranges). Then by the ncu rules' lookups of their
+# kernel's timeline link and ncu verdict made once as columns (ncu.verdicts' ncu_rule_context) instead of five
+# macros, each a subquery per rule (4).
 STATEMENTS = {
     "decode-eager": 222,  # a PyTorch profiler trace
     "nsys-nvfuser-h200": 280,  # an Nsight Systems export
-    "ncu-h100-gemm-cublas": 172,  # an Nsight Compute CSV (with its GEMM ladder)
+    "ncu-h100-gemm-cublas": 168,  # an Nsight Compute CSV (with its GEMM ladder)
 }
 
 

@@ -22,6 +22,12 @@ KINDS: tuple[str, ...] = (*RUN_KINDS, HEALTH, ALLOCATOR_SNAPSHOTS, KERNEL_BENCHM
 
 # What a format's memory events count (Format.memory_events): the caching allocator's tensors and its reserve,
 # or memory taken from CUDA.
+# What a format's files start with (``Format.content``), told apart by ingest from their first bytes before any
+# reader is asked: a JSON object or array, a pickle, an SQLite database, a Parquet file, or anything else (text
+# such as CSV, or a binary report of a profiler's own).
+JSON, PICKLE, SQLITE, PARQUET, OTHER_BYTES = "json", "pickle", "sqlite", "parquet", "other"
+CONTENTS: tuple[str, ...] = (JSON, PICKLE, SQLITE, PARQUET, OTHER_BYTES)
+
 ALLOCATOR, CUDA = "allocator", "cuda"
 # What a format's host ranges are (Format.host_ranges): the PyTorch operators its profiler records around every
 # call, or the NVTX ranges a program emits.
@@ -31,9 +37,11 @@ PYTORCH_OPERATORS, NVTX = "pytorch operators", "nvtx"
 @dataclass(frozen=True)
 class Format:
     """One input format: ``name`` (``sources.format``), its reader module, its name for people, its ``kind``;
-    ``per_host``: a file covers a whole host, not a rank (GPU health, allocator snapshots); ``several_per_rank``: a
-    rank may leave several files, which its analyses choose among (flight-recorder dumps); ``max_bytes``: the
-    largest file the format can be (a compressed one is unpacked no further), None for no limit of its own.
+    ``content``, what its files start with (CONTENTS: only files that start so are offered to its reader's sniff,
+    so that telling a file's format imports no reader that cannot read it); ``per_host``: a file covers a whole
+    host, not a rank (GPU health, allocator snapshots); ``several_per_rank``: a rank may leave several files,
+    which its analyses choose among (flight-recorder dumps); ``max_bytes``: the largest file the format can be (a
+    compressed one is unpacked no further), None for no limit of its own.
 
     What its files can give (each a column of ``input_formats``, which the analyses read): ``operator_shapes``,
     the input shapes of the operators (efficiency counts FLOPs from them); ``world_size``, the job's size in the
@@ -48,6 +56,7 @@ class Format:
     module: str
     title: str
     kind: str
+    content: tuple[str, ...]
     per_host: bool = False
     several_per_rank: bool = False
     max_bytes: int | None = None
@@ -68,17 +77,17 @@ class Format:
 
 # The capabilities, in the order of input_formats' columns after (format, kind).
 CAPABILITIES: tuple[str, ...] = tuple(f.name for f in fields(Format)
-                                      if f.name not in ("name", "module", "title", "kind", "per_host",
+                                      if f.name not in ("name", "module", "title", "kind", "content", "per_host",
                                                         "several_per_rank", "max_bytes"))
 
 # Every format, in the order files are sniffed.
 FORMATS: tuple[Format, ...] = (
     # Triton's Proton profiler in trace mode: GPU kernels alone, under the scopes the program opened; sniffed before
     # torch, whose Chrome-trace JSON it shares
-    Format("proton", "tracedoc.ingest.chrome.proton", "Proton profiler", TIMELINE,
+    Format("proton", "tracedoc.ingest.chrome.proton", "Proton profiler", TIMELINE, (JSON,),
            how_to_record='`proton.start(name, data="trace")` before the steps, each step in '
                          '`with proton.scope(f"step_{i}")`, then `proton.finalize()`'),
-    Format("torch", "tracedoc.ingest.chrome.kineto", "PyTorch profiler", TIMELINE, operator_shapes=True,
+    Format("torch", "tracedoc.ingest.chrome.kineto", "PyTorch profiler", TIMELINE, (JSON,), operator_shapes=True,
            world_size=True, memory_events=ALLOCATOR, host_ranges=PYTORCH_OPERATORS, python_stacks=True,
            how_to_record="pass `activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]` to `torch.profiler.profile`",
            profiler_k=0.55, profiler_k_least=0.3),
@@ -87,23 +96,24 @@ FORMATS: tuple[Format, ...] = (
     # larger than 1 GiB is no dump: the ring buffer keeps a few MB
     # its world size is its largest process group's, not the job's
     Format("flight_recorder", "tracedoc.ingest.hang.flight_recorder", "flight recorder", HANG_DUMPS,
-           several_per_rank=True, max_bytes=1 << 30),
+           (PICKLE, JSON), several_per_rank=True, max_bytes=1 << 30),
     # needs a file: its SQLite export is opened by path, its report read by `nsys export`; a compressed one is
     # unpacked into the work directory (every other format but telemetry reads a compressed file as it unpacks)
-    Format("nsys", "tracedoc.ingest.nsys.nsys", "Nsight Systems", TIMELINE, memory_events=CUDA, host_ranges=NVTX,
+    Format("nsys", "tracedoc.ingest.nsys.nsys", "Nsight Systems", TIMELINE, (SQLITE, OTHER_BYTES),
+           memory_events=CUDA, host_ranges=NVTX,
            how_to_record="capture with `nsys profile --trace=cuda,nvtx,osrt`", profiler_k=1.1, profiler_k_least=0.6),
-    Format("ncu", "tracedoc.ingest.ncu.ncu", "Nsight Compute", KERNEL_PROFILE),
+    Format("ncu", "tracedoc.ingest.ncu.ncu", "Nsight Compute", KERNEL_PROFILE, (OTHER_BYTES,)),
     # the largest NVML recording (tracedoc/health/replay.py reads its limit here)
-    Format("nvml", "tracedoc.ingest.health.nvml", "NVML", HEALTH, per_host=True, max_bytes=32 << 20),
+    Format("nvml", "tracedoc.ingest.health.nvml", "NVML", HEALTH, (JSON,), per_host=True, max_bytes=32 << 20),
     # Parquet needs a file it can seek in: a compressed one is unpacked into the work directory
-    Format("telemetry", "tracedoc.ingest.health.telemetry", "GPU telemetry", HEALTH, per_host=True),
+    Format("telemetry", "tracedoc.ingest.health.telemetry", "GPU telemetry", HEALTH, (PARQUET,), per_host=True),
     # the ladder writes a few KB; anything this large is not one of its files
-    Format("gemm_ladder", "tracedoc.ingest.ncu.gemm_ladder", "GEMM ladder", KERNEL_BENCHMARKS, per_host=True,
+    Format("gemm_ladder", "tracedoc.ingest.ncu.gemm_ladder", "GEMM ladder", KERNEL_BENCHMARKS, (JSON,), per_host=True,
            max_bytes=16 << 20),
     # no rank of its own: joined with the trace of its run by time and address (analyses/memory)
     # the reader's own limit (TRACEDOC_MAX_SNAPSHOT_BYTES) counts a compressed one's bytes as they unpack
     Format("memory_snapshot", "tracedoc.ingest.memory.memory_snapshot", "allocator snapshot", ALLOCATOR_SNAPSHOTS,
-           per_host=True, max_bytes=8 << 30),
+           (PICKLE,), per_host=True, max_bytes=8 << 30),
 )
 BY_NAME: dict[str, Format] = {f.name: f for f in FORMATS}
 

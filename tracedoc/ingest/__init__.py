@@ -42,6 +42,7 @@ from tracedoc.ingest.base import (
     ReadsStream,
     SetsAsideInDirectory,
 )
+from tracedoc.ingest.content import content_of
 from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.limits import Limits
 from tracedoc.store import Store
@@ -216,7 +217,8 @@ def _remove(path: Path) -> None:
 
 
 def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path | None = None) -> InputFile | None:
-    """Detect the format of one file from its content; None (or an error when ``strict``) if unknown.
+    """Detect the format of one file from its content; None (or an error when ``strict``) if unknown. Only the
+    formats whose files start as this one does (``Format.content``) are sniffed, their readers imported then.
 
     ``name`` is the input as the user gave it when ``path`` is a copy (standard input). In a directory, a format
     may set aside a file whose data another file there holds too (``redundant_in_directory(path, head)``, e.g.
@@ -230,7 +232,10 @@ def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path |
         if strict:
             raise InputError(f"{name}: empty file")
         return None
+    content = content_of(head)
     for format_name in FORMATS:
+        if content not in BY_NAME[format_name].content:
+            continue
         read = reader(format_name)
         if read.module.sniff(path, head):
             if in_directory and read.sets_aside is not None and read.sets_aside.redundant_in_directory(path, head):

@@ -108,29 +108,6 @@ SELECT *, timeline_total_ns / nullif(timeline_launches, 0) AS timeline_mean_ns,
        timeline_total_ns / nullif(timeline_sources, 0) / nullif(total_ns, 0) AS impact_scale
 FROM linked;
 
--- ncu_link(src, kernel, kgrid, kblock): the ncu_trace_links row of one ncu kernel, as a struct (NULL when unknown).
-CREATE OR REPLACE TEMP MACRO ncu_link(src, kernel, kgrid, kblock) AS (
-    SELECT any_value(l) FROM ncu_trace_links l
-    WHERE l.source_id = src AND l.demangled_name IS NOT DISTINCT FROM kernel AND l.grid IS NOT DISTINCT FROM kgrid
-      AND l.block IS NOT DISTINCT FROM kblock);
-
--- ncu_timeline_impact_ms(saving_ms, src, kernel, kgrid, kblock): a saving estimated on the profiled launches (ms),
--- carried over to the timeline when the kernel is linked (saving per launch there × its launches, per timeline
--- input); unchanged when it is not.
-CREATE OR REPLACE TEMP MACRO ncu_timeline_impact_ms(saving_ms, src, kernel, kgrid, kblock) AS
-    saving_ms * coalesce(ncu_link(src, kernel, kgrid, kblock).impact_scale, 1);
-
--- ncu_timeline_launches(src, kernel, kgrid, kblock): the kernel's launches per timeline input; NULL when unlinked.
-CREATE OR REPLACE TEMP MACRO ncu_timeline_launches(src, kernel, kgrid, kblock) AS
-    CASE WHEN ncu_link(src, kernel, kgrid, kblock).timeline_launches > 0
-         THEN ncu_link(src, kernel, kgrid, kblock).launches_per_timeline END;
-
--- ncu_timeline_saving_per_launch_us(saving_ms, src, kernel, kgrid, kblock): the same share of the kernel's time
--- applied to one timeline launch, in µs; NULL when unlinked.
-CREATE OR REPLACE TEMP MACRO ncu_timeline_saving_per_launch_us(saving_ms, src, kernel, kgrid, kblock) AS
-    saving_ms * 1e3 * ncu_link(src, kernel, kgrid, kblock).timeline_mean_ns
-    / nullif(ncu_link(src, kernel, kgrid, kblock).total_ns, 0);
-
 -- The report's ncu kernels found in a timeline given with the report (ncu_trace_links: the same demangled name,
 -- grid and block). Columns: rank, kernel, grid, block, launches, total_ms, timeline_sources, timeline_launches,
 -- timeline_total_ms, timeline_mean_us, impact_scale, timeline_name; timeline_total_ns orders the rows and is left

@@ -92,7 +92,8 @@ LEFT JOIN ncu_roofline r USING (source_id, demangled_name, grid, block);
 
 -- The role of each ncu rule's finding on each kernel, one row per kernel and rule: is_primary, role_note ('' for
 -- the primary finding, else facet_note), stall_note (the stall sentence on the primary finding only, '' on
--- facets), primary_rule and top_stalls. The rule-facing views below join it.
+-- facets), primary_rule and top_stalls. The views the rules read join it with what ncu.verdicts adds
+-- (ncu_rule_context).
 CREATE OR REPLACE TEMP TABLE ncu_finding_roles AS
 WITH rules AS (
     SELECT unnest(['compute-bound', 'memory-bound', 'latency-bound', 'small-grid', 'tail-effect', 'low-occupancy',
@@ -105,32 +106,3 @@ SELECT v.source_id, v.demangled_name, v.grid, v.block, rules.rule, v.primary_rul
        CASE WHEN is_primary THEN '' ELSE v.facet_note END AS role_note,
        CASE WHEN is_primary THEN v.stall_sentence ELSE '' END AS stall_note
 FROM ncu_kernel_verdict v CROSS JOIN rules;
-
--- The views the ncu rules read: each measurement view with its rule's role on the kernel (is_primary, role_note,
--- stall_note, primary_rule, top_stalls). ncu_class_findings: ncu_kernel_verdict for the kernel's class rule
--- (compute-bound, memory-bound, latency-bound).
-CREATE OR REPLACE TEMP VIEW ncu_class_findings AS
-SELECT v.*, r.is_primary, r.role_note, r.stall_note
-FROM ncu_kernel_verdict v JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
-WHERE r.rule = v.class_rule;
-
--- small-grid and tail-effect (never both on one kernel: one needs less than a wave, the other more).
-CREATE OR REPLACE TEMP VIEW ncu_launch_config_findings AS
-SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
-FROM ncu_launch_config m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
-WHERE r.rule = CASE WHEN m.waves < 1 THEN 'small-grid' ELSE 'tail-effect' END;
-
--- warp-stall-<reason>, one row per kernel and reason.
-CREATE OR REPLACE TEMP VIEW ncu_warp_stall_findings AS
-SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
-FROM ncu_warp_stalls m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
-WHERE r.rule = m.rule_id;
-
--- ncu_findings('measurement', 'rule'): a measurement table or view of one row per kernel with that rule's role on
--- each kernel: what the facet rules read (low-occupancy: ncu_occupancy, register-spill: ncu_register_spills,
--- uncoalesced-access: ncu_uncoalesced_access, shared-bank-conflicts: ncu_bank_conflicts, no-tensor-cores:
--- ncu_tensor_use, below-cublas-ceiling: ncu_cublas_ceiling).
-CREATE OR REPLACE TEMP MACRO ncu_findings(measurement, rule_id) AS TABLE
-SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
-FROM query_table(measurement) m JOIN ncu_finding_roles r USING (source_id, demangled_name, grid, block)
-WHERE r.rule = rule_id;

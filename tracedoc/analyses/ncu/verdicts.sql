@@ -99,14 +99,63 @@ SELECT source_id, demangled_name, grid, block, tracedoc_rule,
 FROM ncu_rule_verdicts WHERE tracedoc_rule IS NOT NULL
 GROUP BY ALL;
 
--- ncu_verdict(source_id, demangled_name, grid, block, rule): that text for one kernel and tracedoc rule, or 'none'.
--- 'not stored in this input' for CSV exports and reports without rule results.
-CREATE OR REPLACE TEMP MACRO ncu_verdict(src, kernel, kgrid, kblock, rule) AS CASE
-    WHEN NOT EXISTS (SELECT 1 FROM ncu_rule_results r WHERE r.source_id = src) THEN 'not stored in this input'
-    ELSE coalesce((
-        SELECT any_value(v.ncu_verdict) FROM ncu_verdict_text v
-        WHERE v.source_id = src AND v.demangled_name = kernel AND v.grid IS NOT DISTINCT FROM kgrid
-          AND v.block IS NOT DISTINCT FROM kblock AND v.tracedoc_rule = rule), 'none') END;
+-- What each ncu rule's finding on a kernel says beside its measurement, one row per kernel and rule (every column
+-- of ncu_finding_roles), made once here so that the rules read columns, not a lookup per finding:
+--   link_impact_scale  what turns a saving estimated on the profiled launches into one over the timeline given with
+--                      the report (ncu_trace_links' impact_scale); 1 when the kernel is not linked
+--   link_launches      the kernel's launches per timeline input (launches_per_timeline); NULL when unlinked
+--   link_mean_ns, link_total_ns: the kernel's mean launch in the timeline and its total on the profiled launches,
+--                      for the saving per timeline launch (saving × 1e3 × link_mean_ns / link_total_ns, in µs)
+--   ncu_verdict        ncu_verdict_text's line for the kernel and rule, 'none' when ncu stored no such verdict,
+--                      'not stored in this input' for CSV exports and reports without rule results
+CREATE OR REPLACE TEMP TABLE ncu_rule_context AS
+WITH links AS (
+    SELECT source_id, demangled_name, grid, block,
+           any_value({'impact_scale': impact_scale, 'timeline_launches': timeline_launches,
+                      'launches_per_timeline': launches_per_timeline, 'timeline_mean_ns': timeline_mean_ns,
+                      'total_ns': total_ns}) AS link
+    FROM ncu_trace_links GROUP BY ALL
+)
+SELECT r.*, coalesce(l.link.impact_scale, 1) AS link_impact_scale,
+       CASE WHEN l.link.timeline_launches > 0 THEN l.link.launches_per_timeline END AS link_launches,
+       l.link.timeline_mean_ns AS link_mean_ns, l.link.total_ns AS link_total_ns,
+       CASE WHEN NOT EXISTS (SELECT 1 FROM ncu_rule_results x WHERE x.source_id = r.source_id)
+            THEN 'not stored in this input' ELSE coalesce(v.ncu_verdict, 'none') END AS ncu_verdict
+FROM ncu_finding_roles r
+LEFT JOIN links l ON l.source_id = r.source_id AND l.demangled_name IS NOT DISTINCT FROM r.demangled_name
+     AND l.grid IS NOT DISTINCT FROM r.grid AND l.block IS NOT DISTINCT FROM r.block
+LEFT JOIN ncu_verdict_text v ON v.source_id = r.source_id AND v.demangled_name = r.demangled_name
+     AND v.grid IS NOT DISTINCT FROM r.grid AND v.block IS NOT DISTINCT FROM r.block AND v.tracedoc_rule = r.rule;
+
+-- The views the ncu rules read: each measurement view with its rule's role on the kernel (is_primary, role_note,
+-- stall_note, primary_rule, top_stalls) and what ncu_rule_context adds. ncu_class_findings: ncu_kernel_verdict for
+-- the kernel's class rule (compute-bound, memory-bound, latency-bound).
+CREATE OR REPLACE TEMP VIEW ncu_class_findings AS
+SELECT v.*, r.is_primary, r.role_note, r.stall_note, r.link_impact_scale, r.link_launches, r.link_mean_ns,
+       r.link_total_ns, r.ncu_verdict
+FROM ncu_kernel_verdict v JOIN ncu_rule_context r USING (source_id, demangled_name, grid, block)
+WHERE r.rule = v.class_rule;
+
+-- small-grid and tail-effect (never both on one kernel: one needs less than a wave, the other more).
+CREATE OR REPLACE TEMP VIEW ncu_launch_config_findings AS
+SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
+FROM ncu_launch_config m JOIN ncu_rule_context r USING (source_id, demangled_name, grid, block)
+WHERE r.rule = CASE WHEN m.waves < 1 THEN 'small-grid' ELSE 'tail-effect' END;
+
+-- warp-stall-<reason>, one row per kernel and reason.
+CREATE OR REPLACE TEMP VIEW ncu_warp_stall_findings AS
+SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
+FROM ncu_warp_stalls m JOIN ncu_rule_context r USING (source_id, demangled_name, grid, block)
+WHERE r.rule = m.rule_id;
+
+-- ncu_findings('measurement', 'rule'): a measurement table or view of one row per kernel with that rule's role on
+-- each kernel: what the facet rules read (low-occupancy: ncu_occupancy, register-spill: ncu_register_spills,
+-- uncoalesced-access: ncu_uncoalesced_access, shared-bank-conflicts: ncu_bank_conflicts, no-tensor-cores:
+-- ncu_tensor_use, below-cublas-ceiling: ncu_cublas_ceiling).
+CREATE OR REPLACE TEMP MACRO ncu_findings(measurement, rule_id) AS TABLE
+SELECT m.*, r.* EXCLUDE (source_id, demangled_name, grid, block, rule)
+FROM query_table(measurement) m JOIN ncu_rule_context r USING (source_id, demangled_name, grid, block)
+WHERE r.rule = rule_id;
 
 -- The ncu verdicts tracedoc overrules, one row per kernel: verdicts (each as 'ncu rule → tracedoc rule: why
 -- tracedoc disagrees'), verdict_count, ncu_speedup_pct (the largest speedup ncu claimed among them), and the

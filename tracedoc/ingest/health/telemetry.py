@@ -18,19 +18,19 @@ import pyarrow.parquet as pq
 from tracedoc.errors import InputError, first_line
 from tracedoc.health.watch import SCHEMA, TELEMETRY_KEY
 from tracedoc.ingest.base import LoadResult
+from tracedoc.ingest.content import PARQUET_MAGIC
 from tracedoc.store import Store
 from tracedoc.store.engine import duckdb
 
 FORMAT = "telemetry"
 
-_MAGIC = b"PAR1"
 _SUFFIX = ".telemetry.parquet"
 _SQL_TYPES = {pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.string(): "VARCHAR"}
 
 
 def sniff(path: Path, head: bytes) -> bool:
     """True for a Parquet file with tracedoc's telemetry metadata, or one named ``*.telemetry.parquet``."""
-    if head[:4] != _MAGIC:
+    if head[:4] != PARQUET_MAGIC:
         return False
     if path.name.lower().endswith(_SUFFIX):
         return True
