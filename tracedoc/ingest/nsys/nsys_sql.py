@@ -134,26 +134,30 @@ CREATE OR REPLACE TEMP MACRO _ns_src(gid) AS coalesce(_ns_pid(gid), -1);
 -- Whether a store row is of this export's sources.
 CREATE OR REPLACE TEMP MACRO _ns_mine(src) AS src IN (SELECT source_id FROM _ns_pid_source);
 
--- A kernel's name, category and collective are worked out once per pair of name ids (a few thousand), not per kernel.
+-- A kernel's name, category, collective and launch shape are worked out once per distinct set of name ids and
+-- launch dimensions (a few thousand), not per kernel.
 INSERT INTO gpu_activity
-WITH names AS (
-    SELECT k.demangled, k.short,
+WITH launches AS MATERIALIZED (
+    SELECT k.demangled, k.short, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
            CASE WHEN s.value ILIKE 'nccl%' OR d.value ILIKE '%ncclDevKernel%' OR d.value ILIKE '%ncclKernel%'
                 THEN 'communication' ELSE 'compute' END AS category,
            coalesce(d.value, s.value, 'unknown kernel') AS name,
-           nullif(regexp_extract(coalesce(s.value, d.value), 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), '') AS collective
-    FROM (SELECT DISTINCT demangled, short FROM _ns_kernel) k
+           nullif(regexp_extract(coalesce(s.value, d.value), 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), '') AS collective,
+           _ns_triple(k.grid_x, k.grid_y, k.grid_z) AS grid, _ns_triple(k.block_x, k.block_y, k.block_z) AS block
+    FROM (SELECT DISTINCT demangled, short, grid_x, grid_y, grid_z, block_x, block_y, block_z FROM _ns_kernel) k
     LEFT JOIN _ns_str d ON d.id = k.demangled
     LEFT JOIN _ns_str s ON s.id = k.short
 )
 SELECT m.source_id, 0, k.device, k.stream, 'kernel', n.category, n.name, k.ts, greatest(k.te - k.ts, 0),
-       _ns_corr(k.gpid, k.correlation), NULL, NULL, NULL,
-       _ns_triple(k.grid_x, k.grid_y, k.grid_z), _ns_triple(k.block_x, k.block_y, k.block_z), k.registers,
+       _ns_corr(k.gpid, k.correlation), NULL, NULL, NULL, n.grid, n.block, k.registers,
        CASE WHEN k.static_smem IS NOT NULL OR k.dynamic_smem IS NOT NULL
             THEN coalesce(k.static_smem, 0) + coalesce(k.dynamic_smem, 0) END,
        n.collective
 FROM _ns_kernel k JOIN _ns_pid_source m ON m.pid = _ns_src(k.gpid)
-JOIN names n ON n.demangled IS NOT DISTINCT FROM k.demangled AND n.short IS NOT DISTINCT FROM k.short
+JOIN launches n ON n.demangled IS NOT DISTINCT FROM k.demangled AND n.short IS NOT DISTINCT FROM k.short
+    AND n.grid_x IS NOT DISTINCT FROM k.grid_x AND n.grid_y IS NOT DISTINCT FROM k.grid_y
+    AND n.grid_z IS NOT DISTINCT FROM k.grid_z AND n.block_x IS NOT DISTINCT FROM k.block_x
+    AND n.block_y IS NOT DISTINCT FROM k.block_y AND n.block_z IS NOT DISTINCT FROM k.block_z
 WHERE k.ts IS NOT NULL AND k.te IS NOT NULL;
 
 -- A copy touching pageable host memory (either side) is 'pageable', as in nsys's own rules.
@@ -192,29 +196,42 @@ WHERE y.ts IS NOT NULL AND y.te IS NOT NULL;
 -- CUDA API names carry a version suffix ('cudaLaunchKernel_v7000'); nsys stats drops a '_vNNNN' ending and so
 -- does tracedoc ('cuGetProcAddress_v2' keeps its name), once per name id. Some exports store a call twice, under
 -- both names ('cudaMemcpy' and 'cudaMemcpy_v3020', one correlation id): one row is kept per thread, correlation
--- and name; only the calls whose correlation id repeats on their thread are sorted for it.
+-- and name; only the calls whose correlation id repeats on their thread are sorted for it. Those are found
+-- without a group per call: the calls are counted per thread and block of 64 correlation ids, each block with a
+-- mask of the ids seen in it, and only a block with more calls than ids holds a repeat (none, usually); its
+-- calls alone are then grouped by correlation id. A call's kind is looked up with its name, as a kernel's strings
+-- are: a string column that comes from a join to a few values is stored about three times faster than one made
+-- per row.
 INSERT INTO cpu_activity
 WITH names AS (
-    SELECT id, regexp_replace(value, '_v[0-9]{4}$', '') AS name, value LIKE 'cuda%' AS runtime FROM _ns_str
+    SELECT id, regexp_replace(value, '_v[0-9]{4}$', '') AS name,
+           CASE WHEN value LIKE 'cuda%' THEN 'runtime' ELSE 'driver' END AS kind
+    FROM _ns_str
 ),
-repeated AS (
-    SELECT gtid, correlation, true AS repeated FROM _ns_api WHERE correlation <> 0 GROUP BY ALL HAVING count(*) > 1
+blocks AS MATERIALIZED (
+    SELECT gtid, correlation >> 6 AS block FROM _ns_api WHERE correlation <> 0 GROUP BY ALL
+    HAVING count(*) > bit_count(bit_or(1::UBIGINT << (correlation & 63)::UBIGINT))
 ),
-named AS (
-    SELECT a.gtid, a.ts, a.te, a.correlation, coalesce(n.name, 'unknown CUDA call') AS name,
-           coalesce(n.runtime, false) AS runtime, r.repeated
-    FROM _ns_api a LEFT JOIN names n ON n.id = a.name_id
-    LEFT JOIN repeated r ON r.gtid IS NOT DISTINCT FROM a.gtid AND r.correlation = a.correlation
-    WHERE a.ts IS NOT NULL AND a.te IS NOT NULL
+repeated AS MATERIALIZED (
+    SELECT a.gtid, a.correlation FROM _ns_api a
+    SEMI JOIN blocks b ON b.gtid IS NOT DISTINCT FROM a.gtid AND b.block = a.correlation >> 6
+    WHERE a.correlation <> 0 GROUP BY ALL HAVING count(*) > 1
+),
+calls AS NOT MATERIALIZED (
+    SELECT gtid, ts, te, correlation, name_id FROM _ns_api WHERE ts IS NOT NULL AND te IS NOT NULL
 ),
 once AS (
-    SELECT * EXCLUDE (repeated) FROM named WHERE repeated IS NULL
+    SELECT a.* EXCLUDE (name_id), coalesce(n.name, 'unknown CUDA call') AS name, coalesce(n.kind, 'driver') AS kind
+    FROM calls a ANTI JOIN repeated r ON r.gtid IS NOT DISTINCT FROM a.gtid AND r.correlation = a.correlation
+    LEFT JOIN names n ON n.id = a.name_id
     UNION ALL
-    SELECT * EXCLUDE (repeated) FROM named WHERE repeated
+    SELECT a.* EXCLUDE (name_id), coalesce(n.name, 'unknown CUDA call') AS name, coalesce(n.kind, 'driver') AS kind
+    FROM calls a SEMI JOIN repeated r ON r.gtid IS NOT DISTINCT FROM a.gtid AND r.correlation = a.correlation
+    LEFT JOIN names n ON n.id = a.name_id
     QUALIFY row_number() OVER (PARTITION BY gtid, correlation, name ORDER BY te - ts DESC, ts) = 1
 )
-SELECT m.source_id, 0, _ns_pid(o.gtid), _ns_tid(o.gtid), CASE WHEN o.runtime THEN 'runtime' ELSE 'driver' END,
-       o.name, o.ts, greatest(o.te - o.ts, 0), _ns_corr(o.gtid, o.correlation), NULL
+SELECT m.source_id, 0, _ns_pid(o.gtid), _ns_tid(o.gtid), o.kind, o.name, o.ts, greatest(o.te - o.ts, 0),
+       _ns_corr(o.gtid, o.correlation), NULL
 FROM once o JOIN _ns_pid_source m ON m.pid = _ns_src(o.gtid);
 
 -- OS runtime calls, clipped to the span of the CUDA and NVTX activity: a whole-process capture also records the
