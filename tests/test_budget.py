@@ -44,10 +44,11 @@ from tracedoc.store import store as store_module
 # only where there is communication. Then by the steps, the window and the busy time (trace.steps, trace.window,
 # gpu.busy) planned only where the store holds a timeline (21 on an Nsight Compute report: trace.summary and
 # gpu.busy_time give the summary empty tables elsewhere), and by a module's empty tables for the modules it uses
-# left out where those ran (nvtx.idle's on an export with NVTX ranges).
+# left out where those ran (nvtx.idle's on an export with NVTX ranges). Then lowered by the NVTX projection's
+# user range found per launch (nvtx.projection: the launched work's table went).
 STATEMENTS = {
     "decode-eager": 222,  # a PyTorch profiler trace
-    "nsys-nvfuser-h200": 280,  # an Nsight Systems export
+    "nsys-nvfuser-h200": 279,  # an Nsight Systems export
     "ncu-h100-gemm-cublas": 172,  # an Nsight Compute CSV (with its GEMM ladder)
 }
 
