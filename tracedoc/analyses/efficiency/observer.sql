@@ -54,13 +54,12 @@ busy AS (  -- the GPU's busy time for the step's own work, the union of what the
           WHERE w.end_ns > w.ts_ns)
     GROUP BY source_id, step
 ),
-latest_end AS (  -- per source with steps, each start time of its GPU work (any device, unclipped: a host that runs
-                 -- ahead of the GPU launches while work from before the analysed window still runs) with the latest
-                 -- end of the work started by then
+latest_end AS (  -- per source with steps, each start of its GPU work (any device, unclipped: a host that runs ahead
+                 -- of the GPU launches while work from before the analysed window still runs) with the latest end of
+                 -- the work started by then (work starting at the same time included: a RANGE frame)
     SELECT source_id, ts_ns,
-           max(max(end_ns)) OVER (PARTITION BY source_id ORDER BY ts_ns ROWS UNBOUNDED PRECEDING) AS end_ns
+           max(end_ns) OVER (PARTITION BY source_id ORDER BY ts_ns RANGE UNBOUNDED PRECEDING) AS end_ns
     FROM trace_step_work WHERE end_ns > ts_ns AND source_id IN (SELECT source_id FROM spans)
-    GROUP BY source_id, ts_ns
 ),
 host_events AS (  -- each host event, hidden when the GPU was busy as it started: work that started at or before it
                   -- ends after it
