@@ -64,8 +64,9 @@ latest_end AS (  -- per source with steps, each start of its GPU work (any devic
 host_events AS (  -- each host event, hidden when the GPU was busy as it started: work that started at or before it
                   -- ends after it
     SELECT h.source_id, h.ts_ns, coalesce(w.end_ns > h.ts_ns, false) AS hidden
-    FROM cpu_activity h ASOF LEFT JOIN latest_end w ON w.source_id = h.source_id AND h.ts_ns >= w.ts_ns
-    WHERE h.kind IN ('op', 'runtime', 'driver', 'python') AND h.source_id IN (SELECT source_id FROM spans)
+    FROM (SELECT source_id, ts_ns FROM cpu_activity  -- filtered before the ASOF join (DuckDB filters after it)
+          WHERE kind IN ('op', 'runtime', 'driver', 'python') AND source_id IN (SELECT source_id FROM spans)) h
+    ASOF LEFT JOIN latest_end w ON w.source_id = h.source_id AND h.ts_ns >= w.ts_ns
 ),
 edges AS (  -- each step's start (edge -1) and end (edge 1)
     SELECT source_id, step, -1 AS edge, ts_ns FROM spans WHERE traced_ns > 0
