@@ -34,7 +34,6 @@
 -- One row per trace with steady steps and launch calls of a format whose profiler's host cost is modelled
 -- (input_formats' profiler_k: the PyTorch profiler, Nsight Systems); times are means per steady step, in ns.
 -- include: trace.steps
--- include: intervals.merge
 
 -- The estimate per source (the columns the header describes).
 CREATE OR REPLACE TEMP TABLE efficiency_observer AS
@@ -45,28 +44,29 @@ WITH spans AS (
     LEFT JOIN trace_step_work w ON w.source_id = s.source_id AND w.step = s.step
     GROUP BY s.source_id, s.rank, s.step, s.ts_ns, s.dur_ns
 ),
-efficiency_observer_work AS (  -- the work launched in each steady step, as an interval set per step
-    SELECT {'source_id': w.source_id, 'step': w.step} AS k, w.ts_ns AS s, w.end_ns AS e
-    FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step)
+busy AS (  -- the GPU's busy time for the step's own work, the union of what the step launched: each interval adds
+           -- what it runs past the latest end of those started before it (in start order)
+    SELECT source_id, step, sum(greatest(end_ns - greatest(ts_ns, prev_end_ns), 0)) AS floor_ns
+    FROM (SELECT w.source_id, w.step, w.ts_ns, w.end_ns,
+                 max(w.end_ns) OVER (PARTITION BY w.source_id, w.step ORDER BY w.ts_ns, w.end_ns
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end_ns
+          FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step)
+          WHERE w.end_ns > w.ts_ns)
+    GROUP BY source_id, step
 ),
-busy AS (  -- the GPU's busy time for the step's own work: the union of what the step launched (intervals.merge)
-    SELECT k.source_id, k.step, sum(e - s) AS floor_ns
-    FROM intervals_merge('efficiency_observer_work') GROUP BY ALL
-),
-marks AS (  -- the host events of each source with steps, and all its GPU work (any device, unclipped: a host that
-            -- runs ahead of the GPU launches while work from before the analysed window still runs)
-    SELECT source_id, ts_ns, NULL::BIGINT AS end_ns, true AS is_event FROM cpu_activity
-    WHERE kind IN ('op', 'runtime', 'driver', 'python') AND source_id IN (SELECT source_id FROM spans)
-    UNION ALL
-    SELECT source_id, ts_ns, end_ns, false FROM trace_step_work WHERE end_ns > ts_ns
+latest_end AS (  -- per source with steps, each start of its GPU work (any device, unclipped: a host that runs ahead
+                 -- of the GPU launches while work from before the analysed window still runs) with the latest end of
+                 -- the work started by then (work starting at the same time included: a RANGE frame)
+    SELECT source_id, ts_ns,
+           max(end_ns) OVER (PARTITION BY source_id ORDER BY ts_ns RANGE UNBOUNDED PRECEDING) AS end_ns
+    FROM trace_step_work WHERE end_ns > ts_ns AND source_id IN (SELECT source_id FROM spans)
 ),
 host_events AS (  -- each host event, hidden when the GPU was busy as it started: work that started at or before it
-                  -- ends after it (the latest end of the work started so far, in one pass over a source's times,
-                  -- work before the events of its time)
-    SELECT source_id, ts_ns,
-           coalesce(max(end_ns) OVER (PARTITION BY source_id ORDER BY ts_ns, is_event ROWS UNBOUNDED PRECEDING) > ts_ns,
-                    false) AS hidden, is_event
-    FROM marks QUALIFY is_event
+                  -- ends after it
+    SELECT h.source_id, h.ts_ns, coalesce(w.end_ns > h.ts_ns, false) AS hidden
+    FROM (SELECT source_id, ts_ns FROM cpu_activity  -- filtered before the ASOF join (DuckDB filters after it)
+          WHERE kind IN ('op', 'runtime', 'driver', 'python') AND source_id IN (SELECT source_id FROM spans)) h
+    ASOF LEFT JOIN latest_end w ON w.source_id = h.source_id AND h.ts_ns >= w.ts_ns
 ),
 edges AS (  -- each step's start (edge -1) and end (edge 1)
     SELECT source_id, step, -1 AS edge, ts_ns FROM spans WHERE traced_ns > 0
@@ -108,11 +108,17 @@ events AS (  -- the host events starting in each step's span: those before its e
     FROM before
     GROUP BY source_id, step
 ),
-launches AS (  -- a trace without kernel launch calls (CUDA graphs): its runtime calls
-    SELECT source_id, coalesce(median(dur_ns) FILTER (WHERE name ILIKE '%LaunchKernel%'), median(dur_ns))
-               AS launch_call_ns
-    FROM cpu_activity
-    WHERE kind IN ('runtime', 'driver')
+launch_calls AS (  -- the median kernel launch call of each source that has them
+    SELECT source_id, median(dur_ns) AS launch_call_ns FROM cpu_activity
+    WHERE kind IN ('runtime', 'driver') AND name ILIKE '%LaunchKernel%' AND dur_ns IS NOT NULL
+    GROUP BY source_id
+),
+launches AS (  -- a trace without kernel launch calls (CUDA graphs): its runtime calls (their median computed only
+               -- there)
+    SELECT * FROM launch_calls
+    UNION ALL
+    SELECT source_id, median(dur_ns) FROM cpu_activity
+    WHERE kind IN ('runtime', 'driver') AND source_id NOT IN (SELECT source_id FROM launch_calls)
     GROUP BY source_id
 ),
 per_step AS (

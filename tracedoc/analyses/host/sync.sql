@@ -20,6 +20,8 @@
 -- value_read: whether it reads a value back to the host (.item(): aten::item/_local_scalar_dense; .tolist(),
 -- `if tensor:` (aten::is_nonzero), torch.equal; .cpu() and other copies to the host), which waits for all the GPU
 -- work queued before it: a per-step one stalls every step, even where a slow input pipeline hides it today.
+-- A copy is the call's own or its operator's through one EXISTS per key (correlation, External id): an OR of the two
+-- keys in one EXISTS is joined on the source alone, every sync call against every copy.
 CREATE OR REPLACE TEMP TABLE host_sync_calls AS
 WITH pageable AS (
     SELECT DISTINCT r.source_id, r.correlation_id, r.external_id, g.host_memory = 'pageable' AS pageable,
@@ -32,15 +34,17 @@ SELECT r.source_id, r.rank, r.name AS call, r.ts_ns, r.dur_ns, r.ts_ns + r.dur_n
        (SELECT arg_max(o.name, (o.ts_ns, o.name)) FROM cpu_activity o
         WHERE o.source_id = r.source_id AND o.kind = 'op' AND o.external_id = r.external_id) AS op,
        EXISTS (SELECT 1 FROM pageable p
-               WHERE p.source_id = r.source_id AND p.pageable
-                 AND (p.correlation_id = r.correlation_id OR p.external_id = r.external_id)) AS pageable_copy,
+               WHERE p.source_id = r.source_id AND p.pageable AND p.correlation_id = r.correlation_id)
+           OR EXISTS (SELECT 1 FROM pageable p
+                      WHERE p.source_id = r.source_id AND p.pageable AND p.external_id = r.external_id) AS pageable_copy,
        EXISTS (SELECT 1 FROM cpu_activity o
                WHERE o.source_id = r.source_id AND o.kind = 'op' AND o.external_id = r.external_id
                  AND o.name IN ('aten::item', 'aten::_local_scalar_dense', 'aten::tolist', 'aten::is_nonzero',
                                 'aten::equal'))
            OR EXISTS (SELECT 1 FROM pageable p
-                      WHERE p.source_id = r.source_id AND p.to_host
-                        AND (p.correlation_id = r.correlation_id OR p.external_id = r.external_id)) AS value_read
+                      WHERE p.source_id = r.source_id AND p.to_host AND p.correlation_id = r.correlation_id)
+           OR EXISTS (SELECT 1 FROM pageable p
+                      WHERE p.source_id = r.source_id AND p.to_host AND p.external_id = r.external_id) AS value_read
 FROM cpu_activity r JOIN trace_windows w USING (source_id)
 WHERE r.kind IN ('runtime', 'driver')
   AND r.ts_ns >= w.start_ns AND r.ts_ns < w.end_ns

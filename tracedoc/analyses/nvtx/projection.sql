@@ -50,33 +50,35 @@ QUALIFY row_number() OVER (PARTITION BY source_id, pid, tid, t ORDER BY ord DESC
 
 -- The CUDA call behind each correlation id of GPU work: launching thread and launch time (ns), of its first call
 -- (the least (ts_ns, pid, tid): one aggregate of one struct, where an arg_min per column would compare the struct
--- twice), for the sources that have user ranges at all (the only ones read below). Calls that launched no work in
--- the window (most CUDA calls) are left out before the aggregate.
+-- twice), for the sources that have user ranges at all (the only ones read below), and the innermost user range
+-- open on that thread then (range_id; NULL when none). Calls that launched no work in the window (most CUDA calls)
+-- are left out before the aggregate. The range is found per launch, not per work item (fewer rows to sort for the
+-- ASOF join: a launch's work items share its thread and time).
 CREATE OR REPLACE TEMP TABLE nvtx_launches AS
-SELECT source_id, correlation_id, first.pid, first.tid, first.ts_ns AS launch_ns
-FROM (SELECT source_id, correlation_id, min({'ts_ns': ts_ns, 'pid': pid, 'tid': tid}) AS first
-      FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
-          AND (source_id, correlation_id) IN (
-              SELECT source_id, correlation_id FROM gpu_work
-              WHERE source_id IN (SELECT source_id FROM nvtx_user_ranges))
-      GROUP BY source_id, correlation_id);
+WITH firsts AS (
+    SELECT source_id, correlation_id, first.pid, first.tid, first.ts_ns AS launch_ns
+    FROM (SELECT source_id, correlation_id, min({'ts_ns': ts_ns, 'pid': pid, 'tid': tid}) AS first
+          FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
+              AND (source_id, correlation_id) IN (
+                  SELECT source_id, correlation_id FROM gpu_work
+                  WHERE source_id IN (SELECT source_id FROM nvtx_user_ranges))
+          GROUP BY source_id, correlation_id)
+)
+SELECT l.*, s.range_id
+FROM firsts l
+ASOF LEFT JOIN nvtx_thread_states s
+  ON s.source_id = l.source_id AND s.pid = l.pid AND s.tid = l.tid AND s.t <= l.launch_ns;
 
 -- GPU work inside the window with its launching thread and launch time, for the sources that have user ranges
--- at all: a table of its own, because an ASOF join probed straight from a LEFT JOIN is planned as a plain join on
--- the thread, quadratic in the thread's range states. Without the work's names, which nothing below reads.
-CREATE OR REPLACE TEMP TABLE nvtx_launched_work AS
-SELECT w.source_id, w.rank, w.device, w.stream, w.kind, w.ts_ns, w.end_ns, w.dur_ns, l.pid, l.tid, l.launch_ns
+-- at all, and its innermost user range (range_id/range_name NULL when none). Without the work's names, which
+-- nothing below reads.
+CREATE OR REPLACE TEMP TABLE nvtx_gpu_work AS
+SELECT w.source_id, w.rank, w.device, w.stream, w.kind, w.ts_ns, w.end_ns, w.dur_ns, l.pid, l.tid, l.launch_ns,
+       l.range_id, u.name AS range_name
 FROM gpu_work w
 LEFT JOIN nvtx_launches l ON l.source_id = w.source_id AND l.correlation_id = w.correlation_id
+LEFT JOIN nvtx_user_ranges u ON u.range_id = l.range_id
 WHERE w.source_id IN (SELECT source_id FROM nvtx_user_ranges);
-
--- The same work with its innermost user range (range_id/range_name NULL when none).
-CREATE OR REPLACE TEMP TABLE nvtx_gpu_work AS
-SELECT w.*, s.range_id, u.name AS range_name
-FROM nvtx_launched_work w
-ASOF LEFT JOIN nvtx_thread_states s
-  ON s.source_id = w.source_id AND s.pid = w.pid AND s.tid = w.tid AND s.t <= w.launch_ns
-LEFT JOIN nvtx_user_ranges u ON u.range_id = s.range_id;
 
 -- Each thread's innermost user range from seg_start until the next change (seg_end; NULL: to the trace's end;
 -- range_id NULL where no user range is open).
