@@ -14,11 +14,11 @@ import pytest
 from tests.conftest import SAMPLES
 from tracedoc import formats, ingest
 from tracedoc.errors import InputError
-from tracedoc.formats import TIMELINE, Format
+from tracedoc.formats import JSON, TIMELINE, Format
 from tracedoc.ingest.chrome import chrome_trace
 from tracedoc.store import Store, modules
 
-EXAMPLE = Format("chrome_example", "tests.chrome_format_example", "Chrome trace (example)", TIMELINE)
+EXAMPLE = Format("chrome_example", "tests.chrome_format_example", "Chrome trace (example)", TIMELINE, (JSON,))
 TRACES = [SAMPLES / "decode-eager" / "trace.json.gz", SAMPLES / "ddp-straggler" / "rank1.trace.json.gz"]
 
 
