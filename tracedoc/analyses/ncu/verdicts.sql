@@ -105,7 +105,7 @@ GROUP BY ALL;
 --                      the report (ncu_trace_links' impact_scale); 1 when the kernel is not linked
 --   link_launches      the kernel's launches per timeline input (launches_per_timeline); NULL when unlinked
 --   link_mean_ns, link_total_ns: the kernel's mean launch in the timeline and its total on the profiled launches,
---                      for the saving per timeline launch (saving × 1e3 × link_mean_ns / link_total_ns, in µs)
+--                      for the saving per timeline launch (ncu_saving_per_timeline_launch_us, below)
 --   ncu_verdict        ncu_verdict_text's line for the kernel and rule, 'none' when ncu stored no such verdict,
 --                      'not stored in this input' for CSV exports and reports without rule results
 CREATE OR REPLACE TEMP TABLE ncu_rule_context AS
@@ -126,6 +126,11 @@ LEFT JOIN links l ON l.source_id = r.source_id AND l.demangled_name IS NOT DISTI
      AND l.grid IS NOT DISTINCT FROM r.grid AND l.block IS NOT DISTINCT FROM r.block
 LEFT JOIN ncu_verdict_text v ON v.source_id = r.source_id AND v.demangled_name = r.demangled_name
      AND v.grid IS NOT DISTINCT FROM r.grid AND v.block IS NOT DISTINCT FROM r.block AND v.tracedoc_rule = r.rule;
+
+-- ncu_saving_per_timeline_launch_us(saving_ms, link_mean_ns, link_total_ns): a saving estimated on the profiled
+-- launches (ms) as the same share of one timeline launch, in µs; NULL when the kernel is not linked.
+CREATE OR REPLACE TEMP MACRO ncu_saving_per_timeline_launch_us(saving_ms, mean_ns, total_ns) AS
+    saving_ms * 1e3 * mean_ns / nullif(total_ns, 0);
 
 -- The views the ncu rules read: each measurement view with its rule's role on the kernel (is_primary, role_note,
 -- stall_note, primary_rule, top_stalls) and what ncu_rule_context adds. ncu_class_findings: ncu_kernel_verdict for
