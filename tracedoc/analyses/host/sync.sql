@@ -121,18 +121,15 @@ SELECT s.source_id, s.rank, count(*) AS sync_count, count(*) FILTER (WHERE s.pag
        nullif(count(*) FILTER (WHERE s.pageable_copy), 0) AS pageable_sync_count,
        count(*) / nullif(any_value(w.step_count), 0) AS syncs_per_step,
        sum(s.dur_ns) AS blocked_ns,
-       coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0) AS gpu_idle_ns,
-       100.0 * coalesce((SELECT sum(i.cost_ns) FROM host_sync_idle i WHERE i.source_id = s.source_id), 0)
-           / nullif(any_value(w.wall_ns), 0) AS gpu_idle_pct,
+       coalesce(any_value(i.cost_ns), 0) AS gpu_idle_ns,
+       100.0 * coalesce(any_value(i.cost_ns), 0) / nullif(any_value(w.wall_ns), 0) AS gpu_idle_pct,
        mode(coalesce(s.op, s.call) ORDER BY s.ts_ns, coalesce(s.op, s.call)) AS top_origin,
        nullif(count(*) FILTER (WHERE s.value_read), 0) AS value_read_count,
        CASE WHEN count(*) FILTER (WHERE s.value_read) BETWEEN 1 AND count(*) - 1
             THEN count(*) FILTER (WHERE s.value_read) END AS value_reads_among_others,
        count(*) FILTER (WHERE s.value_read) / nullif(any_value(w.step_count), 0) AS value_reads_per_step,
        sum(s.dur_ns) FILTER (WHERE s.value_read) AS value_read_blocked_ns,
-       CASE WHEN bool_or(s.value_read) THEN coalesce((SELECT sum(i.value_read_cost_ns) FROM host_sync_idle i
-                                                      WHERE i.source_id = s.source_id), 0) END
-           AS value_read_idle_ns,
+       CASE WHEN bool_or(s.value_read) THEN coalesce(any_value(i.value_read_cost_ns), 0) END AS value_read_idle_ns,
        mode(CASE WHEN s.op = 'aten::_local_scalar_dense' THEN 'aten::item' ELSE coalesce(s.op, s.call) END
             ORDER BY s.ts_ns) FILTER (WHERE s.value_read) AS value_read_origin,
        any_value(w.wall_ns) AS wall_ns,
@@ -157,6 +154,8 @@ SELECT s.source_id, s.rank, count(*) AS sync_count, count(*) FILTER (WHERE s.pag
        END AS fix_text
 FROM host_sync_calls s JOIN trace_wall w USING (source_id)
 LEFT JOIN trace_framework f USING (source_id)
+LEFT JOIN (SELECT source_id, sum(cost_ns) AS cost_ns, sum(value_read_cost_ns) AS value_read_cost_ns
+           FROM host_sync_idle GROUP BY source_id) i USING (source_id)  -- the GPU idle charged, per source
 GROUP BY s.source_id, s.rank;
 
 -- The report's syncs per rank (host_sync_by_rank; ms). Columns: rank, sync_count, syncs_per_step, blocked_ms

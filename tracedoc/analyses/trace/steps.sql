@@ -246,14 +246,17 @@ FROM trace_step_spans;
 CREATE OR REPLACE TEMP VIEW trace_step_method AS
 SELECT src.source_id, src.rank,
        CASE WHEN c.family IS NOT NULL THEN 'range' WHEN p.name IS NOT NULL THEN 'kernel'
-            WHEN EXISTS (SELECT 1 FROM steps s WHERE s.source_id = src.source_id) THEN 'profiler' END AS method,
-       coalesce(c.family, p.name, (SELECT any_value(regexp_replace(s.name, '[0-9]+$', 'N')) FROM steps s
-                                   WHERE s.source_id = src.source_id AND s.name NOT LIKE 'ProfilerStep#%')) AS detail,
-       (SELECT count(*) FROM trace_steps t WHERE t.source_id = src.source_id AND NOT t.warmup) AS steps,
-       (SELECT count(*) FROM trace_steps t WHERE t.source_id = src.source_id AND t.warmup) AS warmup_steps
+            WHEN s.source_id IS NOT NULL THEN 'profiler' END AS method,
+       coalesce(c.family, p.name, s.detail) AS detail,
+       coalesce(t.steps, 0) AS steps, coalesce(t.warmup_steps, 0) AS warmup_steps
 FROM sources src
 LEFT JOIN trace_step_choice c USING (source_id)
-LEFT JOIN trace_step_pace p USING (source_id);
+LEFT JOIN trace_step_pace p USING (source_id)
+LEFT JOIN (SELECT source_id, any_value(regexp_replace(name, '[0-9]+$', 'N'))
+                                 FILTER (WHERE name NOT LIKE 'ProfilerStep#%') AS detail
+           FROM steps GROUP BY source_id) s USING (source_id)
+LEFT JOIN (SELECT source_id, count(*) FILTER (WHERE NOT warmup) AS steps, count(*) FILTER (WHERE warmup) AS warmup_steps
+           FROM trace_steps GROUP BY source_id) t USING (source_id);
 
 -- The steady steps (warm-up steps left out): what per-step analyses measure. Columns as trace_steps.
 CREATE OR REPLACE TEMP VIEW trace_steady_steps AS

@@ -43,9 +43,11 @@ graph_captures AS (  -- from each BeginCapture to the next EndCapture of its thr
     WHERE least(e.ts_ns + e.dur_ns, g.end_ns) > greatest(b.ts_ns, g.start_ns)
     GROUP BY b.source_id
 ),
-steady AS (
-    SELECT source_id, min(ts_ns) AS first_ns, max(ts_ns + dur_ns) AS last_ns, count(*) AS steps
-    FROM trace_steps WHERE NOT warmup GROUP BY source_id
+steady AS (  -- the steady steps' span and count, and the first step's start (warm-up steps included)
+    SELECT source_id, min(ts_ns) FILTER (WHERE NOT warmup) AS first_ns,
+           max(ts_ns + dur_ns) FILTER (WHERE NOT warmup) AS last_ns, count(*) FILTER (WHERE NOT warmup) AS steps,
+           min(ts_ns) AS first_step_ns
+    FROM trace_steps GROUP BY source_id
 ),
 work AS (  -- GPU work of sources with steps, with when the host launched it (NULL: before the trace)
     SELECT w.source_id, w.ts_ns, w.end_ns, w.launch_ns,
@@ -79,7 +81,7 @@ bounds AS (
                 WHEN p.end_ns > p.start_ns THEN p.end_ns
                 ELSE coalesce(g.end_ns, r.end_ns) END AS end_ns,
            coalesce(st.steps, 0) AS step_count, coalesce(gc.ns, 0) AS graph_capture_ns,
-           (SELECT min(ts_ns) FROM trace_steps t WHERE t.source_id = src.source_id) AS first_step_ns
+           st.first_step_ns
     FROM sources src
     LEFT JOIN recorded r USING (source_id)
     LEFT JOIN gpu g USING (source_id)
