@@ -48,10 +48,12 @@ from tracedoc.store import store as store_module
 # kernel's timeline link and ncu verdict made once as columns (ncu.verdicts' ncu_rule_context) instead of five
 # macros, each a subquery per rule (3: five macros gone, one of arithmetic alone added for the saving per
 # timeline launch), and by the NVTX projection's user range found per launch (nvtx.projection: the launched work's
-# table went).
+# table went). Then the search for steps beyond the profiler's (trace.step_search) planned only where a source has
+# no profiler steps or a step range is named: a PyTorch trace's 5 statements give way to 4 empty tables and the
+# question whether to search (the same count, the 5 heaviest gone), which costs the Nsight Systems export one.
 STATEMENTS = {
     "decode-eager": 222,  # a PyTorch profiler trace
-    "nsys-nvfuser-h200": 279,  # an Nsight Systems export
+    "nsys-nvfuser-h200": 280,  # an Nsight Systems export
     "ncu-h100-gemm-cublas": 169,  # an Nsight Compute CSV (with its GEMM ladder)
 }
 
@@ -245,6 +247,29 @@ def test_the_steps_window_and_busy_time_run_only_on_a_timeline_or_for_a_module_t
     assert ("trace.steps" in ran) is timeline_modules, sorted(ran)
     if not timeline_modules:
         assert not TIMELINE_MODULES & ran, sorted(ran)
+
+
+@pytest.mark.parametrize(("sample", "searched", "steps"), [
+    ("decode-eager", False, "ProfilerStep#N annotations"),  # every source has the profiler's steps
+    ("nsys-torch-eager", True, "the host range 'train_step'"),  # none: a repeated user range is found
+])
+def test_steps_beyond_the_profilers_are_searched_only_where_a_source_has_none(
+        sample: str, searched: bool, steps: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """trace.step_search (about 30 ms of planning on a small trace) runs only where it can find steps, and the
+    steps are found either way."""
+    ran: set[str] = set()
+    run = modules.run
+
+    def recorded(con: Any, module: str, *a: Any, **k: Any) -> None:
+        ran.add(module)
+        run(con, module, *a, **k)
+
+    monkeypatch.setattr(store_module, "cores", lambda: 1)
+    monkeypatch.setattr(modules, "run", recorded)
+    report = analyze([SAMPLES / sample], use_cache=False)
+    assert ("trace.step_search" in ran) is searched, sorted(ran)
+    assert "trace.steps" in ran and "trace.launches" in ran
+    assert report.to_dict()["window"]["steps"] == steps
 
 
 def test_a_step_range_on_a_report_without_a_timeline_is_refused_in_one_line() -> None:

@@ -12,10 +12,10 @@ A module's header says what the code needs to know about it, one fact a line, pa
   since modules run at once on cursors (store.pool) may not make one object twice;
 - ``-- reads: table, ...``: the store tables it measures, written only by some inputs (Nsight Compute kernels,
   flight-recorder dumps, GPU health, allocator events and snapshots, NVTX ranges), or the rows of a table every
-  timeline has that only some traces hold, named in ``ROW_SETS`` (``communication_kernels``). It applies only where
-  one of them has rows (or, in a distributed run's store of summaries, where the ranks handed back rows of what it
-  makes): elsewhere its tables would be empty, and planning its queries alone costs more than analysing a small
-  trace. A module without the line reads the timelines every trace format has;
+  timeline has that only some traces hold, named in ``ROW_SETS`` (``communication_kernels``, ``steps_to_find``).
+  It applies only where one of them has rows (or, in a distributed run's store of summaries, where the ranks handed
+  back rows of what it makes): elsewhere its tables would be empty, and planning its queries alone costs more than
+  analysing a small trace. A module without the line reads the timelines every trace format has;
 - ``-- scope: job``: it runs on the client of a distributed run over every rank's summaries (or over inputs a
   distributed run does not split by rank); ``-- scope: ranks``: it compares ranks with each other, on the client,
   and finds nothing in a store of one rank. A module without the line reads one rank's events;
@@ -132,6 +132,10 @@ def on_client(module: str) -> bool:
 # timeline holds none (Store.has_rows does not ask it).
 ROW_SETS: dict[str, str] = {
     "communication_kernels": "gpu_activity WHERE kind = 'kernel' AND category = 'communication'",
+    # the sources whose steps are looked for beyond the profiler's (trace.step_search): all of them where a step
+    # range is named, else those without profiler steps (NOT IN, as the search's statements ask it)
+    "steps_to_find": "sources WHERE getvariable('step_range') IS NOT NULL "
+                     "OR source_id NOT IN (SELECT source_id FROM steps)",
 }
 
 # Modules run on every store: the summary and what the timelines recorded say what the inputs are, a timeline or

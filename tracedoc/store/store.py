@@ -92,6 +92,7 @@ class Store:
         self.con.execute(f"SET VARIABLE {name} = ?", [value])
         self._variables[name] = value
         self._measurable = None
+        self._has_rows.clear()  # a row set may read the variable (store.modules.ROW_SETS: steps_to_find)
 
     @classmethod
     def create(cls, path: Path | None, limits: Limits = Limits()) -> Store:

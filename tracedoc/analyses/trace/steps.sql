@@ -25,124 +25,20 @@
 -- each lasts more than twice the median step (at most half the steps): the first iterations pay for cuBLAS and
 -- NCCL set-up, allocator growth and autotuning, and are not the steady state. Times in ns.
 -- hands back: trace_steps, trace_step_method, trace_step_slow
+-- uses: trace.step_search
+-- include: trace.launches
 
--- Host ranges that can be steps (ranges numbered alike share a name). Columns: source_id, tid, name (as recorded),
--- family (the name with a trailing number as '#'), ts_ns, end_ns.
-CREATE OR REPLACE TEMP TABLE trace_step_ranges AS
-WITH r AS (
-    SELECT source_id, tid, name, ts_ns, ts_ns + dur_ns AS end_ns,
-           regexp_replace(name, '\s*#?\s*[0-9]+$', ' #') AS family
-    FROM cpu_activity
-    WHERE kind = 'annotation' AND dur_ns > 0 AND name NOT LIKE 'nccl%' AND name NOT LIKE 'ProfilerStep#%'
-)
-SELECT source_id, tid, name, CASE WHEN family = ' #' THEN name ELSE family END AS family, ts_ns, end_ns FROM r;
-
--- When the host launched each correlation id of GPU work (a kernel, copy or memset: its first runtime or driver
--- call): source_id, correlation_id, launch_ns. GPU work whose correlation is not here was launched before the trace
--- began. Only the calls of GPU work are grouped: an export's CUDA calls are mostly not. The work's distinct ids are
--- joined, not semi-joined: DuckDB then builds its hash table on them, not on the calls (on a 77 MB export 1.1 M
--- calls against 0.4 M ids).
-CREATE OR REPLACE TEMP TABLE trace_launches AS
-SELECT c.source_id, c.correlation_id, min(c.ts_ns) AS launch_ns
-FROM cpu_activity c
-JOIN (SELECT DISTINCT source_id, correlation_id FROM gpu_activity WHERE kind IN ('kernel', 'memcpy', 'memset')) g
-  ON g.source_id = c.source_id AND g.correlation_id = c.correlation_id
-WHERE c.kind IN ('runtime', 'driver') AND c.correlation_id IS NOT NULL
-GROUP BY c.source_id, c.correlation_id;
-
--- The launches of GPU work (a kernel, copy or memset) of sources without profiler steps: source_id, ts_ns (the
--- launch), name, gpu_ns (the work's start on the GPU) and dur_ns (its time there).
-CREATE OR REPLACE TEMP TABLE trace_step_launches AS
-SELECT l.source_id, l.launch_ns AS ts_ns, arg_min(g.name, g.ts_ns) AS name, min(g.ts_ns) AS gpu_ns,
-       sum(g.dur_ns) AS dur_ns
-FROM trace_launches l
-JOIN gpu_activity g ON g.source_id = l.source_id AND g.correlation_id = l.correlation_id
-WHERE g.kind IN ('kernel', 'memcpy', 'memset') AND l.source_id NOT IN (SELECT source_id FROM steps)
-GROUP BY l.source_id, l.correlation_id, l.launch_ns;
-
--- Candidate step ranges of each source: the named range (1) or repeated top-level ranges (3). Columns: source_id,
--- tid, family, instances, launches (GPU launches inside its ranges), named (the user's choice).
-CREATE OR REPLACE TEMP TABLE trace_step_candidates AS
-WITH named AS (
-    SELECT * FROM trace_step_ranges
-    WHERE getvariable('step_range') IS NOT NULL
-      AND (name = getvariable('step_range') OR family = getvariable('step_range') || ' #')
-),
-sequential AS (  -- families repeated at least 3 times on a thread whose ranges never overlap each other
-    SELECT source_id, tid, family FROM (
-        SELECT *, lag(end_ns) OVER (PARTITION BY source_id, tid, family ORDER BY ts_ns, end_ns) AS prev_end_ns
-        FROM trace_step_ranges
-        WHERE getvariable('step_range') IS NULL AND source_id NOT IN (SELECT source_id FROM steps))
-    GROUP BY source_id, tid, family
-    HAVING count(*) >= 3 AND bool_and(prev_end_ns IS NULL OR prev_end_ns <= ts_ns)
-),
-candidates AS (  -- their ranges, each with whether a range of another of these families contains it (its own
-                 -- family's end before it starts, so the latest end before it is another family's)
-    SELECT r.*, coalesce(max(r.end_ns) OVER (PARTITION BY r.source_id, r.tid ORDER BY r.ts_ns, r.end_ns DESC
-                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) >= r.end_ns
-                    AS inside
-    FROM trace_step_ranges r JOIN sequential USING (source_id, tid, family)
-),
-ranges AS (
-    SELECT source_id, tid, family, ts_ns, end_ns, true AS named FROM named
-    UNION ALL
-    SELECT source_id, tid, family, ts_ns, end_ns, false FROM candidates
-    WHERE (source_id, tid, family) NOT IN (SELECT (source_id, tid, family) FROM candidates WHERE inside)
-),
-covered AS (
-    SELECT r.source_id, r.tid, r.family, count(l.ts_ns) AS launches
-    FROM ranges r LEFT JOIN trace_step_launches l
-      ON l.source_id = r.source_id AND l.ts_ns >= r.ts_ns AND l.ts_ns < r.end_ns
-    GROUP BY r.source_id, r.tid, r.family
-)
-SELECT r.source_id, r.tid, r.family, count(*) AS instances, any_value(c.launches) AS launches,
-       bool_or(r.named) AS named
-FROM ranges r JOIN covered c USING (source_id, tid, family)
-GROUP BY r.source_id, r.tid, r.family;
-
--- The chosen range of each source and the thread it is on (named first; else the most launches, within 10 % the
--- most instances).
-CREATE OR REPLACE TEMP TABLE trace_step_choice AS
-SELECT source_id, arg_max(family, (named, launches >= 0.9 * most, instances, launches, family, -tid)) AS family,
-       arg_max(tid, (named, launches >= 0.9 * most, instances, launches, family, -tid)) AS tid
-FROM (SELECT *, max(launches) OVER (PARTITION BY source_id) AS most FROM trace_step_candidates
-      WHERE named OR launches > 0)
-GROUP BY source_id;
-
--- The repeating kernel of each source without steps of any other kind: name, runs, median_gap_ns (on the GPU).
-CREATE OR REPLACE TEMP TABLE trace_step_pace AS
-WITH spaced AS (
-    SELECT source_id, name, gpu_ns,
-           gpu_ns - lag(gpu_ns) OVER (PARTITION BY source_id, name ORDER BY gpu_ns) AS gap_ns,
-           row_number() OVER (PARTITION BY source_id, name ORDER BY gpu_ns) AS n,
-           count(*) OVER (PARTITION BY source_id, name) AS runs,
-           min(gpu_ns) OVER (PARTITION BY source_id, name) AS first_run_ns,
-           max(gpu_ns) OVER (PARTITION BY source_id, name) AS last_run_ns
-    FROM trace_step_launches
-    WHERE source_id NOT IN (SELECT source_id FROM trace_step_choice)
-),
-steady AS (SELECT * FROM spaced WHERE gap_ns IS NOT NULL AND runs >= 4 AND n > runs / 4),
-regular AS (
-    SELECT source_id, name, any_value(runs) AS runs, median(gap_ns) AS median_gap_ns,
-           any_value(first_run_ns) AS first_ns, any_value(last_run_ns) AS last_ns
-    FROM steady GROUP BY source_id, name
-    HAVING median(gap_ns) > 0 AND max(gap_ns) <= 2 * median(gap_ns) AND min(gap_ns) >= 0.5 * median(gap_ns)
-),
-busy AS (  -- the GPU time of the work started up to each point (a running sum), to read spans' shares from
-    SELECT source_id, gpu_ns,
-           sum(dur_ns) OVER (PARTITION BY source_id ORDER BY gpu_ns ROWS UNBOUNDED PRECEDING) AS before_ns,
-           sum(dur_ns) OVER (PARTITION BY source_id) AS all_ns
-    FROM trace_step_launches
-),
-covering AS (
-    SELECT r.* FROM regular r
-    ASOF JOIN busy a ON a.source_id = r.source_id AND r.first_ns >= a.gpu_ns
-    ASOF JOIN busy b ON b.source_id = r.source_id AND r.last_ns >= b.gpu_ns
-    WHERE b.before_ns - a.before_ns >= 0.5 * a.all_ns
-)
-SELECT source_id, arg_max(name, (runs, -first_ns)) AS name, max(runs) AS runs,
-       arg_max(median_gap_ns, (runs, -first_ns)) AS median_gap_ns
-FROM covering GROUP BY source_id;
+-- Where no source lacks the profiler's steps and no step range is named, trace.step_search (which finds steps
+-- otherwise) does not run, and what it makes is empty: its host ranges that can be steps,
+CREATE TEMP TABLE IF NOT EXISTS trace_step_ranges (source_id INTEGER, tid BIGINT, name VARCHAR, family VARCHAR,
+                                                   ts_ns BIGINT, end_ns BIGINT);
+-- the launches of sources without profiler steps,
+CREATE TEMP TABLE IF NOT EXISTS trace_step_launches (source_id INTEGER, ts_ns BIGINT, name VARCHAR, gpu_ns BIGINT,
+                                                     dur_ns HUGEINT);
+-- the range chosen,
+CREATE TEMP TABLE IF NOT EXISTS trace_step_choice (source_id INTEGER, family VARCHAR, tid BIGINT);
+-- and the repeating kernel.
+CREATE TEMP TABLE IF NOT EXISTS trace_step_pace (source_id INTEGER, name VARCHAR, runs BIGINT, median_gap_ns DOUBLE);
 
 -- Every source's steps before warm-up is told: source_id, rank, step, name, ts_ns, dur_ns. A step's number is the
 -- profiler's N, the number the ranges carry ('step 3': 3) when each has its own, else its position (1, 2, …); its
