@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tracedoc.ingest.chrome import chrome_trace
 from tracedoc.store.store import scalar, sql_literal
 
 if TYPE_CHECKING:
@@ -34,11 +35,10 @@ def present(con: duckdb.DuckDBPyConnection) -> bool:
 def read(con: duckdb.DuckDBPyConnection, parts: Sequence[Any]) -> None:
     """Read the allocator events of the part files (each with .file, .source_id, .rank) into memory_events."""
     files = [sql_literal(str(p.file)) for p in parts]
-    source_id = " ".join(f"WHEN {f} THEN {int(p.source_id)}" for f, p in zip(files, parts))
-    rank = " ".join(f"WHEN {f} THEN {int(p.rank)}" for f, p in zip(files, parts))
+    source_id, rank, filename = chrome_trace.part_labels(parts)
     con.execute(f"""
         INSERT INTO memory_events
-        SELECT CAST(CASE filename {source_id} END AS INTEGER), CAST(CASE filename {rank} END AS INTEGER),
+        SELECT {source_id}, {rank},
                TRY_CAST(tid AS BIGINT), TRY_CAST(round(ts * 1000) AS BIGINT),
                CASE WHEN name = '[OutOfMemory]' THEN 'oom'
                     WHEN TRY_CAST(args."Bytes" AS BIGINT) < 0 THEN 'free' ELSE 'alloc' END,
@@ -46,7 +46,7 @@ def read(con: duckdb.DuckDBPyConnection, parts: Sequence[Any]) -> None:
                TRY_CAST(args."Addr" AS BIGINT), TRY_CAST(args."Bytes" AS BIGINT),
                TRY_CAST(args."Total Allocated" AS BIGINT), TRY_CAST(args."Total Reserved" AS BIGINT)
         FROM read_json([{', '.join(files)}], format = 'array', columns = {_COLUMNS},
-                       maximum_object_size = 16777216, filename = true)
+                       maximum_object_size = 16777216{filename})
         WHERE ph = 'i' AND name IN ('[memory]', '[OutOfMemory]') AND ts IS NOT NULL
           AND TRY_CAST(round(ts * 1000) AS BIGINT) IS NOT NULL""")
 
