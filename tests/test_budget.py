@@ -48,11 +48,15 @@ from tracedoc.store import store as store_module
 # kernel's timeline link and ncu verdict made once as columns (ncu.verdicts' ncu_rule_context) instead of five
 # macros, each a subquery per rule (3: five macros gone, one of arithmetic alone added for the saving per
 # timeline launch), and by the NVTX projection's user range found per launch (nvtx.projection: the launched work's
-# table went).
+# table went). Then by the checks asked together (10 on a PyTorch trace, 9 on an export, 8 on an Nsight Compute
+# report): which tables hold a row of another rank, found in one statement before any rank is set (an UPDATE per
+# ranked table before); whether a module's tables have rows, asked in one statement per module; the inputs' formats
+# and ranks in one; a PyTorch trace's allocator events counted with its events, and its clock kept only where it
+# has them in the statement that keeps it.
 STATEMENTS = {
-    "decode-eager": 222,  # a PyTorch profiler trace
-    "nsys-nvfuser-h200": 279,  # an Nsight Systems export
-    "ncu-h100-gemm-cublas": 169,  # an Nsight Compute CSV (with its GEMM ladder)
+    "decode-eager": 212,  # a PyTorch profiler trace
+    "nsys-nvfuser-h200": 270,  # an Nsight Systems export
+    "ncu-h100-gemm-cublas": 161,  # an Nsight Compute CSV (with its GEMM ladder)
 }
 
 

@@ -88,7 +88,8 @@ class EventFormat:
     none; ``finish``: what is done once every event of the given files is in, one LoadResult each;
     ``ranked_tables``: tables whose rows get the rank from the header of a streamed file, corrected when its tail
     names another; ``also_read``: run after the parts are parsed, before they are removed (a second pass over them
-    for fields the columns cannot hold).
+    for fields the columns cannot hold), only where a row of ``_raw`` meets ``also_read_when`` (counted in the
+    statement that counts the events, so a file without such rows costs no statement of its own).
     """
 
     title: str
@@ -99,6 +100,7 @@ class EventFormat:
     finish: Callable[[Store, list[Events]], list[LoadResult]]
     ranked_tables: tuple[str, ...] = ()
     also_read: Callable[[duckdb.DuckDBPyConnection, list[Part]], None] | None = None
+    also_read_when: str = "false"
     derived: str = ""
 
 
@@ -223,8 +225,8 @@ def _ingest_parts(store: Store, parts: list[Part], fmt: EventFormat) -> dict[int
     if not parts:
         return {}
     try:
-        counts = _read_events(store.con, parts, fmt, store.limits.memory_bytes)
-        if fmt.also_read is not None:
+        counts, also = _read_events(store.con, parts, fmt, store.limits.memory_bytes)
+        if also and fmt.also_read is not None:
             fmt.also_read(store.con, parts)
     finally:
         for part in parts:
@@ -469,9 +471,9 @@ def part_labels(parts: Sequence[Any]) -> tuple[str, str, str]:
 
 
 def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Part], fmt: EventFormat,
-                 memory_bytes: int | None) -> dict[int, int]:
+                 memory_bytes: int | None) -> tuple[dict[int, int], bool]:
     """Parse the part files into the temp table ``_raw``, each row with its part's source id and rank; return the
-    count of events per source."""
+    count of events per source, and whether a row meets the format's ``also_read_when``."""
     files = [sql_literal(str(p.file)) for p in parts]
     source_id, rank, filename = part_labels(parts)
     derived = f"{fmt.derived}, " if fmt.derived else ""
@@ -493,4 +495,6 @@ def _read_events(con: duckdb.DuckDBPyConnection, parts: list[Part], fmt: EventFo
         for part in parts:  # the part files' paths mean nothing to the user
             message = message.replace(str(part.file), str(part.name))
         raise InputError(f"{name}: malformed trace JSON ({message})") from None
-    return dict(con.execute("SELECT source_id, count(*) FROM _raw GROUP BY source_id").fetchall())
+    rows = con.execute(f"SELECT source_id, count(*), count(*) FILTER (WHERE {fmt.also_read_when}) FROM _raw "
+                       "GROUP BY source_id").fetchall()
+    return {source_id: count for source_id, count, _ in rows}, any(also for _, _, also in rows)
