@@ -51,10 +51,15 @@ from tracedoc.store import store as store_module
 # table went). Then the search for steps beyond the profiler's (trace.step_search) planned only where a source has
 # no profiler steps or a step range is named: a PyTorch trace's 5 statements give way to 4 empty tables and the
 # question whether to search (the same count, the 5 heaviest gone), which costs the Nsight Systems export one.
+# Then by the checks asked together (10 on a PyTorch trace, 9 on an export, 8 on an Nsight Compute
+# report): which tables hold a row of another rank, found in one statement before any rank is set (an UPDATE per
+# ranked table before); whether a module's tables have rows, asked in one statement per module; the inputs' formats
+# and ranks in one; a PyTorch trace's allocator events counted with its events, and its clock kept only where it
+# has them in the statement that keeps it.
 STATEMENTS = {
-    "decode-eager": 222,  # a PyTorch profiler trace
-    "nsys-nvfuser-h200": 280,  # an Nsight Systems export
-    "ncu-h100-gemm-cublas": 169,  # an Nsight Compute CSV (with its GEMM ladder)
+    "decode-eager": 212,  # a PyTorch profiler trace
+    "nsys-nvfuser-h200": 271,  # an Nsight Systems export
+    "ncu-h100-gemm-cublas": 161,  # an Nsight Compute CSV (with its GEMM ladder)
 }
 
 

@@ -245,7 +245,8 @@ class Store:
     def ranks(self) -> int:
         """How many ranks the store's inputs come from (``sources.rank``)."""
         if self._ranks is None:
-            self._ranks = int(self.scalar("SELECT count(DISTINCT rank) FROM sources") or 0)
+            self._ask_sources()
+        assert self._ranks is not None
         return self._ranks
 
     def applies(self, module: str) -> bool:
@@ -261,7 +262,8 @@ class Store:
         if module.startswith("efficiency.") and not self.efficiency_measurable():
             return False
         if facts.reads:
-            return any(self.has_rows(table) for table in facts.reads)
+            self._ask_rows(facts.reads)
+            return any(self._has_rows[table] for table in facts.reads)
         if module in modules.EVERY_STORE or not modules.timeline_formats().isdisjoint(self.formats()):
             return True
         return any(self.applies(includer) for includer in modules.included_by(module))
@@ -269,21 +271,40 @@ class Store:
     def formats(self) -> frozenset[str]:
         """The formats of the store's inputs (``sources.format``)."""
         if self._formats is None:
-            self._formats = frozenset(r[0] for r in self.con.execute("SELECT DISTINCT format FROM sources").fetchall())
+            self._ask_sources()
+        assert self._formats is not None
         return self._formats
+
+    def _ask_sources(self) -> None:
+        """The formats and ranks of the store's inputs, asked together: every run asks both."""
+        formats, ranks = self.con.execute(
+            "SELECT list(DISTINCT format), count(DISTINCT rank) FROM sources").fetchone() or ([], 0)
+        self._formats, self._ranks = frozenset(formats or ()), int(ranks or 0)
 
     def has_rows(self, table: str) -> bool:
         """True when the store's ``table`` (or the rows ``store.modules.ROW_SETS`` names so) has a row (asked once
         per store; rows of a timeline's table without a query where the store holds no timeline)."""
-        if table not in self._has_rows:
-            from tracedoc.store import modules
+        self._ask_rows((table,))
+        return self._has_rows[table]
 
+    def _ask_rows(self, tables: Iterable[str]) -> None:
+        """Find out which of ``tables`` (as ``has_rows`` names them) have a row, those not known yet asked in one
+        statement: a module reading four allocator tables asked a statement each of an empty store."""
+        from tracedoc.store import modules
+
+        asked: dict[str, str] = {}
+        for table in dict.fromkeys(tables):
+            if table in self._has_rows:
+                continue
             rows = modules.ROW_SETS.get(table)
             if rows is not None and modules.timeline_formats().isdisjoint(self.formats()):
                 self._has_rows[table] = False
             else:
-                self._has_rows[table] = bool(self.scalar(f"SELECT EXISTS (SELECT 1 FROM {rows or table})"))
-        return self._has_rows[table]
+                asked[table] = rows or table
+        if asked:
+            found = self.con.execute(
+                "SELECT " + ", ".join(f"EXISTS (SELECT 1 FROM {rows})" for rows in asked.values())).fetchone() or ()
+            self._has_rows.update(zip(asked, map(bool, found)))
 
     def efficiency_measurable(self) -> bool:
         """True when the store has what the efficiency modules measure: operator shapes, or a user's FLOPs or

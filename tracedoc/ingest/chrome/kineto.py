@@ -79,12 +79,6 @@ def _finish(store: Store, sources: list[chrome_trace.Events]) -> list[LoadResult
     return results
 
 
-def _read_memory_events(con: duckdb.DuckDBPyConnection, parts: list[chrome_trace.Part]) -> None:
-    """profile_memory=True: the allocator's events, read from the parts a second time (kineto_memory)."""
-    if kineto_memory.present(con):
-        kineto_memory.read(con, parts)
-
-
 def _rank(meta: dict[str, Any]) -> int | None:
     return _distributed(meta)[0]
 
@@ -139,7 +133,9 @@ SELECT
     CASE
         WHEN kind <> 'kernel' THEN kind
         WHEN args."Collective name" IS NOT NULL THEN 'communication'
-        WHEN name ILIKE 'nccl%' OR name ILIKE '%ncclDevKernel%' OR name ILIKE '%ncclKernel%' THEN 'communication'
+        -- one ILIKE rules out the names without 'nccl' before the three (each costs a pass over a long name)
+        WHEN name ILIKE '%nccl%'
+             AND (name ILIKE 'nccl%' OR name ILIKE '%ncclDevKernel%' OR name ILIKE '%ncclKernel%') THEN 'communication'
         ELSE 'compute'
     END,
     name, {_TS_NS}, {_DUR_NS},
@@ -226,7 +222,8 @@ KINETO = chrome_trace.EventFormat(
     finish=_finish,
     # distributedInfo after the events: these rows, normalized before it was seen, get the trace's rank
     ranked_tables=("collective_calls", "memory_events"),
-    also_read=_read_memory_events,
+    also_read=kineto_memory.read,  # profile_memory=True: the allocator's events, read from the parts a second time
+    also_read_when=kineto_memory.PRESENT,
     derived=_KIND,
 )
 

@@ -5,7 +5,8 @@ request as ``[OutOfMemory]``, with ``Device Type``, ``Device Id``, ``Addr`` (not
 allocated, < 0 freed; an OOM: the request), ``Total Allocated`` and ``Total Reserved``. Their ``Bytes`` differs from
 the ``bytes`` of copies only in case, and DuckDB's struct fields cannot tell the two apart, so the part files of a
 trace that holds such events are read a second time for these fields alone (``read``): a trace recorded without
-``profile_memory`` costs one cheap count and nothing more.
+``profile_memory`` costs a count in the statement that counts its events (``EventFormat.also_read_when``) and
+nothing more.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tracedoc.store.store import scalar, sql_literal
+from tracedoc.ingest.chrome import chrome_trace
+from tracedoc.store.store import sql_literal
 
 if TYPE_CHECKING:
     import duckdb  # only for types: DuckDB is imported where a store is used (a cached report needs none)
@@ -26,19 +28,17 @@ _COLUMNS = (
 )
 
 
-def present(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the events just parsed (the temp table ``_raw``) hold allocator events."""
-    return bool(scalar(con, "SELECT count(*) FROM _raw WHERE ph = 'i' AND name IN ('[memory]', '[OutOfMemory]')"))
+# The events just parsed (the temp table ``_raw``) that are the allocator's: where one is, ``read`` reads the parts.
+PRESENT = "ph = 'i' AND name IN ('[memory]', '[OutOfMemory]')"
 
 
 def read(con: duckdb.DuckDBPyConnection, parts: Sequence[Any]) -> None:
     """Read the allocator events of the part files (each with .file, .source_id, .rank) into memory_events."""
     files = [sql_literal(str(p.file)) for p in parts]
-    source_id = " ".join(f"WHEN {f} THEN {int(p.source_id)}" for f, p in zip(files, parts))
-    rank = " ".join(f"WHEN {f} THEN {int(p.rank)}" for f, p in zip(files, parts))
+    source_id, rank, filename = chrome_trace.part_labels(parts)
     con.execute(f"""
         INSERT INTO memory_events
-        SELECT CAST(CASE filename {source_id} END AS INTEGER), CAST(CASE filename {rank} END AS INTEGER),
+        SELECT {source_id}, {rank},
                TRY_CAST(tid AS BIGINT), TRY_CAST(round(ts * 1000) AS BIGINT),
                CASE WHEN name = '[OutOfMemory]' THEN 'oom'
                     WHEN TRY_CAST(args."Bytes" AS BIGINT) < 0 THEN 'free' ELSE 'alloc' END,
@@ -46,8 +46,8 @@ def read(con: duckdb.DuckDBPyConnection, parts: Sequence[Any]) -> None:
                TRY_CAST(args."Addr" AS BIGINT), TRY_CAST(args."Bytes" AS BIGINT),
                TRY_CAST(args."Total Allocated" AS BIGINT), TRY_CAST(args."Total Reserved" AS BIGINT)
         FROM read_json([{', '.join(files)}], format = 'array', columns = {_COLUMNS},
-                       maximum_object_size = 16777216, filename = true)
-        WHERE ph = 'i' AND name IN ('[memory]', '[OutOfMemory]') AND ts IS NOT NULL
+                       maximum_object_size = 16777216{filename})
+        WHERE {PRESENT} AND ts IS NOT NULL
           AND TRY_CAST(round(ts * 1000) AS BIGINT) IS NOT NULL""")
 
 
@@ -55,6 +55,6 @@ def record_clock(con: duckdb.DuckDBPyConnection, source_id: int, meta: dict[str,
     """Keep the trace's epoch (baseTimeNanoseconds) where it holds allocator events: a snapshot's times are
     epoch times, so this puts both on one clock."""
     base = meta.get("baseTimeNanoseconds")
-    if (isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 1 << 63
-            and scalar(con, "SELECT count(*) FROM memory_events WHERE source_id = ?", [source_id])):
-        con.execute("INSERT INTO memory_trace_clock VALUES (?, ?)", [source_id, base])
+    if isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 1 << 63:
+        con.execute("INSERT INTO memory_trace_clock SELECT $id, $base "
+                    "WHERE EXISTS (SELECT 1 FROM memory_events WHERE source_id = $id)", {"id": source_id, "base": base})
