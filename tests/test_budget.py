@@ -131,6 +131,16 @@ def test_an_nsys_export_is_read_without_pandas_or_polars() -> None:
     assert imported_by_a_run(SAMPLES / "nsys-nvfuser-h200") & {"pandas", "polars"} == set()
 
 
+@pytest.mark.parametrize("sample", ["ncu-a40-julia-csv", "ncu-a40-julia", "snapshot-leak-default",
+                                    "hang-2rank-gpu-busy", "health-h100"])
+def test_the_readers_that_build_arrow_columns_do_not_import_pandas(sample: str) -> None:
+    """pyarrow imports pandas, where installed, to convert a Python value (0.3-0.45 s of a run): the Nsight Compute
+    (CSV and report), allocator-snapshot, flight-recorder and telemetry readers build their columns without it
+    (tracedoc.ingest.arrow_values)."""
+    imported = imported_by_a_run(SAMPLES / sample)
+    assert "pyarrow" in imported and imported & {"pandas", "polars"} == set()
+
+
 def cli_run(args: list[str]) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """`tracedoc ARGS` in a fresh process: what it did, and the top-level modules it had imported by its exit (with
     the number of objects frozen out of the garbage collector then, as 'frozen:' on stderr)."""

@@ -38,6 +38,7 @@ from typing import Any, TypeGuard
 import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
+from tracedoc.ingest import arrow_values
 from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit, load_plain
 from tracedoc.store import Store
@@ -127,11 +128,11 @@ def _load(store: Store, source_id: int, raw: bytes, path: Path) -> LoadResult:
     backend = backends.most_common(1)[0][0] if backends else None
 
     con = store.con
-    _insert(con, "fr_process_groups", pa.Table.from_pylist(
-        [dict(zip(_GROUP_SCHEMA.names, g)) for g in groups], schema=_GROUP_SCHEMA))
-    _insert(con, "fr_pg_status", pa.Table.from_pylist(
-        [dict(zip(_STATUS_SCHEMA.names, r)) for r in status], schema=_STATUS_SCHEMA))
-    _insert(con, "fr_entries", pa.Table.from_pylist(rows, schema=_ENTRY_SCHEMA))
+    _insert(con, "fr_process_groups", arrow_values.table(
+        [dict(zip(_GROUP_SCHEMA.names, g)) for g in groups], _GROUP_SCHEMA))
+    _insert(con, "fr_pg_status", arrow_values.table(
+        [dict(zip(_STATUS_SCHEMA.names, r)) for r in status], _STATUS_SCHEMA))
+    _insert(con, "fr_entries", arrow_values.table(rows, _ENTRY_SCHEMA))
     times = [t for r in rows for t in (r["time_created_ns"], r["time_discovered_started_ns"],
                                        r["time_discovered_completed_ns"]) if t is not None]
     record_ids = [r["record_id"] for r in rows if r["record_id"] is not None]

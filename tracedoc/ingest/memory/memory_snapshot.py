@@ -38,6 +38,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracedoc.errors import InputError
+from tracedoc.ingest import arrow_values
 from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.ingest.memory import snapshot_pickle
 from tracedoc.ingest.memory.snapshot_bulk import Records
@@ -187,7 +188,7 @@ class _Columns:
         if not len(self):
             return
         arrays = [_strings(self.values[field.name]) if field.type == pa.string()
-                  else pa.array(self.values[field.name], field.type) for field in self.schema]
+                  else arrow_values.array(self.values[field.name], field.type) for field in self.schema]
         with scanning(store.con, "_memory_rows_in", pa.Table.from_arrays(arrays, names=self.schema.names)):
             store.con.execute(f"INSERT INTO {self.table} BY NAME SELECT {self.select}, {source_id:d} AS source_id "
                               "FROM _memory_rows_in")
@@ -366,8 +367,8 @@ class _Codes(dict):
 def _strings(values: list[str | None]) -> pa.Array:
     """A string column as a dictionary array: a stack, hundreds of bytes, is converted once, not once a row."""
     codes = _Codes({None: None})
-    indices = pa.array(list(map(codes.__getitem__, values)), pa.int32())
-    return pa.DictionaryArray.from_arrays(indices, pa.array(list(codes)[1:], pa.string()))
+    indices = arrow_values.array(list(map(codes.__getitem__, values)), pa.int32())
+    return pa.DictionaryArray.from_arrays(indices, arrow_values.array(list(codes)[1:], pa.string()))
 
 
 def _append(columns: dict[str, list], **row: Any) -> None:

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from tracedoc.errors import InputError, first_line
+from tracedoc.ingest.arrow_values import array, scalar
 from tracedoc.ingest.ncu.ncu_model import KERNEL_SCHEMA, LaunchTables, check_fixed, short_name
 
 _HEADER_START = '"ID","Process ID","Process Name","Host Name"'
@@ -42,6 +43,7 @@ _NUMBER = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"  # what flo
 _INTEGER = r"^[+-]?[0-9]+$"
 _INT64_DIGITS = 18  # up to this many digits an integer surely fits 64 bits
 _NON_FINITE = ["nan", "inf", "infinity"]
+_NULL_TEXT = scalar(None, pa.string())
 _LOG_LINES = re.compile(r"^==[^\n]*(?:\n|$)", re.MULTILINE)
 _CHUNK = 4 << 20
 _BLOCK = 8 << 20  # bytes Arrow's CSV reader parses at a time (a row must fit in one)
@@ -177,11 +179,11 @@ def _kernels(path: Path, cells: list[pa.ChunkedArray], columns: dict[str, int], 
     if raw_ids is None:
         raise InputError(f"{path}: ncu CSV without an ID column")
     ids = _integers(path, raw_ids, "launch_id", None)
-    if (bad := pc.index(pc.is_null(ids), True).as_py()) >= 0:
+    if (bad := pc.index(pc.is_null(ids), scalar(True, pa.bool_())).as_py()) >= 0:
         raise InputError(f"{path}: ncu CSV row with a non-numeric ID ({raw_ids[bad].as_py()!r})")
     demangled = column("Kernel Name")
     distinct = pc.unique(demangled)
-    names = pc.take(pa.array([short_name(n) for n in distinct.to_pylist()], pa.string()),
+    names = pc.take(array([short_name(n) for n in distinct.to_pylist()], pa.string()),
                     pc.index_in(demangled, value_set=distinct))
     return pa.table({
         "row": _arange(count).cast(pa.int32()), "launch_id": ids, "name": names, "demangled_name": demangled,
@@ -195,7 +197,8 @@ def _kernels(path: Path, cells: list[pa.ChunkedArray], columns: dict[str, int], 
 
 def _arange(n: int) -> pa.Array:
     """0, 1, … n − 1 as int64, made by Arrow (no Python int per element)."""
-    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+    one = scalar(1, pa.int64())
+    return pc.subtract(pc.cumulative_sum(pa.repeat(one, n)), one)
 
 
 def _or_nulls(values: pa.Array | None, count: int) -> pa.Array:
@@ -211,7 +214,7 @@ def _integers(path: Path, raw: pa.Array | None, what: str, ids: pa.Array | None,
         return pa.nulls(count, pa.int64())
     text = pc.replace_substring(raw, ",", "")
     whole = pc.match_substring_regex(text, _INTEGER)
-    long = pc.and_(whole, pc.greater(pc.utf8_length(pc.utf8_ltrim(text, "+-0")), _INT64_DIGITS))
+    long = pc.and_(whole, pc.greater(pc.utf8_length(pc.utf8_ltrim(text, "+-0")), scalar(_INT64_DIGITS, pa.int32())))
     for i in pc.indices_nonzero(long).to_pylist():  # rare: 19 digits or more
         value = int(text[i].as_py())
         if ids is None:
@@ -219,7 +222,7 @@ def _integers(path: Path, raw: pa.Array | None, what: str, ids: pa.Array | None,
         else:
             check_fixed(path, ids[i].as_py(), {what: value})
     whole = pc.and_(whole, pc.invert(long))
-    return pc.cast(pc.if_else(whole, text, pa.scalar(None, pa.string())), pa.int64())
+    return pc.cast(pc.if_else(whole, text, _NULL_TEXT), pa.int64())
 
 
 def _dims(raw: pa.Array | None, count: int) -> pa.Array:
@@ -227,8 +230,8 @@ def _dims(raw: pa.Array | None, count: int) -> pa.Array:
     if raw is None:
         return pa.nulls(count, pa.string())
     parts = pc.extract_regex(raw, r"^\(\s*(?P<x>\d+)\s*,\s*(?P<y>\d+)\s*,\s*(?P<z>\d+)\s*\)$")
-    joined = pc.binary_join_element_wise(*(pc.struct_field(parts, [i]) for i in range(3)), ",")
-    return pc.if_else(pc.equal(joined, "0,0,0"), pa.scalar(None, pa.string()), joined)
+    joined = pc.binary_join_element_wise(*(pc.struct_field(parts, [i]) for i in range(3)), scalar(",", pa.string()))
+    return pc.if_else(pc.equal(joined, scalar("0,0,0", pa.string())), _NULL_TEXT, joined)
 
 
 @dataclass
@@ -246,6 +249,12 @@ class _Column:
 
 
 _ABSENT, _NUMBER_KIND, _TEXT = 0, 1, 2
+
+
+def _kind(kind: int) -> pa.Scalar:
+    """A kind as the int8 scalar the kinds' column holds."""
+    return scalar(kind, pa.int8())
+
 _GROUP_BYTES = 256 << 20  # strings converted at once (well under the 2 GiB a string array holds)
 
 
@@ -257,8 +266,8 @@ def _metric_batches(ids: pa.Array, cells: list[pa.ChunkedArray | None],
     converted = _converted(cells, metric_cols, decimal_comma, len(ids))
     if not converted:
         return
-    names = pa.array([name for _, name, _, _ in metric_cols], pa.string())
-    units = pa.array([unit for _, _, unit, _ in metric_cols] + [""], pa.string())  # the last: text metrics'
+    names = array([name for _, name, _, _ in metric_cols], pa.string())
+    units = array([unit for _, _, unit, _ in metric_cols] + [""], pa.string())  # the last: text metrics'
     per_block = max(1, _BATCH_ROWS // len(converted))
     for start in range(0, len(ids), per_block):
         yield _block(ids, converted, names, units, start, min(per_block, len(ids) - start))
@@ -287,7 +296,7 @@ def _converted(cells: list[pa.ChunkedArray | None], metric_cols: list[tuple[int,
 def _convert_group(group: list[tuple[pa.ChunkedArray, float]], decimal_comma: bool, count: int) -> list[_Column]:
     """Columns converted together, handed back one by one (slices of the group's arrays)."""
     raw = pc.utf8_trim_whitespace(pa.concat_arrays([chunk for column, _ in group for chunk in column.chunks]))
-    factors = pa.concat_arrays([pa.repeat(pa.scalar(factor, pa.float64()), count) for _, factor in group])
+    factors = pa.concat_arrays([pa.repeat(scalar(factor, pa.float64()), count) for _, factor in group])
     converted = _convert(raw, factors, decimal_comma)
     return [converted.slice(k * count, count) for k in range(len(group))]
 
@@ -295,19 +304,18 @@ def _convert_group(group: list[tuple[pa.ChunkedArray, float]], decimal_comma: bo
 def _convert(raw: pa.Array, factors: pa.Array, decimal_comma: bool) -> _Column:
     """Metric strings as kinds, values in base units (times ``factors``) and texts (their first 1,000 characters):
     a number has its value and unit; NaN and infinity no value but the unit; other text is a text metric."""
-    present = pc.invert(pc.is_in(raw, value_set=pa.array(sorted(_MISSING))))
+    present = pc.invert(pc.is_in(raw, value_set=array(sorted(_MISSING), pa.string())))
     text = (pc.replace_substring(pc.replace_substring(raw, ".", ""), ",", ".") if decimal_comma
             else pc.replace_substring(raw, ",", ""))
-    number = pc.cast(pc.if_else(pc.match_substring_regex(text, _NUMBER), text, pa.scalar(None, pa.string())),
-                     pa.float64())
-    finite = pc.fill_null(pc.is_finite(number), False)
-    non_finite = pc.is_in(pc.utf8_lower(pc.utf8_ltrim(raw, "+-")), value_set=pa.array(_NON_FINITE))
+    number = pc.cast(pc.if_else(pc.match_substring_regex(text, _NUMBER), text, _NULL_TEXT), pa.float64())
+    finite = pc.fill_null(pc.is_finite(number), scalar(False, pa.bool_()))
+    non_finite = pc.is_in(pc.utf8_lower(pc.utf8_ltrim(raw, "+-")), value_set=array(_NON_FINITE, pa.string()))
     is_text = pc.and_(present, pc.invert(pc.or_(finite, non_finite)))
-    kinds = pc.if_else(present, pc.if_else(is_text, _TEXT, _NUMBER_KIND), _ABSENT).cast(pa.int8())
-    values = pc.if_else(finite, pc.multiply(number, factors), pa.scalar(None, pa.float64()))
+    kinds = pc.if_else(present, pc.if_else(is_text, _kind(_TEXT), _kind(_NUMBER_KIND)), _kind(_ABSENT))
+    values = pc.if_else(finite, pc.multiply(number, factors), scalar(None, pa.float64()))
     texts = None
     if pc.any(is_text).as_py():
-        texts = pc.if_else(is_text, pc.utf8_slice_codeunits(raw, 0, 1000), pa.scalar(None, pa.string()))
+        texts = pc.if_else(is_text, pc.utf8_slice_codeunits(raw, 0, 1000), _NULL_TEXT)
     return _Column(kinds, values, texts)
 
 
@@ -317,13 +325,13 @@ def _block(ids: pa.Array, columns: list[_Column], names: pa.Array, units: pa.Arr
     the columns' slices laid end to end, taken in row order (row r's metric j is at j·n + r)."""
     width = len(columns)
     k = _arange(n * width)
-    row = pc.divide(k, width)
-    col = pc.subtract(k, pc.multiply(row, width))
-    order = pc.add(pc.multiply(col, n), row)
+    row = pc.divide(k, scalar(width, pa.int64()))
+    col = pc.subtract(k, pc.multiply(row, scalar(width, pa.int64())))
+    order = pc.add(pc.multiply(col, scalar(n, pa.int64())), row)
     kinds = pc.take(pa.concat_arrays([c.kinds.slice(start, n) for c in columns]), order)
-    keep = pc.not_equal(kinds, _ABSENT)
+    keep = pc.not_equal(kinds, _kind(_ABSENT))
     kept_col = pc.filter(col, keep).cast(pa.int32())
-    is_text = pc.equal(pc.filter(kinds, keep), _TEXT)
+    is_text = pc.equal(pc.filter(kinds, keep), _kind(_TEXT))
     if any(c.texts is not None for c in columns):
         texts = pc.filter(pc.take(pa.concat_arrays(
             [c.texts.slice(start, n) if c.texts is not None else pa.nulls(n, pa.string()) for c in columns]),
@@ -331,10 +339,10 @@ def _block(ids: pa.Array, columns: list[_Column], names: pa.Array, units: pa.Arr
     else:
         texts = pa.nulls(len(kept_col), pa.string())
     return pa.table({
-        "launch_id": pc.filter(pc.take(ids, pc.add(row, start)), keep),
+        "launch_id": pc.filter(pc.take(ids, pc.add(row, scalar(start, pa.int64()))), keep),
         "metric": pa.DictionaryArray.from_arrays(kept_col, names),
         "value": pc.filter(pc.take(pa.concat_arrays([c.values.slice(start, n) for c in columns]), order), keep),
-        "unit": pa.DictionaryArray.from_arrays(pc.if_else(is_text, len(names), kept_col).cast(pa.int32()), units),
+        "unit": pa.DictionaryArray.from_arrays(pc.if_else(is_text, scalar(len(names), pa.int32()), kept_col), units),
         "text": texts,
     })
 

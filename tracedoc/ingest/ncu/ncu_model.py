@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from tracedoc.errors import InputError
+from tracedoc.ingest import arrow_values
 
 
 @dataclass
@@ -85,7 +86,7 @@ class LaunchTables:
     count: int
     kernels: pa.Table
     metrics: Iterable[pa.Table]
-    rules: pa.Table = field(default_factory=RULE_SCHEMA.empty_table)
+    rules: pa.Table = field(default_factory=lambda: arrow_values.table((), RULE_SCHEMA))
 
 
 def launch_tables(launches: Sequence[Launch]) -> LaunchTables:
@@ -97,9 +98,8 @@ def launch_tables(launches: Sequence[Launch]) -> LaunchTables:
     metrics = [{"launch_id": launch.launch_id, "metric": m.name, "value": m.value, "unit": m.unit, "text": m.text}
                for launch in launches for m in launch.metrics]
     rules = [{"launch_id": launch.launch_id, **vars(r)} for launch in launches for r in launch.rules]
-    return LaunchTables(len(launches), pa.Table.from_pylist(kernels, schema=KERNEL_SCHEMA),
-                        [pa.Table.from_pylist(metrics, schema=METRIC_SCHEMA)],
-                        pa.Table.from_pylist(rules, schema=RULE_SCHEMA))
+    return LaunchTables(len(launches), arrow_values.table(kernels, KERNEL_SCHEMA),
+                        [arrow_values.table(metrics, METRIC_SCHEMA)], arrow_values.table(rules, RULE_SCHEMA))
 
 
 def check_fixed(path: Path, launch_id: int, values: dict[str, int | None]) -> None:
