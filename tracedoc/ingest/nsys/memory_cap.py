@@ -15,9 +15,12 @@ if TYPE_CHECKING:
 
 # Exports from this size on are read under a memory cap fitted to them when the run sets none (fitted_limits):
 # MEMORY_PER_EXPORT_BYTE bytes of DuckDB memory per byte of the exports read, FITTED_MEMORY_FLOOR_BYTES at least.
+# The process holds about 150-190 MiB beside DuckDB's memory (its libraries' code about 90 MiB, Python and the
+# allocators the rest), and DuckDB reaches its cap in both the ingest and the analyses: the peak is the cap plus
+# that. Once per byte keeps a 199 MB export near twice the file; twice per byte took it to about three times.
 FITTED_MEMORY_FROM_BYTES = 64 << 20
-MEMORY_PER_EXPORT_BYTE = 2
-FITTED_MEMORY_FLOOR_BYTES = 256 << 20
+MEMORY_PER_EXPORT_BYTE = 1
+FITTED_MEMORY_FLOOR_BYTES = 192 << 20
 
 
 def fitted_limits(limits: Limits, inputs: Iterable[InputFile]) -> Limits:
@@ -25,8 +28,9 @@ def fitted_limits(limits: Limits, inputs: Iterable[InputFile]) -> Limits:
     exports among its inputs read as they are on disk (export_bytes), FITTED_MEMORY_FLOOR_BYTES at least, when
     they come to FITTED_MEMORY_FROM_BYTES or more and the run set no cap; beyond it the store and its analyses
     spill. Without a cap DuckDB takes up to 80 % of the machine's memory and an export's analyses grow into it (a
-    199 MB export peaked at 6.4 GB); under the cap they spill instead, for the same report (669 MiB, about 1.3x the
-    CPU time). Given when the store is made or opened, so that a cached store is analysed under it too."""
+    199 MB export peaked at 6.4 GB); under the cap they spill instead, for the same report (381 MiB; twice the
+    export's size took it to 600 MiB, for 0.9x the CPU time). Given when the store is made or opened, so that a
+    cached store is analysed under it too."""
     exports = export_bytes(inputs)
     if limits.memory_bytes is not None or not exports or exports < FITTED_MEMORY_FROM_BYTES:
         return limits

@@ -34,7 +34,7 @@ import pyarrow as pa
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.base import LoadResult, Part
 from tracedoc.ingest.nsys import SQLITE_MAGIC, is_sqlite
-from tracedoc.ingest.nsys.nsys_sql import NORMALIZE_SQL, TABLES, TIMED, TableSpec
+from tracedoc.ingest.nsys.nsys_sql import GPU_TEMP, NORMALIZE_GPU_SQL, NORMALIZE_HOST_SQL, TABLES, TIMED, TableSpec
 from tracedoc.ingest.nsys.sqlite_arrow import SqliteSource
 from tracedoc.store import Store
 from tracedoc.store.engine import duckdb, scanning
@@ -96,7 +96,7 @@ def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
     try:
         if not _is_export(source):
             raise InputError(f"{path}: an SQLite database, but not an Nsight Systems export")
-        event_count, parts = _load_tables(store.con, source, path, source_id)
+        event_count, parts = _load_tables(store, source, path, source_id)
         rank = _mpi_rank(source) if not parts else None
         if rank is None and not parts:
             rank = _launch_rank(source)
@@ -162,12 +162,16 @@ def _is_export(source: SqliteSource) -> bool:
         or source.has("TARGET_INFO_GPU") or source.has("META_DATA_EXPORT", "name", "value")
 
 
-def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Path,
-                 source_id: int) -> tuple[int, tuple[Part, ...]]:
+def _load_tables(store: Store, source: SqliteSource, path: Path, source_id: int) -> tuple[int, tuple[Part, ...]]:
     """Stream every known table into a DuckDB temp table, its times put on UTC on the way in, then normalize them
-    into the store; return the events read and, when the export holds several ranks, its parts (else none)."""
+    into the store, the GPU's rows first: their raw tables are then dropped and the store compressed
+    (``Store.compress``), so that the CUDA calls' normalisation, the largest, runs beside the GPU's rows compressed
+    instead of beside them and their raw rows, all uncompressed. Return the events read and, when the export holds
+    several ranks, its parts (else none)."""
+    con = store.con
     events = 0
     start_ns = _session_start(source)
+    temp = [spec.temp for spec in TABLES] + ["_ns_gpu_processes", "_ns_pid_source"]
     try:
         for spec in TABLES:
             table = next((t for t in spec.tables if source.has(t)), None)
@@ -179,16 +183,24 @@ def _load_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, path: Pat
             if spec.counts:
                 events += con.execute(f"SELECT count(*) FROM {spec.temp}").fetchall()[0][0]
         con.execute(f"SET VARIABLE source_id = {int(source_id)}")
-        con.execute(NORMALIZE_SQL)
+        con.execute(NORMALIZE_GPU_SQL)
+        _drop(con, temp, GPU_TEMP)
+        store.compress()
+        con.execute(NORMALIZE_HOST_SQL)
         parts = _parts(con)
     except (duckdb.Error, pa.ArrowException) as exc:
         raise InputError(f"{path}: malformed Nsight Systems export ({first_line(exc)})") from None
     finally:
-        for spec in TABLES:
-            con.execute(f"DROP TABLE IF EXISTS {spec.temp}")
-        for table in ("_ns_gpu_processes", "_ns_pid_source"):
-            con.execute(f"DROP TABLE IF EXISTS {table}")
+        _drop(con, temp, tuple(temp))
     return events, parts
+
+
+def _drop(con: duckdb.DuckDBPyConnection, temp: list[str], tables: tuple[str, ...]) -> None:
+    """Drop ``tables`` among the ingest's temp tables still there (``temp``), each once."""
+    for table in tables:
+        if table in temp:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+            temp.remove(table)
 
 
 def _session_start(source: SqliteSource) -> int:

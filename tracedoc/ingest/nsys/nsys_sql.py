@@ -1,10 +1,10 @@
 """What tracedoc reads from an Nsight Systems SQLite export, and the SQL that maps it into the store.
 
 Each TableSpec names an export table (the first of its candidate names that exists), the columns read from it
-(each with candidate names across export versions) and the DuckDB temp table it lands in. NORMALIZE_SQL then maps
-those temp tables into the shared tables of schema.sql and nvtx_ranges/nsys_threads/nsys_overhead of
-schema_nsys.sql. Enumeration values (copyKind, srcKind/dstKind/memKind, syncType, NVTX eventType) are stable
-across export versions and older exports lack the ENUM_* tables, so they are spelled out here.
+(each with candidate names across export versions) and the DuckDB temp table it lands in. NORMALIZE_GPU_SQL then
+NORMALIZE_HOST_SQL map those temp tables into the shared tables of schema.sql and nvtx_ranges/nsys_threads/
+nsys_overhead of schema_nsys.sql. Enumeration values (copyKind, srcKind/dstKind/memKind, syncType, NVTX eventType)
+are stable across export versions and older exports lack the ENUM_* tables, so they are spelled out here.
 
 A rank is a process: when two or more processes of one export ran GPU work (one report of a whole job, ``nsys
 profile torchrun ...``), each becomes a source of its own, numbered from the first source id in rank order (MPI
@@ -84,7 +84,11 @@ TABLES: tuple[TableSpec, ...] = (
 TIMED = ("_ns_kernel", "_ns_memcpy", "_ns_memset", "_ns_sync", "_ns_api", "_ns_osrt", "_ns_nvtx", "_ns_overhead",
          "_ns_cupti_overhead", "_ns_gpumem")
 
-NORMALIZE_SQL = r"""
+# The normalisation in two scripts: the GPU's rows, then the host's. Between them the GPU's raw temp tables
+# (GPU_TEMP, which the second reads not) are dropped and the store compressed (nsys._load_tables).
+GPU_TEMP = ("_ns_kernel", "_ns_memcpy", "_ns_memset", "_ns_sync")
+
+NORMALIZE_GPU_SQL = r"""
 CREATE OR REPLACE TEMP MACRO _ns_pid(gtid) AS (gtid >> 24) & 16777215;
 CREATE OR REPLACE TEMP MACRO _ns_tid(gtid) AS gtid & 16777215;
 -- CUPTI numbers correlation ids per process, so an export of several processes repeats them: tracedoc's
@@ -192,7 +196,9 @@ LEFT JOIN (SELECT _ns_corr(gtid, correlation) AS correlation, any_value(name_id)
     ON a.correlation = _ns_corr(y.gpid, y.correlation)
 LEFT JOIN _ns_str n ON n.id = a.name_id
 WHERE y.ts IS NOT NULL AND y.te IS NOT NULL;
+"""
 
+NORMALIZE_HOST_SQL = r"""
 -- CUDA API names carry a version suffix ('cudaLaunchKernel_v7000'); nsys stats drops a '_vNNNN' ending and so
 -- does tracedoc ('cuGetProcAddress_v2' keeps its name), once per name id. Some exports store a call twice, under
 -- both names ('cudaMemcpy' and 'cudaMemcpy_v3020', one correlation id): one row is kept per thread, correlation
