@@ -4,7 +4,10 @@ where it ran alone."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -206,3 +209,16 @@ def test_threads_and_cursors_fitted_to_the_cores(monkeypatch: pytest.MonkeyPatch
             store.close()
     assert fitted == {(850_000, 2): (1, 2), (850_000, 16): (4, 16), (850_000, 8): (2, 8), (850_000, 6): (1, 4),
                       (6_100_000, 16): (1, 16), (35_000, 2): (2, 1), (35_000, 16): (4, 1)}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs 2 cores")
+def test_a_process_pinned_to_fewer_cores_reads_on_as_many_threads() -> None:
+    """DuckDB counts the machine's cores; a process pinned to one (taskset, a batch scheduler's CPU set) gets one
+    thread for its reading too, not one per core of the machine (an Nsight Systems export read on 16 threads on 2
+    pinned cores peaked far above its cap)."""
+    threads = "from tracedoc.store.store import Store; print(Store.create(None).threads())"
+    pin = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+    pinned = subprocess.run([sys.executable, "-c", pin + threads], capture_output=True, text=True, check=True)
+    assert pinned.stdout.strip() == "1"
+    whole = subprocess.run([sys.executable, "-c", threads], capture_output=True, text=True, check=True)
+    assert int(whole.stdout) == len(os.sched_getaffinity(0)) > 1

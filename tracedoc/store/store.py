@@ -385,10 +385,14 @@ def reader_files() -> list[tuple[str, Traversable]]:
 
 def connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
     """A connection that never draws DuckDB's progress bar, under the memory cap when one is set (spilling to
-    disk beyond it): every connection tracedoc analyses on is opened here, a distributed run's too."""
+    disk beyond it): every connection tracedoc analyses on is opened here, a distributed run's too. On no more
+    threads than the cores the process may run on: DuckDB counts the machine's, so a process pinned to 2 of 16
+    cores (taskset, a batch scheduler's CPU set) read an Nsight Systems export on 16 threads, each with its own
+    buffers."""
     from tracedoc.store.engine import duckdb
 
-    con = duckdb.connect(database)
+    available = cores()
+    con = duckdb.connect(database, config={"threads": available} if available < (os.cpu_count() or 1) else {})
     no_progress_bar(con)
     if (limit := limits.memory_bytes) is not None:
         con.execute(f"SET memory_limit = '{max(1, limit >> 10)}KiB'")
