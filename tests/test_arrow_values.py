@@ -49,3 +49,8 @@ def test_a_scalar_and_a_value_past_its_type() -> None:
     assert arrow_values.scalar(None, pa.string()).equals(pa.scalar(None, pa.string()))
     with pytest.raises(OverflowError):
         arrow_values.array([2**63], pa.int64())
+
+
+def test_a_type_not_built_here_is_refused_by_name() -> None:
+    with pytest.raises(TypeError, match="timestamp"):
+        arrow_values.array([1], pa.timestamp("ns"))

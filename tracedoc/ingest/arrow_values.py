@@ -6,7 +6,8 @@ every run where pandas is installed (the dashboard's dependencies bring it). The
 from Python values (Nsight Compute reports and CSV exports, allocator snapshots, flight-recorder dumps) build them
 here instead, from their buffers (``pa.Array.from_buffers``): numbers and booleans through numpy, strings as their
 UTF-8 bytes laid end to end with offsets, lists and structs from their children. None is null; values are checked
-by the readers before they come here (an integer past its type's range raises OverflowError, as numpy does).
+by the readers before they come here: an integer past its type's range raises OverflowError, as numpy does, but a
+number column takes what numpy takes for a number (True as 1, '12' as 12) where pyarrow refused it.
 """
 
 from __future__ import annotations
@@ -20,11 +21,16 @@ import numpy as np
 import pyarrow as pa
 
 _INT32_MAX = 2**31 - 1
+# The types built here: numbers, booleans, strings, and lists and structs of them.
+_KINDS = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_string, pa.types.is_list,
+          pa.types.is_struct)
 
 
 def array(values: Sequence[Any], type: pa.DataType) -> pa.Array:
     """``values`` as an Arrow array of ``type`` (integers, floats, booleans, strings, and lists and structs of
     them; a struct's values are dicts by field name, a missing field null)."""
+    if not any(is_kind(type) for is_kind in _KINDS):
+        raise TypeError(f"no Arrow column of {type} is made from Python values here")
     n = len(values)
     if pa.types.is_integer(type):
         try:  # no None among them: numpy converts them in one pass

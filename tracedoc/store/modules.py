@@ -129,7 +129,7 @@ def on_client(module: str) -> bool:
 
 # The rows a ``-- reads:`` line may name besides whole tables: rows of a table every timeline has, which only some
 # traces hold (a trace of one GPU has no communication kernels), as a query's FROM clause; a store without a
-# timeline holds none (Store.has_rows does not ask it).
+# timeline holds none (Store.any_rows does not ask it).
 ROW_SETS: dict[str, str] = {
     "communication_kernels": "gpu_activity WHERE kind = 'kernel' AND category = 'communication'",
     # the sources whose steps are looked for beyond the profiler's (trace.step_search): all of them where a step

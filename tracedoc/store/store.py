@@ -262,8 +262,7 @@ class Store:
         if module.startswith("efficiency.") and not self.efficiency_measurable():
             return False
         if facts.reads:
-            self._ask_rows(facts.reads)
-            return any(self._has_rows[table] for table in facts.reads)
+            return self.any_rows(facts.reads)
         if module in modules.EVERY_STORE or not modules.timeline_formats().isdisjoint(self.formats()):
             return True
         return any(self.applies(includer) for includer in modules.included_by(module))
@@ -281,19 +280,16 @@ class Store:
             "SELECT list(DISTINCT format), count(DISTINCT rank) FROM sources").fetchone() or ([], 0)
         self._formats, self._ranks = frozenset(formats or ()), int(ranks or 0)
 
-    def has_rows(self, table: str) -> bool:
-        """True when the store's ``table`` (or the rows ``store.modules.ROW_SETS`` names so) has a row (asked once
-        per store; rows of a timeline's table without a query where the store holds no timeline)."""
-        self._ask_rows((table,))
-        return self._has_rows[table]
-
-    def _ask_rows(self, tables: Iterable[str]) -> None:
-        """Find out which of ``tables`` (as ``has_rows`` names them) have a row, those not known yet asked in one
-        statement: a module reading four allocator tables asked a statement each of an empty store."""
+    def any_rows(self, tables: Iterable[str]) -> bool:
+        """True when one of the store's ``tables`` (or the rows ``store.modules.ROW_SETS`` names so) has a row. Each
+        is asked once per store, those not known yet in one statement (a module reading four allocator tables asked
+        a statement each of an empty store); rows of a timeline's table without a query where the store holds no
+        timeline."""
         from tracedoc.store import modules
 
+        tables = tuple(dict.fromkeys(tables))
         asked: dict[str, str] = {}
-        for table in dict.fromkeys(tables):
+        for table in tables:
             if table in self._has_rows:
                 continue
             rows = modules.ROW_SETS.get(table)
@@ -305,6 +301,7 @@ class Store:
             found = self.con.execute(
                 "SELECT " + ", ".join(f"EXISTS (SELECT 1 FROM {rows})" for rows in asked.values())).fetchone() or ()
             self._has_rows.update(zip(asked, map(bool, found)))
+        return any(self._has_rows[table] for table in tables)
 
     def efficiency_measurable(self) -> bool:
         """True when the store has what the efficiency modules measure: operator shapes, or a user's FLOPs or
