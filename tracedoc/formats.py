@@ -20,14 +20,14 @@ HEALTH, ALLOCATOR_SNAPSHOTS, KERNEL_BENCHMARKS = "GPU health records", "allocato
 RUN_KINDS: tuple[str, ...] = (TIMELINE, KERNEL_PROFILE, HANG_DUMPS)
 KINDS: tuple[str, ...] = (*RUN_KINDS, HEALTH, ALLOCATOR_SNAPSHOTS, KERNEL_BENCHMARKS)
 
-# What a format's memory events count (Format.memory_events): the caching allocator's tensors and its reserve,
-# or memory taken from CUDA.
 # What a format's files start with (``Format.content``), told apart by ingest from their first bytes before any
 # reader is asked: a JSON object or array, a pickle, an SQLite database, a Parquet file, or anything else (text
 # such as CSV, or a binary report of a profiler's own).
 JSON, PICKLE, SQLITE, PARQUET, OTHER_BYTES = "json", "pickle", "sqlite", "parquet", "other"
 CONTENTS: tuple[str, ...] = (JSON, PICKLE, SQLITE, PARQUET, OTHER_BYTES)
 
+# What a format's memory events count (Format.memory_events): the caching allocator's tensors and its reserve,
+# or memory taken from CUDA.
 ALLOCATOR, CUDA = "allocator", "cuda"
 # What a format's host ranges are (Format.host_ranges): the PyTorch operators its profiler records around every
 # call, or the NVTX ranges a program emits.
