@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.ingest.chrome import chrome_trace, kineto_memory
+from tracedoc.ingest.nccl import nccl_kernel
 from tracedoc.store import Store
 
 if TYPE_CHECKING:
@@ -133,9 +134,7 @@ SELECT
     CASE
         WHEN kind <> 'kernel' THEN kind
         WHEN args."Collective name" IS NOT NULL THEN 'communication'
-        -- one ILIKE rules out the names without 'nccl' before the three (each costs a pass over a long name)
-        WHEN name ILIKE '%nccl%'
-             AND (name ILIKE 'nccl%' OR name ILIKE '%ncclDevKernel%' OR name ILIKE '%ncclKernel%') THEN 'communication'
+        WHEN {nccl_kernel("name")} THEN 'communication'
         ELSE 'compute'
     END,
     name, {_TS_NS}, {_DUR_NS},

@@ -26,6 +26,7 @@ from typing import Any
 
 from tracedoc.ingest.base import ByteStream, LoadResult
 from tracedoc.ingest.chrome import chrome_trace
+from tracedoc.ingest.nccl import nccl_kernel
 from tracedoc.store import Store
 
 FORMAT = "proton"
@@ -47,8 +48,7 @@ CREATE TEMP TABLE IF NOT EXISTS _proton_scopes (source_id INTEGER, rank INTEGER,
 
 INSERT INTO gpu_activity
 SELECT source_id, rank, 0, coalesce(TRY_CAST(tid AS BIGINT), 0), 'kernel',
-       CASE WHEN name ILIKE 'nccl%' OR name ILIKE '%ncclDevKernel%' OR name ILIKE '%ncclKernel%'
-            THEN 'communication' ELSE 'compute' END,
+       CASE WHEN {nccl_kernel("name")} THEN 'communication' ELSE 'compute' END,
        name, {_TS_NS}, {_DUR_NS}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM _raw WHERE ph = 'X' AND lower(cat) = 'kernel' AND ts IS NOT NULL;
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tracedoc.ingest.nccl import nccl_kernel
+
 
 @dataclass(frozen=True)
 class TableSpec:
@@ -88,7 +90,7 @@ TIMED = ("_ns_kernel", "_ns_memcpy", "_ns_memset", "_ns_sync", "_ns_api", "_ns_o
 # (GPU_TEMP, which the second reads not) are dropped and the store compressed (nsys._load_tables).
 GPU_TEMP = ("_ns_kernel", "_ns_memcpy", "_ns_memset", "_ns_sync")
 
-NORMALIZE_GPU_SQL = r"""
+NORMALIZE_GPU_SQL = rf"""
 CREATE OR REPLACE TEMP MACRO _ns_pid(gtid) AS (gtid >> 24) & 16777215;
 CREATE OR REPLACE TEMP MACRO _ns_tid(gtid) AS gtid & 16777215;
 -- CUPTI numbers correlation ids per process, so an export of several processes repeats them: tracedoc's
@@ -143,8 +145,7 @@ CREATE OR REPLACE TEMP MACRO _ns_mine(src) AS src IN (SELECT source_id FROM _ns_
 INSERT INTO gpu_activity
 WITH launches AS MATERIALIZED (
     SELECT k.demangled, k.short, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z,
-           CASE WHEN s.value ILIKE 'nccl%' OR d.value ILIKE '%ncclDevKernel%' OR d.value ILIKE '%ncclKernel%'
-                THEN 'communication' ELSE 'compute' END AS category,
+           CASE WHEN {nccl_kernel("s.value", "d.value")} THEN 'communication' ELSE 'compute' END AS category,
            coalesce(d.value, s.value, 'unknown kernel') AS name,
            nullif(regexp_extract(coalesce(s.value, d.value), 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1), '') AS collective,
            _ns_triple(k.grid_x, k.grid_y, k.grid_z) AS grid, _ns_triple(k.block_x, k.block_y, k.block_z) AS block
@@ -187,7 +188,7 @@ FROM _ns_memset JOIN _ns_pid_source m ON m.pid = _ns_src(gpid) WHERE ts IS NOT N
 -- event in 2026.2).
 INSERT INTO gpu_activity
 SELECT m.source_id, 0, y.device, y.stream, 'sync', 'sync',
-       'Sync (' || coalesce(regexp_replace(n.value, '_v[0-9]{4}$', ''), 'unknown call') || ')',
+       'Sync (' || coalesce(regexp_replace(n.value, '_v[0-9]{{4}}$', ''), 'unknown call') || ')',
        y.ts, greatest(y.te - y.ts, 0), _ns_corr(y.gpid, y.correlation), NULL, NULL, NULL, NULL, NULL, NULL, NULL,
        NULL
 FROM _ns_sync y JOIN _ns_pid_source m ON m.pid = _ns_src(y.gpid)
