@@ -17,5 +17,7 @@ def sample_dirs() -> list[Path]:
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stores go to a per-session temporary cache, never ~/.cache."""
+    """Stores go to a per-session temporary cache, never ~/.cache; and the commands a test runs run in their own
+    process, never on a resident process the user may keep (tests/test_resident.py starts its own)."""
     monkeypatch.setenv("TRACEDOC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    monkeypatch.setenv("TRACEDOC_RESIDENT", "0")

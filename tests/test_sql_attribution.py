@@ -1,6 +1,6 @@
-"""The time attribution (analyses/attribution/time.sql) on inline VALUES rows of what it reads: hand-made GPU work,
-idle gaps, host ranges, a blocking sync and a wait inside a collective, each cause checked where it lands, and
-random inputs whose slices still sum to each device's window.
+"""The time attribution (analyses/attribution/time.sql, with sets.sql) on inline VALUES rows of what it reads:
+hand-made GPU work, idle gaps, host ranges, a blocking sync and a wait inside a collective, each cause checked where
+it lands, and random inputs whose slices still sum to each device's window.
 
 The objects other modules make (gpu_work, gpu_idle_gaps, ranks_collectives, …) are given as tables with the
 columns those modules give them (read from a store where they were made over no events), so that time.sql runs

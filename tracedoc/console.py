@@ -30,10 +30,15 @@ def _interrupted_while_starting(signum: int, frame: FrameType | None) -> None:
 
 
 def main() -> None:
-    """Import and run the command line, Ctrl-C being 'interrupted' and exit 130 at any point."""
+    """Hand the command to this installation's resident process where one runs (tracedoc.resident), else import
+    and run the command line here; Ctrl-C being 'interrupted' and exit 130 at any point."""
     guarded = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # not when SIGINT is ignored
     if guarded:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
+    from tracedoc.resident import client
+
+    if (code := client.run(sys.argv[1:])) is not None:
+        sys.exit(code)
     try:
         from tracedoc.cli import cli
     finally:

@@ -20,6 +20,7 @@ _COMMANDS = {
     "cache": "tracedoc.cli.cache:cache_command",
     "diff": "tracedoc.cli.diff:diff_command",
     "health": "tracedoc.cli.health:health_command",
+    "resident": "tracedoc.cli.resident:resident_command",
     "rules": "tracedoc.cli.rules:rules_command",
     "serve": "tracedoc.cli.serve:serve_command",
     "workload": "tracedoc.cli.workload:workload_command",

@@ -28,7 +28,7 @@ class SummaryStore(Store):
         ranks' analyses, not the events (allocator events, operator shapes) that make a module apply."""
         if super().applies(module):
             return True
-        given = sorted(modules.created_objects(module) & self.provided)
+        given = sorted(modules.created_objects(module, self.con) & self.provided)
         return bool(given) and bool(self.scalar(
             "SELECT count(*) > 0 FROM duckdb_tables() WHERE table_name IN (SELECT unnest($names || $rows)) "
             "AND estimated_size > 0", {"names": given, "rows": [f"{name}__rows" for name in given]}))

@@ -1,0 +1,160 @@
+"""A resident process (tracedoc.resident): the commands handed to it answer byte for byte as in a process of their
+own, with the caller's folder, environment, exit codes and standard input; it refuses what it must not run, and the
+command line then runs the command itself."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tracedoc.resident import client, where, wire
+from tracedoc.resident.server import Server
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "samples" / "decode-eager" / "trace.json.gz"
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="resident processes need Unix sockets")
+
+
+def tracedoc(*args: str, env: dict[str, str], cwd: Path = ROOT, stdin: bytes | None = None
+             ) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "tracedoc", *args], capture_output=True, cwd=cwd, env=env,
+                          input=stdin, check=False, timeout=300)
+
+
+@pytest.fixture
+def resident_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of commands that hand their work to a resident process started for the test (its socket in
+    a short private folder: a socket's path is limited to about 100 bytes)."""
+    folder = Path(tempfile.mkdtemp(prefix="tdr-"))
+    env = {**os.environ, "TRACEDOC_RESIDENT": "1", where.ENV_SOCKET: str(folder / "r.sock"),
+           "TRACEDOC_CACHE_DIR": str(tmp_path / "cache")}
+    started = tracedoc("resident", "start", "--idle-minutes", "10", env=env)
+    assert started.returncode == 0, started.stderr
+    try:
+        yield env
+    finally:
+        tracedoc("resident", "stop", env=env)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def answered(env: dict[str, str]) -> int:
+    status = tracedoc("resident", "status", env=env).stdout.decode()
+    return int(status.split(": ")[1].split(" commands")[0])
+
+
+def test_a_report_from_the_resident_process_is_the_report_of_a_process_of_its_own(resident_env: dict[str, str]
+                                                                                  ) -> None:
+    own = tracedoc("analyze", str(SAMPLE), "--no-cache", "--format", "json", env={**resident_env,
+                                                                                  "TRACEDOC_RESIDENT": "0"})
+    assert answered(resident_env) == 0
+    handed = tracedoc("analyze", str(SAMPLE), "--no-cache", "--format", "json", env=resident_env)
+    assert answered(resident_env) == 1  # the command ran there, not here
+    assert handed.returncode == own.returncode == 0
+    assert handed.stdout == own.stdout and b'"findings"' in own.stdout
+    text = tracedoc("analyze", str(SAMPLE), "--no-cache", env=resident_env)
+    assert text.stdout == tracedoc("analyze", str(SAMPLE), "--no-cache",
+                                   env={**resident_env, "TRACEDOC_RESIDENT": "0"}).stdout
+
+
+def test_the_resident_process_runs_in_the_callers_folder_environment_and_streams(resident_env: dict[str, str],
+                                                                                tmp_path: Path) -> None:
+    cache = tmp_path / "own-cache"
+    env = {**resident_env, "TRACEDOC_CACHE_DIR": str(cache)}
+    relative = tracedoc("analyze", "decode-eager/trace.json.gz", "--format", "json", env=env, cwd=ROOT / "samples")
+    assert relative.returncode == 0, relative.stderr
+    assert list(cache.glob("*.duckdb")), "the store went to the caller's TRACEDOC_CACHE_DIR"
+    from_stdin = tracedoc("analyze", "-", "--no-cache", "--format", "json", env=env, stdin=SAMPLE.read_bytes())
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    assert b'"events": 35423' in from_stdin.stdout
+    assert answered(resident_env) == 2
+
+
+def test_exit_codes_and_errors_come_back_from_the_resident_process(resident_env: dict[str, str],
+                                                                   tmp_path: Path) -> None:
+    missing = tracedoc("analyze", str(tmp_path / "absent.json"), env=resident_env)
+    assert missing.returncode == 2
+    assert missing.stderr.decode().strip().endswith("absent.json: no such file or directory")
+    assert len(missing.stderr.decode().strip().splitlines()) == 1
+    failing = tracedoc("analyze", str(SAMPLE), "--no-cache", "--format", "json", "--fail-on", "info",
+                       env=resident_env)
+    assert failing.returncode == 1 and b'"severity"' in failing.stdout
+    assert answered(resident_env) == 2
+
+
+def test_a_resident_process_refuses_another_installation_and_changed_code() -> None:
+    serving = Server(Path("/nonexistent/r.sock"), 60.0, lambda line: None)
+    asked = {"protocol": wire.PROTOCOL, "executable": sys.executable, "package": where.package_dir()}
+    assert serving.refusal(asked) is None
+    assert serving.refusal({**asked, "protocol": wire.PROTOCOL + 1}) == "another version of tracedoc asked"
+    assert serving.refusal({**asked, "executable": "/usr/bin/python0"}) == "another installation asked"
+    serving.digest = "the code as it was"
+    assert (serving.refusal(asked) or "").startswith("tracedoc's code changed")
+
+
+def test_the_command_runs_here_when_the_resident_process_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="tdr-"))
+    path = folder / "r.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    asked: list[dict[str, object] | None] = []
+
+    def refuse() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            message, fds = wire.receive(conn, max_fds=3)
+            for fd in fds:
+                os.close(fd)
+            asked.append(message)
+            wire.send(conn, {"refused": "another installation asked"})
+
+    thread = threading.Thread(target=refuse)
+    thread.start()
+    monkeypatch.setenv(where.ENV_SOCKET, str(path))
+    monkeypatch.setenv("TRACEDOC_RESIDENT", "1")
+    try:
+        assert client.run(["analyze", "trace.json"]) is None
+    finally:
+        thread.join(10)
+        listener.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert asked and asked[0] is not None and asked[0]["argv"] == ["analyze", "trace.json"]
+    assert asked[0]["cwd"] == os.getcwd()
+
+
+def test_only_the_users_own_private_folder_and_the_commands_that_pay_are_handed_over(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    open_folder = tmp_path / "open"
+    open_folder.mkdir(mode=0o777)
+    open_folder.chmod(0o777)
+    assert not where.private_folder(open_folder)
+    open_folder.chmod(0o700)
+    assert where.private_folder(open_folder)
+    monkeypatch.setenv("TRACEDOC_RESIDENT", "1")
+    assert client.wanted(["--debug", "analyze", "t.json"]) and client.wanted(["diff", "a", "b"])
+    assert not client.wanted(["serve", "t.json"]) and not client.wanted(["resident", "start"])
+    monkeypatch.setenv("TRACEDOC_RESIDENT", "0")
+    assert not client.wanted(["analyze", "t.json"])
+
+
+def test_the_command_lines_side_imports_nothing_of_the_analyser() -> None:
+    loaded = subprocess.run([sys.executable, "-c", "import sys; import tracedoc.resident.client; "
+                             "print(sorted(m for m in ('click', 'duckdb', '_duckdb', 'rich', 'tracedoc.cli') "
+                             "if m in sys.modules))"], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_the_resident_process_keeps_one_thread_to_fork() -> None:
+    done = subprocess.run([sys.executable, "-c", "from tracedoc.resident import server; server.warm(); "
+                           "print(server.threads())"], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "1"

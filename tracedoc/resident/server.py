@@ -1,0 +1,261 @@
+"""The resident process: tracedoc imported and its files read once, then a fork per command handed to it.
+
+Forking is what makes it safe to keep one process: each command runs in a child of its own, with the caller's
+streams, folder, environment, umask and CPUs, and ends as a process of its own would (its exit handlers run, its
+memory goes back); nothing a command does stays for the next one. The parent holds one thread when it forks (it
+refuses to serve otherwise: a fork copies only the thread that calls it) and runs no analysis itself.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import importlib
+import os
+import resource
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from tracedoc.errors import TracedocError
+from tracedoc.resident import where, wire
+
+INTERNAL_ERROR = 3
+INTERRUPTED = 130
+# Imported before serving: what `analyze` and `diff` import on their way (the command line, the store, the
+# analyses' modules, the renderers of text, JSON and Markdown with Rich). The HTML renderer (Bokeh) and the
+# dashboard are not: they are large, and they start threads of their own.
+_WARM_MODULES = (
+    "tracedoc.cli", "tracedoc.cli.analyze", "tracedoc.cli.diff", "tracedoc.pipeline", "tracedoc.store.modules",
+    "tracedoc.store.pool", "tracedoc.ingest.chrome.chrome_trace", "tracedoc.render.text",
+    "tracedoc.render.jsonrender", "tracedoc.render.markdown", "tracedoc.cli.terminal", "rich.console",
+    "statistics", "decimal",
+)
+
+
+def warm() -> None:
+    """Import and read now what a command would on each run: the modules above, the built-in rules, every analysis
+    module's file and facts, and the digest of tracedoc's code (a changed installation is told by it)."""
+    from tracedoc.judge.rule import load_rules
+    from tracedoc.report_cache import code_digest
+    from tracedoc.store import modules
+
+    for name in _WARM_MODULES:
+        importlib.import_module(name)
+    load_rules()
+    for module in modules.all_modules():
+        modules.facts(module)
+        for as_tables in (False, True):
+            modules.module_sql(module, as_tables, shared=True)
+    code_digest()
+
+
+def threads() -> int:
+    """The threads of this process, the operating system's own count where it tells (Python's otherwise)."""
+    with contextlib.suppress(OSError):
+        return len(os.listdir("/proc/self/task"))
+    import threading
+
+    return threading.active_count()
+
+
+class Server:
+    """Answers commands on ``path`` until stopped, or idle for ``idle_s`` seconds."""
+
+    def __init__(self, path: Path, idle_s: float, say: Callable[[str], None]) -> None:
+        from tracedoc.report_cache import code_digest
+
+        self.path = path
+        self.idle_s = idle_s
+        self.say = say
+        self.digest = code_digest()
+        self.started = time.time()
+        self.answered = 0
+        self.owner = os.getpid()
+
+    def serve(self) -> None:
+        """Listen, and answer each connection in turn; the socket is removed when the server stops."""
+        listener = self._listen()
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the children are reaped by the system
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGHUP, _stop)
+        gc.collect()
+        gc.freeze()  # what was loaded stays shared with the children, not copied by their collector
+        self.say(f"resident process {os.getpid()} serving {self.path}")
+        try:
+            while True:
+                listener.settimeout(self.idle_s)
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    self.say(f"idle for {self.idle_s / 60:g} minutes: stopped")
+                    return
+                with conn:
+                    conn.settimeout(None)
+                    if not self._answer(conn):
+                        return
+        finally:
+            if os.getpid() == self.owner:
+                listener.close()
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+
+    def _listen(self) -> socket.socket:
+        """The listening socket at ``path``, in a folder of this user's alone; refused where another server
+        answers there."""
+        folder = self.path.parent
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not where.private_folder(folder):
+            raise TracedocError(f"{folder}: the resident process's folder must be this user's alone (mode 700)")
+        if self.path.exists():
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(str(self.path))
+                raise TracedocError(f"a resident process already serves {self.path}")
+            except OSError:
+                self.path.unlink()  # left by a process that was killed
+            finally:
+                probe.close()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.path))
+        os.chmod(self.path, 0o600)
+        listener.listen(16)
+        return listener
+
+    def _answer(self, conn: socket.socket) -> bool:
+        """Answer one connection; False once the server is to stop."""
+        if not wire.same_user(conn):
+            return True
+        message, fds = wire.receive(conn, max_fds=3)
+        try:
+            ask = message.get("ask") if message else None
+            if ask == "status":
+                wire.send(conn, self.status())
+                return True
+            if ask == "stop":
+                wire.send(conn, {"stopping": os.getpid()})
+                self.say("stopped on request")
+                return False
+            if ask != "run" or message is None or len(fds) != 3:
+                return True
+            if (refused := self.refusal(message)) is not None:
+                wire.send(conn, {"refused": refused})
+                self.say(f"refused a command: {refused}")
+                return not refused.startswith("tracedoc's code changed")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            if os.fork() == 0:
+                run_child(conn, message, fds)
+            self.answered += 1
+            return True
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def refusal(self, message: dict[str, Any]) -> str | None:
+        """Why this server does not run the command ``message`` asks for (None: it does)."""
+        from tracedoc.report_cache import code_digest
+
+        if message.get("protocol") != wire.PROTOCOL:
+            return "another version of tracedoc asked"
+        if message.get("executable") != sys.executable or message.get("package") != where.package_dir():
+            return "another installation asked"
+        if code_digest.__wrapped__() != self.digest:
+            return "tracedoc's code changed since the resident process started: it stops"
+        return None
+
+    def status(self) -> dict[str, Any]:
+        """What `tracedoc resident status` shows."""
+        from tracedoc.version import __version__
+
+        return {"server": os.getpid(), "since": self.started, "answered": self.answered,
+                "idle_minutes": self.idle_s / 60, "version": __version__, "package": where.package_dir()}
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
+def run_child(conn: socket.socket, message: dict[str, Any], fds: list[int]) -> NoReturn:
+    """In the forked child: become the caller's process, run its command, hand back the exit code, and end."""
+    code = INTERNAL_ERROR
+    try:
+        take_over(message, fds)
+        wire.send(conn, {"pid": os.getpid()})
+        code = run_command([str(arg) for arg in message["argv"]])
+    except BaseException as exc:  # noqa: BLE001 - the child must hand back a code whatever happened
+        with contextlib.suppress(BaseException):
+            sys.stderr.write(f"internal error in the resident process: {type(exc).__name__}: {exc}\n")
+    finally:
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()  # as the end of a process of its own: temporary folders go, files close
+            sys.stdout.flush()
+            sys.stderr.flush()
+        with contextlib.suppress(BaseException):
+            wire.send(conn, {"exit": code})
+        os._exit(code)
+
+
+def take_over(message: dict[str, Any], fds: list[int]) -> None:
+    """Take the caller's standard streams (``fds``), folder, environment, umask, CPUs, resource limits and
+    arguments."""
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    os.chdir(message["cwd"])
+    os.environ.clear()
+    os.environ.update({str(k): str(v) for k, v in message["env"].items()})
+    os.umask(int(message["umask"]))
+    if message.get("cpus") and hasattr(os, "sched_setaffinity"):
+        with contextlib.suppress(OSError, ValueError):
+            os.sched_setaffinity(0, message["cpus"])
+    for name, (soft, hard) in (message.get("limits") or {}).items():
+        if name in wire.LIMITS and hasattr(resource, name):
+            with contextlib.suppress(OSError, ValueError):
+                resource.setrlimit(getattr(resource, name), (soft, hard))
+    streams = message.get("streams") or {}
+    sys.stdin = _stream(0, "r", streams.get("stdin"), False)
+    sys.stdout = _stream(1, "w", streams.get("stdout"), os.isatty(1))
+    sys.stderr = _stream(2, "w", streams.get("stderr"), True)
+    sys.argv = ["tracedoc", *message["argv"]]
+
+
+def _stream(fd: int, mode: str, encoding: list[str | None] | None, line: bool) -> Any:
+    """A text stream on ``fd`` as Python opens its standard ones: the caller's encoding and error handling, line
+    buffered where ``line``."""
+    name, errors = encoding if encoding else (None, None)
+    return open(fd, mode, buffering=1 if line and "w" in mode else -1, encoding=name or "utf-8",  # noqa: SIM115
+                errors=errors or "strict", closefd=False)
+
+
+def run_command(argv: list[str]) -> int:
+    """`tracedoc ARGV` as ``tracedoc.console`` runs it; its exit code."""
+    from tracedoc.cli import cli
+
+    try:
+        cli(args=argv, prog_name="tracedoc")
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        sys.stderr.write(f"{exc.code}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return INTERRUPTED
+    return 0
+
+
+def serve(path: Path, idle_minutes: float, say: Callable[[str], None]) -> None:
+    """Warm up, check that one thread remains, and serve on ``path`` until stopped or idle."""
+    warm()
+    if (count := threads()) != 1:
+        raise TracedocError(f"the resident process holds {count} threads after importing tracedoc: it cannot fork "
+                            "safely")
+    Server(path, idle_minutes * 60, say).serve()
