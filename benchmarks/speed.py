@@ -74,9 +74,10 @@ class Row:
 
 def measure(cmd: Sequence[str], cwd: Path = ROOT) -> tuple[float, float, float]:
     """Run ``cmd`` in a fresh process; (wall seconds, peak RSS MB of the largest process it waited for, CPU
-    seconds: user + system)."""
+    seconds: user + system). Never on a resident process (its CPU and memory would be another process's)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(list(cmd), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(list(cmd), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "TRACEDOC_RESIDENT": "0"})
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from tests.conftest import SAMPLES
 from tracedoc.api import open_store
 from tracedoc.ingest import discover
 from tracedoc.options import AnalysisOptions
-from tracedoc.store import Store
+from tracedoc.store import Store, modules
 
 
 def union_ns(intervals: list[tuple[int, int]]) -> int:
@@ -105,6 +106,26 @@ def test_a_view_kept_for_exploring_stays_a_view_on_a_small_store(tmp_path: Path)
     assert store.views_as_tables
     assert kinds == {"gpu_idle_gaps": "LOCAL TEMPORARY", "gpu_idle_host_activity": "VIEW"}
     assert busiest == "data"
+
+
+def test_every_module_is_rewritten_for_small_stores_and_cursors_as_its_statements_say() -> None:
+    """Each module's facts stand in its leading comment lines (where ``facts`` reads them), and its text made for a
+    small store on cursors (``module_sql``) keeps a view only under ``-- stays a view`` and no TEMP object at all,
+    every CREATE of the file rewritten (the rewrite looks for the words, then checks they start a word)."""
+    fact_line = re.compile(r"^--\s*((include|uses|reads|scope|hands back|client only):|views stay views\s*$)", re.M)
+    create_temp = re.compile(r"\bCREATE\s+(OR\s+REPLACE\s+)?TEMP(ORARY)?\s", re.I)
+    for module in modules.all_modules():
+        text = modules.module_text(module)
+        assert not fact_line.search(text[len(modules.module_header(text)):]), module
+        rewritten = modules.module_sql(module, views_as_tables=not modules.facts(module).views_stay, shared=True)
+        assert not create_temp.search(rewritten), module
+        assert rewritten.count("\nCREATE ") + rewritten.startswith("CREATE ") == len(
+            re.findall(r"^CREATE ", text, re.M)), module
+        views = len(re.findall(r"\bCREATE\s+OR\s+REPLACE\s+VIEW\b", rewritten, re.I))
+        kept = len(re.findall(r"^--\s*stays a view\s*\n(?i:CREATE\s+OR\s+REPLACE\s+TEMP\s+VIEW)", text, re.M))
+        created = len(re.findall(r"\bCREATE\s+OR\s+REPLACE\s+TEMP\s+VIEW\b", text, re.I))
+        assert views == (created if modules.facts(module).views_stay else kept), module
+    assert modules.module_sql("gpu.idle", views_as_tables=True).count("TEMP VIEW gpu_idle_host_activity") == 1
 
 
 def test_the_communication_kind_is_the_one_with_most_time(tmp_path: Path) -> None:

@@ -93,10 +93,10 @@ def test_exit_codes_and_errors_come_back_from_the_resident_process(resident_env:
 
 def test_a_resident_process_refuses_another_installation_and_changed_code() -> None:
     serving = Server(Path("/nonexistent/r.sock"), 60.0, lambda line: None)
-    asked = {"protocol": wire.PROTOCOL, "executable": sys.executable, "package": where.package_dir()}
+    asked = {"protocol": wire.PROTOCOL, "prefix": sys.prefix, "package": where.package_dir()}
     assert serving.refusal(asked) is None
     assert serving.refusal({**asked, "protocol": wire.PROTOCOL + 1}) == "another version of tracedoc asked"
-    assert serving.refusal({**asked, "executable": "/usr/bin/python0"}) == "another installation asked"
+    assert serving.refusal({**asked, "prefix": "/usr/local/another"}) == "another installation asked"
     serving.digest = "the code as it was"
     assert (serving.refusal(asked) or "").startswith("tracedoc's code changed")
 
@@ -140,6 +140,9 @@ def test_only_the_users_own_private_folder_and_the_commands_that_pay_are_handed_
     assert not where.private_folder(open_folder)
     open_folder.chmod(0o700)
     assert where.private_folder(open_folder)
+    link = tmp_path / "link"
+    link.symlink_to(open_folder)
+    assert not where.private_folder(link)  # a link may be anyone's, to a folder of the user's
     monkeypatch.setenv("TRACEDOC_RESIDENT", "1")
     assert client.wanted(["--debug", "analyze", "t.json"]) and client.wanted(["diff", "a", "b"])
     assert not client.wanted(["serve", "t.json"]) and not client.wanted(["resident", "start"])
@@ -158,3 +161,38 @@ def test_the_resident_process_keeps_one_thread_to_fork() -> None:
     done = subprocess.run([sys.executable, "-c", "from tracedoc.resident import server; server.warm(); "
                            "print(server.threads())"], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "1"
+
+
+def test_a_caller_that_sends_nothing_holds_the_resident_process_up_only_briefly(resident_env: dict[str, str]
+                                                                                 ) -> None:
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.connect(resident_env[where.ENV_SOCKET])
+    try:
+        handed = tracedoc("analyze", str(SAMPLE), "--no-cache", "--format", "json", env=resident_env)
+    finally:
+        silent.close()
+    assert handed.returncode == 0 and b'"findings"' in handed.stdout
+    assert answered(resident_env) == 1
+
+
+def test_messages_are_read_whole_and_one_at_a_time() -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with ours, theirs:
+        wire.send(theirs, {"pid": 12})
+        wire.send(theirs, {"exit": 2})  # both waiting before the first is read: the second is not lost
+        assert wire.receive(ours) == ({"pid": 12}, [])
+        assert wire.receive(ours) == ({"exit": 2}, [])
+        theirs.sendall((200_000).to_bytes(4, "big") + b"[" * 200_000)  # nested beyond Python's stack
+        assert wire.receive(ours, within_s=2) == (None, [])
+        theirs.sendall((100).to_bytes(4, "big") + b"{")  # cut short
+        theirs.close()
+        assert wire.receive(ours, within_s=2) == (None, [])
+
+
+def test_a_killed_resident_process_leaves_commands_to_run_by_themselves(resident_env: dict[str, str]) -> None:
+    status = tracedoc("resident", "status", env=resident_env).stdout.decode()
+    os.kill(int(status.split()[2]), 9)
+    handed = tracedoc("analyze", str(SAMPLE), "--no-cache", "--format", "json", env=resident_env)
+    assert handed.returncode == 0 and b'"findings"' in handed.stdout  # its socket is left: refused, run here
+    assert tracedoc("resident", "start", env=resident_env).returncode == 0  # and another takes its place
+    assert answered(resident_env) == 0

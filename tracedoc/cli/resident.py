@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,8 @@ def resident_command() -> None:
               help=_IDLE_HELP)
 @one_line_errors
 def start_command(idle_minutes: float) -> None:
-    """Start the resident process in the background (nothing to do where one runs already).
+    """Start the resident process in the background (nothing to do where one runs already); what it says goes to
+    a log beside its socket.
 
     Example:
 
@@ -54,20 +54,24 @@ def start_command(idle_minutes: float) -> None:
     if (running := ask(path, "status")) is not None:
         click.echo(f"resident process {running['server']} serves {path} already")
         return
-    with tempfile.TemporaryFile() as errors:
+    log = path.with_name(path.name + ".log")  # what the process says: started, refused, stopped
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not where.private_folder(path.parent):
+        raise BadInput(f"{path.parent}: the resident process's folder must be this user's alone (mode 700)")
+    with open(log, "ab") as said:
+        start = said.tell()
         process = subprocess.Popen(
             [sys.executable, "-m", "tracedoc", "resident", "run", "--idle-minutes", str(idle_minutes)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True)
-        deadline = time.monotonic() + _START_WAIT_S
-        while (running := ask(path, "status")) is None:
-            if process.poll() is not None:
-                errors.seek(0)
-                said = errors.read().decode(errors="replace").strip().splitlines()
-                raise BadInput(f"the resident process did not start: {said[-1] if said else 'no reason given'}")
-            if time.monotonic() > deadline:
-                process.terminate()
-                raise BadInput(f"the resident process did not answer within {_START_WAIT_S:g} s")
-            time.sleep(0.05)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=said, start_new_session=True)
+    deadline = time.monotonic() + _START_WAIT_S
+    while (running := ask(path, "status")) is None:
+        if process.poll() is not None:
+            lines = log.read_bytes()[start:].decode(errors="replace").strip().splitlines()
+            raise BadInput(f"the resident process did not start: {lines[-1] if lines else 'no reason given'}")
+        if time.monotonic() > deadline:
+            process.terminate()
+            raise BadInput(f"the resident process did not answer within {_START_WAIT_S:g} s (its log: {log})")
+        time.sleep(0.05)
     click.echo(f"resident process {running['server']} serving {path}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import gc
 import importlib
 import os
@@ -17,6 +18,7 @@ import resource
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +29,7 @@ from tracedoc.resident import where, wire
 
 INTERNAL_ERROR = 3
 INTERRUPTED = 130
+_REQUEST_S = 2.0  # how long a connection may take to send its whole request
 # Imported before serving: what `analyze` and `diff` import on their way (the command line, the store, the
 # analyses' modules, the renderers of text, JSON and Markdown with Rich). The HTML renderer (Bokeh) and the
 # dashboard are not: they are large, and they start threads of their own.
@@ -59,8 +62,6 @@ def threads() -> int:
     """The threads of this process, the operating system's own count where it tells (Python's otherwise)."""
     with contextlib.suppress(OSError):
         return len(os.listdir("/proc/self/task"))
-    import threading
-
     return threading.active_count()
 
 
@@ -70,17 +71,21 @@ class Server:
     def __init__(self, path: Path, idle_s: float, say: Callable[[str], None]) -> None:
         from tracedoc.report_cache import code_digest
 
-        self.path = path
+        self.path = path.absolute()
         self.idle_s = idle_s
         self.say = say
         self.digest = code_digest()
         self.started = time.time()
         self.answered = 0
         self.owner = os.getpid()
+        self.inode = 0  # the socket's, once bound
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._lock = -1  # the lock file held while serving: one server at a time at ``path``
 
     def serve(self) -> None:
         """Listen, and answer each connection in turn; the socket is removed when the server stops."""
         listener = self._listen()
+        os.chdir("/")  # hold no caller's folder: each command takes its caller's
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the children are reaped by the system
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGHUP, _stop)
@@ -96,42 +101,45 @@ class Server:
                     self.say(f"idle for {self.idle_s / 60:g} minutes: stopped")
                     return
                 with conn:
-                    conn.settimeout(None)
-                    if not self._answer(conn):
-                        return
+                    try:
+                        if not self._answer(conn):
+                            return
+                    except Exception as exc:  # noqa: BLE001 - one caller's failure is not the next one's
+                        self.say(f"a connection failed: {type(exc).__name__}: {exc}")
         finally:
             if os.getpid() == self.owner:
                 listener.close()
+                os.close(self._lock)
                 with contextlib.suppress(OSError):
-                    self.path.unlink()
+                    if self.path.stat().st_ino == self.inode:  # not the socket of a server started since
+                        self.path.unlink()
 
     def _listen(self) -> socket.socket:
-        """The listening socket at ``path``, in a folder of this user's alone; refused where another server
-        answers there."""
+        """The listening socket at ``path``, in a folder of this user's alone, with the lock beside it held: refused
+        where another server holds it."""
         folder = self.path.parent
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not where.private_folder(folder):
             raise TracedocError(f"{folder}: the resident process's folder must be this user's alone (mode 700)")
-        if self.path.exists():
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                probe.connect(str(self.path))
-                raise TracedocError(f"a resident process already serves {self.path}")
-            except OSError:
-                self.path.unlink()  # left by a process that was killed
-            finally:
-                probe.close()
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(self.path))
+        self._lock = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._lock)
+            raise TracedocError(f"a resident process already serves {self.path}") from None
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # left by a server that was killed (a running one holds the lock)
+        self._listener.bind(str(self.path))
         os.chmod(self.path, 0o600)
-        listener.listen(16)
-        return listener
+        self.inode = self.path.stat().st_ino
+        self._listener.listen(64)
+        return self._listener
 
     def _answer(self, conn: socket.socket) -> bool:
         """Answer one connection; False once the server is to stop."""
         if not wire.same_user(conn):
             return True
-        message, fds = wire.receive(conn, max_fds=3)
+        message, fds = wire.receive(conn, max_fds=3, within_s=_REQUEST_S)  # one at a time: each caller briefly
         try:
             ask = message.get("ask") if message else None
             if ask == "status":
@@ -147,9 +155,13 @@ class Server:
                 wire.send(conn, {"refused": refused})
                 self.say(f"refused a command: {refused}")
                 return not refused.startswith("tracedoc's code changed")
+            if _hung_up(conn):
+                return True  # the caller went away (it gave up waiting): nothing to run for it
             sys.stdout.flush()
             sys.stderr.flush()
             if os.fork() == 0:
+                self._listener.close()  # the child never answers callers: a killed server's socket then refuses
+                os.close(self._lock)
                 run_child(conn, message, fds)
             self.answered += 1
             return True
@@ -163,7 +175,7 @@ class Server:
 
         if message.get("protocol") != wire.PROTOCOL:
             return "another version of tracedoc asked"
-        if message.get("executable") != sys.executable or message.get("package") != where.package_dir():
+        if message.get("prefix") != sys.prefix or message.get("package") != where.package_dir():
             return "another installation asked"
         if code_digest.__wrapped__() != self.digest:
             return "tracedoc's code changed since the resident process started: it stops"
@@ -182,12 +194,19 @@ def _stop(signum: int, frame: Any) -> None:
 
 
 def run_child(conn: socket.socket, message: dict[str, Any], fds: list[int]) -> NoReturn:
-    """In the forked child: become the caller's process, run its command, hand back the exit code, and end."""
+    """In the forked child: become the caller's process, run its command, hand back the exit code, and end. Where
+    the caller goes away first (killed), the command ends with it, as it would in the caller's own process."""
     code = INTERNAL_ERROR
     try:
+        conn.settimeout(None)
         take_over(message, fds)
         wire.send(conn, {"pid": os.getpid()})
-        code = run_command([str(arg) for arg in message["argv"]])
+        threading.Thread(target=_end_with_caller, args=(conn,), daemon=True).start()
+        code = run_command([str(arg) for arg in message["argv"]], str(message.get("prog") or "tracedoc"))
+    except KeyboardInterrupt:  # Ctrl-C passed on before the command line took it over
+        code = INTERRUPTED
+        with contextlib.suppress(BaseException):
+            sys.stderr.write("interrupted\n")
     except BaseException as exc:  # noqa: BLE001 - the child must hand back a code whatever happened
         with contextlib.suppress(BaseException):
             sys.stderr.write(f"internal error in the resident process: {type(exc).__name__}: {exc}\n")
@@ -201,12 +220,36 @@ def run_child(conn: socket.socket, message: dict[str, Any], fds: list[int]) -> N
         os._exit(code)
 
 
+def _end_with_caller(conn: socket.socket) -> None:
+    """Wait until the caller closes its end (it sends nothing more), then end this process: a caller that was
+    killed leaves no command running on its behalf (the work folders it leaves are swept by the next run)."""
+    with contextlib.suppress(OSError):
+        conn.recv(1)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _hung_up(conn: socket.socket) -> bool:
+    """True when the caller has closed its end of ``conn`` (it sends nothing after its request)."""
+    conn.setblocking(False)
+    try:
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        conn.setblocking(True)
+
+
 def take_over(message: dict[str, Any], fds: list[int]) -> None:
     """Take the caller's standard streams (``fds``), folder, environment, umask, CPUs, resource limits and
     arguments."""
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in message.get("ignored") or ():  # as the caller's: `nohup`, a background job without Ctrl-C
+        if signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     os.chdir(message["cwd"])
@@ -221,10 +264,11 @@ def take_over(message: dict[str, Any], fds: list[int]) -> None:
             with contextlib.suppress(OSError, ValueError):
                 resource.setrlimit(getattr(resource, name), (soft, hard))
     streams = message.get("streams") or {}
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
     sys.stdin = _stream(0, "r", streams.get("stdin"), False)
-    sys.stdout = _stream(1, "w", streams.get("stdout"), os.isatty(1))
+    sys.stdout = _stream(1, "w", streams.get("stdout"), unbuffered or os.isatty(1))
     sys.stderr = _stream(2, "w", streams.get("stderr"), True)
-    sys.argv = ["tracedoc", *message["argv"]]
+    sys.argv = [str(message.get("prog") or "tracedoc"), *message["argv"]]
 
 
 def _stream(fd: int, mode: str, encoding: list[str | None] | None, line: bool) -> Any:
@@ -232,15 +276,15 @@ def _stream(fd: int, mode: str, encoding: list[str | None] | None, line: bool) -
     buffered where ``line``."""
     name, errors = encoding if encoding else (None, None)
     return open(fd, mode, buffering=1 if line and "w" in mode else -1, encoding=name or "utf-8",  # noqa: SIM115
-                errors=errors or "strict", closefd=False)
+                errors=errors or "strict", newline="\n", closefd=False)
 
 
-def run_command(argv: list[str]) -> int:
-    """`tracedoc ARGV` as ``tracedoc.console`` runs it; its exit code."""
+def run_command(argv: list[str], prog: str) -> int:
+    """`tracedoc ARGV` as ``tracedoc.console`` runs it (``prog``: the name the caller was run by); its exit code."""
     from tracedoc.cli import cli
 
     try:
-        cli(args=argv, prog_name="tracedoc")
+        cli(args=argv, prog_name=prog)
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0

@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import struct
+import time
 from typing import Any
 
 PROTOCOL = 1
@@ -42,23 +43,35 @@ def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = N
     sock.sendall(data)
 
 
-def receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any] | None, list[int]]:
-    """The next message on ``sock`` and the descriptors passed with it; None when the other end closed first."""
-    if max_fds:
-        first, fds, _, _ = socket.recv_fds(sock, 1 << 16, max_fds)
-    else:
-        first, fds = sock.recv(1 << 16), []
-    data = bytearray(first)
+def receive(sock: socket.socket, max_fds: int = 0, within_s: float | None = None
+            ) -> tuple[dict[str, Any] | None, list[int]]:
+    """The next message on ``sock`` and the descriptors passed with it (read exactly: a message after it stays for
+    the next call); None when the other end closed first, sent something else, or not all of it ``within_s``."""
+    deadline = None if within_s is None else time.monotonic() + within_s
+    fds: list[int] = []
     try:
-        while len(data) < _LENGTH.size or len(data) < _LENGTH.size + _LENGTH.unpack_from(data)[0]:
-            if len(data) >= _LENGTH.size and _LENGTH.unpack_from(data)[0] > MAX_MESSAGE:
-                return None, fds
-            more = sock.recv(1 << 16)
-            if not more:
-                return None, fds
-            data += more
-        size = _LENGTH.unpack_from(data)[0]
-        message = json.loads(data[_LENGTH.size:_LENGTH.size + size])
-    except (ValueError, OSError):
+        head = bytearray()
+        if max_fds:
+            sock.settimeout(within_s)
+            first, fds, _, _ = socket.recv_fds(sock, _LENGTH.size, max_fds)
+            head += first
+        head += _exactly(sock, _LENGTH.size - len(head), deadline)
+        size = _LENGTH.unpack_from(head)[0]
+        if size > MAX_MESSAGE:
+            return None, fds
+        message = json.loads(_exactly(sock, size, deadline))
+    except (ValueError, RecursionError, OSError, EOFError):  # RecursionError: JSON nested beyond Python's stack
         return None, fds
     return (message if isinstance(message, dict) else None), fds
+
+
+def _exactly(sock: socket.socket, count: int, deadline: float | None) -> bytes:
+    """``count`` bytes from ``sock``, by ``deadline`` (time.monotonic; None: however long it takes)."""
+    data = bytearray()
+    while len(data) < count:
+        sock.settimeout(None if deadline is None else max(deadline - time.monotonic(), 0.001))
+        more = sock.recv(count - len(data))
+        if not more:
+            raise EOFError
+        data += more
+    return bytes(data)
