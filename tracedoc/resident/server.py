@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import gc
 import importlib
+import locale
 import os
 import resource
 import signal
@@ -255,6 +256,9 @@ def take_over(message: dict[str, Any], fds: list[int]) -> None:
     os.chdir(message["cwd"])
     os.environ.clear()
     os.environ.update({str(k): str(v) for k, v in message["env"].items()})
+    time.tzset()  # the caller's TZ, and its locale's character type, as a process started with them reads them
+    with contextlib.suppress(locale.Error):
+        locale.setlocale(locale.LC_CTYPE, "")
     os.umask(int(message["umask"]))
     if message.get("cpus") and hasattr(os, "sched_setaffinity"):
         with contextlib.suppress(OSError, ValueError):
