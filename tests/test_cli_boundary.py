@@ -317,3 +317,19 @@ def test_the_json_writers_refuse_nan_and_infinity_anywhere() -> None:
     with pytest.raises(strict_json.BadJson, match=r"attribution\[2\]\.ms"):
         report.to_json()
     assert strict_json.dumps({"a": [1, 2.5, None]}) == '{"a": [1, 2.5, null]}'
+
+
+def test_an_error_after_ctrl_c_is_an_interruption_not_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB reading Arrow batches from a Python generator when Ctrl-C came reports 'Unknown error': once Ctrl-C
+    came during the command, any error is the interruption (exit 130), never 'malformed' input (exit 2)."""
+    from tracedoc import interrupts
+    from tracedoc.cli.errors import is_interrupt
+    from tracedoc.errors import InputError
+
+    malformed = InputError("run.sqlite.xz: malformed Nsight Systems export (Invalid Input Error: reading the stream "
+                           "registered as '_nsys_in' failed: Unknown error: .)")
+    monkeypatch.setattr(interrupts, "_seen", False)
+    assert not is_interrupt(malformed)
+    with pytest.raises(KeyboardInterrupt):
+        interrupts.handler(2, None)
+    assert is_interrupt(malformed)

@@ -5,6 +5,7 @@ command line then runs the command itself."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tracedoc.resident import client, where, wire
+from tracedoc.resident import client, server, where, wire
 from tracedoc.resident.server import Server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,12 +92,15 @@ def test_exit_codes_and_errors_come_back_from_the_resident_process(resident_env:
     assert answered(resident_env) == 2
 
 
-def test_a_resident_process_refuses_another_installation_and_changed_code() -> None:
+def test_a_resident_process_refuses_another_installation_and_changed_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server, "threads", lambda: 1)  # the test's process may hold threads of other tests
     serving = Server(Path("/nonexistent/r.sock"), 60.0, lambda line: None)
     asked = {"protocol": wire.PROTOCOL, "prefix": sys.prefix, "package": where.package_dir()}
     assert serving.refusal(asked) is None
     assert serving.refusal({**asked, "protocol": wire.PROTOCOL + 1}) == "another version of tracedoc asked"
     assert serving.refusal({**asked, "prefix": "/usr/local/another"}) == "another installation asked"
+    monkeypatch.setattr(server, "threads", lambda: 3)
+    assert serving.refusal(asked) == "the resident process holds 3 threads, and cannot fork safely: it stops"
     serving.digest = "the code as it was"
     assert (serving.refusal(asked) or "").startswith("tracedoc's code changed")
 
@@ -196,3 +200,42 @@ def test_a_killed_resident_process_leaves_commands_to_run_by_themselves(resident
     assert handed.returncode == 0 and b'"findings"' in handed.stdout  # its socket is left: refused, run here
     assert tracedoc("resident", "start", env=resident_env).returncode == 0  # and another takes its place
     assert answered(resident_env) == 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_whatever_a_caller_sends_is_a_message_or_none(seed: int) -> None:
+    """Random bytes, cut JSON, lengths that lie: each read ends in a message or None, never an error."""
+    rng = random.Random(seed)
+    valid = wire.encode({"ask": "run", "argv": ["analyze", "t.json"], "env": {"A": "b" * 50}})
+    for _ in range(200):
+        kind = rng.randrange(4)
+        if kind == 0:
+            data = rng.randbytes(rng.randrange(1, 64))
+        elif kind == 1:
+            data = valid[:rng.randrange(1, len(valid))]
+        elif kind == 2:
+            body = rng.randbytes(rng.randrange(0, 40))
+            data = rng.randrange(0, 1 << 32).to_bytes(4, "big") + body
+        else:
+            flipped = bytearray(valid)
+            flipped[rng.randrange(4, len(flipped))] ^= 1 << rng.randrange(8)
+            data = bytes(flipped)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with ours, theirs:
+            theirs.sendall(data)
+            theirs.close()
+            message, fds = wire.receive(ours, within_s=1)
+        assert fds == [] and (message is None or isinstance(message, dict))
+
+
+def test_a_closed_standard_stream_is_run_here_with_one_line(resident_env: dict[str, str]) -> None:
+    python = f"{sys.executable} -m tracedoc"
+    closed_in = subprocess.run(["bash", "-c", f"exec <&- {python} analyze -"], capture_output=True, cwd=ROOT,
+                               env=resident_env, timeout=120, check=False)
+    closed_out = subprocess.run(["bash", "-c", f"exec >&- {python} analyze {SAMPLE} --no-cache"],
+                                stderr=subprocess.PIPE, cwd=ROOT, env=resident_env, timeout=120, check=False)
+    assert (closed_in.returncode, closed_in.stderr.decode().strip()) == (
+        2, "Error: -: standard input is closed; pipe a trace into it (tracedoc analyze - < trace.json)")
+    assert (closed_out.returncode, closed_out.stderr.decode().strip()) == (
+        2, "Error: standard output is closed: give --out FILE")
+    assert answered(resident_env) == 0  # neither was handed over: the socket would have taken the closed stream

@@ -35,6 +35,7 @@ def main() -> None:
     guarded = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # not when SIGINT is ignored
     if guarded:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
+    from tracedoc import interrupts
     from tracedoc.resident import client
 
     if (code := client.run(sys.argv[1:])) is not None:
@@ -43,7 +44,7 @@ def main() -> None:
         from tracedoc.cli import cli
     finally:
         if guarded:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGINT, interrupts.handler)
     try:
         cli()
     except KeyboardInterrupt:  # between the handlers: before the command line's own try

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from tracedoc import interrupts
 from tracedoc.errors import TracedocError, error_chain, first_line
 from tracedoc.words.sanitize import one_line
 
@@ -52,9 +53,12 @@ def _duckdb_error(name: str) -> tuple[type[BaseException], ...]:
 
 def is_interrupt(exc: BaseException) -> bool:
     """True for Ctrl-C, however it surfaced: KeyboardInterrupt, DuckDB's InterruptException or its
-    'Query interrupted', also when wrapped in another error on the way up."""
-    interrupts: tuple[type[BaseException], ...] = (KeyboardInterrupt, *_duckdb_error("InterruptException"))
-    return any(isinstance(e, interrupts)
+    'Query interrupted', also when wrapped in another error on the way up; and any error once Ctrl-C came during
+    the command (``tracedoc.interrupts``)."""
+    if interrupts.seen():  # Ctrl-C came: whatever a library made of it (DuckDB: 'Unknown error')
+        return True
+    kinds: tuple[type[BaseException], ...] = (KeyboardInterrupt, *_duckdb_error("InterruptException"))
+    return any(isinstance(e, kinds)
                or (isinstance(e, RuntimeError) and str(e).startswith(_DUCKDB_INTERRUPTED)) for e in error_chain(exc))
 
 
@@ -73,7 +77,8 @@ def one_line_errors(func: F) -> F:
             try:
                 return func(*args, **kwargs)
             finally:  # what is still buffered goes out here, so that a closed pipe is seen by this handler
-                sys.stdout.flush()
+                if sys.stdout is not None:  # None: started with its output closed
+                    sys.stdout.flush()
         except BrokenPipeError:  # the reader of our output stopped reading (`| head`): not an error of the input
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
             raise click.exceptions.Exit(OUTPUT_CLOSED) from None

@@ -8,6 +8,7 @@ import functools
 import io
 import math
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -231,6 +232,8 @@ def output_target(fmt: str | None, out: Path | None, stem: str = "tracedoc-repor
     extension names (an error when it names none)."""
     formats = report_formats() if formats is None else formats
     if out is None:
+        if sys.stdout is None:  # started with its output closed (`>&-`): nowhere to write to
+            raise BadInput("standard output is closed: give --out FILE")
         return fmt or "text", None
     known = " ".join(formats.values())
     suffixes = ("".join(out.suffixes[-2:]).lower(), out.suffix.lower())  # a two-part extension first (.perfetto.json)

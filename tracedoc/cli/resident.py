@@ -14,7 +14,7 @@ import click
 
 from tracedoc.cli.errors import BadInput, one_line_errors
 from tracedoc.cli.options import FiniteFloatRange
-from tracedoc.resident import where, wire
+from tracedoc.resident import client, where, wire
 
 _START_WAIT_S = 60.0
 _IDLE_HELP = "Stop after this many minutes without a command."
@@ -24,7 +24,7 @@ _IDLE_HELP = "Stop after this many minutes without a command."
 def resident_command() -> None:
     """A resident process for this installation: `tracedoc analyze` and `tracedoc diff` are then run by a fork of
     a process that has tracedoc imported already, instead of a new Python process each time (a small trace's
-    answer about a fifth sooner). Each command still runs as a process of its own, with your folder, environment
+    answer about a sixth sooner). Each command still runs as a process of its own, with your folder, environment
     and streams; where none is running, or it was started before tracedoc's code changed, commands run as
     always. TRACEDOC_RESIDENT=0 keeps a command off it.
 
@@ -96,7 +96,7 @@ def run_command(idle_minutes: float) -> None:
 @one_line_errors
 def status_command() -> None:
     """Say whether a resident process serves this installation: its process id, since when, and how many commands
-    it answered.
+    it answered (exit code 0 either way).
 
     Example:
 
@@ -108,8 +108,9 @@ def status_command() -> None:
         click.echo(f"no resident process serves {path}")
         return
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(running["since"]))
+    off = f" ({where.ENV_USE}=0: commands in this environment do not use it)" if not client.wanted(["analyze"]) else ""
     click.echo(f"resident process {running['server']} serving {path} since {since}: {running['answered']} "
-               f"commands answered, stops after {running['idle_minutes']:g} idle minutes")
+               f"commands answered, stops after {running['idle_minutes']:g} idle minutes{off}")
 
 
 @resident_command.command("stop")

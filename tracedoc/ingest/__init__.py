@@ -195,7 +195,9 @@ def _from_stdin(cap: int | None) -> InputFile:
     """Standard input spooled to a temporary file (at most ``cap``, else the default), identified by its content."""
     # the buffer under sys.stdin is a BufferedReader (readinto), which typeshed calls a BinaryIO
     stream = cast(io.BufferedReader, sys.stdin.buffer) if sys.stdin is not None else None
-    if stream is None or stream.isatty():
+    if stream is None:
+        raise InputError("-: standard input is closed; pipe a trace into it (tracedoc analyze - < trace.json)")
+    if stream.isatty():
         raise InputError("-: standard input is a terminal; pipe a trace into it (tracedoc analyze - < trace.json)")
     fd, name = tempfile.mkstemp(prefix="tracedoc-stdin-")
     os.close(fd)

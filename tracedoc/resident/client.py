@@ -36,7 +36,7 @@ def wanted(argv: list[str]) -> bool:
 def run(argv: list[str]) -> int | None:
     """Run `tracedoc ARGV` on this installation's resident process and return its exit code; None where there is
     none, it is not this user's, or it did not start the command (which then runs here)."""
-    if not wanted(argv):
+    if not wanted(argv) or not _standard_streams_open():
         return None
     path = where.socket_path()
     if not path.exists() or not where.private_folder(path.parent):
@@ -56,6 +56,17 @@ def run(argv: list[str]) -> int | None:
         return None
     with sock:
         return Handed(sock).run(argv)
+
+
+def _standard_streams_open() -> bool:
+    """True when this process has its standard input, output and error: a closed one is run here, as a process of
+    its own has it (the socket would otherwise take its number, and be handed over as that stream)."""
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 class _Stopped(Exception):

@@ -1,9 +1,10 @@
 """The resident process: tracedoc imported and its files read once, then a fork per command handed to it.
 
 Forking is what makes it safe to keep one process: each command runs in a child of its own, with the caller's
-streams, folder, environment, umask and CPUs, and ends as a process of its own would (its exit handlers run, its
-memory goes back); nothing a command does stays for the next one. The parent holds one thread when it forks (it
-refuses to serve otherwise: a fork copies only the thread that calls it) and runs no analysis itself.
+streams, folder, environment, umask, CPUs, limits and ignored signals, and ends as a process of its own would (its
+exit handlers run, its memory goes back); nothing a command does stays for the next one. The parent holds one
+thread when it forks (it refuses to serve otherwise: a fork copies only the thread that calls it) and runs no
+analysis itself.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tracedoc import interrupts
 from tracedoc.errors import TracedocError
 from tracedoc.resident import where, wire
 
@@ -32,8 +34,9 @@ INTERNAL_ERROR = 3
 INTERRUPTED = 130
 _REQUEST_S = 2.0  # how long a connection may take to send its whole request
 # Imported before serving: what `analyze` and `diff` import on their way (the command line, the store, the
-# analyses' modules, the renderers of text, JSON and Markdown with Rich). The HTML renderer (Bokeh) and the
-# dashboard are not: they are large, and they start threads of their own.
+# analyses' modules, the renderers of text, JSON and Markdown with Rich). The HTML report's charts (Bokeh) and
+# the dashboard are not: an HTML report imports 566 modules more, and leaves a thread running, which a process that
+# forks must not hold.
 _WARM_MODULES = (
     "tracedoc.cli", "tracedoc.cli.analyze", "tracedoc.cli.diff", "tracedoc.pipeline", "tracedoc.store.modules",
     "tracedoc.store.pool", "tracedoc.ingest.chrome.chrome_trace", "tracedoc.render.text",
@@ -155,7 +158,7 @@ class Server:
             if (refused := self.refusal(message)) is not None:
                 wire.send(conn, {"refused": refused})
                 self.say(f"refused a command: {refused}")
-                return not refused.startswith("tracedoc's code changed")
+                return not refused.endswith("it stops")
             if _hung_up(conn):
                 return True  # the caller went away (it gave up waiting): nothing to run for it
             sys.stdout.flush()
@@ -180,6 +183,8 @@ class Server:
             return "another installation asked"
         if code_digest.__wrapped__() != self.digest:
             return "tracedoc's code changed since the resident process started: it stops"
+        if (count := threads()) != 1:
+            return f"the resident process holds {count} threads, and cannot fork safely: it stops"
         return None
 
     def status(self) -> dict[str, Any]:
@@ -247,7 +252,7 @@ def take_over(message: dict[str, Any], fds: list[int]) -> None:
     arguments."""
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, interrupts.handler)  # as tracedoc.console sets it
     for signum in message.get("ignored") or ():  # as the caller's: `nohup`, a background job without Ctrl-C
         if signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, signal.SIG_IGN)
