@@ -20,6 +20,7 @@ import sqlite3
 import struct
 import subprocess
 import sys
+import tempfile
 import tracemalloc
 import zlib
 from pathlib import Path
@@ -652,3 +653,20 @@ def test_a_link_to_a_trace_is_not_another_rank(tmp_path: Path) -> None:
     assert [(i["path"], i["rank"]) for i in doc["inputs"]] == [
         (str(ranks / "rank0.trace.json.gz"), 0), (str(ranks / "rank1.trace.json.gz"), 1)]
     assert doc["summary"]["ranks"] == 2
+
+
+def test_a_killed_runs_copy_of_standard_input_is_removed_by_the_next_one(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run killed while it read standard input leaves its copy (``tracedoc-stdin-PID-…``, perhaps gigabytes):
+    the next run that reads standard input removes the copies of runs that are gone, never a live run's."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the run's copies go
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    dead = tmp_path / f"tracedoc-stdin-{gone}-left"
+    live = tmp_path / f"tracedoc-stdin-{os.getpid()}-reading"
+    for path in (dead, live):
+        path.write_bytes(b"{}")
+    doc = report("-", stdin=(SAMPLES / "decode-eager" / "trace.json.gz").read_bytes())
+    assert doc["inputs"][0]["path"] == "-"
+    assert not dead.exists() and live.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name]  # its own copy went too

@@ -46,7 +46,7 @@ from tracedoc.ingest.content import content_of
 from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.limits import Limits
 from tracedoc.store import Store
-from tracedoc.store.cache import file_digest
+from tracedoc.store.cache import file_digest, pid_alive
 
 __all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "FormatReader", "InputFile", "assign_ranks", "discover", "load_all",
            "reader"]
@@ -199,9 +199,10 @@ def _from_stdin(cap: int | None) -> InputFile:
         raise InputError("-: standard input is closed; pipe a trace into it (tracedoc analyze - < trace.json)")
     if stream.isatty():
         raise InputError("-: standard input is a terminal; pipe a trace into it (tracedoc analyze - < trace.json)")
-    fd, name = tempfile.mkstemp(prefix="tracedoc-stdin-")
+    fd, name = tempfile.mkstemp(prefix=f"{_SPOOL}{os.getpid()}-")
     os.close(fd)
     spooled = Path(name)
+    _sweep_spools(spooled.parent)
     try:
         compressed.spool(stream, spooled, compressed.max_stdin_bytes(cap))
         item = _identify(spooled, strict=True, name=STDIN)
@@ -216,6 +217,18 @@ def _from_stdin(cap: int | None) -> InputFile:
 
 def _remove(path: Path) -> None:
     path.unlink(missing_ok=True)
+
+
+_SPOOL = "tracedoc-stdin-"  # then the process id, so that a copy whose run was killed is known (``_sweep_spools``)
+
+
+def _sweep_spools(folder: Path) -> None:
+    """Remove the copies of standard input in ``folder`` whose run is gone (a run killed before it could: a copy
+    may be gigabytes), as the cache's partial stores are."""
+    for path in folder.glob(f"{_SPOOL}*"):
+        pid = path.name[len(_SPOOL):].partition("-")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            path.unlink(missing_ok=True)
 
 
 def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path | None = None) -> InputFile | None:
