@@ -3,7 +3,6 @@ and tracedoc's imports on every command (tracedoc.resident)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from tracedoc.cli.options import FiniteFloatRange
 from tracedoc.resident import client, where, wire
 
 _START_WAIT_S = 60.0
+_ASK_S = 10.0  # for the resident process's answer to status or stop
 _IDLE_HELP = "Stop after this many minutes without a command."
 
 
@@ -137,16 +137,12 @@ def socket_path() -> Path:
 def ask(path: Path, what: str) -> dict[str, Any] | None:
     """The resident process's answer to ``what`` ('status', 'stop'); None where none answers at ``path`` (or one
     that is not this user's)."""
-    if not where.private_folder(path.parent):
+    sock = wire.connect(path, _ASK_S)
+    if sock is None:
         return None
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(10)
+    with sock:
         try:
-            sock.connect(str(path))
-            if not wire.same_user(sock):
-                return None
             wire.send(sock, {"ask": what})
-            answer, _ = wire.receive(sock)
         except OSError:
             return None
-    return answer
+        return wire.receive(sock)[0]

@@ -83,12 +83,12 @@ class Server:
         self.answered = 0
         self.owner = os.getpid()
         self.inode = 0  # the socket's, once bound
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener: socket.socket | None = None  # made by ``_listen``, which serving starts with
         self._lock = -1  # the lock file held while serving: one server at a time at ``path``
 
     def serve(self) -> None:
         """Listen, and answer each connection in turn; the socket is removed when the server stops."""
-        listener = self._listen()
+        listener = self._listener = self._listen()
         os.chdir("/")  # hold no caller's folder: each command takes its caller's
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the children are reaped by the system
         signal.signal(signal.SIGTERM, _stop)
@@ -133,11 +133,17 @@ class Server:
             raise TracedocError(f"a resident process already serves {self.path}") from None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()  # left by a server that was killed (a running one holds the lock)
-        self._listener.bind(str(self.path))
-        os.chmod(self.path, 0o600)
-        self.inode = self.path.stat().st_ino
-        self._listener.listen(64)
-        return self._listener
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(self.path))
+            os.chmod(self.path, 0o600)
+            self.inode = self.path.stat().st_ino
+            listener.listen(64)
+        except BaseException:
+            listener.close()
+            os.close(self._lock)
+            raise
+        return listener
 
     def _answer(self, conn: socket.socket) -> bool:
         """Answer one connection; False once the server is to stop."""
@@ -164,6 +170,7 @@ class Server:
             sys.stdout.flush()
             sys.stderr.flush()
             if os.fork() == 0:
+                assert self._listener is not None  # answering means serving
                 self._listener.close()  # the child never answers callers: a killed server's socket then refuses
                 os.close(self._lock)
                 run_child(conn, message, fds)

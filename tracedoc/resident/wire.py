@@ -9,13 +9,33 @@ import os
 import socket
 import struct
 import time
+from pathlib import Path
 from typing import Any
+
+from tracedoc.resident import where
 
 PROTOCOL = 1
 # The caller's resource limits (ulimit) a command runs under: its CPU time, memory, file sizes and open files.
 LIMITS = ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_RSS", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE")
 MAX_MESSAGE = 16 << 20  # a request holds the arguments and the environment
 _LENGTH = struct.Struct(">I")
+
+
+def connect(path: Path, timeout_s: float) -> socket.socket | None:
+    """A connection to the resident process at ``path``; None where none answers there, or where it may not be this
+    user's: its folder not private (``where.private_folder``), or the process at the other end another user's."""
+    if not where.private_folder(path.parent):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout_s)
+        sock.connect(str(path))
+        if same_user(sock):
+            return sock
+    except OSError:
+        pass
+    sock.close()
+    return None
 
 
 def same_user(sock: socket.socket) -> bool:
