@@ -307,22 +307,56 @@ def test_sqlite3_fallback_reads_the_same(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert with_adbc["metrics"] == without["metrics"] and with_adbc["inputs"] == without["inputs"]
 
 
-@pytest.mark.parametrize("value", ["12,13", "12\n1,2,3,4,5", 1.5, "x"])
-def test_sqlite3_reader_refuses_a_non_integer_in_an_integer_column(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                                   value: object) -> None:
-    """The sqlite3 reader reads integer tables as CSV text that SQLite writes: a value that is text with a comma or
-    a line break (which would add a field or a row), a fraction or a word fails the read (exit 2), as the ADBC
-    reader's and the row reader's casts do, instead of shifting or adding rows."""
+@pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
+@pytest.mark.parametrize(("value", "row"), [("12,13", "min"), ("12\n1,2,3,4,5", "min"), (1.5, "min"), ("x", "min"),
+                                            (1.5, "max"), ("x", "max")])
+def test_a_non_integer_in_an_integer_column_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: object,
+                                                      row: str, reader: str) -> None:
+    """An edited copy of the export: a value that is text with a comma or a line break (which the sqlite3 reader's
+    CSV would read as another field or row), a fraction or a word in an integer column, in its first
+    row (where ADBC types the column from) or its last, fails the read (exit 2) with either reader, instead of
+    shifting, rounding or adding rows."""
+    if reader == "adbc" and sqlite_arrow._adbc_module() is None:
+        pytest.skip("ADBC's SQLite driver is not installed")
     edited = tmp_path / "edited.sqlite"
     shutil.copyfile(TORCH / "sample.sqlite", edited)
     con = sqlite3.connect(edited)
-    con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = ? WHERE rowid = "
-                "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)", (value,))
+    con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = ? WHERE rowid = "
+                f"(SELECT {row}(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)", (value,))
     con.commit()
     con.close()
-    monkeypatch.setattr(sqlite_arrow, "_adbc_module", lambda: None)
+    if reader == "sqlite3":
+        monkeypatch.setattr(sqlite_arrow, "_adbc_module", lambda: None)
     result = CliRunner().invoke(cli, ["analyze", str(edited), "--no-cache", "--format", "json"])
     assert result.exit_code == 2 and "malformed Nsight Systems export" in result.output, result.output
+
+
+def test_whole_numbers_stored_as_text_or_floats_read_as_integers(tmp_path: Path) -> None:
+    """An edited copy of the export whose CUDA calls' table has columns without a type, its first call's thread id
+    stored as text and its end as a float: ADBC types those columns from that row as text and float, and the
+    export reads as the unedited one does."""
+    edited = tmp_path / "edited.sqlite"
+    shutil.copyfile(TORCH / "sample.sqlite", edited)
+    con = sqlite3.connect(edited)
+    names = ", ".join(f'"{r[1]}"' for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)"))
+    con.execute(f"CREATE TABLE runtime ({names})")  # no declared types: SQLite keeps each value's own
+    con.execute(f"INSERT INTO runtime SELECT {names} FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY rowid")
+    first = con.execute("SELECT min(rowid) FROM runtime").fetchone()[0]
+    con.execute('UPDATE runtime SET globalTid = CAST(globalTid AS TEXT), "end" = CAST("end" AS REAL) WHERE rowid = ?',
+                (first,))
+    assert con.execute('SELECT typeof(globalTid), typeof("end") FROM runtime WHERE rowid = ?',
+                       (first,)).fetchone() == ("text", "real")
+    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.execute("ALTER TABLE runtime RENAME TO CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.commit()
+    con.close()
+    read = []
+    for export in (TORCH / "sample.sqlite", edited):
+        with Store.create(None) as store:
+            nsys.load(store, 0, export, tmp_path)
+            read.append(store.con.execute("SELECT count(*), sum(tid), sum(dur_ns), sum(ts_ns) FROM cpu_activity "
+                                          "WHERE kind = 'runtime'").fetchall())
+    assert read[0] == read[1] and read[0][0][0] > 1000
 
 
 def test_one_export_of_two_processes_is_two_ranks() -> None:

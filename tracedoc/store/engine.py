@@ -32,8 +32,8 @@ def with_python_objects() -> None:
 
 @contextmanager
 def scanning(con: duckdb.DuckDBPyConnection, name: str, data: Any) -> Iterator[None]:
-    """``data`` (an Arrow table or record batch reader) readable as the view ``name`` on ``con`` while the block
-    runs, and no longer after it, however it ends: every Arrow object tracedoc hands DuckDB goes through here."""
+    """``data`` (an Arrow table, record batch reader or C stream) readable as the view ``name`` on ``con`` while the
+    block runs, and no longer after it, however it ends: every Arrow object tracedoc hands DuckDB goes through here."""
     with_python_objects()
     con.register(name, data)
     try:

@@ -29,13 +29,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pyarrow as pa
-
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.base import LoadResult, Part
 from tracedoc.ingest.nsys import SQLITE_MAGIC, is_sqlite
 from tracedoc.ingest.nsys.nsys_sql import GPU_TEMP, NORMALIZE_GPU_SQL, NORMALIZE_HOST_SQL, TABLES, TIMED, TableSpec
-from tracedoc.ingest.nsys.sqlite_arrow import SqliteSource
+from tracedoc.ingest.nsys.sqlite_arrow import SqliteSource, select_as
 from tracedoc.store import Store
 from tracedoc.store.engine import duckdb, scanning
 from tracedoc.store.store import cores
@@ -169,26 +167,31 @@ def _load_tables(store: Store, source: SqliteSource, path: Path, source_id: int)
     instead of beside them and their raw rows, all uncompressed. Return the events read and, when the export holds
     several ranks, its parts (else none)."""
     con = store.con
-    events = 0
     start_ns = _session_start(source)
     temp = [spec.temp for spec in TABLES] + ["_ns_gpu_processes", "_ns_pid_source"]
     try:
         for spec in TABLES:
+            fields = [(name, typ) for name, typ, *_ in spec.columns]
             table = next((t for t in spec.tables if source.has(t)), None)
-            reader = source.arrow(table, _columns(source, spec, table), _where(spec, source.columns[table]),
-                                  _schema(spec)) if table else _empty(spec)
-            with scanning(con, "_nsys_in", reader):
-                con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT {_on_utc(spec, start_ns)} "
-                            "FROM _nsys_in")
-            if spec.counts:
-                events += con.execute(f"SELECT count(*) FROM {spec.temp}").fetchall()[0][0]
+            if table is None:
+                con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT "
+                            + ", ".join(f"CAST(NULL AS {'VARCHAR' if typ == 'text' else 'BIGINT'}) AS {name}"
+                                        for name, typ in fields) + " LIMIT 0")
+            else:
+                stream = source.stream(table, _columns(source, spec, table), _where(spec, source.columns[table]),
+                                       fields)
+                with scanning(con, "_nsys_in", stream):
+                    con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT {_on_utc(spec, start_ns)} "
+                                f"FROM (SELECT {select_as(con, '_nsys_in', fields)} FROM _nsys_in)")
+        events = con.execute("SELECT " + " + ".join(f"(SELECT count(*) FROM {spec.temp})" for spec in TABLES
+                                                     if spec.counts)).fetchall()[0][0]
         con.execute(f"SET VARIABLE source_id = {int(source_id)}")
         con.execute(NORMALIZE_GPU_SQL)
         _drop(con, temp, GPU_TEMP)
         store.compress()
         con.execute(NORMALIZE_HOST_SQL)
         parts = _parts(con)
-    except (duckdb.Error, pa.ArrowException) as exc:
+    except duckdb.Error as exc:
         raise InputError(f"{path}: malformed Nsight Systems export ({first_line(exc)})") from None
     finally:
         _drop(con, temp, tuple(temp))
@@ -255,14 +258,6 @@ def _where(spec: TableSpec, have: set[str]) -> str:
 
 def _where_columns_present(spec: TableSpec, have: set[str]) -> bool:
     return all(c in have for c in spec.where_columns)
-
-
-def _schema(spec: TableSpec) -> pa.Schema:
-    return pa.schema([(name, pa.string() if typ == "text" else pa.int64()) for name, typ, *_ in spec.columns])
-
-
-def _empty(spec: TableSpec) -> pa.RecordBatchReader:
-    return pa.RecordBatchReader.from_batches(_schema(spec), iter(()))
 
 
 def _mpi_rank(source: SqliteSource) -> int | None:

@@ -1,10 +1,13 @@
-"""Read tables of an untrusted SQLite file as Arrow record batches, for DuckDB to ingest without Python rows.
+"""Read tables of an untrusted SQLite file as Arrow streams, for DuckDB to ingest without Python rows.
 
 DuckDB's own sqlite extension is downloaded on first use, so it is not available offline. ADBC's SQLite driver
-(``pip install tracedoc[nsys]``) reads straight into Arrow through its low-level API; without it the standard
-library's sqlite3 is used: a table of integers comes as one CSV text per chunk of rows, written by SQLite and parsed
-by pyarrow (no Python object per row), any other as rows turned into Arrow columns. The file is opened read-only and
-immutable (no locks, no journal), and a file shorter than its header says is rejected before any query runs.
+(``pip install tracedoc[nsys]``) reads straight into an Arrow C stream through its low-level API, which DuckDB scans
+as it comes: no pyarrow on that path (its import alone is 0.15 s of CPU and about 45 MiB of memory). ADBC types each
+column from its first rows, so the select that reads a stream (``select_as``) casts every column to its field's type
+and refuses what is not an integer in an integer field. Without ADBC the standard library's sqlite3 is used, through
+pyarrow: a table of integers comes as one CSV text per chunk of rows, written by SQLite and parsed by pyarrow (no
+Python object per row), any other as rows turned into Arrow columns. The file is opened read-only and immutable (no
+locks, no journal), and a file shorter than its header says is rejected before any query runs.
 """
 
 from __future__ import annotations
@@ -16,16 +19,24 @@ import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
-
-import pyarrow as pa
 
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.nsys import SQLITE_MAGIC
+from tracedoc.store.engine import duckdb
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _BATCH_ROWS = 65536
 _ROWID_NAMES = frozenset({"rowid", "_rowid_", "oid"})
+_INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
+                            "UBIGINT", "HUGEINT", "UHUGEINT", "BOOLEAN"})
+_NOT_INTEGER = "error('a value that is not an integer')"
+
+Field = tuple[str, str]
+"""A column as read: its name and 'int' (64-bit integer) or 'text'."""
 
 
 def _adbc_module() -> ModuleType | None:
@@ -89,20 +100,24 @@ class SqliteSource:
         except sqlite3.Error as exc:
             raise InputError(f"{self.path}: unreadable SQLite database ({exc})") from None
 
-    def arrow(self, table: str, columns: Sequence[str], where: str, schema: pa.Schema) -> pa.RecordBatchReader:
-        """Stream ``columns`` (SQL expressions, one per field of ``schema``: int64 or string) of ``table``'s rows
-        that meet ``where`` (every row when empty) as Arrow batches of ``schema``."""
+    def stream(self, table: str, columns: Sequence[str], where: str, fields: Sequence[Field]) -> object:
+        """Stream ``columns`` (SQL expressions, one per field) of ``table``'s rows that meet ``where`` (every row
+        when empty) as an Arrow stream DuckDB can scan (``__arrow_c_stream__``), named as ``fields``; read it through
+        ``select_as``, which gives each field its type."""
         adbc = _adbc_module()
-        select = ", ".join(f"{c} AS {f.name}" for c, f in zip(columns, schema))
+        select = ", ".join(f"{c} AS {name}" for c, (name, _) in zip(columns, fields))
         sql = f'SELECT {select} FROM "{table}"' + (f" WHERE {where}" if where else "")
         if adbc is not None:
-            return self._adbc_reader(adbc, sql, schema)
-        if all(f.type == pa.int64() for f in schema) and not self.columns.get(table, set()) & _ROWID_NAMES:
+            return self._adbc_stream(adbc, sql)
+        import pyarrow as pa
+
+        schema = pa.schema([(name, pa.string() if typ == "text" else pa.int64()) for name, typ in fields])
+        if all(typ != "text" for _, typ in fields) and not self.columns.get(table, set()) & _ROWID_NAMES:
             return pa.RecordBatchReader.from_batches(schema, self._text_batches(table, columns, where, schema))
         return pa.RecordBatchReader.from_batches(schema, self._sqlite3_batches(sql, schema))
 
-    def _adbc_reader(self, adbc: ModuleType, sql: str, schema: pa.Schema) -> pa.RecordBatchReader:
-        # The reader reads through the statement, its connection and database: all four stay open until close(),
+    def _adbc_stream(self, adbc: ModuleType, sql: str) -> object:
+        # The stream reads through the statement, its connection and database: all three stay open until close(),
         # which closes them in reverse order (a database closed before its statement raises, even from the
         # collector).
         import adbc_driver_sqlite
@@ -117,13 +132,13 @@ class SqliteSource:
             statement.set_options(**{"adbc.sqlite.query.batch_rows": str(_BATCH_ROWS)})
             statement.set_sql_query(sql)
             stream, _ = statement.execute_query()
-            reader = pa.RecordBatchReader._import_from_c(stream.address)
-            self._keep.append(reader)
         except Exception as exc:  # the driver raises its own error classes
             raise InputError(f"{self.path}: unreadable SQLite database ({first_line(exc)})") from None
-        return pa.RecordBatchReader.from_batches(schema, _cast(reader, schema))
+        return stream
 
     def _sqlite3_batches(self, sql: str, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
         cur = self._con.execute(sql)
         while rows := cur.fetchmany(_BATCH_ROWS):
             columns = zip(*rows)
@@ -136,6 +151,7 @@ class SqliteSource:
         one CSV text, NULL as an empty field, and pyarrow parses it. A value that is not an integer fails the
         parse; one whose text holds a comma or a line break changes the fields or the rows counted, and is
         refused as well. pyarrow's CSV module is imported here, by the runs that read this way only."""
+        import pyarrow as pa
         import pyarrow.csv as pa_csv
 
         line = "printf('" + ",".join(["%s"] * len(columns)) + "', " + ", ".join(columns) + ")"
@@ -172,9 +188,29 @@ class SqliteSource:
         self._con.close()
 
 
-def _cast(reader: pa.RecordBatchReader, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """ADBC types each column from its first rows (an all-NULL column reads as int64): cast to the schema."""
-    for batch in reader:
-        yield pa.RecordBatch.from_arrays([batch.column(i).cast(f.type) for i, f in enumerate(schema)],
-                                         schema=schema)
+def select_as(con: duckdb.DuckDBPyConnection, view: str, fields: Sequence[Field]) -> str:
+    """The select list that reads ``view`` (a ``stream`` registered on ``con``) as ``fields``' types.
 
+    A stream's column types are those ADBC saw in its first rows (a column of NULLs reads as an integer; an
+    integer field whose first value is 1.5 or '7' reads as a float or text). An integer field of another type is
+    cast only where each value is a whole number, else the read fails as a later value of another type does; a text
+    field is cast to text. DESCRIBE reads the stream's schema, not its rows.
+    """
+    described = {name: typ for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()}
+    return ", ".join(_cast_to(name, typ, described[name]) for name, typ in fields)
+
+
+def _cast_to(name: str, typ: str, stream_type: str) -> str:
+    if typ == "text":
+        return f"{name}" if stream_type == "VARCHAR" else f"CAST({name} AS VARCHAR) AS {name}"
+    if stream_type == "BIGINT":
+        return name
+    if stream_type in _INTEGER_TYPES:
+        return f"CAST({name} AS BIGINT) AS {name}"
+    if stream_type in ("DOUBLE", "FLOAT"):
+        whole = f"{name} = trunc({name})"
+    elif stream_type == "VARCHAR":
+        whole = f"regexp_full_match({name}, '[+-]?[0-9]+')"
+    else:
+        whole = "false"
+    return f"CASE WHEN {name} IS NULL OR {whole} THEN CAST({name} AS BIGINT) ELSE {_NOT_INTEGER} END AS {name}"
