@@ -36,6 +36,7 @@ from tracedoc.ingest.nsys.nsys_sql import GPU_TEMP, NORMALIZE_GPU_SQL, NORMALIZE
 from tracedoc.ingest.nsys.sqlite_arrow import SqliteSource, select_as
 from tracedoc.store import Store
 from tracedoc.store.engine import duckdb, scanning
+from tracedoc.store.memory import out_of_memory_advice
 from tracedoc.store.store import cores
 
 FORMAT = "nsys"
@@ -191,6 +192,9 @@ def _load_tables(store: Store, source: SqliteSource, path: Path, source_id: int)
         store.compress()
         con.execute(NORMALIZE_HOST_SQL)
         parts = _parts(con)
+    except duckdb.OutOfMemoryException as exc:
+        raise InputError(f"{path}: out of memory while reading the export ({first_line(exc)})"
+                         f"{out_of_memory_advice(store.limits.memory_bytes)}") from None
     except duckdb.Error as exc:
         raise InputError(f"{path}: malformed Nsight Systems export ({first_line(exc)})") from None
     finally:
