@@ -358,32 +358,124 @@ def test_a_non_integer_in_an_integer_column_is_refused(monkeypatch: pytest.Monke
     assert result.exit_code == 2 and "malformed Nsight Systems export" in result.output, result.output
 
 
-def test_whole_numbers_stored_as_text_or_floats_read_as_integers(tmp_path: Path) -> None:
-    """An edited copy of the export whose CUDA calls' table has columns without a type, its first call's thread id
-    stored as text and its end as a float: ADBC types those columns from that row as text and float, and the
-    export reads as the unedited one does."""
+def _untyped_runtime_table(export: Path) -> sqlite3.Connection:
+    """``export``'s CUDA calls' table made again with columns without a declared type, where SQLite keeps each
+    value as it is given (an INTEGER column would turn the text '7' into the integer 7)."""
+    con = sqlite3.connect(export)
+    names = ", ".join(f'"{r[1]}"' for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)"))
+    con.execute(f"CREATE TABLE runtime ({names})")
+    con.execute(f"INSERT INTO runtime SELECT {names} FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY rowid")
+    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.execute("ALTER TABLE runtime RENAME TO CUPTI_ACTIVITY_KIND_RUNTIME")
+    return con
+
+
+def test_whole_numbers_stored_as_text_read_as_integers_and_floats_are_refused(tmp_path: Path) -> None:
+    """Edited copies of the export whose CUDA calls' table has columns without a type. The first call's thread id
+    stored as text: ADBC types the column from that row as text, and the export reads as the unedited one does. Its
+    end stored as a float: ADBC makes every value of the batch a float, which beyond 2^53 is no longer the integer
+    stored (a time on the UTC clock is about 1.8e18), so the read fails (exit 2)."""
+    read = []
+    for column, value in (("globalTid", "CAST(globalTid AS TEXT)"), (None, None), ('"end"', 'CAST("end" AS REAL)')):
+        edited = tmp_path / f"edited-{len(read)}.sqlite"
+        shutil.copyfile(TORCH / "sample.sqlite", edited)
+        con = _untyped_runtime_table(edited)
+        if column:
+            con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET {column} = {value} "
+                        "WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)")
+        con.commit()
+        con.close()
+        if column == '"end"':
+            result = CliRunner().invoke(cli, ["analyze", str(edited), "--no-cache", "--format", "json"])
+            assert result.exit_code == 2 and "a value that is not an integer" in result.output, result.output
+            continue
+        with Store.create(None) as store:
+            nsys.load(store, 0, edited, tmp_path)
+            read.append(store.con.execute("SELECT count(*), sum(tid), sum(dur_ns), sum(ts_ns) FROM cpu_activity "
+                                          "WHERE kind = 'runtime'").fetchall())
+    assert read[0] == read[1] and read[0][0][0] > 1000
+
+
+def test_a_string_id_given_twice_is_refused(tmp_path: Path) -> None:
+    """An edited copy of the export whose StringIds, made again without its key, holds a kernel's name twice: each
+    kernel named by it would count twice (1,090 compute kernels read as 2,135), so the export is refused (exit 2)."""
     edited = tmp_path / "edited.sqlite"
     shutil.copyfile(TORCH / "sample.sqlite", edited)
     con = sqlite3.connect(edited)
-    names = ", ".join(f'"{r[1]}"' for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)"))
-    con.execute(f"CREATE TABLE runtime ({names})")  # no declared types: SQLite keeps each value's own
-    con.execute(f"INSERT INTO runtime SELECT {names} FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY rowid")
-    first = con.execute("SELECT min(rowid) FROM runtime").fetchone()[0]
-    con.execute('UPDATE runtime SET globalTid = CAST(globalTid AS TEXT), "end" = CAST("end" AS REAL) WHERE rowid = ?',
-                (first,))
-    assert con.execute('SELECT typeof(globalTid), typeof("end") FROM runtime WHERE rowid = ?',
-                       (first,)).fetchone() == ("text", "real")
-    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
-    con.execute("ALTER TABLE runtime RENAME TO CUPTI_ACTIVITY_KIND_RUNTIME")
+    con.execute("CREATE TABLE strings (id, value)")
+    con.execute("INSERT INTO strings SELECT id, value FROM StringIds")
+    named = con.execute("SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()[0]
+    con.execute("INSERT INTO strings SELECT id, value FROM StringIds WHERE id = ?", (named,))
+    con.execute("DROP TABLE StringIds")
+    con.execute("ALTER TABLE strings RENAME TO StringIds")
+    con.commit()
+    con.close()
+    result = CliRunner().invoke(cli, ["analyze", str(edited), "--no-cache", "--format", "json"])
+    assert result.exit_code == 2, result.output
+    assert f"string id {named} appears more than once" in result.output
+
+
+def test_a_very_long_name_is_cut_and_stays_distinct(tmp_path: Path) -> None:
+    """An edited copy of the export whose two kernel names are 200,000 characters long and differ in their last
+    one: every kernel row gets a copy of its name, so one name of 10 MB took the analyses to 7.8 GB for an 11.5 MB
+    file. Names over 16,384 characters are cut to 16,000 and a hash of the whole: bounded, and still two names."""
+    edited = tmp_path / "edited.sqlite"
+    shutil.copyfile(TORCH / "sample.sqlite", edited)
+    con = sqlite3.connect(edited)
+    ids = [r[0] for r in con.execute("SELECT DISTINCT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL "
+                                     "ORDER BY demangledName LIMIT 2")]
+    for id_, last in zip(ids, "AB"):
+        con.execute("UPDATE StringIds SET value = ? WHERE id = ?", ("k" * 199_999 + last, id_))
+    con.commit()
+    con.close()
+    with Store.create(None) as store:
+        nsys.load(store, 0, edited, tmp_path)
+        long_names = store.con.execute("SELECT DISTINCT name FROM gpu_activity WHERE name LIKE 'kkkk%'").fetchall()
+    assert len(long_names) == 2
+    assert all(len(n) == 16000 + 1 + 32 and n.startswith("k" * 16000 + "…") for (n,) in long_names)
+
+
+def test_generated_columns_are_read(tmp_path: Path) -> None:
+    """An edited copy of the export whose kernels' start is a generated column (SQLite's table_info leaves those
+    out, and the column read as missing dropped every kernel): the kernels read as in the unedited export."""
+    edited = tmp_path / "edited.sqlite"
+    shutil.copyfile(TORCH / "sample.sqlite", edited)
+    con = sqlite3.connect(edited)
+    cols = [(r[1], r[2]) for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+    defs = ", ".join(f'"{n}" {t}' if n != "start" else '"start" INTEGER GENERATED ALWAYS AS ("end" - duration_ns)'
+                     for n, t in cols)
+    kept = ", ".join(f'"{n}"' for n, _ in cols if n != "start")
+    con.execute(f"CREATE TABLE kernels ({defs}, duration_ns INTEGER)")
+    con.execute(f'INSERT INTO kernels ({kept}, duration_ns) SELECT {kept}, "end" - start '
+                "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid")
+    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
+    con.execute("ALTER TABLE kernels RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
     con.commit()
     con.close()
     read = []
     for export in (TORCH / "sample.sqlite", edited):
         with Store.create(None) as store:
             nsys.load(store, 0, export, tmp_path)
-            read.append(store.con.execute("SELECT count(*), sum(tid), sum(dur_ns), sum(ts_ns) FROM cpu_activity "
-                                          "WHERE kind = 'runtime'").fetchall())
+            read.append(store.con.execute("SELECT count(*), sum(ts_ns), sum(dur_ns) FROM gpu_activity "
+                                          "WHERE kind = 'kernel'").fetchall())
     assert read[0] == read[1] and read[0][0][0] > 1000
+
+
+def test_a_damaged_schema_that_is_not_utf8_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    """An edited copy of the export whose schema names a table in bytes that are not UTF-8, its definition cut
+    short: SQLite's error quotes the name, which Python's sqlite3 fails to decode (UnicodeDecodeError, not an
+    sqlite3 error). The run says the file is unreadable, naming it (exit 2)."""
+    edited = tmp_path / "edited.sqlite"
+    shutil.copyfile(TORCH / "sample.sqlite", edited)
+    con = sqlite3.connect(edited)
+    con.execute("PRAGMA writable_schema = ON")
+    con.execute("UPDATE sqlite_master SET name = CAST(X'414EC953' AS TEXT), sql = 'CREATE TABLE broken(' "
+                "WHERE name = 'ThreadNames'")
+    con.commit()
+    con.close()
+    result = CliRunner().invoke(cli, ["analyze", str(edited), "--no-cache", "--format", "json"])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1 and f"{edited}: unreadable SQLite database" in result.output
 
 
 def test_one_export_of_two_processes_is_two_ranks() -> None:

@@ -184,8 +184,11 @@ def _load_tables(store: Store, source: SqliteSource, path: Path, source_id: int)
                 with scanning(con, "_nsys_in", stream):
                     con.execute(f"CREATE OR REPLACE TEMP TABLE {spec.temp} AS SELECT {_on_utc(spec, start_ns)} "
                                 f"FROM (SELECT {select_as(con, '_nsys_in', fields)} FROM _nsys_in)")
-        events = con.execute("SELECT " + " + ".join(f"(SELECT count(*) FROM {spec.temp})" for spec in TABLES
-                                                     if spec.counts)).fetchall()[0][0]
+        events, twice = con.execute(
+            "SELECT " + " + ".join(f"(SELECT count(*) FROM {spec.temp})" for spec in TABLES if spec.counts)
+            + ", (SELECT min(id) FROM (SELECT id FROM _ns_str GROUP BY id HAVING count(*) > 1))").fetchall()[0]
+        if twice is not None:  # StringIds' key: each row naming it would count once per copy
+            raise InputError(f"{path}: malformed Nsight Systems export (string id {twice} appears more than once)")
         con.execute(f"SET VARIABLE source_id = {int(source_id)}")
         con.execute(NORMALIZE_GPU_SQL)
         _drop(con, temp, GPU_TEMP)

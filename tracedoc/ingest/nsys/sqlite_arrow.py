@@ -34,6 +34,14 @@ _ROWID_NAMES = frozenset({"rowid", "_rowid_", "oid"})
 _INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
                             "UBIGINT", "HUGEINT", "UHUGEINT", "BOOLEAN"})
 _NOT_INTEGER = "error('a value that is not an integer')"
+# sqlite3 decodes SQLite's own error text as UTF-8: a damaged file's schema in it raises UnicodeDecodeError.
+_SQLITE_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+# A text longer than this (characters) is cut to TEXT_KEPT_CHARS and a hash of the whole (distinct texts stay
+# distinct): an export names kernels, calls and ranges once in StringIds and every row that uses a name gets a copy,
+# so one name of 10 MB used by a thousand kernels took the analyses to 7.8 GB for an 11.5 MB file. The longest name
+# in the samples is 1,772 characters.
+TEXT_MAX_CHARS = 16384
+TEXT_KEPT_CHARS = 16000
 
 Field = tuple[str, str]
 """A column as read: its name and 'int' (64-bit integer) or 'text'."""
@@ -83,9 +91,9 @@ class SqliteSource:
         try:
             self._con = sqlite3.connect(self._uri, uri=True, check_same_thread=False)
             names = [r[0] for r in self._con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-            self.columns = {n: {r[0] for r in self._con.execute("SELECT name FROM pragma_table_info(?)", (n,))}
-                            for n in names}
-        except sqlite3.Error as exc:
+            self.columns = {n: {r[0] for r in self._con.execute(
+                "SELECT name FROM pragma_table_xinfo(?) WHERE hidden <> 1", (n,))} for n in names}  # generated too
+        except _SQLITE_ERRORS as exc:
             raise InputError(f"{path}: unreadable SQLite database ({exc})") from None
         self._keep: list[_Closable] = []
 
@@ -97,7 +105,7 @@ class SqliteSource:
         """A small query's rows as tuples (metadata, enumerations)."""
         try:
             return self._con.execute(sql, params).fetchall()
-        except sqlite3.Error as exc:
+        except _SQLITE_ERRORS as exc:
             raise InputError(f"{self.path}: unreadable SQLite database ({exc})") from None
 
     def stream(self, table: str, columns: Sequence[str], where: str, fields: Sequence[Field]) -> object:
@@ -165,7 +173,7 @@ class SqliteSource:
         while True:
             try:
                 text, last, count = self._con.execute(chunk, (start,)).fetchone()
-            except sqlite3.Error as exc:
+            except _SQLITE_ERRORS as exc:
                 raise InputError(f"{self.path}: unreadable SQLite database ({exc})") from None
             if not count:
                 return
@@ -192,9 +200,11 @@ def select_as(con: duckdb.DuckDBPyConnection, view: str, fields: Sequence[Field]
     """The select list that reads ``view`` (a ``stream`` registered on ``con``) as ``fields``' types.
 
     A stream's column types are those ADBC saw in its first rows (a column of NULLs reads as an integer; an
-    integer field whose first value is 1.5 or '7' reads as a float or text). An integer field of another type is
-    cast only where each value is a whole number, else the read fails as a later value of another type does; a text
-    field is cast to text. DESCRIBE reads the stream's schema, not its rows.
+    integer field whose first value is 1.5 or '7' reads as a float or text). An integer field read as text is cast
+    where each value is a whole number, else the read fails, as a later value of another type fails it in ADBC; one
+    read as a float fails whatever its values (ADBC has made every value of the batch a float: beyond 2^53 they are
+    no longer the integers stored). A text field is cast to text, bounded at TEXT_MAX_CHARS. DESCRIBE reads the
+    stream's schema, not its rows.
     """
     described = {name: typ for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()}
     return ", ".join(_cast_to(name, typ, described[name]) for name, typ in fields)
@@ -202,15 +212,12 @@ def select_as(con: duckdb.DuckDBPyConnection, view: str, fields: Sequence[Field]
 
 def _cast_to(name: str, typ: str, stream_type: str) -> str:
     if typ == "text":
-        return f"{name}" if stream_type == "VARCHAR" else f"CAST({name} AS VARCHAR) AS {name}"
+        text = name if stream_type == "VARCHAR" else f"CAST({name} AS VARCHAR)"
+        return (f"CASE WHEN strlen({text}) > {TEXT_MAX_CHARS} THEN left({text}, {TEXT_KEPT_CHARS}) || '…' || "
+                f"md5({text}) ELSE {text} END AS {name}")
     if stream_type == "BIGINT":
         return name
     if stream_type in _INTEGER_TYPES:
         return f"CAST({name} AS BIGINT) AS {name}"
-    if stream_type in ("DOUBLE", "FLOAT"):
-        whole = f"{name} = trunc({name})"
-    elif stream_type == "VARCHAR":
-        whole = f"regexp_full_match({name}, '[+-]?[0-9]+')"
-    else:
-        whole = "false"
+    whole = f"regexp_full_match({name}, '[+-]?[0-9]+')" if stream_type == "VARCHAR" else "false"
     return f"CASE WHEN {name} IS NULL OR {whole} THEN CAST({name} AS BIGINT) ELSE {_NOT_INTEGER} END AS {name}"
