@@ -841,7 +841,8 @@ def _sql_delete(con: sqlite3.Connection, table: str, rng: random.Random) -> str:
 
 
 def _sql_hostile(con: sqlite3.Connection, table: str, rng: random.Random) -> str:
-    """A hostile name for the busiest kernel, an NVTX range, a thread, the GPU, or any string."""
+    """A hostile name for the busiest kernel, an NVTX range, a thread, the GPU, or any string; or a name of 4 or 16
+    MiB for the kernels (each kernel row gets a copy: one of 10 MB took an 11.5 MB export to 7.8 GB)."""
     name = hostile_name(rng)
     targets = {
         "kernel": "SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1 ORDER BY sum(\"end\" - start) DESC",
@@ -851,9 +852,13 @@ def _sql_hostile(con: sqlite3.Connection, table: str, rng: random.Random) -> str
         "api": "SELECT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 1 ORDER BY count(*) DESC",
         "any": "SELECT id FROM StringIds",
     }
-    what = rng.choice((*targets, "nvtx-text", "gpu-name"))
+    what = rng.choice((*targets, "nvtx-text", "gpu-name", "huge"))
     try:
-        if what == "nvtx-text":
+        if what == "huge":
+            name = "k" * rng.choice((4 << 20, 16 << 20))
+            con.execute("UPDATE StringIds SET value = ? WHERE id IN (SELECT demangledName FROM "
+                        "CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1 ORDER BY count(*) DESC LIMIT 2)", (name,))
+        elif what == "nvtx-text":
             con.execute("UPDATE NVTX_EVENTS SET text = CAST(? AS TEXT) WHERE text IS NOT NULL", (_sql_text(name),))
         elif what == "gpu-name":
             con.execute("UPDATE TARGET_INFO_GPU SET name = CAST(? AS TEXT)", (_sql_text(name),))
