@@ -68,6 +68,30 @@ def test_a_cap_too_small_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch) ->
     assert "out of memory" in err and "the memory cap is 8 MiB" in err and "--memory-limit" in err
 
 
+def test_a_cap_gets_a_thread_per_32_mib(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of DuckDB's threads holds buffers of its own: on 16 threads the 205 MB trace ran out of memory under
+    80 MiB, which 2 to 8 threads held (tracedoc.store.memory). On a machine of 16 cores (pretended), a store gets a
+    thread per 32 MiB of its cap, every core without one or under a large one, and one at least; decode-eager is
+    read and analysed there under 64 MiB with the diagnosis it has on 2 cores."""
+    import os
+
+    import tracedoc.store.store as store_module
+    from tracedoc.limits import Limits
+    from tracedoc.store.store import Store
+
+    _, on_two, _ = analyze_json(monkeypatch, "--memory-limit", "64M")
+    monkeypatch.setattr(store_module, "cores", lambda: 16)
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)  # so that the connection asks DuckDB for what it is given
+    for cap, threads in ((100 << 20, 3), (64 << 20, 2), (8 << 20, 1), (1 << 30, 16), (None, 16)):
+        with Store.create(None, Limits(memory_bytes=cap)) as store:
+            assert store.threads() == threads, cap
+    code, on_sixteen, err = analyze_json(monkeypatch, "--memory-limit", "64M")
+    assert code == 0, err
+    assert on_two is not None and on_sixteen is not None
+    for key in ("findings", "attribution", "summary"):
+        assert on_sixteen[key] == on_two[key], key
+
+
 def test_small_stores_are_analysed_on_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """A store of fewer than PARALLEL_EVENTS events is ingested and analysed on one DuckDB thread."""
     monkeypatch.delenv(MEMORY_LIMIT_ENV_VAR, raising=False)

@@ -110,8 +110,8 @@ def _batch_store(batch: Sequence[RankInput], ranks: Mapping[int, int | None] | N
     client needs (the alignment across ranks) are left out."""
     limits = batch[0].options.limits  # the run's, as every task of it carries them
     con = summary_connection(limits)
-    if threads is not None:
-        con.execute(f"SET threads = {int(threads)}")
+    if threads is not None and threads < int(con.execute("SELECT current_setting('threads')").fetchall()[0][0]):
+        con.execute(f"SET threads = {int(threads)}")  # fewer, never more than the cap holds (store.connect)
     try:
         for n, task in enumerate(batch):
             _attach_rank(con, f"rank_store_{n}", task, reported)

@@ -16,9 +16,25 @@ from pathlib import Path
 
 from tracedoc.limits import MEMORY_LIMIT_ENV_VAR
 
-__all__ = ["MEMORY_LIMIT_ENV_VAR", "out_of_memory_advice", "spill_directory"]
+__all__ = ["MEMORY_LIMIT_ENV_VAR", "MEMORY_PER_THREAD_BYTES", "out_of_memory_advice", "spill_directory",
+           "threads_under_cap"]
+
+# Each of DuckDB's threads holds buffers of its own, so a cap needs memory for each: on 16 threads the 205 MB
+# PyTorch trace ran out of memory under 80 MiB (5 MiB a thread) and was analysed on 8 (10 MiB a thread); the 199 MB
+# Nsight Systems export ran out under 192 MiB on 16 threads (12 MiB a thread), on 32 under 448 MiB (14 MiB), and on
+# 8 under 192 MiB once in two runs (24 MiB). A cap gets one thread per MEMORY_PER_THREAD_BYTES (one at least), and
+# the cap fitted to a large export gives every core as much (tracedoc.ingest.nsys.memory_cap).
+MEMORY_PER_THREAD_BYTES = 32 << 20
 
 _spill_dir: Path | None = None
+
+
+def threads_under_cap(limit: int | None, available: int) -> int:
+    """DuckDB's threads for a connection under the memory cap ``limit`` (bytes; None: no cap) on ``available``
+    cores: every core, but no more than one per MEMORY_PER_THREAD_BYTES of the cap (one at least)."""
+    if limit is None:
+        return available
+    return max(1, min(available, limit // MEMORY_PER_THREAD_BYTES))
 
 
 def out_of_memory_advice(limit: int | None) -> str:

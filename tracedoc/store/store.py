@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracedoc.limits import Limits
-from tracedoc.store.memory import spill_directory
+from tracedoc.store.memory import spill_directory, threads_under_cap
 
 if TYPE_CHECKING:
     import duckdb  # imported on connecting: a run that opens no store (a report read back from the cache) needs none
@@ -385,10 +385,10 @@ def connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
     disk beyond it): every connection tracedoc analyses on is opened here, a distributed run's too. On no more
     threads than the cores the process may run on: DuckDB counts the machine's, so a process pinned to 2 of 16
     cores (taskset, a batch scheduler's CPU set) read an Nsight Systems export on 16 threads, each with its own
-    buffers."""
+    buffers; and under a cap, on no more than it holds buffers for (``memory.threads_under_cap``)."""
     from tracedoc.store.engine import duckdb
 
-    available = cores()
+    available = threads_under_cap(limits.memory_bytes, cores())
     con = duckdb.connect(database, config={"threads": available} if available < (os.cpu_count() or 1) else {})
     no_progress_bar(con)
     if (limit := limits.memory_bytes) is not None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from tracedoc.ingest.nsys import is_sqlite
 from tracedoc.limits import Limits
+from tracedoc.store.memory import MEMORY_PER_THREAD_BYTES
 from tracedoc.store.store import cores
 
 if TYPE_CHECKING:
@@ -19,19 +20,15 @@ if TYPE_CHECKING:
 # The process holds about 150-190 MiB beside DuckDB's memory (its libraries' code about 90 MiB, Python and the
 # allocators the rest), and DuckDB reaches its cap in both the ingest and the analyses: the peak is the cap plus
 # that. Once per byte keeps a 199 MB export near twice the file; twice per byte took it to about three times.
-# Each of DuckDB's threads (one per core) holds buffers of its own: on 16 threads the 199 MB export ran out of
-# memory under 192 MiB (12 MiB a thread) and of 448 MiB on 32 (14 MiB a thread), and was analysed under 224 MiB on
-# 16 and 640 MiB on 32: the cap is FITTED_MEMORY_PER_THREAD_BYTES per thread at least.
 FITTED_MEMORY_FROM_BYTES = 64 << 20
 MEMORY_PER_EXPORT_BYTE = 1
 FITTED_MEMORY_FLOOR_BYTES = 192 << 20
-FITTED_MEMORY_PER_THREAD_BYTES = 24 << 20
 
 
 def fitted_limits(limits: Limits, inputs: Iterable[InputFile]) -> Limits:
     """The run's limits with DuckDB's memory capped at MEMORY_PER_EXPORT_BYTE times the size of the Nsight Systems
     exports among its inputs read as they are on disk (export_bytes), FITTED_MEMORY_FLOOR_BYTES and
-    FITTED_MEMORY_PER_THREAD_BYTES for each core the process may run on (DuckDB's threads) at least, when
+    store.memory.MEMORY_PER_THREAD_BYTES for each core the process may run on (DuckDB's threads) at least, when
     they come to FITTED_MEMORY_FROM_BYTES or more and the run set no cap; beyond it the store and its analyses
     spill. Without a cap DuckDB takes up to 80 % of the machine's memory and an export's analyses grow into it (a
     199 MB export peaked at 6.4 GB); under the cap they spill instead, for the same report (381 MiB; twice the
@@ -40,7 +37,7 @@ def fitted_limits(limits: Limits, inputs: Iterable[InputFile]) -> Limits:
     exports = export_bytes(inputs)
     if limits.memory_bytes is not None or not exports or exports < FITTED_MEMORY_FROM_BYTES:
         return limits
-    return replace(limits, memory_bytes=max(FITTED_MEMORY_FLOOR_BYTES, FITTED_MEMORY_PER_THREAD_BYTES * cores(),
+    return replace(limits, memory_bytes=max(FITTED_MEMORY_FLOOR_BYTES, MEMORY_PER_THREAD_BYTES * cores(),
                                             MEMORY_PER_EXPORT_BYTE * exports))
 
 
