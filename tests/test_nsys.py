@@ -321,6 +321,40 @@ def test_sqlite3_fallback_reads_the_same(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert with_adbc["metrics"] == without["metrics"] and with_adbc["inputs"] == without["inputs"]
 
 
+def _edited_export(tmp_path: Path, *statements: str | tuple[str, tuple]) -> Path:
+    """A copy of the sample export with ``statements`` (SQL, or SQL and its parameters) run on it."""
+    edited = tmp_path / f"edited-{len(list(tmp_path.glob('edited-*')))}.sqlite"
+    shutil.copyfile(TORCH / "sample.sqlite", edited)
+    con = sqlite3.connect(edited)
+    for statement in statements:
+        sql, params = statement if isinstance(statement, tuple) else (statement, ())
+        con.execute(sql, params)
+    con.commit()
+    con.close()
+    return edited
+
+
+def _untyped(table: str) -> tuple[str, ...]:
+    """Statements that make ``table`` again with columns without a declared type, where SQLite keeps each value as
+    it is given (an INTEGER column would turn the text '7' into the integer 7), its rows in their order."""
+    con = sqlite3.connect(TORCH / "sample.sqlite")
+    names = ", ".join(f'"{r[1]}"' for r in con.execute(f"PRAGMA table_info({table})"))
+    con.close()
+    return (f"CREATE TABLE _copy ({names})", f"INSERT INTO _copy SELECT {names} FROM {table} ORDER BY rowid",
+            f"DROP TABLE {table}", f"ALTER TABLE _copy RENAME TO {table}")
+
+
+def _read(export: Path, tmp_path: Path, sql: str) -> list[tuple]:
+    """``sql``'s rows on a store that holds ``export`` alone."""
+    with Store.create(None) as store:
+        nsys.load(store, 0, export, tmp_path)
+        return store.con.execute(sql).fetchall()
+
+
+_RUNTIME_READ = "SELECT count(*), sum(tid), sum(dur_ns), sum(ts_ns) FROM cpu_activity WHERE kind = 'runtime'"
+_FIRST_CALL = "rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)"
+
+
 @pytest.mark.parametrize("reader", ["adbc", "sqlite3"])
 @pytest.mark.parametrize(("value", "row"), [("12,13", "min"), ("12\n1,2,3,4,5", "min"), (1.5, "min"), ("x", "min"),
                                             (1.5, "max"), ("x", "max")])
@@ -332,92 +366,48 @@ def test_a_non_integer_in_an_integer_column_is_refused(monkeypatch: pytest.Monke
     shifting, rounding or adding rows."""
     if reader == "adbc" and sqlite_arrow._adbc_module() is None:
         pytest.skip("ADBC's SQLite driver is not installed")
-    edited = tmp_path / "edited.sqlite"
-    shutil.copyfile(TORCH / "sample.sqlite", edited)
-    con = sqlite3.connect(edited)
-    con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = ? WHERE rowid = "
-                f"(SELECT {row}(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)", (value,))
-    con.commit()
-    con.close()
+    edited = _edited_export(tmp_path, (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = ? WHERE rowid = "
+                                       f"(SELECT {row}(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)", (value,)))
     if reader == "sqlite3":
         monkeypatch.setattr(sqlite_arrow, "_adbc_module", lambda: None)
-    result = CliRunner().invoke(cli, ["analyze", str(edited), "--no-cache", "--format", "json"])
-    assert result.exit_code == 2 and "malformed Nsight Systems export" in result.output, result.output
+    _fails_with(edited, "malformed Nsight Systems export")
 
 
-def _untyped_runtime_table(export: Path) -> sqlite3.Connection:
-    """``export``'s CUDA calls' table made again with columns without a declared type, where SQLite keeps each
-    value as it is given (an INTEGER column would turn the text '7' into the integer 7)."""
-    con = sqlite3.connect(export)
-    names = ", ".join(f'"{r[1]}"' for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_RUNTIME)"))
-    con.execute(f"CREATE TABLE runtime ({names})")
-    con.execute(f"INSERT INTO runtime SELECT {names} FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY rowid")
-    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME")
-    con.execute("ALTER TABLE runtime RENAME TO CUPTI_ACTIVITY_KIND_RUNTIME")
-    return con
-
-
-def test_whole_numbers_stored_as_text_read_as_integers_and_floats_are_refused(tmp_path: Path) -> None:
+def test_whole_numbers_stored_as_text_read_as_integers_and_floats_are_fails_with(tmp_path: Path) -> None:
     """Edited copies of the export whose CUDA calls' table has columns without a type. The first call's thread id
     stored as text: ADBC types the column from that row as text, and the export reads as the unedited one does. Its
     end stored as a float: ADBC makes every value of the batch a float, which beyond 2^53 is no longer the integer
     stored (a time on the UTC clock is about 1.8e18), so the read fails (exit 2)."""
-    read = []
-    for column, value in (("globalTid", "CAST(globalTid AS TEXT)"), (None, None), ('"end"', 'CAST("end" AS REAL)')):
-        edited = tmp_path / f"edited-{len(read)}.sqlite"
-        shutil.copyfile(TORCH / "sample.sqlite", edited)
-        con = _untyped_runtime_table(edited)
-        if column:
-            con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET {column} = {value} "
-                        "WHERE rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)")
-        con.commit()
-        con.close()
-        if column == '"end"':
-            result = CliRunner().invoke(cli, ["analyze", str(edited), "--no-cache", "--format", "json"])
-            assert result.exit_code == 2 and "a value that is not an integer" in result.output, result.output
-            continue
-        with Store.create(None) as store:
-            nsys.load(store, 0, edited, tmp_path)
-            read.append(store.con.execute("SELECT count(*), sum(tid), sum(dur_ns), sum(ts_ns) FROM cpu_activity "
-                                          "WHERE kind = 'runtime'").fetchall())
-    assert read[0] == read[1] and read[0][0][0] > 1000
+    untyped = _untyped("CUPTI_ACTIVITY_KIND_RUNTIME")
+    as_text = _edited_export(tmp_path, *untyped, "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME "
+                             f"SET globalTid = CAST(globalTid AS TEXT) WHERE {_FIRST_CALL}")
+    as_is = _edited_export(tmp_path, *untyped)
+    read = _read(as_is, tmp_path, _RUNTIME_READ)
+    assert _read(as_text, tmp_path, _RUNTIME_READ) == read and read[0][0] > 1000
+    _fails_with(_edited_export(tmp_path, *untyped,
+                            f'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = CAST("end" AS REAL) WHERE {_FIRST_CALL}'),
+             "a value that is not an integer")
 
 
 def test_a_string_id_given_twice_is_refused(tmp_path: Path) -> None:
     """An edited copy of the export whose StringIds, made again without its key, holds a kernel's name twice: each
     kernel named by it would count twice (1,090 compute kernels read as 2,135), so the export is refused (exit 2)."""
-    edited = tmp_path / "edited.sqlite"
-    shutil.copyfile(TORCH / "sample.sqlite", edited)
-    con = sqlite3.connect(edited)
-    con.execute("CREATE TABLE strings (id, value)")
-    con.execute("INSERT INTO strings SELECT id, value FROM StringIds")
+    con = sqlite3.connect(TORCH / "sample.sqlite")
     named = con.execute("SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone()[0]
-    con.execute("INSERT INTO strings SELECT id, value FROM StringIds WHERE id = ?", (named,))
-    con.execute("DROP TABLE StringIds")
-    con.execute("ALTER TABLE strings RENAME TO StringIds")
-    con.commit()
     con.close()
-    result = CliRunner().invoke(cli, ["analyze", str(edited), "--no-cache", "--format", "json"])
-    assert result.exit_code == 2, result.output
-    assert f"string id {named} appears more than once" in result.output
+    edited = _edited_export(tmp_path, *_untyped("StringIds"),
+                            ("INSERT INTO StringIds SELECT id, value FROM StringIds WHERE id = ?", (named,)))
+    _fails_with(edited, f"string id {named} appears more than once")
 
 
 def test_a_very_long_name_is_cut_and_stays_distinct(tmp_path: Path) -> None:
     """An edited copy of the export whose two kernel names are 200,000 characters long and differ in their last
     one: every kernel row gets a copy of its name, so one name of 10 MB took the analyses to 7.8 GB for an 11.5 MB
     file. Names over 16,384 characters are cut to 16,000 and a hash of the whole: bounded, and still two names."""
-    edited = tmp_path / "edited.sqlite"
-    shutil.copyfile(TORCH / "sample.sqlite", edited)
-    con = sqlite3.connect(edited)
-    ids = [r[0] for r in con.execute("SELECT DISTINCT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL "
-                                     "ORDER BY demangledName LIMIT 2")]
-    for id_, last in zip(ids, "AB"):
-        con.execute("UPDATE StringIds SET value = ? WHERE id = ?", ("k" * 199_999 + last, id_))
-    con.commit()
-    con.close()
-    with Store.create(None) as store:
-        nsys.load(store, 0, edited, tmp_path)
-        long_names = store.con.execute("SELECT DISTINCT name FROM gpu_activity WHERE name LIKE 'kkkk%'").fetchall()
+    edited = _edited_export(tmp_path, *(
+        (f"UPDATE StringIds SET value = ? WHERE id = (SELECT DISTINCT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL "
+         f"ORDER BY demangledName LIMIT 1 OFFSET {n})", ("k" * 199_999 + last,)) for n, last in enumerate("AB")))
+    long_names = _read(edited, tmp_path, "SELECT DISTINCT name FROM gpu_activity WHERE name LIKE 'kkkk%'")
     assert len(long_names) == 2
     assert all(len(n) == 16000 + 1 + 32 and n.startswith("k" * 16000 + "…") for (n,) in long_names)
 
@@ -425,44 +415,30 @@ def test_a_very_long_name_is_cut_and_stays_distinct(tmp_path: Path) -> None:
 def test_generated_columns_are_read(tmp_path: Path) -> None:
     """An edited copy of the export whose kernels' start is a generated column (SQLite's table_info leaves those
     out, and the column read as missing dropped every kernel): the kernels read as in the unedited export."""
-    edited = tmp_path / "edited.sqlite"
-    shutil.copyfile(TORCH / "sample.sqlite", edited)
-    con = sqlite3.connect(edited)
+    con = sqlite3.connect(TORCH / "sample.sqlite")
     cols = [(r[1], r[2]) for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+    con.close()
     defs = ", ".join(f'"{n}" {t}' if n != "start" else '"start" INTEGER GENERATED ALWAYS AS ("end" - duration_ns)'
                      for n, t in cols)
     kept = ", ".join(f'"{n}"' for n, _ in cols if n != "start")
-    con.execute(f"CREATE TABLE kernels ({defs}, duration_ns INTEGER)")
-    con.execute(f'INSERT INTO kernels ({kept}, duration_ns) SELECT {kept}, "end" - start '
-                "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid")
-    con.execute("DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL")
-    con.execute("ALTER TABLE kernels RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
-    con.commit()
-    con.close()
-    read = []
-    for export in (TORCH / "sample.sqlite", edited):
-        with Store.create(None) as store:
-            nsys.load(store, 0, export, tmp_path)
-            read.append(store.con.execute("SELECT count(*), sum(ts_ns), sum(dur_ns) FROM gpu_activity "
-                                          "WHERE kind = 'kernel'").fetchall())
-    assert read[0] == read[1] and read[0][0][0] > 1000
+    edited = _edited_export(tmp_path, f"CREATE TABLE kernels ({defs}, duration_ns INTEGER)",
+                            f'INSERT INTO kernels ({kept}, duration_ns) SELECT {kept}, "end" - start '
+                            "FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid",
+                            "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL",
+                            "ALTER TABLE kernels RENAME TO CUPTI_ACTIVITY_KIND_KERNEL")
+    kernels = "SELECT count(*), sum(ts_ns), sum(dur_ns) FROM gpu_activity WHERE kind = 'kernel'"
+    read = _read(TORCH / "sample.sqlite", tmp_path, kernels)
+    assert _read(edited, tmp_path, kernels) == read and read[0][0] > 1000
 
 
 def test_a_damaged_schema_that_is_not_utf8_is_one_line_naming_the_file(tmp_path: Path) -> None:
     """An edited copy of the export whose schema names a table in bytes that are not UTF-8, its definition cut
     short: SQLite's error quotes the name, which Python's sqlite3 fails to decode (UnicodeDecodeError, not an
     sqlite3 error). The run says the file is unreadable, naming it (exit 2)."""
-    edited = tmp_path / "edited.sqlite"
-    shutil.copyfile(TORCH / "sample.sqlite", edited)
-    con = sqlite3.connect(edited)
-    con.execute("PRAGMA writable_schema = ON")
-    con.execute("UPDATE sqlite_master SET name = CAST(X'414EC953' AS TEXT), sql = 'CREATE TABLE broken(' "
-                "WHERE name = 'ThreadNames'")
-    con.commit()
-    con.close()
-    result = CliRunner().invoke(cli, ["analyze", str(edited), "--no-cache", "--format", "json"])
-    assert result.exit_code == 2, result.output
-    assert result.output.count("\n") == 1 and f"{edited}: unreadable SQLite database" in result.output
+    edited = _edited_export(tmp_path, "PRAGMA writable_schema = ON",
+                            "UPDATE sqlite_master SET name = CAST(X'414EC953' AS TEXT), sql = 'CREATE TABLE broken(' "
+                            "WHERE name = 'ThreadNames'")
+    _fails_with(edited, f"{edited}: unreadable SQLite database")
 
 
 def test_one_export_of_two_processes_is_two_ranks() -> None:
