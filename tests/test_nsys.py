@@ -373,7 +373,7 @@ def test_a_non_integer_in_an_integer_column_is_refused(monkeypatch: pytest.Monke
     _fails_with(edited, "malformed Nsight Systems export")
 
 
-def test_whole_numbers_stored_as_text_read_as_integers_and_floats_are_fails_with(tmp_path: Path) -> None:
+def test_whole_numbers_stored_as_text_read_as_integers_and_floats_are_refused(tmp_path: Path) -> None:
     """Edited copies of the export whose CUDA calls' table has columns without a type. The first call's thread id
     stored as text: ADBC types the column from that row as text, and the export reads as the unedited one does. Its
     end stored as a float: ADBC makes every value of the batch a float, which beyond 2^53 is no longer the integer
