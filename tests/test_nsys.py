@@ -361,11 +361,13 @@ _FIRST_CALL = "rowid = (SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)"
 def test_a_non_integer_in_an_integer_column_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: object,
                                                       row: str, reader: str) -> None:
     """An edited copy of the export: a value that is text with a comma or a line break (which the sqlite3 reader's
-    CSV would read as another field or row), a fraction or a word in an integer column, in its first
-    row (where ADBC types the column from) or its last, fails the read (exit 2) with either reader, instead of
-    shifting, rounding or adding rows."""
+    CSV would read as another field or row), a fraction or a word in an integer column, in its first row (in the
+    batch ADBC types the column from) or its last (in a later batch: batches of 64 rows here), fails the read (exit
+    2) with either reader, instead of shifting, rounding or adding rows."""
     if reader == "adbc" and sqlite_arrow._adbc_module() is None:
         pytest.skip("ADBC's SQLite driver is not installed")
+    if row == "max":
+        monkeypatch.setattr(sqlite_arrow, "_BATCH_ROWS", 64)
     edited = _edited_export(tmp_path, (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = ? WHERE rowid = "
                                        f"(SELECT {row}(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)", (value,)))
     if reader == "sqlite3":
@@ -386,7 +388,18 @@ def test_whole_numbers_stored_as_text_read_as_integers_and_floats_are_refused(tm
     assert _read(as_text, tmp_path, _RUNTIME_READ) == read and read[0][0] > 1000
     _fails_with(_edited_export(tmp_path, *untyped,
                             f'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = CAST("end" AS REAL) WHERE {_FIRST_CALL}'),
-             "a value that is not an integer")
+             "malformed Nsight Systems export")
+
+
+def test_a_name_stored_as_a_blob_reads_as_its_text(tmp_path: Path) -> None:
+    """An edited copy of the export with a kernel's name stored as a blob (its UTF-8 bytes) and another's name not
+    ASCII: ADBC types the names' column as blobs, and both names read as their text, not as escaped bytes."""
+    names = "SELECT DISTINCT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY demangledName LIMIT 1 OFFSET ?"
+    edited = _edited_export(tmp_path, (f"UPDATE StringIds SET value = CAST(? AS BLOB) WHERE id = ({names})",
+                                       (b"kernel_blob", 0)),
+                            (f"UPDATE StringIds SET value = ? WHERE id = ({names})", ("kernel_café", 1)))
+    read = _read(edited, tmp_path, "SELECT DISTINCT name FROM gpu_activity WHERE name LIKE 'kernel\\_%' ESCAPE '\\'")
+    assert sorted(n for (n,) in read) == ["kernel_blob", "kernel_café"]
 
 
 def test_a_string_id_given_twice_is_refused(tmp_path: Path) -> None:

@@ -212,15 +212,16 @@ class Store:
         """Fewer DuckDB threads for less work, never more than already set: one to ingest inputs of ``input_bytes``
         under PARALLEL_INPUT_BYTES; without it, to analyse the store, one per PARALLEL_EVENTS events a statement,
         and the modules run at once on as many cursors (``module_workers``, at most MODULE_WORKERS) as the cores
-        hold such statements, the threads then shared by the cursors: one thread and a cursor per core on a small
-        store (whose optimizers SMALL_STORE_OPTIMIZERS_OFF are then off and its views made as tables); on 16 cores,
-        4 cursors sharing 16 threads for 850k events; on 2 cores one cursor for 250k events or more."""
+        (under a memory cap, the threads it holds: ``memory.threads_under_cap``) hold such statements, the threads
+        then shared by the cursors: one thread and a cursor per core on a small store (whose optimizers
+        SMALL_STORE_OPTIMIZERS_OFF are then off and its views made as tables); on 16 cores, 4 cursors sharing 16
+        threads for 850k events; on 2 cores one cursor for 250k events or more."""
         if input_bytes is not None:
             wanted = 1 if input_bytes < PARALLEL_INPUT_BYTES else None
         else:
             events = int(self.scalar("SELECT coalesce(sum(event_count), 0) FROM sources") or 0)
             per_statement = max(1, -(-events // PARALLEL_EVENTS))
-            available = cores()
+            available = threads_under_cap(self.limits.memory_bytes, cores())  # each cursor's statement has buffers
             self.module_workers = max(1, min(MODULE_WORKERS, available // per_statement))
             wanted = min(available, per_statement * self.module_workers) if per_statement > 1 else 1
             if events < PARALLEL_EVENTS:

@@ -248,7 +248,7 @@ def _parts(con: duckdb.DuckDBPyConnection) -> tuple[Part, ...]:
 
 def _columns(source: SqliteSource, spec: TableSpec, table: str) -> list[str]:
     """The spec's columns of ``table``, each under the first of its export names that exists; a column this export
-    lacks reads as NULL. Text reads as '' instead of NULL (ADBC types a column from its first rows) and becomes
+    lacks reads as NULL. Text reads as '' instead of NULL (ADBC types a column from its first batch of rows) and becomes
     NULL again in SQL."""
     have = source.columns[table]
     exprs = []

@@ -3,11 +3,12 @@
 DuckDB's own sqlite extension is downloaded on first use, so it is not available offline. ADBC's SQLite driver
 (``pip install tracedoc[nsys]``) reads straight into an Arrow C stream through its low-level API, which DuckDB scans
 as it comes: no pyarrow on that path (its import alone is 0.15 s of CPU and about 45 MiB of memory). ADBC types each
-column from its first rows, so the select that reads a stream (``select_as``) casts every column to its field's type
-and refuses what is not an integer in an integer field. Without ADBC the standard library's sqlite3 is used, through
-pyarrow: a table of integers comes as one CSV text per chunk of rows, written by SQLite and parsed by pyarrow (no
-Python object per row), any other as rows turned into Arrow columns. The file is opened read-only and immutable (no
-locks, no journal), and a file shorter than its header says is rejected before any query runs.
+column from its first batch of rows (_BATCH_ROWS), so the select that reads a stream (``select_as``) casts every
+column to its field's type and refuses what is not an integer in an integer field. Without ADBC the standard
+library's sqlite3 is used, through pyarrow: a table of integers comes as one CSV text per chunk of rows, written by
+SQLite and parsed by pyarrow (no Python object per row), any other as rows turned into Arrow columns. The file is
+opened read-only and immutable (no locks, no journal), and a file shorter than its header says is rejected before
+any query runs.
 """
 
 from __future__ import annotations
@@ -24,16 +25,16 @@ from urllib.parse import quote
 
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.nsys import SQLITE_MAGIC
-from tracedoc.store.engine import duckdb
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from tracedoc.store.engine import duckdb
 
 _BATCH_ROWS = 65536
 _ROWID_NAMES = frozenset({"rowid", "_rowid_", "oid"})
 _INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER",
                             "UBIGINT", "HUGEINT", "UHUGEINT", "BOOLEAN"})
-_NOT_INTEGER = "error('a value that is not an integer')"
 # sqlite3 decodes SQLite's own error text as UTF-8: a damaged file's schema in it raises UnicodeDecodeError.
 _SQLITE_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 # A text longer than this (characters) is cut to TEXT_KEPT_CHARS and a hash of the whole (distinct texts stay
@@ -79,6 +80,18 @@ class _Closable(Protocol):
     """A connection, cursor or reader: whatever the source keeps open until it is closed."""
 
     def close(self) -> None: ...
+
+
+class _Released:
+    """An ADBC stream handle closed as the others are: released, unless DuckDB's scan has released it already, before
+    its statement closes (an error between the query and the scan leaves it unread)."""
+
+    def __init__(self, handle: object) -> None:
+        self._handle = handle
+
+    def close(self) -> None:
+        if getattr(self._handle, "is_valid", False):
+            self._handle.release()  # type: ignore[attr-defined]
 
 
 class SqliteSource:
@@ -140,6 +153,7 @@ class SqliteSource:
             statement.set_options(**{"adbc.sqlite.query.batch_rows": str(_BATCH_ROWS)})
             statement.set_sql_query(sql)
             stream, _ = statement.execute_query()
+            self._keep.append(_Released(stream))
         except Exception as exc:  # the driver raises its own error classes
             raise InputError(f"{self.path}: unreadable SQLite database ({first_line(exc)})") from None
         return stream
@@ -199,25 +213,28 @@ class SqliteSource:
 def select_as(con: duckdb.DuckDBPyConnection, view: str, fields: Sequence[Field]) -> str:
     """The select list that reads ``view`` (a ``stream`` registered on ``con``) as ``fields``' types.
 
-    A stream's column types are those ADBC saw in its first rows (a column of NULLs reads as an integer; an
-    integer field whose first value is 1.5 or '7' reads as a float or text). An integer field read as text is cast
+    A stream's column types are those ADBC saw in its first batch of rows (a column of NULLs reads as an integer;
+    an integer field holding 1.5 or '7' there reads as a float or text; a value of another type in a later batch
+    fails the read in ADBC). An integer field read as text is cast
     where each value is a whole number, else the read fails, as a later value of another type fails it in ADBC; one
     read as a float fails whatever its values (ADBC has made every value of the batch a float: beyond 2^53 they are
-    no longer the integers stored). A text field is cast to text, bounded at TEXT_MAX_CHARS. DESCRIBE reads the
-    stream's schema, not its rows.
+    no longer the integers stored). A text field is cast to text (a blob decoded as UTF-8), bounded at
+    TEXT_MAX_CHARS. DESCRIBE reads the stream's schema, not its rows.
     """
     described = {name: typ for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()}
     return ", ".join(_cast_to(name, typ, described[name]) for name, typ in fields)
 
 
 def _cast_to(name: str, typ: str, stream_type: str) -> str:
-    if typ == "text":
-        text = name if stream_type == "VARCHAR" else f"CAST({name} AS VARCHAR)"
-        return (f"CASE WHEN strlen({text}) > {TEXT_MAX_CHARS} THEN left({text}, {TEXT_KEPT_CHARS}) || '…' || "
+    if typ == "text":  # a blob is its bytes as UTF-8 (invalid bytes fail the read), not as escapes
+        text = name if stream_type == "VARCHAR" else f"decode({name})" if stream_type == "BLOB" else \
+            f"CAST({name} AS VARCHAR)"
+        return (f"CASE WHEN length({text}) > {TEXT_MAX_CHARS} THEN left({text}, {TEXT_KEPT_CHARS}) || '…' || "
                 f"md5({text}) ELSE {text} END AS {name}")
     if stream_type == "BIGINT":
         return name
     if stream_type in _INTEGER_TYPES:
         return f"CAST({name} AS BIGINT) AS {name}"
     whole = f"regexp_full_match({name}, '[+-]?[0-9]+')" if stream_type == "VARCHAR" else "false"
-    return f"CASE WHEN {name} IS NULL OR {whole} THEN CAST({name} AS BIGINT) ELSE {_NOT_INTEGER} END AS {name}"
+    return (f"CASE WHEN {name} IS NULL OR {whole} THEN CAST({name} AS BIGINT) "
+            f"ELSE error('{name}: a value that is not an integer') END AS {name}")
