@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 # Exports from this size on are read under a memory cap fitted to them when the run sets none (fitted_limits):
 # MEMORY_PER_EXPORT_BYTE bytes of DuckDB memory per byte of the exports read, FITTED_MEMORY_FLOOR_BYTES at least.
-# The process holds about 150-190 MiB beside DuckDB's memory (its libraries' code about 90 MiB, Python and the
-# allocators the rest), and DuckDB reaches its cap in both the ingest and the analyses: the peak is the cap plus
-# that. Once per byte keeps a 199 MB export near twice the file; twice per byte took it to about three times.
+# The process holds about 135 MiB beside DuckDB's memory with ADBC (DuckDB's library, Python, tracedoc's modules),
+# and DuckDB reaches its cap in both the ingest and the analyses: the peak is the cap plus that. Once per byte keeps
+# a 199 MB export at 1.7x the file on 2 cores; twice per byte took it to about three times.
 FITTED_MEMORY_FROM_BYTES = 64 << 20
 MEMORY_PER_EXPORT_BYTE = 1
 FITTED_MEMORY_FLOOR_BYTES = 192 << 20
@@ -31,9 +31,9 @@ def fitted_limits(limits: Limits, inputs: Iterable[InputFile]) -> Limits:
     store.memory.MEMORY_PER_THREAD_BYTES for each core the process may run on (DuckDB's threads) at least, when
     they come to FITTED_MEMORY_FROM_BYTES or more and the run set no cap; beyond it the store and its analyses
     spill. Without a cap DuckDB takes up to 80 % of the machine's memory and an export's analyses grow into it (a
-    199 MB export peaked at 6.4 GB); under the cap they spill instead, for the same report (381 MiB; twice the
-    export's size took it to 600 MiB, for 0.9x the CPU time). Given when the store is made or opened, so that a
-    cached store is analysed under it too."""
+    199 MB export peaked at 6.4 GB); under the cap they spill instead, for the same report (327 MiB on 2 cores;
+    twice the export's size took it to 600 MiB, for 0.9x the CPU time). Given when the store is made or opened, so
+    that a cached store is analysed under it too."""
     exports = export_bytes(inputs)
     if limits.memory_bytes is not None or not exports or exports < FITTED_MEMORY_FROM_BYTES:
         return limits
