@@ -195,3 +195,21 @@ def test_nsys_capture_gets_the_profiler_cost_estimate() -> None:
     assert "about 33." in report.summary["efficiency"] and "without the profiler" in report.summary["efficiency"]
     launch = next(f for f in report.findings if f.rule == "launch-bound")
     assert "The profiler itself may cost" in launch.message
+
+
+def test_a_trace_of_gpu_work_and_steps_alone_has_no_estimate(tmp_path: Path) -> None:
+    """An edited copy of decode-eager that keeps its GPU work, metadata and ProfilerStep ranges and drops every
+    other host event: no launch calls, so no estimate of the step without the profiler. The report says MFU is
+    unavailable without an estimate (exit 0); it failed on the estimate's empty row (exit 3)."""
+    import gzip
+
+    doc = json.loads(gzip.decompress((ROOT / "samples" / "decode-eager" / "trace.json.gz").read_bytes()))
+    gpu = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") in gpu or e.get("ph") == "M"
+                          or str(e.get("name", "")).startswith("ProfilerStep#")]
+    edited = tmp_path / "gpu-and-steps.json"
+    edited.write_text(json.dumps(doc))
+    result = CliRunner().invoke(cli, ["analyze", str(edited), "--no-cache", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    rank = next(r for r in json.loads(result.stdout)["efficiency"] if r["step"] is None)
+    assert rank["unprofiled"] is None and rank["mfu_pct"] is None

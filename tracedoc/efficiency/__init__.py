@@ -102,7 +102,8 @@ def _unavailable(store: Store, options: Peaks | None) -> list[dict[str, Any]]:
                         WHERE kind IN ('runtime', 'driver') AND name LIKE '%GraphLaunch%'),
         steps AS (SELECT source_id, count(*) AS steps FROM trace_steady_steps GROUP BY source_id)
         SELECT src.source_id, src.rank, src.format, s.steps, p.gpu, p.device_name, p.source AS peak_source,
-               p.bf16_tflops, p.hbm_gbps, g.source_id IS NOT NULL AS graphs, o AS observed
+               p.bf16_tflops, p.hbm_gbps, g.source_id IS NOT NULL AS graphs,
+               CASE WHEN o.source_id IS NOT NULL THEN o END AS observed  -- not a row of NULLs where none joined
         FROM steps s JOIN sources src USING (source_id) LEFT JOIN efficiency_peaks p USING (source_id)
         LEFT JOIN graphs g USING (source_id) LEFT JOIN efficiency_observer o USING (source_id)
         WHERE src.format IN (SELECT format FROM input_formats WHERE operator_shapes OR profiler_k IS NOT NULL)
