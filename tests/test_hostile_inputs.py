@@ -170,6 +170,25 @@ def test_kineto_event_times_beyond_any_clock(tmp_path: Path, ts_us: float) -> No
     assert_one_line_error(*run(str(bad))[::2], str(bad))
 
 
+@pytest.mark.parametrize("how", ["beyond 32 bits", "negative", "5,000 devices"])
+def test_kineto_gpu_work_on_devices_no_trace_has(tmp_path: Path, how: str) -> None:
+    """An edited copy of samples/decode-compile/trace.json.gz whose kernels run on device 2^40 (read as no device:
+    the idle time said 100 % busy and every finding went, while the summary said 7 %), on device -1 (the kernels
+    fell out of the attribution), or with 5,000 extra kernels each on a device of its own (a 9 MB trace took 17 GB
+    in the per-device analyses): one line, exit 2."""
+    def devices(doc: dict[str, Any]) -> None:
+        kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+        if how == "5,000 devices":
+            doc["traceEvents"] += [{**kernels[0], "pid": n, "args": {**kernels[0]["args"], "device": n}}
+                                   for n in range(5000)]
+            return
+        for kernel in kernels:
+            kernel["pid"] = kernel["args"]["device"] = 1 << 40 if how == "beyond 32 bits" else -1
+
+    bad = edited_kineto(tmp_path, devices)
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "GPU work on a device")
+
+
 def test_nsys_times_near_int64_max(tmp_path: Path) -> None:
     """An edited copy of samples/nsys-nvfuser-h200/report1.sqlite with 9.2e18 ns added to every kernel's start
     and end (still valid 64-bit integers, 292 years from the others)."""

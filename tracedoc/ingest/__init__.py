@@ -62,6 +62,8 @@ RANK_IN_NAME = re.compile(r"rank[_\-.]?([0-9]{1,9})(?![0-9])", re.IGNORECASE)
 # Times on the store's timelines (ns) must lie in [_MIN_NS, _MAX_NS) and durations in [0, _MAX_NS): 2^62 ns is
 # 146 years, beyond any clock a profiler uses, and keeps every sum and difference of two of them inside 64 bits.
 _MIN_NS, _MAX_NS = -(1 << 61), 1 << 62
+# A trace's GPU work spans at most this many devices (a process sees its node's GPUs: 8 to 72).
+MAX_DEVICES = 1024
 _TIMED_TABLES = {"gpu_activity": "dur_ns", "cpu_activity": "dur_ns", "nvtx_ranges": "dur_ns", "steps": "dur_ns",
                  "collective_calls": "dur_ns", "nsys_overhead": "dur_ns", "gpu_telemetry": None,
                  "memory_events": None}
@@ -317,7 +319,7 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
                 read.extend([inputs[index]] * result.sources)
     if rows and not any(r.event_count for r in rows):
         raise InputError(f"{rows[0].path}: nothing to analyse ({rows[0].tool})")
-    _check_times(store, read)
+    _check_bounds(store, read)
     ranks = assign_ranks(read, [r.reported_rank for r in rows], [r.is_part for r in rows])
     insert_sources(store.con, [replace(row, rank=rank) for row, rank in zip(rows, ranks)])
     _rank_rows(store)
@@ -439,19 +441,29 @@ def _unpacking(item: InputFile, cap: int | None) -> compressed.Unpacking:
                                 item.path)
 
 
-def _check_times(store: Store, inputs: Sequence[InputFile]) -> None:
-    """Refuse a source whose timeline times lie outside [-2^61, 2^62) ns or durations outside [0, 2^62) ns:
-    no profiler clock reads them, and analyses adding and subtracting them would overflow 64 bits."""
+def _check_bounds(store: Store, inputs: Sequence[InputFile]) -> None:
+    """Refuse a source whose timeline times lie outside [-2^61, 2^62) ns or durations outside [0, 2^62) ns (no
+    profiler clock reads them, and analyses adding and subtracting them would overflow 64 bits), or whose GPU work
+    lacks a device id of 0 to 2^31 - 1 or spans more than MAX_DEVICES devices (work on devices without an id fell
+    out of some analyses and not others, and per-device analyses grew with the devices: 5,000 devices in a 9 MB
+    trace took 17 GB)."""
     checks = []
     for table, dur in _TIMED_TABLES.items():
         bad_dur = f" OR {dur} < 0 OR {dur} >= {_MAX_NS}" if dur else ""
-        checks.append(f"SELECT source_id FROM {table} WHERE ts_ns < {_MIN_NS} OR ts_ns >= {_MAX_NS}{bad_dur}")
+        checks.append(f"SELECT 'times', source_id FROM {table} WHERE ts_ns < {_MIN_NS} OR ts_ns >= {_MAX_NS}{bad_dur}")
+    checks.append(f"SELECT 'devices', source_id FROM gpu_activity GROUP BY source_id "
+                  f"HAVING count(*) FILTER (WHERE device IS NULL OR device < 0) > 0 "
+                  f"OR count(DISTINCT device) > {MAX_DEVICES}")
     # one scan of each table either way; as one UNION ALL it plans in a quarter of the time of a LIMIT 1 subquery per
     # table (3 against 13 ms on decode-eager), and names the first such source whatever order the rows are read in
-    bad = store.scalar(f"SELECT min(source_id) FROM ({' UNION ALL '.join(checks)})")
-    if bad is not None:
-        raise InputError(f"{inputs[bad].path}: timestamps or durations beyond any profiler clock (more than 2^62 ns, "
-                         "146 years): a corrupt or edited trace")
+    bad = store.con.execute(f"SELECT problem, min(source_id) FROM ({' UNION ALL '.join(checks)}) "
+                            "AS c(problem, source_id) GROUP BY problem ORDER BY problem DESC LIMIT 1").fetchall()
+    if bad and bad[0][0] == "times":
+        raise InputError(f"{inputs[bad[0][1]].path}: timestamps or durations beyond any profiler clock (more than "
+                         "2^62 ns, 146 years): a corrupt or edited trace")
+    if bad:
+        raise InputError(f"{inputs[bad[0][1]].path}: GPU work on a device whose id is missing, negative or beyond 32 "
+                         f"bits, or on more than {MAX_DEVICES:,} devices: a corrupt or edited trace")
 
 
 def assign_ranks(inputs: Sequence[InputFile], reported: Sequence[int | None],
