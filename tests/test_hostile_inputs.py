@@ -189,6 +189,19 @@ def test_kineto_gpu_work_on_devices_no_trace_has(tmp_path: Path, how: str) -> No
     assert_one_line_error(*run(str(bad))[::2], str(bad), "GPU work on a device")
 
 
+def test_kineto_correlation_id_on_every_call(tmp_path: Path) -> None:
+    """An edited copy of samples/decode-compile/trace.json.gz whose CUDA calls and GPU work all carry correlation id
+    1: each launch joins its GPU work by that id, and the joins grew with the square of the calls (a 12 MB trace took
+    20 GB): one line, exit 2."""
+    def same(doc: dict[str, Any]) -> None:
+        for event in doc["traceEvents"]:
+            if "correlation" in event.get("args", {}):
+                event["args"]["correlation"] = 1
+
+    bad = edited_kineto(tmp_path, same)
+    assert_one_line_error(*run(str(bad))[::2], str(bad), "one correlation id on several CUDA calls")
+
+
 def test_nsys_times_near_int64_max(tmp_path: Path) -> None:
     """An edited copy of samples/nsys-nvfuser-h200/report1.sqlite with 9.2e18 ns added to every kernel's start
     and end (still valid 64-bit integers, 292 years from the others)."""

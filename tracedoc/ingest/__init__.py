@@ -441,12 +441,24 @@ def _unpacking(item: InputFile, cap: int | None) -> compressed.Unpacking:
                                 item.path)
 
 
+_OUT_OF_BOUNDS = {
+    "times": "timestamps or durations beyond any profiler clock (more than 2^62 ns, 146 years)",
+    "devices": f"GPU work on a device whose id is missing, negative or beyond 32 bits, or on more than "
+               f"{MAX_DEVICES:,} devices",
+    "correlations": "one correlation id on several CUDA calls (it names the one call that launched GPU work)",
+}
+
+
 def _check_bounds(store: Store, inputs: Sequence[InputFile]) -> None:
-    """Refuse a source whose timeline times lie outside [-2^61, 2^62) ns or durations outside [0, 2^62) ns (no
-    profiler clock reads them, and analyses adding and subtracting them would overflow 64 bits), or whose GPU work
-    lacks a device id of 0 to 2^31 - 1 or spans more than MAX_DEVICES devices (work on devices without an id fell
-    out of some analyses and not others, and per-device analyses grew with the devices: 5,000 devices in a 9 MB
-    trace took 17 GB)."""
+    """Refuse a source whose values no profiler writes and the analyses cannot bound:
+    - timeline times outside [-2^61, 2^62) ns or durations outside [0, 2^62) ns: no profiler clock reads them, and
+      analyses adding and subtracting them would overflow 64 bits;
+    - GPU work without a device id of 0 to 2^31 - 1, or on more than MAX_DEVICES devices: work without an id fell
+      out of some analyses and not others, and per-device analyses grew with the devices (5,000 devices in a 9 MB
+      trace took 17 GB);
+    - a correlation id on several CUDA runtime or driver calls: each launch joins its GPU work by it, so the joins
+      grew with the square of the calls sharing one (a 12 MB trace whose ids were all 1 took 20 GB).
+    One statement: the checks' scans as one UNION ALL, the first source of the first problem named."""
     checks = []
     for table, dur in _TIMED_TABLES.items():
         bad_dur = f" OR {dur} < 0 OR {dur} >= {_MAX_NS}" if dur else ""
@@ -454,16 +466,15 @@ def _check_bounds(store: Store, inputs: Sequence[InputFile]) -> None:
     checks.append(f"SELECT 'devices', source_id FROM gpu_activity GROUP BY source_id "
                   f"HAVING count(*) FILTER (WHERE device IS NULL OR device < 0) > 0 "
                   f"OR count(DISTINCT device) > {MAX_DEVICES}")
-    # one scan of each table either way; as one UNION ALL it plans in a quarter of the time of a LIMIT 1 subquery per
-    # table (3 against 13 ms on decode-eager), and names the first such source whatever order the rows are read in
+    checks.append("SELECT 'correlations', source_id FROM cpu_activity WHERE kind IN ('runtime', 'driver') "
+                  "AND correlation_id IS NOT NULL GROUP BY source_id, correlation_id HAVING count(*) > 1")
+    # as one UNION ALL the times' checks plan in a quarter of the time of a LIMIT 1 subquery per table (3 against
+    # 13 ms on decode-eager), and name the first such source whatever order the rows are read in
     bad = store.con.execute(f"SELECT problem, min(source_id) FROM ({' UNION ALL '.join(checks)}) "
-                            "AS c(problem, source_id) GROUP BY problem ORDER BY problem DESC LIMIT 1").fetchall()
-    if bad and bad[0][0] == "times":
-        raise InputError(f"{inputs[bad[0][1]].path}: timestamps or durations beyond any profiler clock (more than "
-                         "2^62 ns, 146 years): a corrupt or edited trace")
+                            "AS c(problem, source_id) GROUP BY problem").fetchall()
     if bad:
-        raise InputError(f"{inputs[bad[0][1]].path}: GPU work on a device whose id is missing, negative or beyond 32 "
-                         f"bits, or on more than {MAX_DEVICES:,} devices: a corrupt or edited trace")
+        problem, source = min(bad, key=lambda row: list(_OUT_OF_BOUNDS).index(row[0]))
+        raise InputError(f"{inputs[source].path}: {_OUT_OF_BOUNDS[problem]}: a corrupt or edited trace")
 
 
 def assign_ranks(inputs: Sequence[InputFile], reported: Sequence[int | None],
