@@ -226,12 +226,13 @@ def test_a_profiler_range_bounds_the_window_without_steps(tmp_path: Path) -> Non
         first, last = con.execute('SELECT min(start), max("end") FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
         gtid = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1").fetchone()[0]
         top = con.execute("SELECT max(id) FROM StringIds").fetchone()[0]
+        last_call = con.execute("SELECT max(correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
         start, stop = first + (last - first) // 3, first + 2 * (last - first) // 3
         for n, (name, at) in enumerate((("cudaProfilerStart", start), ("cudaProfilerStop", stop)), 1):
             con.execute("INSERT INTO StringIds VALUES (?, ?)", (top + n, name))
             con.execute('INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, "end", eventClass, globalTid, correlationId, '
-                        "nameId, returnValue, callchainId) VALUES (?, ?, 0, ?, 0, ?, 0, NULL)",
-                        (at, at + 1000, gtid, top + n))
+                        "nameId, returnValue, callchainId) VALUES (?, ?, 0, ?, ?, ?, 0, NULL)",
+                        (at, at + 1000, gtid, last_call + n, top + n))  # each call its own id, as CUPTI gives
         session = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()[0]
     report = analyze([export], use_cache=False)
     window = report.window
