@@ -21,6 +21,7 @@ from tracedoc.scale.summary_store import SummaryStore, summary_connection
 from tracedoc.scale.tables import Table, create_table, fetch, quote
 from tracedoc.store.cache import discard_damaged, is_damage
 from tracedoc.store.engine import duckdb
+from tracedoc.store.store import scalar
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def _batch_store(batch: Sequence[RankInput], ranks: Mapping[int, int | None] | N
     client needs (the alignment across ranks) are left out."""
     limits = batch[0].options.limits  # the run's, as every task of it carries them
     con = summary_connection(limits)
-    if threads is not None and threads < int(con.execute("SELECT current_setting('threads')").fetchall()[0][0]):
+    if threads is not None and threads < int(scalar(con, "SELECT current_setting('threads')")):
         con.execute(f"SET threads = {int(threads)}")  # fewer, never more than the cap holds (store.connect)
     try:
         for n, task in enumerate(batch):

@@ -82,16 +82,24 @@ class _Closable(Protocol):
     def close(self) -> None: ...
 
 
+class _StreamHandle(Protocol):
+    """ADBC's ArrowArrayStreamHandle: valid until the stream is released (by DuckDB's scan, or here)."""
+
+    is_valid: bool
+
+    def release(self) -> None: ...
+
+
 class _Released:
     """An ADBC stream handle closed as the others are: released, unless DuckDB's scan has released it already, before
     its statement closes (an error between the query and the scan leaves it unread)."""
 
-    def __init__(self, handle: object) -> None:
+    def __init__(self, handle: _StreamHandle) -> None:
         self._handle = handle
 
     def close(self) -> None:
-        if getattr(self._handle, "is_valid", False):
-            self._handle.release()  # type: ignore[attr-defined]
+        if self._handle.is_valid:
+            self._handle.release()
 
 
 class SqliteSource:
@@ -215,11 +223,10 @@ def select_as(con: duckdb.DuckDBPyConnection, view: str, fields: Sequence[Field]
 
     A stream's column types are those ADBC saw in its first batch of rows (a column of NULLs reads as an integer;
     an integer field holding 1.5 or '7' there reads as a float or text; a value of another type in a later batch
-    fails the read in ADBC). An integer field read as text is cast
-    where each value is a whole number, else the read fails, as a later value of another type fails it in ADBC; one
-    read as a float fails whatever its values (ADBC has made every value of the batch a float: beyond 2^53 they are
-    no longer the integers stored). A text field is cast to text (a blob decoded as UTF-8), bounded at
-    TEXT_MAX_CHARS. DESCRIBE reads the stream's schema, not its rows.
+    fails the read in ADBC). An integer field read as text is cast where each value is a whole number, else the
+    read fails; one read as a float fails whatever its values (ADBC has made every value of the batch a float:
+    beyond 2^53 they are no longer the integers stored). A text field is cast to text (a blob decoded as UTF-8),
+    bounded at TEXT_MAX_CHARS. DESCRIBE reads the stream's schema, not its rows.
     """
     described = {name: typ for name, typ, *_ in con.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()}
     return ", ".join(_cast_to(name, typ, described[name]) for name, typ in fields)
