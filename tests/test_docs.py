@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -167,3 +168,34 @@ def test_readme_diff_example_prints_what_the_code_prints() -> None:
     printed = CliRunner().invoke(cli, ["diff", *block.group(1).split()], env={"COLUMNS": "300"},
                                  catch_exceptions=False).output.splitlines()
     assert printed[:len(shown)] == shown
+
+
+def _heading_anchors(path: Path) -> set[str]:
+    """The anchors a Markdown renderer gives the headings of ``path``: lower case, punctuation dropped, spaces as
+    hyphens, a repeated heading numbered (-1, -2 …); headings inside fenced code are not headings."""
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in path.read_text().splitlines():
+        fenced ^= line.startswith("```")
+        if fenced or not (heading := re.match(r"#+ (.*)", line)):
+            continue
+        slug = re.sub(r"[^\w\- ]", "", heading.group(1).replace("`", "").strip().lower()).replace(" ", "-")
+        seen[slug] = seen.get(slug, -1) + 1
+    return {f"{slug}-{n}" if n else slug for slug, count in seen.items() for n in range(count + 1)}
+
+
+def test_links_between_the_docs_resolve() -> None:
+    """Every relative link of the README and docs/ names a file that exists and, after '#', a heading it has: the
+    docs cite one another's sections, and a renamed or moved section must take its links with it."""
+    broken = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            linked = (page.parent / file) if file else page
+            if not linked.exists():
+                broken.append(f"{page.name}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in _heading_anchors(linked):
+                broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken
