@@ -266,7 +266,7 @@ def test_a_large_export_is_read_under_a_cap_fitted_to_it(monkeypatch: pytest.Mon
     or an .nsys-rep gets none either: the export read from it is larger than the file by an amount not known
     beforehand (this xz export unpacks to 6x its size). On 16 cores the cap is 32 MiB a core (512 MiB): DuckDB runs a
     thread per core, each with buffers of its own, and on 16 threads the 199 MB export ran out of memory under
-    the 192 MiB fitted to its size (docs/speed.md)."""
+    the 192 MiB fitted to its size (docs/speed-history.md)."""
     export = TORCH / "sample.sqlite"
     size = export.stat().st_size
     inputs = discover([export])
