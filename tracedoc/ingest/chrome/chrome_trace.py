@@ -149,7 +149,7 @@ def _load_many(store: Store, sources: Sequence[tuple[int, Path]], workdir: Path,
                         if written is not None:
                             pending.append(Part(written, source_id, rank, path))
                         if len(pending) >= threads:
-                            _add_counts(counts, _ingest_parts(store, pending, fmt))
+                            _add_counts(counts, _ingest_parts(store, pending, fmt, more=True))
                             pending = []
         _add_counts(counts, _ingest_parts(store, pending, fmt))
     finally:
@@ -180,7 +180,8 @@ def _load_stream(store: Store, source_id: int, stream: Iterator[bytes], name: Pa
             pending += chunk
             parts.feed(pending)
             if len(parts.done) >= threads:
-                event_count += _ingest_parts(store, parts.take(source_id, head_rank, name), fmt).get(source_id, 0)
+                event_count += _ingest_parts(store, parts.take(source_id, head_rank, name), fmt,
+                                             more=True).get(source_id, 0)
         meta, body_end = _find_tail(pending, head, max(0, len(pending) - _TAIL_BYTES), name, array_format, fmt)
         parts.finish(pending[:body_end])
         event_count += _ingest_parts(store, parts.take(source_id, head_rank, name), fmt).get(source_id, 0)
@@ -219,9 +220,10 @@ def _part_bytes(body_bytes: int, threads: int) -> int:
     return min(_PART_BYTES, max(_MIN_PART_BYTES, -(-body_bytes // threads)))
 
 
-def _ingest_parts(store: Store, parts: list[Part], fmt: EventFormat) -> dict[int, int]:
+def _ingest_parts(store: Store, parts: list[Part], fmt: EventFormat, more: bool = False) -> dict[int, int]:
     """Parse the part files (removed afterwards) and normalize their events into the store; return the count of
-    events per source."""
+    events per source. ``more``: other parts follow, so the rows stored so far are compressed before they are read (a
+    store in memory holds its rows uncompressed until a checkpoint, and they would sit beside the next parts' rows)."""
     if not parts:
         return {}
     try:
@@ -232,6 +234,8 @@ def _ingest_parts(store: Store, parts: list[Part], fmt: EventFormat) -> dict[int
         for part in parts:
             part.file.unlink(missing_ok=True)
     _normalize(store.con, parts, fmt)
+    if more:
+        store.compress()
     return counts
 
 
