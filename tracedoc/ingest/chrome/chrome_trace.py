@@ -145,12 +145,12 @@ def _load_many(store: Store, sources: Sequence[tuple[int, Path]], workdir: Path,
                     rank = fmt.rank(meta) or 0
                     cuts = _event_cuts(mm, body_start, body_end, part_bytes)
                     for a, b in zip(cuts, cuts[1:]):
+                        if len(pending) >= threads:  # a part follows: the batch before it goes in first
+                            _add_counts(counts, _ingest_parts(store, pending, fmt, more=True))
+                            pending = []
                         written = _write_part(mm, f.fileno(), a, b, workdir / f"part{source_id}-{a}.json", path)
                         if written is not None:
                             pending.append(Part(written, source_id, rank, path))
-                        if len(pending) >= threads:
-                            _add_counts(counts, _ingest_parts(store, pending, fmt, more=True))
-                            pending = []
         _add_counts(counts, _ingest_parts(store, pending, fmt))
     finally:
         for part in pending:
@@ -177,11 +177,11 @@ def _load_stream(store: Store, source_id: int, stream: Iterator[bytes], name: Pa
     event_count = 0
     try:
         for chunk in stream:
-            pending += chunk
-            parts.feed(pending)
-            if len(parts.done) >= threads:
+            if len(parts.done) >= threads:  # more of the stream follows: the parts cut so far go in first
                 event_count += _ingest_parts(store, parts.take(source_id, head_rank, name), fmt,
                                              more=True).get(source_id, 0)
+            pending += chunk
+            parts.feed(pending)
         meta, body_end = _find_tail(pending, head, max(0, len(pending) - _TAIL_BYTES), name, array_format, fmt)
         parts.finish(pending[:body_end])
         event_count += _ingest_parts(store, parts.take(source_id, head_rank, name), fmt).get(source_id, 0)
