@@ -222,7 +222,7 @@ def _part_bytes(body_bytes: int, threads: int) -> int:
 
 def _ingest_parts(store: Store, parts: list[Part], fmt: EventFormat, more: bool = False) -> dict[int, int]:
     """Parse the part files (removed afterwards) and normalize their events into the store; return the count of
-    events per source. ``more``: other parts follow, so the rows stored so far are compressed before they are read (a
+    events per source. ``more``: other parts follow, so the rows stored so far are compressed before those are read (a
     store in memory holds its rows uncompressed until a checkpoint, and they would sit beside the next parts' rows)."""
     if not parts:
         return {}
