@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +17,18 @@ import duckdb
 import pytest
 
 from tests.conftest import SAMPLES
-from tracedoc import analyze
+from tracedoc import analyze, pipeline
 from tracedoc.errors import TracedocError
 from tracedoc.options import AnalysisOptions, Peaks
 from tracedoc.pipeline import build_report, input_files, open_store
+from tracedoc.report_tables import ReportTable
 from tracedoc.store import modules
 from tracedoc.store import store as store_module
 from tracedoc.store.store import Store
 
 RUN_MODULE = Store._run_module
 RUN = modules.run
+REPORT_ROWS = pipeline.report_rows
 
 
 def report_on_cursors(sample: Path, cursors: int, monkeypatch: pytest.MonkeyPatch,
@@ -132,6 +135,61 @@ def test_a_module_whose_dependencies_cannot_be_told_fails_and_is_not_waited_for(
         waiter.start()
         waiter.join(10)
         assert not waiter.is_alive() and isinstance(outcome[0], KeyError)
+    finally:
+        pool.close()
+        con.close()
+
+
+def test_the_report_reads_each_analysis_as_soon_as_it_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On cursors, the rules' rows and the report's tables are read while other modules are still being made
+    (Store.in_turn): a module held up holds up only the reads of what it makes, and the report is the same."""
+    events: list[tuple[str, str]] = []
+
+    def held_up(store: Store, con: duckdb.DuckDBPyConnection, module: str) -> None:
+        if module == "attribution.host":
+            time.sleep(0.5)
+        RUN_MODULE(store, con, module)
+        events.append(("made", module))
+
+    def rows(store: Store, table: ReportTable) -> list[dict[str, Any]]:
+        events.append(("read", table.module))
+        return REPORT_ROWS(store, table)
+
+    alone, _ = report_on_cursors(SAMPLES / "decode-eager", 1, monkeypatch)
+    monkeypatch.setattr(store_module, "cores", lambda: 2)
+    monkeypatch.setattr(Store, "_run_module", held_up)
+    monkeypatch.setattr(pipeline, "report_rows", rows)
+    at_once = analyze([SAMPLES / "decode-eager"], use_cache=False).to_dict()
+    at_once.pop("tracedoc")
+    held = events.index(("made", "attribution.host"))
+    read_before = {module for kind, module in events[:held] if kind == "read"}
+    assert {"gpu.idle", "gpu.kernels", "trace.window"} <= read_before, events
+    assert ("read", "attribution.time") in events[:held]  # made before the module that reads it
+    assert at_once == alone
+
+
+def test_waiting_for_any_of_several_modules_gives_the_first_made_or_raises_the_first_failed() -> None:
+    from tracedoc.store.pool import ModulePool
+
+    release = threading.Event()
+
+    def run(cursor: duckdb.DuckDBPyConnection, module: str) -> None:
+        if module in ("slow", "slower"):
+            release.wait(10)
+        if module == "broken":
+            raise TracedocError("analysis module broken failed: on purpose")
+
+    con = duckdb.connect()
+    pool = ModulePool([con.cursor(), con.cursor()], run, lambda module: [], set())
+    try:
+        assert pool.wait_any(["slow", "quick"]) == "quick"  # made first, though asked for second
+        release.set()
+        pool.wait("slow")
+        assert pool.wait_any(["quick", "slow"]) == "quick"  # both made: the first in the order given
+        release.clear()
+        with pytest.raises(TracedocError, match="broken"):
+            pool.wait_any(["slower", "broken"])  # failed while the other is still being made
+        release.set()
     finally:
         pool.close()
         con.close()

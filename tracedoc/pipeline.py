@@ -5,6 +5,7 @@ workers' summaries); the dashboard and the diff call it for a store they keep op
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover, load_all
 from tracedoc.ingest.nsys.memory_cap import fitted_limits
 from tracedoc.judge import judge, load_rules
+from tracedoc.judge.engine import applicable, rule_reads
 from tracedoc.judge.rule import Rule, check_thresholds
 from tracedoc.kinds import mixed_runs
 from tracedoc.limits import Limits
@@ -26,6 +28,7 @@ from tracedoc.report_tables import (
     SECTIONS,
     ReportTable,
     Section,
+    report_rows,
     report_views,
     section_rows,
 )
@@ -107,9 +110,13 @@ def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
     if options.step_range is not None:
         check_step_range(store, options.step_range)
     summary = store.query("SELECT * FROM trace_summary")[0]
+    timeline = summary["basis"] == "timeline"
     store.start(report_modules(store, rules, summary["basis"]))
+    store.start(efficiency.modules_read(store, options.peaks) if timeline else ())
     wall_ms = float(summary["wall_ms"] or 0.0)  # 0 for inputs without a timeline (e.g. hang dumps)
-    findings = judge(store, rules, wall_ms, thresholds)
+    judged = applicable(store, rules)
+    rule_rows, section_parts = read_in_turn(store, judged, thresholds, summary["basis"])
+    findings = judge(store, judged, wall_ms, thresholds, rule_rows)
     rows = store.query("SELECT path, format, rank, event_count, input_index FROM sources ORDER BY source_id")
     if paths is not None and all(r["input_index"] is not None and r["input_index"] < len(paths) for r in rows):
         for row in rows:
@@ -123,7 +130,6 @@ def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
         head["mixed_inputs"] = mixed
     if thresholds:  # what --set changed, so that a report says the thresholds it was judged by
         head["thresholds"] = {rule: dict(sorted(values.items())) for rule, values in sorted(thresholds.items())}
-    timeline = summary["basis"] == "timeline"
     if timeline:
         head.update(gpu_states(store))
     eff = efficiency.efficiency_rows(store, options.peaks) if timeline else []
@@ -131,7 +137,7 @@ def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
         head["efficiency"] = words
     parts: dict[str, Any] = {"metrics": {}, "efficiency": eff}
     for section in SECTIONS:
-        rows = section_rows(store, section) if section.measured(summary["basis"]) else []
+        rows = section_parts[section.key]
         group, _, name = section.key.partition(".")
         if name:
             parts[group][name] = rows
@@ -144,6 +150,23 @@ def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
         report.summary["memory"] = words  # a memory-only input (a snapshot): what failed or leaked, and how much
     report.what_if = [w.to_dict() for w in top_what_ifs(report)]
     return report
+
+
+def read_in_turn(store: Store, rules: list[Rule], thresholds: dict[str, dict[str, float]], basis: str | None,
+                 ) -> tuple[list[list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """The rows each of ``rules`` matches, and those of each part of the report measured for inputs of this
+    ``basis`` (by the part's key), each read as soon as its analysis module is made (``Store.in_turn``): while the
+    cursors make the rest, rather than after the slowest."""
+    sections = [(section, table) for section in SECTIONS if section.measured(basis)
+                for table in section.tables if store.applies(table.module)]
+    reads: list[tuple[str, Callable[[], list[dict[str, Any]]]]] = [
+        *rule_reads(store, rules, thresholds),
+        *((table.module, functools.partial(report_rows, store, table)) for _, table in sections)]
+    read = store.in_turn(reads)
+    parts: dict[str, list[dict[str, Any]]] = {section.key: [] for section in SECTIONS}
+    for (section, _), rows in zip(sections, read[len(rules):], strict=True):
+        parts[section.key].extend(rows)
+    return read[:len(rules)], parts
 
 
 def prepare_store(store: Store, options: AnalysisOptions) -> None:
@@ -161,8 +184,10 @@ def report_modules(store: Store, rules: Sequence[Rule], basis: str | None = None
     """The analysis modules a report of the store reads, known before they run, in the order it reads them: the
     summary, the views of the rules, and those of the report's parts measured for inputs of this ``basis`` (None:
     before the summary says it; with a 'timeline', the attribution of the GPUs' time too): each where it applies
-    (``Store.applies``). The report reads others only as it finds what they measure (``efficiency``)."""
-    timeline = ["attribution.time"] if basis == "timeline" else []
+    (``Store.applies``). The efficiency figures' modules are started once the summary says a timeline
+    (``efficiency.modules_read``)."""
+    claims = any(rule.claims is not None for rule in rules)  # drawn from the attribution less its GPU floor
+    timeline = ["attribution.time", *(["efficiency.floor"] if claims else [])] if basis == "timeline" else []
     wanted = ["trace.summary", *(rule.reads for rule in rules), *timeline,
               *(table.module for section in SECTIONS if section.measured(basis) for table in section.tables)]
     return [module for module in dict.fromkeys(wanted) if store.applies(module)]

@@ -25,6 +25,7 @@ from tracedoc.cli.stderr import progress, say
 from tracedoc.export import EXPORTS
 from tracedoc.options import AnalysisOptions
 from tracedoc.report import Report
+from tracedoc.warm import on_first_step
 from tracedoc.words.findings import missing_ranks_lines
 
 
@@ -55,8 +56,8 @@ def analyze_command(paths: tuple[Path, ...], fmt: str | None, out: Path | None, 
         raise BadInput("--peak-tflops, --peak-gbps, --flops-per-step, --bytes-per-step and --step-time-ms apply to "
                        "a local analysis: not with --workers or a Dask scheduler")
     with progress("reading traces…") as step, _export_file(fmt, target) as exported:
-        report = run_analysis(paths, options, cache_dir=cache_dir, use_cache=not no_cache, progress=step,
-                              cluster=cluster, perfetto=exported)
+        report = run_analysis(paths, options, cache_dir=cache_dir, use_cache=not no_cache,
+                              progress=on_first_step(step, fmt), cluster=cluster, perfetto=exported)
     projection_only = options.what_if is not None and fmt == "text" and target is None
     said = [f"{EXPORTS[fmt].title} written to {target}"] if exported is not None and target is not None else []
     if fmt != "text" or target is not None or projection_only:  # else the text report says it under its headline

@@ -35,13 +35,12 @@ def efficiency_rows(store: Store, options: Peaks | None = None) -> list[dict[str
     """The report's ``efficiency``: per rank, one row over its steady steps (step None) and one per step, with
     the peak and its source; a figure that cannot be computed is None and ``note`` says why (a PyTorch trace
     without shapes: one row per rank, saying so)."""
-    user = bool(options and options.user_flops)
-    if store.formats().isdisjoint(giving("operator_shapes")) and not user:
-        # a capture without operator shapes whose profiler's cost is modelled (Nsight Systems): its rows say so,
-        # with the step without the profiler
-        return _unavailable(store, options) if not store.formats().isdisjoint(giving("profiler_k")) else []
-    if not store.applies("efficiency.steps"):
+    rows = _rows_of(store, options)
+    if rows is None:
+        return []
+    if rows == "unavailable":
         return _unavailable(store, options)
+    user = bool(options and options.user_flops)
     store.include("efficiency.steps")
     ranks = store.query(_STEPS_SQL.format(table="efficiency_by_rank", order=""), [user])
     steps = store.query(_STEPS_SQL.format(table="efficiency_steps", order=", e.step"), [user])
@@ -50,6 +49,26 @@ def efficiency_rows(store: Store, options: Peaks | None = None) -> list[dict[str
     # a rank without shapes: one row saying so, as where no rank has any (_unavailable)
     return ([{**_row(r, None), **_run_time(unprofiled.get(r["source_id"]), r, given)} for r in ranks]
             + [_row(r, r["step"]) for r in steps if r["note"] not in _NOTES])
+
+
+def modules_read(store: Store, options: Peaks | None = None) -> list[str]:
+    """The analysis modules ``efficiency_rows`` reads on this store, so that they can be started before it asks."""
+    rows = _rows_of(store, options)
+    if rows is None:
+        return []
+    return ["efficiency.steps", "efficiency.observer"] if rows == "measured" else list(_UNAVAILABLE_READS)
+
+
+def _rows_of(store: Store, options: Peaks | None) -> str | None:
+    """What ``efficiency_rows`` gives on this store: 'measured' figures; 'unavailable' rows saying why there are
+    none (no operator shapes, of a format that can give them or whose profiler's cost is modelled: Nsight
+    Systems, its rows with the step without the profiler); None: no rows."""
+    if store.formats().isdisjoint(giving("operator_shapes")) and not (options and options.user_flops):
+        return "unavailable" if not store.formats().isdisjoint(giving("profiler_k")) else None
+    return "measured" if store.applies("efficiency.steps") else "unavailable"
+
+
+_UNAVAILABLE_READS = ("trace.steps", "efficiency.peaks", "efficiency.observer")
 
 
 def _unprofiled(store: Store) -> dict[int, dict[str, Any]]:
@@ -94,9 +113,8 @@ def _unavailable(store: Store, options: Peaks | None) -> list[dict[str, Any]]:
     """One row per rank with steady steps whose trace holds no operator shapes, of a format that can give them
     (PyTorch) or whose profiler's cost is modelled (Nsight Systems): null figures, the peak its GPU would have, why
     (CUDA graphs, record_shapes off, a capture without operators), and the step without the profiler."""
-    store.include("trace.steps")
-    store.include("efficiency.peaks")
-    store.include("efficiency.observer")
+    for module in _UNAVAILABLE_READS:
+        store.include(module)
     rows = store.query("""
         WITH graphs AS (SELECT DISTINCT source_id FROM cpu_activity
                         WHERE kind IN ('runtime', 'driver') AND name LIKE '%GraphLaunch%'),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tracedoc.errors import RuleError, first_line
@@ -18,15 +20,19 @@ from tracedoc.units import report_number
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 
 
-def judge(store: Store, rules: list[Rule], wall_ms: float,
-          overrides: dict[str, dict[str, float]] | None = None) -> list[Finding]:
-    """Evaluate every rule that reads an analysis of the store's kinds of input (Store.applies); return the
-    findings ranked by estimated saving (largest first)."""
+def judge(store: Store, rules: list[Rule], wall_ms: float, overrides: dict[str, dict[str, float]] | None = None,
+          rows: Sequence[list[dict[str, Any]]] | None = None) -> list[Finding]:
+    """Evaluate every rule that reads an analysis of the store's kinds of input (``applicable``); return the
+    findings ranked by estimated saving (largest first). ``rows``: each applicable rule's matching rows, read
+    already by its ``rule_reads`` (None: read here)."""
+    rules = applicable(store, rules)
+    if rows is None:
+        rows = store.in_turn(rule_reads(store, rules, overrides))
     judged: list[tuple[Finding, Rule, float]] = []
     absorbing: list[tuple[Finding, str]] = []
     never_critical: set[int] = set()  # findings whose row meets their rule's critical_unless
-    for rule in (r for r in rules if store.applies(r.reads)):
-        for row in _matching_rows(store, rule, rule.bindings(overrides)):
+    for rule, matching in zip(rules, rows, strict=True):
+        for row in matching:
             fraction = _number(row.pop("__claim_fraction", 1.0))
             absorbs = row.pop("__absorbs", None)
             held_back = row.pop("__critical_unless", False)
@@ -51,6 +57,18 @@ def judge(store: Store, rules: list[Rule], wall_ms: float,
             f.part_of = number[owners[id(f)]]
     mark_kinds(findings, [rule for _, rule, _ in judged])
     return findings
+
+
+def applicable(store: Store, rules: list[Rule]) -> list[Rule]:
+    """The rules that read an analysis of the store's kinds of input (Store.applies), in their order."""
+    return [rule for rule in rules if store.applies(rule.reads)]
+
+
+def rule_reads(store: Store, rules: list[Rule], overrides: dict[str, dict[str, float]] | None = None,
+               ) -> list[tuple[str, Callable[[], list[dict[str, Any]]]]]:
+    """Each rule's read of its analysis (``Store.in_turn``): the module it reads, and the query of the rows that
+    meet its condition."""
+    return [(rule.reads, functools.partial(_matching_rows, store, rule, rule.bindings(overrides))) for rule in rules]
 
 
 def _draw_savings(store: Store, judged: list[tuple[Finding, Rule, float]]) -> dict[int, int]:

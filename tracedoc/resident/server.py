@@ -13,7 +13,6 @@ import atexit
 import contextlib
 import fcntl
 import gc
-import importlib
 import locale
 import os
 import resource
@@ -46,19 +45,12 @@ _WARM_MODULES = (
 
 
 def warm() -> None:
-    """Import and read now what a command would on each run: the modules above, the built-in rules, every analysis
-    module's file and facts, and the digest of tracedoc's code (a changed installation is told by it)."""
-    from tracedoc.judge.rule import load_rules
+    """Import and read now what a command would on each run: the modules above and what every analysis reads
+    (tracedoc.warm), and the digest of tracedoc's code (a changed installation is told by it)."""
+    from tracedoc import warm as ahead
     from tracedoc.report_cache import code_digest
-    from tracedoc.store import modules
 
-    for name in _WARM_MODULES:
-        importlib.import_module(name)
-    load_rules()
-    for module in modules.all_modules():
-        modules.facts(module)
-        for as_tables in (False, True):
-            modules.module_sql(module, as_tables, shared=True)
+    ahead.warm(_WARM_MODULES)
     code_digest()
 
 

@@ -65,6 +65,22 @@ class ModulePool:
             if module in self._failed:
                 raise self._failed[module]
 
+    def wait_any(self, modules: Sequence[str]) -> str:
+        """Run ``modules`` unless started already, and wait until one of them is made; return the first of them,
+        in the order given, that is (raising the error of the first that failed)."""
+        with self._changed:
+            for module in modules:
+                self._ask(module)
+            while True:
+                for module in modules:
+                    if module in self._failed:
+                        raise self._failed[module]
+                    if module in self._done:
+                        return module
+                if self._closed:
+                    raise RuntimeError(f"analysis modules {', '.join(modules)}: their pool is closed")
+                self._changed.wait()
+
     def close(self, interrupt: bool = False) -> None:
         """Start no more modules, and wait for those running (a connection must not close under them); with
         ``interrupt`` (the analysis failed or was stopped, Ctrl-C say: nothing will read what they make), their
