@@ -236,10 +236,10 @@ def _wait_into(pool: Any, module: str, outcome: list[BaseException]) -> None:
 
 def test_a_large_store_runs_its_modules_at_once_where_the_cores_hold_its_statements(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Above PARALLEL_EVENTS (lowered here so that decode-eager's 35k events count as large: 4 threads a statement)
-    the modules run at once only where the cores hold several such statements: on 2 cores one at a time as
-    before, on 16 on 4 cursors, with the report of one connection."""
-    monkeypatch.setattr(store_module, "PARALLEL_EVENTS", 10_000)
+    """Above PARALLEL_EVENTS (lowered here so that decode-eager's 35k events count as large: 7 threads a statement,
+    more than TWO_CURSORS_UP_TO) the modules run at once only where the cores hold several such statements: on 2
+    cores one at a time, on 16 on 2 cursors, with the report of one connection."""
+    monkeypatch.setattr(store_module, "PARALLEL_EVENTS", 5_000)
     two_cores, no_threads = report_on_cursors(SAMPLES / "decode-eager", 2, monkeypatch)
     sixteen_cores, threads = report_on_cursors(SAMPLES / "decode-eager", 16, monkeypatch)
     assert no_threads == set()
@@ -254,7 +254,7 @@ def test_threads_and_cursors_fitted_to_the_cores(monkeypatch: pytest.MonkeyPatch
     """The cursors times the threads a statement wants stay within the cores; small stores keep one thread."""
     fitted = {}
     for events, available in [(850_000, 2), (850_000, 16), (850_000, 8), (850_000, 6), (6_100_000, 16),
-                              (35_000, 2), (35_000, 16)]:
+                              (4_000_000, 2), (1_100_000, 2), (35_000, 2), (35_000, 16)]:
         monkeypatch.setattr(store_module, "cores", lambda available=available: available)
         store = Store.create(None)
         try:
@@ -265,8 +265,11 @@ def test_threads_and_cursors_fitted_to_the_cores(monkeypatch: pytest.MonkeyPatch
             fitted[events, available] = (store.module_workers, store.threads())
         finally:
             store.close()
-    assert fitted == {(850_000, 2): (1, 2), (850_000, 16): (4, 16), (850_000, 8): (2, 8), (850_000, 6): (1, 4),
-                      (6_100_000, 16): (1, 16), (35_000, 2): (2, 1), (35_000, 16): (4, 1)}
+    # statements of up to 1M events (4 threads) on two cursors wherever the cores hold only one of them: on 2 cores
+    # one thread (each cursor's statement on its own thread), on 6 four threads more than the cursors' own
+    assert fitted == {(850_000, 2): (2, 1), (850_000, 16): (4, 16), (850_000, 8): (2, 8), (850_000, 6): (2, 5),
+                      (6_100_000, 16): (1, 16), (4_000_000, 2): (1, 2), (1_100_000, 2): (1, 2), (35_000, 2): (2, 1),
+                      (35_000, 16): (4, 1)}
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs 2 cores")
