@@ -22,7 +22,7 @@ from tracedoc.store import Store
 
 # What time.sql reads that other modules make, given here instead.
 INPUTS = ("trace_windows", "trace_steps", "trace_steady_steps", "gpu_work", "gpu_busy_intervals", "gpu_idle_gaps",
-          "host_sync_idle", "ranks_collectives", "ranks_launched_work")
+          "host_sync_idle", "ranks_collectives", "trace_step_work")
 OUTSIDE = ("startup", "warmup", "prologue", "teardown")
 Rows = dict[str, list[dict[str, Any]]]
 
@@ -90,7 +90,7 @@ def _work(source: int, kind: str, category: str, s: int, e: int, step: int | Non
     row = {"source_id": source, "rank": source, "device": 0, "kind": kind, "category": category, "ts_ns": s,
            "end_ns": e, "dur_ns": e - s}
     launched = [{**row, "step": step}] if step is not None else []
-    return {"gpu_work": [row], "ranks_launched_work": launched}
+    return {"gpu_work": [row], "trace_step_work": launched}
 
 
 def _gap(source: int, s: int, e: int, cause: str, long_gap: bool, launched: bool = True) -> Rows:

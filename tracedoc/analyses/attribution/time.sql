@@ -36,7 +36,7 @@
 --                        'work queued before the window')
 --   teardown             after the window: 'after the last step' ('after the last GPU work')
 -- Steps are cut on the GPU side, where their time is spent: GPU work belongs to the step during which the host
--- launched it (ranks.steps), and step N runs from the end of step N−1's last work to the end of its own, so the
+-- launched it (trace.steps), and step N runs from the end of step N−1's last work to the end of its own, so the
 -- idle before its first kernel, waiting for the host to launch it, is step N's; the first step starts with its
 -- first work. Time after the last step's work belongs to the last step; on a device whose first step starts after
 -- the window does, the time before it is step NULL. Without steps the whole window is step NULL with the causes
@@ -44,7 +44,7 @@
 -- include: attribution.sets
 -- include: gpu.idle
 -- include: host.sync
--- include: ranks.steps
+-- include: trace.steps
 
 -- The idle gaps whose time the host's doings explain: long host-wait gaps and the tail after the last work.
 CREATE OR REPLACE TEMP TABLE attribution_host_gaps AS
@@ -76,7 +76,8 @@ JOIN gaps g ON g.k = t.k AND g.bucket = t.bucket AND t.t >= g.s AND t.t < g.e;
 CREATE OR REPLACE TEMP TABLE attribution_step_starts AS
 WITH ends AS (
     SELECT l.k, w.step, min(w.ts_ns) AS start_ns, max(w.end_ns) AS end_ns
-    FROM ranks_launched_work w JOIN attribution_lanes l USING (source_id, device)
+    FROM trace_step_work w JOIN trace_steady_steps USING (source_id, step)  -- the work launched in steady steps
+    JOIN attribution_lanes l USING (source_id, device)
     GROUP BY l.k, w.step
 ),
 firsts AS (  -- the first step: from its host start, or from the end of earlier-launched work still running then
