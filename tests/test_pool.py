@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import SAMPLES
 from tracedoc import analyze, pipeline
-from tracedoc.errors import TracedocError
+from tracedoc.errors import RuleError, TracedocError
 from tracedoc.options import AnalysisOptions, Peaks
 from tracedoc.pipeline import build_report, input_files, open_store
 from tracedoc.report_tables import ReportTable
@@ -168,7 +168,51 @@ def test_the_report_reads_each_analysis_as_soon_as_it_is_made(monkeypatch: pytes
     assert at_once == alone
 
 
-def test_waiting_for_any_of_several_modules_gives_the_first_made_or_raises_the_first_failed() -> None:
+def test_of_several_broken_rules_the_first_in_order_is_said_whichever_fails_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two user rules whose SQL fails: the one read first in the rules' order is the one reported, as on one
+    connection, though the other's analysis is made long before (Store.in_turn)."""
+    for rule, reads, view in (("a-late", "attribution.host", "attribution_host_bound"),
+                              ("b-early", "gpu.idle", "gpu_idle_by_device")):
+        (tmp_path / f"{rule}.yaml").write_text(
+            f"id: {rule}\ntitle: broken\nseverity: warning\nreads: {reads}\nview: {view}\n"
+            f"when: no_such_column > 0\nimpact_ms: 0\nscope: {{rank: rank}}\nmessage: m\nfix: f\n")
+
+    def held_up(store: Store, con: duckdb.DuckDBPyConnection, module: str) -> None:
+        if module == "attribution.host":
+            time.sleep(0.3)
+        RUN_MODULE(store, con, module)
+
+    errors = []
+    for cursors in (1, 2):
+        monkeypatch.setattr(store_module, "cores", lambda cursors=cursors: cursors)
+        monkeypatch.setattr(Store, "_run_module", held_up)
+        with pytest.raises(RuleError) as raised:
+            analyze([SAMPLES / "decode-eager"], use_cache=False, rules_dirs=[tmp_path])
+        errors.append(str(raised.value).split(" (")[0].split(":")[0])
+    assert errors == ["rule a-late"] * 2
+
+
+def test_a_pool_closes_though_an_interrupt_left_its_lock_held() -> None:
+    """A KeyboardInterrupt landing just after a ``with`` took the pool's lock leaves it held by the main thread:
+    closing the pool then lets it go, rather than waiting for ever on workers that wait for it."""
+    from tracedoc.store.pool import ModulePool
+
+    con = duckdb.connect()
+    pool = ModulePool([con.cursor(), con.cursor()], lambda cursor, module: None, lambda module: [], set())
+
+    def interrupted_then_closed() -> None:
+        pool._changed.acquire()  # what the interrupt leaves behind
+        pool.close(interrupt=True)
+
+    closer = threading.Thread(target=interrupted_then_closed, daemon=True)
+    closer.start()
+    closer.join(10)
+    assert not closer.is_alive()
+    con.close()
+
+
+def test_waiting_for_any_of_several_modules_gives_the_first_made_or_failed() -> None:
     from tracedoc.store.pool import ModulePool
 
     release = threading.Event()
@@ -187,8 +231,9 @@ def test_waiting_for_any_of_several_modules_gives_the_first_made_or_raises_the_f
         pool.wait("slow")
         assert pool.wait_any(["quick", "slow"]) == "quick"  # both made: the first in the order given
         release.clear()
+        assert pool.wait_any(["slower", "broken"]) == "broken"  # failed while the other is still being made
         with pytest.raises(TracedocError, match="broken"):
-            pool.wait_any(["slower", "broken"])  # failed while the other is still being made
+            pool.wait("broken")
         release.set()
     finally:
         pool.close()

@@ -66,16 +66,14 @@ class ModulePool:
                 raise self._failed[module]
 
     def wait_any(self, modules: Sequence[str]) -> str:
-        """Run ``modules`` unless started already, and wait until one of them is made; return the first of them,
-        in the order given, that is (raising the error of the first that failed)."""
+        """Run ``modules`` unless started already, and wait until one of them is made or has failed; return the
+        first of them, in the order given, that has (``wait`` on it then returns, or raises its error)."""
         with self._changed:
             for module in modules:
                 self._ask(module)
             while True:
                 for module in modules:
-                    if module in self._failed:
-                        raise self._failed[module]
-                    if module in self._done:
+                    if module in self._done or module in self._failed:
                         return module
                 if self._closed:
                     raise RuntimeError(f"analysis modules {', '.join(modules)}: their pool is closed")
@@ -85,6 +83,7 @@ class ModulePool:
         """Start no more modules, and wait for those running (a connection must not close under them); with
         ``interrupt`` (the analysis failed or was stopped, Ctrl-C say: nothing will read what they make), their
         statements are stopped first rather than waited for, which on a large store may take minutes."""
+        self._let_go()
         with self._changed:
             self._closed = True
             self._changed.notify_all()
@@ -94,6 +93,13 @@ class ModulePool:
                     cursor.interrupt()
                 thread.join(0.05)
             thread.join()
+
+    def _let_go(self) -> None:
+        """Release the lock where an interrupt left it held by this thread: a KeyboardInterrupt may land between
+        taking it and entering its ``with`` block, and the workers would then wait for it for ever (close is never
+        called from inside one)."""
+        while self._changed._is_owned():  # type: ignore[attr-defined]
+            self._changed.release()
 
     def _ask(self, module: str) -> None:
         """Ask for ``module`` and its dependencies (the lock held)."""

@@ -161,7 +161,8 @@ class Store:
         """Call each ``(module, read)``'s read once its analysis module is made, the reads of modules made first
         first, and return what they returned in the order given: inside ``parallel``, the main thread reads what
         is made while the cursors make the rest, rather than waiting for each module in turn; elsewhere each
-        module is included, and read, in the order given."""
+        module is included, and read, in the order given. Where reads fail (a rule's SQL, a module that failed),
+        the error raised is the one of the first in the order given, as one at a time, whichever failed first."""
         if self._pool is None:
             results = []
             for module, read in reads:
@@ -169,11 +170,18 @@ class Store:
                 results.append(read())
             return results
         done: dict[int, T] = {}
+        failed: dict[int, Exception] = {}
         pending = dict(enumerate(reads))
-        while pending:
+        while pending and (not failed or min(pending) < min(failed)):  # later reads cannot change the error
             made = self._pool.wait_any(list(dict.fromkeys(module for module, _ in pending.values())))
             for index in [i for i, (module, _) in pending.items() if module == made]:
-                done[index] = pending.pop(index)[1]()
+                read = pending.pop(index)[1]
+                try:
+                    done[index] = read()  # include() raises the error of a module that failed
+                except Exception as exc:  # noqa: BLE001 - raised below, the first in the order given
+                    failed[index] = exc
+        if failed:
+            raise failed[min(failed)]
         return [done[index] for index in range(len(reads))]
 
     @contextlib.contextmanager
