@@ -11,6 +11,7 @@ Run on a quiet machine or compare CPU columns only; the statements of a module s
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import threading
 import time
@@ -64,21 +65,48 @@ class Timings:
 
 
 class TimingConnection:
-    """A DuckDB connection whose scripts run one statement at a time, each timed."""
+    """A DuckDB connection whose scripts run one statement at a time, each timed; with ``planning``, DuckDB's own
+    profiler on too, each statement's binding, optimizing, physical planning and operators' time summed."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, timings: Timings) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, timings: Timings, planning: dict[str, float] | None = None
+                 ) -> None:
         self._con = con
         self._timings = timings
+        self._planning = planning
+        if planning is not None:
+            try:
+                con.execute("PRAGMA enable_profiling = 'no_output'")
+                con.execute("PRAGMA profiling_mode = 'detailed'")
+            except duckdb.InvalidInputException:  # a cursor made once the store is locked (Store.lock): not profiled
+                self._planning = None
+
+    def _profiled(self) -> None:
+        """Add the last statement's phases, as DuckDB's profiler measured them, to ``planning``."""
+        if self._planning is None:
+            return
+        try:
+            profile = json.loads(self._con.get_profiling_information(format="json"))
+        except (duckdb.Error, ValueError):
+            return
+        for phase in ("planner", "optimizer", "physical_planner"):
+            self._planning[phase] += profile.get(phase, {}).get("total_time", 0.0)
+        stack = list(profile.get("operator", []))
+        while stack:
+            node = stack.pop()
+            self._planning["operators"] += node.get("timing") or 0.0
+            stack.extend(node.get("children", []))
 
     def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
         statements = duckdb.extract_statements(sql) if not args and not kwargs else ()
         if len(statements) <= 1:
             with self._timings.timed(sql):
-                return self._con.execute(sql, *args, **kwargs)
-        result = None
+                result = self._con.execute(sql, *args, **kwargs)
+            self._profiled()
+            return result
         for statement in statements:
             with self._timings.timed(statement.query):
                 result = self._con.execute(statement.query)
+            self._profiled()
         return result
 
     def executemany(self, sql: str, *args: Any, **kwargs: Any) -> Any:
@@ -87,7 +115,7 @@ class TimingConnection:
 
     def cursor(self) -> TimingConnection:
         """A cursor (modules run at once run on these: store.pool), its statements timed too."""
-        return TimingConnection(self._con.cursor(), self._timings)
+        return TimingConnection(self._con.cursor(), self._timings, self._planning)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._con, name)
@@ -106,11 +134,17 @@ def main() -> None:
                         help="at most this many cursors for the modules to run on at once (store.pool); 1 (the "
                              "default): one at a time, each statement's CPU its own")
     parser.add_argument("--memory-limit", help="DuckDB's memory cap, as --memory-limit takes it (e.g. 80M)")
+    parser.add_argument("--planning", action="store_true",
+                        help="also print, summed over the statements, what DuckDB's own profiler counts as binding, "
+                             "optimizing, physical planning and the operators' time (the profiler adds its own; "
+                             "cursors made after the store is locked are not profiled: keep --workers 1)")
     args = parser.parse_args()
 
     timings = Timings()
+    planning = dict.fromkeys(("planner", "optimizer", "physical_planner", "operators"), 0.0) if args.planning else None
     connect = store_module.connect
-    store_module.connect = lambda *a, **k: TimingConnection(connect(*a, **k), timings)  # type: ignore[assignment]
+    store_module.connect = lambda *a, **k: TimingConnection(connect(*a, **k), timings,  # type: ignore[assignment]
+                                                            planning)
     run_module = modules.run
 
     def timed_run(con: Any, module: str, *rest: Any, **kw: Any) -> None:
@@ -146,6 +180,10 @@ def main() -> None:
     in_sql = sum(r[2] for r in timings.rows)
     print(f"{'ingest' if args.ingest else 'analyze'}: {cpu:.2f} s CPU, {wall:.2f} s wall, peak RSS {peak_mb:.0f} MB; "
           f"{len(timings.rows)} statements {in_sql:.2f} s CPU, Python and the rest {cpu - in_sql:.2f} s")
+    if planning is not None:
+        print(f"DuckDB's profiler, over the statements: binding {planning['planner']:.3f} s, optimizing "
+              f"{planning['optimizer']:.3f} s, physical planning {planning['physical_planner']:.3f} s, operators "
+              f"{planning['operators']:.3f} s (of {sum(r[3] for r in timings.rows):.3f} s of statements' wall)")
     print("\nper module (own statements; CPU s, wall s, statements):")
     for label, (c, w, n) in sorted(per_module.items(), key=lambda kv: -kv[1][0]):
         print(f"  {c:7.3f} {w:7.3f} {int(n):4d}  {label}")

@@ -317,6 +317,21 @@ def test_threads_and_cursors_fitted_to_the_cores(monkeypatch: pytest.MonkeyPatch
                       (35_000, 16): (4, 1)}
 
 
+def test_no_more_cursors_than_module_workers_allows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MODULE_WORKERS caps the cursors, the two of a store of up to TWO_CURSORS_UP_TO threads a statement too."""
+    monkeypatch.setattr(store_module, "cores", lambda: 2)
+    monkeypatch.setattr(store_module, "MODULE_WORKERS", 1)
+    store = Store.create(None)
+    try:
+        store.con.execute("SET threads = 2")
+        store.con.execute("INSERT INTO sources (source_id, path, format, rank, event_count) "
+                          "VALUES (0, 'x', 'kineto', 0, 850000)")
+        store.fit_threads()
+        assert (store.module_workers, store.threads()) == (1, 2)
+    finally:
+        store.close()
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs 2 cores")
 def test_a_process_pinned_to_fewer_cores_reads_on_as_many_threads() -> None:
     """DuckDB counts the machine's cores; a process pinned to one (taskset, a batch scheduler's CPU set) gets one

@@ -263,7 +263,7 @@ class Store:
             available = threads_under_cap(self.limits.memory_bytes, cores())  # each cursor's statement has buffers
             self.module_workers = max(1, min(MODULE_WORKERS, available // per_statement))
             wanted = min(available, per_statement * self.module_workers) if per_statement > 1 else 1
-            if self.module_workers == 1 and available >= 2 and per_statement <= TWO_CURSORS_UP_TO:
+            if self.module_workers == 1 < min(MODULE_WORKERS, available) and per_statement <= TWO_CURSORS_UP_TO:
                 # two cursors whose statements' threads, with the threads DuckDB adds, fill the cores
                 self.module_workers, wanted = 2, available - 1
             if events < PARALLEL_EVENTS:
