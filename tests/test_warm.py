@@ -35,7 +35,7 @@ def test_a_helper_that_fails_says_nothing() -> None:
         import threading
         from tracedoc.warm import on_first_step
         from tracedoc import warm
-        warm.RENDERER_IMPORTS["md"] = ("tracedoc.no_such_module",)
+        warm.ANALYSIS_IMPORTS = ("tracedoc.no_such_module",)
         on_first_step(lambda message: None, "md")("reading")
         for helper in [t for t in threading.enumerate() if t.name == "tracedoc-warm"]:
             helper.join()

@@ -16,15 +16,11 @@ import importlib
 import threading
 from collections.abc import Callable, Iterable
 
+from tracedoc.render.base import RENDERERS
+
 # What every analysis imports once its store is made (the pool of cursors, the analysis modules' loader, the
 # statistics of the what-if projection).
 ANALYSIS_IMPORTS = ("tracedoc.store.modules", "tracedoc.store.pool", "statistics")
-# What writing the report in each format imports (tracedoc.cli.options.emit_report): Rich with the text renderer.
-RENDERER_IMPORTS = {
-    "text": ("tracedoc.render.text", "tracedoc.cli.terminal", "rich.console"),
-    "json": ("tracedoc.render.jsonrender",),
-    "md": ("tracedoc.render.markdown",),
-}
 
 
 def import_all(modules: Iterable[str]) -> None:
@@ -57,8 +53,9 @@ def on_first_step(step: Callable[[str], None], fmt: str) -> Callable[[str], None
         nonlocal started
         if not started:
             started = True
-            threading.Thread(target=_quietly, args=((*ANALYSIS_IMPORTS, *RENDERER_IMPORTS.get(fmt, ())),),
-                             name="tracedoc-warm", daemon=True).start()
+            renderer = (RENDERERS.module(fmt),) if fmt in RENDERERS else ()  # the text renderer's brings Rich
+            threading.Thread(target=_quietly, args=((*ANALYSIS_IMPORTS, *renderer),), name="tracedoc-warm",
+                             daemon=True).start()
         step(message)
 
     return first

@@ -40,6 +40,10 @@ class Renderers(Mapping[str, type[Renderer]]):
     def __len__(self) -> int:
         return len(self._formats)
 
+    def module(self, name: str) -> str:
+        """The module of format ``name``'s renderer, named without importing it."""
+        return self._formats[name][1].partition(":")[0]
+
     def extensions(self) -> dict[str, str]:
         """Each format's name and the extension of its files ('.md')."""
         return {name: extension for name, (extension, _) in self._formats.items()}
