@@ -467,12 +467,19 @@ def _check_bounds(store: Store, inputs: Sequence[InputFile]) -> None:
     checks.append(f"SELECT 'devices', source_id FROM gpu_activity GROUP BY source_id "
                   f"HAVING count(*) FILTER (WHERE device IS NULL OR device < 0) > 0 "
                   f"OR count(DISTINCT device) > {MAX_DEVICES}")
-    checks.append("SELECT 'correlations', source_id FROM cpu_activity WHERE kind IN ('runtime', 'driver') "
-                  "AND correlation_id IS NOT NULL GROUP BY source_id, correlation_id HAVING count(*) > 2")
+    # A correlation id repeats only in a block of 64 ids holding more calls than ids (a mask of the ids seen in it
+    # counts them): the calls are grouped per id only in such blocks, not all of them (0.28 against 0.04 s on the
+    # 199 MB export, whose ids never repeat).
+    checks.append("SELECT 'correlations', source_id FROM calls SEMI JOIN repeats USING (source_id, block) "
+                  "GROUP BY source_id, correlation_id HAVING count(*) > 2")
+    calls = ("calls AS (SELECT source_id, correlation_id, correlation_id >> 6 AS block FROM cpu_activity "
+             "WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL)")
+    repeats = ("repeats AS MATERIALIZED (SELECT source_id, block FROM calls GROUP BY ALL "
+               "HAVING count(*) > bit_count(bit_or(1::UBIGINT << (correlation_id & 63)::UBIGINT)))")
     # as one UNION ALL the times' checks plan in a quarter of the time of a LIMIT 1 subquery per table (3 against
     # 13 ms on decode-eager), and name the first such source whatever order the rows are read in
-    bad = store.con.execute(f"SELECT problem, min(source_id) FROM ({' UNION ALL '.join(checks)}) "
-                            "AS c(problem, source_id) GROUP BY problem").fetchall()
+    bad = store.con.execute(f"WITH {calls}, {repeats} SELECT problem, min(source_id) FROM "
+                            f"({' UNION ALL '.join(checks)}) AS c(problem, source_id) GROUP BY problem").fetchall()
     if bad:
         problem, source = min(bad, key=lambda row: list(_OUT_OF_BOUNDS).index(row[0]))
         raise InputError(f"{inputs[source].path}: {_OUT_OF_BOUNDS[problem]}: a corrupt or edited trace")

@@ -122,6 +122,12 @@ class SqliteSource:
         """True when the table exists and has every named column."""
         return table in self.columns and set(columns) <= self.columns[table]
 
+    @property
+    def streams_apart(self) -> bool:
+        """Whether each stream reads through a connection of its own (ADBC's), so that streams may be read at once
+        on several threads; the standard library's path reads every stream through the one connection."""
+        return _adbc_module() is not None
+
     def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         """A small query's rows as tuples (metadata, enumerations)."""
         try:
