@@ -127,17 +127,14 @@ events AS (
     UNION ALL SELECT k, win_s, 0 FROM attribution_lanes UNION ALL SELECT k, win_e, 0 FROM attribution_lanes
     UNION ALL SELECT k, e, 0 FROM attribution_waits
     UNION ALL SELECT k, t, 0 FROM attribution_host_range_cuts
-    UNION ALL BY NAME SELECT k, s AS t, 0 AS d, 1 AS starts FROM attribution_waits
-    UNION ALL BY NAME SELECT k, s AS t, 0 AS d, 2 AS starts FROM attribution_step_starts
+    UNION ALL SELECT DISTINCT k, s, 4294967296 FROM attribution_waits
+    UNION ALL SELECT DISTINCT k, s, 4096 FROM attribution_step_starts
 ),
-points AS (  -- d: the change of the mask (bits under 4096), plus 4096 where a step starts and 2^32 where a wait starts
-    SELECT k, t, (sum(d) + 4096 * (coalesce(bit_or(starts), 0) & 2 = 2)::INTEGER
-                  + 4294967296 * (coalesce(bit_or(starts), 0) & 1 = 1)::INTEGER)::BIGINT AS d
-    FROM events GROUP BY k, t
-),
-masks AS (  -- the running sum: the mask, and how many steps and waits started so far
-    SELECT k, t AS s, lead(t) OVER w AS e, sum(d) OVER (w ROWS UNBOUNDED PRECEDING)::BIGINT AS total
-    FROM points WINDOW w AS (PARTITION BY k ORDER BY t)
+masks AS (  -- the running sum over each lane's boundaries in time order, those at one time together (a RANGE frame;
+            -- of a time's boundaries, the last is the segment's, the others are empty): the mask, and how many steps
+            -- and waits started so far (each start time once)
+    SELECT k, t AS s, lead(t) OVER w AS e, sum(d) OVER (w RANGE UNBOUNDED PRECEDING)::BIGINT AS total
+    FROM events WINDOW w AS (PARTITION BY k ORDER BY t)
 ),
 waits AS (  -- of waits starting together, the one ending last (then of the highest rank), numbered by start
     SELECT k, row_number() OVER (PARTITION BY k ORDER BY s) AS n, wait
