@@ -10,6 +10,7 @@
 -- readers an empty nvtx_idle_by_device elsewhere.
 -- reads: nvtx_ranges
 -- include: gpu.idle
+-- include: trace.launches
 
 -- User ranges with their nesting depth among the thread's user ranges, and their parent (the innermost user
 -- range open on the thread when they started; NULL at depth 0).
@@ -48,24 +49,13 @@ SELECT source_id, pid, tid, t, range_id FROM (
 )
 QUALIFY row_number() OVER (PARTITION BY source_id, pid, tid, t ORDER BY ord DESC, depth DESC) = 1;
 
--- The CUDA call behind each correlation id of GPU work: launching thread and launch time (ns), of its first call
--- (the least (ts_ns, pid, tid): one aggregate of one struct, where an arg_min per column would compare the struct
--- twice), for the sources that have user ranges at all (the only ones read below), and the innermost user range
--- open on that thread then (range_id; NULL when none). Calls that launched no work in the window (most CUDA calls)
--- are left out before the aggregate. The range is found per launch, not per work item (fewer rows to sort for the
+-- The CUDA call behind each correlation id of GPU work (trace.launches: its first call's thread and time), for the
+-- sources that have user ranges at all (the only ones read below), and the innermost user range open on that thread
+-- then (range_id; NULL when none). The range is found per launch, not per work item (fewer rows to sort for the
 -- ASOF join: a launch's work items share its thread and time).
 CREATE OR REPLACE TEMP TABLE nvtx_launches AS
-WITH firsts AS (
-    SELECT source_id, correlation_id, first.pid, first.tid, first.ts_ns AS launch_ns
-    FROM (SELECT source_id, correlation_id, min({'ts_ns': ts_ns, 'pid': pid, 'tid': tid}) AS first
-          FROM cpu_activity WHERE kind IN ('runtime', 'driver') AND correlation_id IS NOT NULL
-              AND (source_id, correlation_id) IN (
-                  SELECT source_id, correlation_id FROM gpu_work
-                  WHERE source_id IN (SELECT source_id FROM nvtx_user_ranges))
-          GROUP BY source_id, correlation_id)
-)
-SELECT l.*, s.range_id
-FROM firsts l
+SELECT l.source_id, l.correlation_id, l.pid, l.tid, l.launch_ns, s.range_id
+FROM (SELECT * FROM trace_launches WHERE source_id IN (SELECT source_id FROM nvtx_user_ranges)) l
 ASOF LEFT JOIN nvtx_thread_states s
   ON s.source_id = l.source_id AND s.pid = l.pid AND s.tid = l.tid AND s.t <= l.launch_ns;
 
