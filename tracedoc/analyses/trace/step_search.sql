@@ -57,11 +57,19 @@ ranges AS (
     SELECT source_id, tid, family, ts_ns, end_ns, false FROM candidates
     WHERE (source_id, tid, family) NOT IN (SELECT (source_id, tid, family) FROM candidates WHERE inside)
 ),
+before AS (  -- each source's launches counted through each launch time (those at one time together)
+    SELECT source_id, ts_ns, count(*) OVER (PARTITION BY source_id ORDER BY ts_ns RANGE UNBOUNDED PRECEDING) AS n
+    FROM trace_step_launches
+),
+edges AS (  -- a range's launches: those before its end less those before its start
+    SELECT source_id, tid, family, ts_ns AS t, -1 AS sign FROM ranges
+    UNION ALL
+    SELECT source_id, tid, family, end_ns, 1 FROM ranges
+),
 covered AS (
-    SELECT r.source_id, r.tid, r.family, count(l.ts_ns) AS launches
-    FROM ranges r LEFT JOIN trace_step_launches l
-      ON l.source_id = r.source_id AND l.ts_ns >= r.ts_ns AND l.ts_ns < r.end_ns
-    GROUP BY r.source_id, r.tid, r.family
+    SELECT e.source_id, e.tid, e.family, sum(e.sign * coalesce(b.n, 0))::BIGINT AS launches
+    FROM edges e ASOF LEFT JOIN before b ON b.source_id = e.source_id AND b.ts_ns < e.t
+    GROUP BY e.source_id, e.tid, e.family
 )
 SELECT r.source_id, r.tid, r.family, count(*) AS instances, any_value(c.launches) AS launches,
        bool_or(r.named) AS named
