@@ -310,6 +310,28 @@ def test_no_temp_table_of_the_export_outlives_its_load(tmp_path: Path) -> None:
         assert store.scalar("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE '\\_ns\\_%' ESCAPE '\\'") == 0
         assert store.scalar("SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '\\_ns\\_%' ESCAPE '\\'") == 0
         assert store.scalar("SELECT min(ts_ns) FROM gpu_activity") > _session_start(TORCH / "sample.sqlite")
+        assert store.scalar("SELECT count(*) FROM duckdb_databases() WHERE database_name LIKE '\\_nsys%' "
+                            "ESCAPE '\\'") == 0
+
+
+def test_tables_read_at_once_give_the_rows_read_one_at_a_time(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """The export's tables read each on a cursor of its own (as many as DuckDB's threads) land in the store as
+    they do read one after the other on the store's connection."""
+    if sqlite_arrow._adbc_module() is None:
+        pytest.skip("ADBC's SQLite driver is not installed: the tables are read one at a time")
+
+    def rows(reads: int) -> dict[str, list[tuple]]:
+        monkeypatch.setattr(nsys, "_MAX_READS", reads)
+        with Store.create(None) as store:
+            store.con.execute("SET threads = 4")
+            nsys.load(store, 0, TORCH / "sample.sqlite", tmp_path)
+            return {table: store.con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
+                    for table in ("gpu_activity", "cpu_activity", "nvtx_ranges", "devices", "nsys_threads")}
+
+    at_once, one_at_a_time = rows(4), rows(1)
+    assert at_once["gpu_activity"] and at_once["cpu_activity"] and at_once["nvtx_ranges"]
+    assert at_once == one_at_a_time
 
 
 def test_sqlite3_fallback_reads_the_same(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

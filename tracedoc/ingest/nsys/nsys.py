@@ -173,7 +173,7 @@ def _load_tables(store: Store, source: SqliteSource, path: Path, source_id: int)
     con = store.con
     raw = f"_nsys_raw_{int(source_id)}"
     temp = ["_ns_gpu_processes", "_ns_pid_source"]
-    database, search_path = con.execute("SELECT current_database(), current_setting('search_path')").fetchone()
+    database, search_path = con.execute("SELECT current_database(), current_setting('search_path')").fetchall()[0]
     con.execute(f"ATTACH ':memory:' AS {raw}")
     try:
         _read_tables(con, source, raw, _session_start(source))
