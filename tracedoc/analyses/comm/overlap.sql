@@ -19,10 +19,11 @@ CREATE OR REPLACE TEMP VIEW comm_overlap_comm_kernels AS
 SELECT k, s, e FROM comm_overlap_kernels WHERE category = 'communication';
 -- comm: the union of the communication kernels.
 CREATE OR REPLACE TEMP TABLE comm_overlap_comm AS SELECT * FROM intervals_merge('comm_overlap_comm_kernels');
--- The compute kernels.
+-- The compute kernels of the devices with communication: the intersection below reads their union there alone
+-- (elsewhere only the union's length is read, summed without merging it: comm_overlap_by_device).
 CREATE OR REPLACE TEMP VIEW comm_overlap_compute_kernels AS
-SELECT k, s, e FROM comm_overlap_kernels WHERE category = 'compute';
--- compute: the union of the compute kernels.
+SELECT k, s, e FROM comm_overlap_kernels WHERE category = 'compute' AND k IN (SELECT k FROM comm_overlap_comm);
+-- compute: the union of those compute kernels.
 CREATE OR REPLACE TEMP TABLE comm_overlap_compute AS SELECT * FROM intervals_merge('comm_overlap_compute_kernels');
 
 -- Per device with kernels: communication time |comm|, compute time |compute|, their intersection
@@ -33,7 +34,14 @@ WITH lanes AS (
     FROM gpu_work WHERE kind = 'kernel' GROUP BY source_id, device
 ),
 comm AS (SELECT k, sum(e - s) AS ns FROM comm_overlap_comm GROUP BY k),
-compute AS (SELECT k, sum(e - s) AS ns FROM comm_overlap_compute GROUP BY k),
+compute AS (  -- |compute| of every device: each compute kernel adds what it runs past the latest end of those
+              -- started before it
+    SELECT k, sum(greatest(e - greatest(s, coalesce(prev_e, s)), 0)) AS ns
+    FROM (SELECT k, s, e,
+                 max(e) OVER (PARTITION BY k ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
+          FROM comm_overlap_kernels WHERE category = 'compute' AND e > s)
+    GROUP BY k
+),
 overlap AS (SELECT k, sum(e - s) AS ns FROM intervals_intersect('comm_overlap_comm', 'comm_overlap_compute') GROUP BY k)
 SELECT l.source_id, l.rank, l.device, coalesce(c.ns, 0) AS comm_ns, coalesce(p.ns, 0) AS compute_ns,
        coalesce(o.ns, 0) AS overlap_ns, coalesce(c.ns, 0) - coalesce(o.ns, 0) AS exposed_comm_ns,
