@@ -52,6 +52,8 @@ _RANK_VALUE = re.compile(r'^RANK="?([0-9]{1,9})"?$')
 # The export's tables read at once (_read_tables): at most this many, the largest of them first.
 _MAX_READS = 4
 _LARGEST = ("_ns_kernel", "_ns_api", "_ns_osrt", "_ns_nvtx", "_ns_memcpy", "_ns_sync")
+# The temp tables the normalisation makes (nsys_sql), dropped once it is done.
+_NORMALIZE_TEMP = ("_ns_gpu_processes", "_ns_pid_source")
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -172,7 +174,6 @@ def _load_tables(store: Store, source: SqliteSource, path: Path, source_id: int)
     uncompressed. Return the events read and, when the export holds several ranks, its parts (else none)."""
     con = store.con
     raw = f"_nsys_raw_{int(source_id)}"
-    temp = ["_ns_gpu_processes", "_ns_pid_source"]
     database, search_path = con.execute("SELECT current_database(), current_setting('search_path')").fetchall()[0]
     con.execute(f"ATTACH ':memory:' AS {raw}")
     try:
@@ -201,7 +202,8 @@ def _load_tables(store: Store, source: SqliteSource, path: Path, source_id: int)
     finally:
         con.execute(f"SET search_path = {sql_literal(search_path)}")
         con.execute(f"DETACH DATABASE IF EXISTS {raw}")
-        _drop(con, temp, tuple(temp))
+        for table in _NORMALIZE_TEMP:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
     return events, parts
 
 
@@ -260,14 +262,6 @@ def _read_tables(con: duckdb.DuckDBPyConnection, source: SqliteSource, raw: str,
     finally:
         for cur in cursors:
             cur.close()
-
-
-def _drop(con: duckdb.DuckDBPyConnection, temp: list[str], tables: tuple[str, ...]) -> None:
-    """Drop ``tables`` among the ingest's temp tables still there (``temp``), each once."""
-    for table in tables:
-        if table in temp:
-            con.execute(f"DROP TABLE IF EXISTS {table}")
-            temp.remove(table)
 
 
 def _session_start(source: SqliteSource) -> int:
