@@ -167,6 +167,49 @@ def test_the_resident_process_keeps_one_thread_to_fork() -> None:
     assert done.stdout.strip() == "1"
 
 
+def test_a_store_made_ahead_is_taken_once_and_reports_as_a_fresh_one(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The empty store a resident process makes before it forks (store.premake): the next store made in memory
+    takes it, under the run's threads and memory cap, and reports as a store made afresh; a store made after that is
+    a fresh one; and a cached store opened after another premake takes it in place of a connection of its own."""
+    from tracedoc import analyze
+    from tracedoc.limits import Limits
+    from tracedoc.store import store as store_module
+    from tracedoc.store.store import Store
+
+    def report(**kwargs: object) -> dict[str, object]:
+        made = analyze([SAMPLE], **kwargs).to_dict()  # type: ignore[arg-type]
+        made.pop("tracedoc")
+        return made
+
+    fresh = report(use_cache=False)
+    monkeypatch.setattr(store_module, "_premade", None)  # whatever the test leaves is dropped after it
+    connections: list[str] = []
+    connect = store_module.connect
+
+    def counted(database: str, limits: Limits) -> object:
+        connections.append(database)
+        return connect(database, limits)
+
+    monkeypatch.setattr(store_module, "connect", counted)
+
+    store_module.premake()
+    premade = store_module._premade
+    with Store.create(None, Limits(memory_bytes=256 << 20)) as store:
+        assert store.con is premade and store_module._premade is None
+        assert store.scalar("SELECT current_setting('async_threads')") > 0  # DuckDB's default again
+        assert store.scalar("SELECT current_setting('memory_limit')") == "256.0 MiB"
+        assert store.scalar("SELECT count(*) FROM gpu_activity") == 0
+    assert connections == []
+    assert report(use_cache=False) == fresh and connections == [":memory:"]  # taken once: this one is fresh
+
+    store_module.premake()
+    connections.clear()
+    assert report(cache_dir=tmp_path) == fresh  # the store file made, then opened for the analyses
+    assert len(connections) == 1 and connections[0].endswith(".duckdb")  # the file's own; the opening took it
+    assert store_module._premade is None
+
+
 def test_a_caller_that_sends_nothing_holds_the_resident_process_up_only_briefly(resident_env: dict[str, str]
                                                                                  ) -> None:
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -46,12 +46,15 @@ _WARM_MODULES = (
 
 def warm() -> None:
     """Import and read now what a command would on each run: the modules above and what every analysis reads
-    (tracedoc.warm), and the digest of tracedoc's code (a changed installation is told by it)."""
+    (tracedoc.warm), and the digest of tracedoc's code (a changed installation is told by it); and make the empty
+    store in memory that the command's store starts from (``store.premake``)."""
     from tracedoc import warm as ahead
     from tracedoc.report_cache import code_digest
+    from tracedoc.store import store
 
     ahead.warm(_WARM_MODULES)
     code_digest()
+    store.premake()
 
 
 def threads() -> int:

@@ -110,18 +110,14 @@ class Store:
         """
         if path is not None:
             con = connect(str(path), limits)
+            make_schema(con, in_file=True)
+        elif (premade := _take_premade(limits)) is not None:
+            con = premade
         else:
             con = connect(":memory:", limits)
             con.execute("ATTACH ':memory:' AS store (COMPRESS)")
             con.execute("USE store")
-        if path is not None:  # one commit: the file's log written once, not once a table (about 10 ms of a small store)
-            con.execute("BEGIN TRANSACTION")
-        for schema in schema_files():
-            con.execute(schema.read_text())
-        con.execute("INSERT INTO store_meta VALUES ('schema_version', ?), ('complete', 'false')",
-                    [str(SCHEMA_VERSION)])
-        if path is not None:
-            con.execute("COMMIT")
+            make_schema(con, in_file=False)
         store = cls(con, path, limits)
         store.own_catalog = OWN_CATALOG if path is None else None
         return store
@@ -129,7 +125,12 @@ class Store:
     @classmethod
     def open(cls, path: Path, limits: Limits = Limits()) -> Store:
         """Open a finished store read-only, under ``limits``; analyses then add TEMP objects on top of it."""
-        con = connect(":memory:", limits)
+        con = _take_premade(limits)
+        if con is None:
+            con = connect(":memory:", limits)
+        else:  # the empty store made ahead gives way to the file
+            con.execute(f"USE {OWN_CATALOG}")
+            con.execute("DETACH store")
         con.execute(f"ATTACH {sql_literal(str(path))} AS store (READ_ONLY)")
         con.execute("USE store")
         store = cls(con, path, limits)
@@ -434,9 +435,59 @@ def connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
     available = threads_under_cap(limits.memory_bytes, cores())
     con = duckdb.connect(database, config={"threads": available} if available < (os.cpu_count() or 1) else {})
     no_progress_bar(con)
+    _cap_memory(con, limits)
+    return con
+
+
+def _cap_memory(con: duckdb.DuckDBPyConnection, limits: Limits) -> None:
+    """Put ``con``'s database under the run's memory cap, spilling beyond it, when the run sets one."""
     if (limit := limits.memory_bytes) is not None:
         con.execute(f"SET memory_limit = '{max(1, limit >> 10)}KiB'")
         con.execute(f"SET temp_directory = {sql_literal(str(spill_directory()))}")
+
+
+def make_schema(con: duckdb.DuckDBPyConnection, in_file: bool) -> None:
+    """Create the normalized schema in ``con``'s current database, marked incomplete; in a file, in one commit (the
+    file's log written once, not once a table: about 10 ms of a small store)."""
+    if in_file:
+        con.execute("BEGIN TRANSACTION")
+    for schema in schema_files():
+        con.execute(schema.read_text())
+    con.execute("INSERT INTO store_meta VALUES ('schema_version', ?), ('complete', 'false')", [str(SCHEMA_VERSION)])
+    if in_file:
+        con.execute("COMMIT")
+
+
+# An empty store in memory made ahead of the command that uses it (``premake``): the next Store.create(None) or
+# Store.open takes it, once.
+_premade: duckdb.DuckDBPyConnection | None = None
+
+
+def premake() -> None:
+    """Make an empty store in memory now, for the next store the process makes or opens: a resident process makes one
+    before it forks (tracedoc.resident), so that each command it runs finds DuckDB's database started and the schema
+    made, about 60 ms of a small trace's run. Made on one thread and without DuckDB's asynchronous I/O threads (8 of
+    them by default, even under `threads = 1`): DuckDB then runs no thread of its own, and the process may fork."""
+    global _premade
+    from tracedoc.store.engine import duckdb
+
+    con = duckdb.connect(":memory:", config={"threads": 1, "async_threads": 0})
+    no_progress_bar(con)
+    con.execute("ATTACH ':memory:' AS store (COMPRESS)")
+    con.execute("USE store")
+    make_schema(con, in_file=False)
+    _premade = con
+
+
+def _take_premade(limits: Limits) -> duckdb.DuckDBPyConnection | None:
+    """The store ``premake`` made, set up as ``connect`` sets a connection up under ``limits`` (its threads, its
+    asynchronous I/O threads back to DuckDB's default, the memory cap); None where none is waiting."""
+    global _premade
+    con, _premade = _premade, None
+    if con is not None:
+        con.execute("RESET async_threads")
+        con.execute(f"SET threads = {threads_under_cap(limits.memory_bytes, cores())}")
+        _cap_memory(con, limits)
     return con
 
 
