@@ -195,11 +195,17 @@ def test_a_store_made_ahead_is_taken_once_and_reports_as_a_fresh_one(tmp_path: P
 
     store_module.premake()
     premade = store_module._premade
+    monkeypatch.setenv("SLURM_CPUS_ON_NODE", "1")  # a job's CPUs, which DuckDB's default counts as the store is taken
     with Store.create(None, Limits(memory_bytes=256 << 20)) as store:
         assert store.con is premade and store_module._premade is None
         assert store.scalar("SELECT current_setting('async_threads')") > 0  # DuckDB's default again
         assert store.scalar("SELECT current_setting('memory_limit')") == "256.0 MiB"
         assert store.scalar("SELECT count(*) FROM gpu_activity") == 0
+        made_afresh = connect(":memory:", Limits(memory_bytes=256 << 20))  # not counted: the function as it was
+        assert store.scalar("SELECT current_setting('threads')") == store_module.scalar(
+            made_afresh, "SELECT current_setting('threads')")  # 1 where the cap leaves every core: the job's
+        made_afresh.close()
+    monkeypatch.delenv("SLURM_CPUS_ON_NODE")
     assert connections == []
     assert report(use_cache=False) == fresh and connections == [":memory:"]  # taken once: this one is fresh
 

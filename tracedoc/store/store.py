@@ -103,7 +103,8 @@ class Store:
 
     @classmethod
     def create(cls, path: Path | None, limits: Limits = Limits()) -> Store:
-        """Create an empty store with the normalized schema at ``path`` (None: in memory), under ``limits``.
+        """Create an empty store with the normalized schema at ``path`` (None: in memory, the store made ahead
+        where one waits: ``premake``), under ``limits``.
 
         A store in memory is compressed like a file's (``mark_complete`` checkpoints it): uncompressed, the 205 MB
         trace's store takes 80 MB instead of 8 MB for the whole analysis; the checkpoint costs 0.04–0.15 s there.
@@ -124,15 +125,20 @@ class Store:
 
     @classmethod
     def open(cls, path: Path, limits: Limits = Limits()) -> Store:
-        """Open a finished store read-only, under ``limits``; analyses then add TEMP objects on top of it."""
+        """Open a finished store read-only, under ``limits`` (on the connection of the store made ahead where one
+        waits: ``premake``); analyses then add TEMP objects on top of it."""
         con = _take_premade(limits)
         if con is None:
             con = connect(":memory:", limits)
         else:  # the empty store made ahead gives way to the file
             con.execute(f"USE {OWN_CATALOG}")
             con.execute("DETACH store")
-        con.execute(f"ATTACH {sql_literal(str(path))} AS store (READ_ONLY)")
-        con.execute("USE store")
+        try:
+            con.execute(f"ATTACH {sql_literal(str(path))} AS store (READ_ONLY)")
+            con.execute("USE store")
+        except BaseException:
+            con.close()
+            raise
         store = cls(con, path, limits)
         store.own_catalog = OWN_CATALOG
         return store
@@ -432,11 +438,18 @@ def connect(database: str, limits: Limits) -> duckdb.DuckDBPyConnection:
     buffers; and under a cap, on no more than it holds buffers for (``memory.threads_under_cap``)."""
     from tracedoc.store.engine import duckdb
 
-    available = threads_under_cap(limits.memory_bytes, cores())
-    con = duckdb.connect(database, config={"threads": available} if available < (os.cpu_count() or 1) else {})
+    threads = _threads(limits)
+    con = duckdb.connect(database, config={} if threads is None else {"threads": threads})
     no_progress_bar(con)
     _cap_memory(con, limits)
     return con
+
+
+def _threads(limits: Limits) -> int | None:
+    """DuckDB's threads for a connection under ``limits`` (``connect``): None where that is every core of the
+    machine, which DuckDB's own default then decides (it counts a Slurm job's CPUs and a container's CPU quota)."""
+    available = threads_under_cap(limits.memory_bytes, cores())
+    return available if available < (os.cpu_count() or 1) else None
 
 
 def _cap_memory(con: duckdb.DuckDBPyConnection, limits: Limits) -> None:
@@ -467,7 +480,9 @@ def premake() -> None:
     """Make an empty store in memory now, for the next store the process makes or opens: a resident process makes one
     before it forks (tracedoc.resident), so that each command it runs finds DuckDB's database started and the schema
     made, about 60 ms of a small trace's run. Made on one thread and without DuckDB's asynchronous I/O threads (8 of
-    them by default, even under `threads = 1`): DuckDB then runs no thread of its own, and the process may fork."""
+    them by default, even under `threads = 1`): DuckDB then runs no thread of its own, and the process may fork.
+    What DuckDB fixes as its database starts (its TimeZone, from TZ) is then this process's, not the command's: no
+    analysis reads a time zone."""
     global _premade
     from tracedoc.store.engine import duckdb
 
@@ -480,13 +495,15 @@ def premake() -> None:
 
 
 def _take_premade(limits: Limits) -> duckdb.DuckDBPyConnection | None:
-    """The store ``premake`` made, set up as ``connect`` sets a connection up under ``limits`` (its threads, its
-    asynchronous I/O threads back to DuckDB's default, the memory cap); None where none is waiting."""
+    """The store ``premake`` made, set up as ``connect`` sets a connection up under ``limits`` (its threads, or
+    DuckDB's default read again in this process; its asynchronous I/O threads back to DuckDB's default; the memory
+    cap); None where none is waiting."""
     global _premade
     con, _premade = _premade, None
     if con is not None:
         con.execute("RESET async_threads")
-        con.execute(f"SET threads = {threads_under_cap(limits.memory_bytes, cores())}")
+        threads = _threads(limits)
+        con.execute("RESET threads" if threads is None else f"SET threads = {threads}")
         _cap_memory(con, limits)
     return con
 
