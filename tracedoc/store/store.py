@@ -111,14 +111,14 @@ class Store:
         """
         if path is not None:
             con = connect(str(path), limits)
-            make_schema(con, in_file=True)
+            _make_schema(con, in_file=True)
         elif (premade := _take_premade(limits)) is not None:
             con = premade
         else:
             con = connect(":memory:", limits)
             con.execute("ATTACH ':memory:' AS store (COMPRESS)")
             con.execute("USE store")
-            make_schema(con, in_file=False)
+            _make_schema(con, in_file=False)
         store = cls(con, path, limits)
         store.own_catalog = OWN_CATALOG if path is None else None
         return store
@@ -459,7 +459,7 @@ def _cap_memory(con: duckdb.DuckDBPyConnection, limits: Limits) -> None:
         con.execute(f"SET temp_directory = {sql_literal(str(spill_directory()))}")
 
 
-def make_schema(con: duckdb.DuckDBPyConnection, in_file: bool) -> None:
+def _make_schema(con: duckdb.DuckDBPyConnection, in_file: bool) -> None:
     """Create the normalized schema in ``con``'s current database, marked incomplete; in a file, in one commit (the
     file's log written once, not once a table: about 10 ms of a small store)."""
     if in_file:
@@ -490,7 +490,7 @@ def premake() -> None:
     no_progress_bar(con)
     con.execute("ATTACH ':memory:' AS store (COMPRESS)")
     con.execute("USE store")
-    make_schema(con, in_file=False)
+    _make_schema(con, in_file=False)
     _premade = con
 
 
