@@ -115,10 +115,7 @@ class Store:
         elif (premade := _take_premade(limits)) is not None:
             con = premade
         else:
-            con = connect(":memory:", limits)
-            con.execute("ATTACH ':memory:' AS store (COMPRESS)")
-            con.execute("USE store")
-            _make_schema(con, in_file=False)
+            con = _in_memory_store(connect(":memory:", limits))
         store = cls(con, path, limits)
         store.own_catalog = OWN_CATALOG if path is None else None
         return store
@@ -459,6 +456,15 @@ def _cap_memory(con: duckdb.DuckDBPyConnection, limits: Limits) -> None:
         con.execute(f"SET temp_directory = {sql_literal(str(spill_directory()))}")
 
 
+def _in_memory_store(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """``con`` (a connection to ':memory:') with an empty store attached as ``store`` and used: its rows compressed
+    at a checkpoint like a file's (``Store.create``)."""
+    con.execute("ATTACH ':memory:' AS store (COMPRESS)")
+    con.execute("USE store")
+    _make_schema(con, in_file=False)
+    return con
+
+
 def _make_schema(con: duckdb.DuckDBPyConnection, in_file: bool) -> None:
     """Create the normalized schema in ``con``'s current database, marked incomplete; in a file, in one commit (the
     file's log written once, not once a table: about 10 ms of a small store)."""
@@ -488,10 +494,7 @@ def premake() -> None:
 
     con = duckdb.connect(":memory:", config={"threads": 1, "async_threads": 0})
     no_progress_bar(con)
-    con.execute("ATTACH ':memory:' AS store (COMPRESS)")
-    con.execute("USE store")
-    _make_schema(con, in_file=False)
-    _premade = con
+    _premade = _in_memory_store(con)
 
 
 def _take_premade(limits: Limits) -> duckdb.DuckDBPyConnection | None:
