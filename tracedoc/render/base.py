@@ -34,6 +34,10 @@ class Renderers(Mapping[str, type[Renderer]]):
             self._loaded[name] = load(self._formats[name][1])
         return self._loaded[name]
 
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is a format, known without importing its renderer (Mapping's own asks for the item)."""
+        return name in self._formats
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._formats)
 
