@@ -1,11 +1,13 @@
 """What a command imports and reads later is done ahead (tracedoc.warm): on a helper thread from the first step of
-`tracedoc analyze`, once; what the helper could not do is left for the command to meet and report."""
+`tracedoc analyze`, once; what the helper could not do is left for the command to meet and report. And the empty
+store an analysis without the cache makes, made on a helper thread while the command line imports."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 
 def run_python(code: str) -> str:
@@ -42,3 +44,78 @@ def test_a_helper_that_fails_says_nothing() -> None:
         print("done")
         """)
     assert said == "done"
+
+
+def test_asking_whether_a_format_has_a_renderer_imports_none() -> None:
+    """The first step's helper imports the renderer: asking the registry for the format on the command's own thread
+    (Mapping's membership would fetch the item) must not import it there first."""
+    said = run_python("""
+        import sys, threading
+        imported_on = []
+
+        class Spy:
+            def find_spec(self, name, path=None, target=None):
+                if name == "tracedoc.render.markdown":
+                    imported_on.append(threading.current_thread().name)
+                return None
+
+        sys.meta_path.insert(0, Spy())
+        from tracedoc.render.base import RENDERERS
+        from tracedoc.warm import on_first_step
+        print("md" in RENDERERS, "pdf" in RENDERERS, "tracedoc.render.markdown" in sys.modules)
+        on_first_step(lambda message: None, "md")("reading")
+        for helper in [t for t in threading.enumerate() if t.name == "tracedoc-warm"]:
+            helper.join()
+        print(imported_on)
+        """)
+    assert said.splitlines() == ["True False False", "['tracedoc-warm']"]
+
+
+def test_an_analysis_without_the_cache_takes_the_store_made_aside_and_others_make_none() -> None:
+    said = run_python("""
+        from tracedoc.store import store
+        from tracedoc.store.store import Store
+        from tracedoc.warm import store_ahead
+        for argv in (["analyze", "trace.json"], ["diff", "a.json", "b.json", "--no-cache"], ["--no-cache"]):
+            store_ahead(argv)
+            print(store._premaking is not None)
+        store_ahead(["--debug", "analyze", "trace.json.gz", "--no-cache"])
+        store.connect = None  # the store taken is the one made aside: connecting afresh would fail
+        with Store.create(None) as made:
+            print(store._premaking, store._premade, made.scalar("SELECT count(*) FROM gpu_activity"))
+        """)
+    assert said.splitlines() == ["False", "False", "False", "None None 0"]
+
+
+def test_a_command_that_ends_before_taking_the_store_made_aside_waits_for_it_even_after_ctrl_c(tmp_path: Path
+                                                                                               ) -> None:
+    """A process that ends while DuckDB starts a database on another thread aborts: the exit waits for the thread,
+    also when Ctrl-C interrupted the wait for it (a ``join`` so interrupted marks the thread ended: Python 3.11)."""
+    finished = tmp_path / "made"
+    for _ in range(3):
+        finished.unlink(missing_ok=True)
+        said = run_python(f"""
+            import signal, time
+            from tracedoc.store import store
+            premake = store.premake
+
+            def slow_premake():
+                time.sleep(0.3)
+                premake()
+                open({str(finished)!r}, "w").close()
+
+            def ctrl_c(signum, frame):
+                raise KeyboardInterrupt
+
+            store.premake = slow_premake
+            store.premake_aside()
+            signal.signal(signal.SIGALRM, ctrl_c)
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            try:
+                store.Store.create(None)
+            except KeyboardInterrupt:
+                print("interrupted")
+            """)
+        assert said == "interrupted" and finished.exists()
+    for _ in range(3):  # and without waiting at all: the process's end is the only wait
+        run_python("from tracedoc.store import store; store.premake_aside()")

@@ -40,6 +40,9 @@ def main() -> None:
 
     if (code := client.run(sys.argv[1:])) is not None:
         sys.exit(code)
+    from tracedoc.warm import store_ahead
+
+    store_ahead(sys.argv[1:])
     try:
         from tracedoc.cli import cli
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -477,9 +478,10 @@ def _make_schema(con: duckdb.DuckDBPyConnection, in_file: bool) -> None:
         con.execute("COMMIT")
 
 
-# An empty store in memory made ahead of the command that uses it (``premake``): the next Store.create(None) or
-# Store.open takes it, once.
+# An empty store in memory made ahead of the command that uses it (``premake``, or ``premake_aside`` while the
+# helper thread making it runs): the next Store.create(None) or Store.open takes it, once.
 _premade: duckdb.DuckDBPyConnection | None = None
+_premaking: threading.Event | None = None  # set once premake_aside's thread is done
 
 
 def premake() -> None:
@@ -497,11 +499,39 @@ def premake() -> None:
     _premade = _in_memory_store(con)
 
 
+def premake_aside() -> None:
+    """``premake`` on a helper thread, while this one goes on (importing the command line): a command that will
+    analyse a store in memory (``tracedoc.warm.store_ahead``) then finds DuckDB started and the schema made, about
+    50 ms of a small trace's run of which DuckDB lets Python's GIL go for most. The store that takes it waits until
+    the thread is done; one that failed to make it leaves none, and the store taking it connects itself and meets
+    the error. Not a daemon thread: a command that ends before taking it (bad input, found at once) waits for it at
+    exit, since a process that ends while DuckDB starts its database on another thread aborts. Waited for through an
+    event, not ``join``: a ``join`` that Ctrl-C interrupts marks the thread ended while it runs (Python 3.11), and
+    the exit would then not wait for it."""
+    global _premaking
+    done = threading.Event()
+    _premaking = done
+    threading.Thread(target=_premake_quietly, args=(done,), name="tracedoc-store-ahead").start()
+
+
+def _premake_quietly(done: threading.Event) -> None:
+    """``premake``, then ``done`` set; any error left for the store made in its place to meet and report (no
+    thread's traceback)."""
+    try:
+        with contextlib.suppress(Exception):
+            premake()
+    finally:
+        done.set()
+
+
 def _take_premade(limits: Limits) -> duckdb.DuckDBPyConnection | None:
-    """The store ``premake`` made, set up as ``connect`` sets a connection up under ``limits`` (its threads, or
-    DuckDB's default read again in this process; its asynchronous I/O threads back to DuckDB's default; the memory
-    cap); None where none is waiting."""
-    global _premade
+    """The store ``premake`` made (once ``premake_aside``'s thread is done), set up as ``connect`` sets a connection
+    up under ``limits`` (its threads, or DuckDB's default read again in this process; its asynchronous I/O threads
+    back to DuckDB's default; the memory cap); None where none is waiting."""
+    global _premade, _premaking
+    if _premaking is not None:
+        _premaking.wait()
+        _premaking = None
     con, _premade = _premade, None
     if con is not None:
         con.execute("RESET async_threads")
