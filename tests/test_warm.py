@@ -4,10 +4,13 @@ store an analysis without the cache makes, made on a helper thread while the com
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "decode-eager" / "trace.json.gz"
 
 
 def run_python(code: str) -> str:
@@ -76,7 +79,8 @@ def test_an_analysis_without_the_cache_takes_the_store_made_aside_and_others_mak
         from tracedoc.store import store
         from tracedoc.store.store import Store
         from tracedoc.warm import store_ahead
-        for argv in (["analyze", "trace.json"], ["diff", "a.json", "b.json", "--no-cache"], ["--no-cache"]):
+        for argv in (["analyze", "trace.json"], ["diff", "a.json", "b.json", "--no-cache"], ["--no-cache"],
+                     ["analyze", "ranks/", "--no-cache", "--workers=2"], ["analyze", "--help", "--no-cache"]):
             store_ahead(argv)
             print(store._premaking is not None)
         store_ahead(["--debug", "analyze", "trace.json.gz", "--no-cache"])
@@ -84,13 +88,30 @@ def test_an_analysis_without_the_cache_takes_the_store_made_aside_and_others_mak
         with Store.create(None) as made:
             print(store._premaking, store._premade, made.scalar("SELECT count(*) FROM gpu_activity"))
         """)
-    assert said.splitlines() == ["False", "False", "False", "None None 0"]
+    assert said.splitlines() == ["False"] * 5 + ["None None 0"]
+
+
+def test_the_command_line_hands_its_analysis_without_the_cache_the_store_made_aside() -> None:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import atexit, sys
+        from tracedoc.store import store
+        taken = []
+        take = store._take_premade
+        store._take_premade = lambda limits: taken.append(take(limits)) or taken[-1]
+        atexit.register(lambda: print([con is not None for con in taken], file=sys.stderr))
+        sys.argv = ["tracedoc", "analyze", {str(SAMPLE)!r}, "--no-cache", "--format", "json"]
+        from tracedoc.console import main
+        main()
+        """)], capture_output=True, text=True, env={**os.environ, "TRACEDOC_RESIDENT": "0"}, check=False)
+    assert done.returncode == 0 and '"findings"' in done.stdout
+    assert done.stderr.strip() == "[True]"  # one store made, and it was the one made aside
 
 
 def test_a_command_that_ends_before_taking_the_store_made_aside_waits_for_it_even_after_ctrl_c(tmp_path: Path
                                                                                                ) -> None:
     """A process that ends while DuckDB starts a database on another thread aborts: the exit waits for the thread,
-    also when Ctrl-C interrupted the wait for it (a ``join`` so interrupted marks the thread ended: Python 3.11)."""
+    also when Ctrl-C interrupted the store's wait for it (a ``join`` so interrupted marks the thread ended: Python
+    3.11), and the command line's own wait at its end goes on through Ctrl-C."""
     finished = tmp_path / "made"
     for _ in range(3):
         finished.unlink(missing_ok=True)
@@ -117,5 +138,29 @@ def test_a_command_that_ends_before_taking_the_store_made_aside_waits_for_it_eve
                 print("interrupted")
             """)
         assert said == "interrupted" and finished.exists()
+        finished.unlink()
+        # Ctrl-C as the command line waits for it at its end: it waits on
+        said = run_python(f"""
+            import os, signal, time
+            from tracedoc.store import store
+            from tracedoc.warm import done_ahead, store_ahead
+            premake = store.premake
+
+            def slow_premake():
+                time.sleep(0.3)
+                premake()
+                open({str(finished)!r}, "w").close()
+
+            def ctrl_c(signum, frame):
+                raise KeyboardInterrupt
+
+            store.premake = slow_premake
+            store_ahead(["analyze", "trace.json", "--no-cache"])
+            signal.signal(signal.SIGALRM, ctrl_c)
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            done_ahead()
+            print(os.path.exists({str(finished)!r}))
+            """)
+        assert said == "True"
     for _ in range(3):  # and without waiting at all: the process's end is the only wait
         run_python("from tracedoc.store import store; store.premake_aside()")

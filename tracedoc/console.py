@@ -31,7 +31,8 @@ def _interrupted_while_starting(signum: int, frame: FrameType | None) -> None:
 
 def main() -> None:
     """Hand the command to this installation's resident process where one runs (tracedoc.resident), else import
-    and run the command line here; Ctrl-C being 'interrupted' and exit 130 at any point."""
+    and run the command line here (an analysis without the cache having its store made meanwhile on a helper
+    thread: ``warm.store_ahead``); Ctrl-C being 'interrupted' and exit 130 at any point."""
     guarded = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # not when SIGINT is ignored
     if guarded:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
@@ -40,7 +41,7 @@ def main() -> None:
 
     if (code := client.run(sys.argv[1:])) is not None:
         sys.exit(code)
-    from tracedoc.warm import store_ahead
+    from tracedoc.warm import done_ahead, store_ahead
 
     store_ahead(sys.argv[1:])
     try:
@@ -54,4 +55,5 @@ def main() -> None:
         sys.stderr.write("interrupted\n")
         sys.exit(INTERRUPTED)
     finally:
+        done_ahead()  # the store made aside, if not taken: the interpreter's exit waits too, but Ctrl-C cuts that
         gc.freeze()  # the process ends here (click exits even when the command returns): see the module's note

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from tracedoc.render.base import RENDERERS
+from tracedoc.resident.client import command_of
 
 # What every analysis imports once its store is made (the pool of cursors, the analysis modules' loader, the
 # statistics of the what-if projection).
@@ -44,16 +45,32 @@ def warm(modules: Iterable[str]) -> None:
             analysis_modules.module_sql(module, as_tables, shared=True)
 
 
+# Options of `analyze` under which no store in memory is made here: the help, or ranks analysed by workers.
+_NO_STORE_HERE = frozenset({"--help", "-h", "--workers", "--dask-scheduler", "--dask-scheduler-file"})
+_store_started = False  # by store_ahead
+
+
 def store_ahead(argv: list[str]) -> None:
     """Start making the empty store in memory on a helper thread (``store.premake_aside``) when ``argv`` (the
-    arguments after `tracedoc`) analyses without the cache, the one command sure to make such a store: DuckDB
-    then starts while the command line imports. Not otherwise: a run that reads a kept report back makes no store,
-    and making one would cost it a fifth of its time."""
-    command = next((arg for arg in argv if not arg.startswith("-")), None)
-    if command == "analyze" and "--no-cache" in argv:
+    arguments after `tracedoc`) analyses here without the cache, which makes such a store (unless its input is a
+    saved report): DuckDB then starts while the command line imports. Not otherwise: a run that reads a kept report
+    back makes no store, and making one would cost it a fifth of its time. ``done_ahead`` waits for it."""
+    global _store_started
+    options = {arg.partition("=")[0] for arg in argv if arg.startswith("-")}
+    if command_of(argv) == "analyze" and "--no-cache" in options and not options & _NO_STORE_HERE:
         from tracedoc.store import store
 
         store.premake_aside()
+        _store_started = True
+
+
+def done_ahead() -> None:
+    """Wait for the store ``store_ahead`` started to be made, if it started one (``store.wait_aside``): a command's
+    last step."""
+    if _store_started:
+        from tracedoc.store import store
+
+        store.wait_aside()
 
 
 def on_first_step(step: Callable[[str], None], fmt: str) -> Callable[[str], None]:

@@ -24,13 +24,17 @@ _CONNECT_S = 2.0  # a resident process accepts at once: one that does not is sto
 _STARTED_S = 30.0  # until it answers that the command started (or refused): it answers its callers one by one
 
 
+def command_of(argv: list[str]) -> str | None:
+    """The command ``argv`` (the arguments after `tracedoc`) runs: its first argument that is not an option."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
 def wanted(argv: list[str]) -> bool:
     """True when ``argv`` (the arguments after `tracedoc`) runs a command a resident process answers, and the user
     has not turned resident processes off (``TRACEDOC_RESIDENT=0``)."""
     if os.environ.get(where.ENV_USE, "1") == "0" or sys.platform == "win32":
         return False
-    command = next((arg for arg in argv if not arg.startswith("-")), None)
-    return command in where.COMMANDS
+    return command_of(argv) in where.COMMANDS
 
 
 def run(argv: list[str]) -> int | None:

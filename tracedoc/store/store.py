@@ -417,7 +417,7 @@ def reader_files() -> list[tuple[str, Traversable]]:
     """The readers' modules and schema files (tracedoc/ingest/ and each family's folder in it), each with its path
     there ('nsys/nsys_sql.py'), in the order of those paths."""
     found: list[tuple[str, Traversable]] = []
-    folders = [("", resources.files("tracedoc.ingest"))]
+    folders = [("", resources.files("tracedoc").joinpath("ingest"))]  # found without importing the readers
     while folders:
         prefix, folder = folders.pop()
         for f in folder.iterdir():
@@ -502,16 +502,20 @@ def premake() -> None:
 def premake_aside() -> None:
     """``premake`` on a helper thread, while this one goes on (importing the command line): a command that will
     analyse a store in memory (``tracedoc.warm.store_ahead``) then finds DuckDB started and the schema made, about
-    50 ms of a small trace's run of which DuckDB lets Python's GIL go for most. The store that takes it waits until
-    the thread is done; one that failed to make it leaves none, and the store taking it connects itself and meets
-    the error. Not a daemon thread: a command that ends before taking it (bad input, found at once) waits for it at
-    exit, since a process that ends while DuckDB starts its database on another thread aborts. Waited for through an
-    event, not ``join``: a ``join`` that Ctrl-C interrupts marks the thread ended while it runs (Python 3.11), and
-    the exit would then not wait for it."""
+    50 ms of a small trace's run, most of it in DuckDB, which lets Python's GIL go. The store that takes it waits
+    until the thread is done; one that failed to make it leaves none, and the store taking it connects itself and
+    meets the error; where no thread can start, none is made. Not a daemon thread: a command that ends before taking
+    it (bad input, found at once) waits for it (``wait_aside``, and the interpreter's exit), since a process that
+    ends while DuckDB starts its database on another thread aborts. Waited for through an event, not ``join``: a
+    ``join`` that Ctrl-C interrupts marks the thread ended while it runs (Python 3.11), and the exit would then not
+    wait for it."""
     global _premaking
     done = threading.Event()
+    try:
+        threading.Thread(target=_premake_quietly, args=(done,), name="tracedoc-store-ahead").start()
+    except RuntimeError:  # no thread to be had (a limit on processes): the store is made when taken
+        return
     _premaking = done
-    threading.Thread(target=_premake_quietly, args=(done,), name="tracedoc-store-ahead").start()
 
 
 def _premake_quietly(done: threading.Event) -> None:
@@ -524,20 +528,35 @@ def _premake_quietly(done: threading.Event) -> None:
         done.set()
 
 
+def wait_aside() -> None:
+    """Wait until ``premake_aside``'s thread is done, Ctrl-C or not (it takes at most the 50 ms of making the store):
+    the command line's last step, so that the interpreter's own wait for the thread at exit, which Ctrl-C would cut
+    short, finds it done."""
+    done = _premaking
+    while done is not None and not done.is_set():
+        with contextlib.suppress(KeyboardInterrupt):
+            done.wait()
+
+
 def _take_premade(limits: Limits) -> duckdb.DuckDBPyConnection | None:
     """The store ``premake`` made (once ``premake_aside``'s thread is done), set up as ``connect`` sets a connection
     up under ``limits`` (its threads, or DuckDB's default read again in this process; its asynchronous I/O threads
-    back to DuckDB's default; the memory cap); None where none is waiting."""
+    back to DuckDB's default; the memory cap); None where none is waiting. A connection that fails to be set up is
+    closed."""
     global _premade, _premaking
     if _premaking is not None:
         _premaking.wait()
         _premaking = None
     con, _premade = _premade, None
     if con is not None:
-        con.execute("RESET async_threads")
-        threads = _threads(limits)
-        con.execute("RESET threads" if threads is None else f"SET threads = {threads}")
-        _cap_memory(con, limits)
+        try:
+            con.execute("RESET async_threads")
+            threads = _threads(limits)
+            con.execute("RESET threads" if threads is None else f"SET threads = {threads}")
+            _cap_memory(con, limits)
+        except BaseException:
+            con.close()
+            raise
     return con
 
 
