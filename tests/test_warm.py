@@ -107,6 +107,30 @@ def test_the_command_line_hands_its_analysis_without_the_cache_the_store_made_as
     assert done.stderr.strip() == "[True]"  # one store made, and it was the one made aside
 
 
+def slow_store_then_ctrl_c(finished: Path, wait: str) -> str:
+    """A script that starts the store made aside, slowed to 0.3 s and writing ``finished`` once made, and whose
+    ``wait`` for it (its last lines) Ctrl-C (a timer's signal) interrupts after 0.1 s."""
+    return textwrap.dedent(f"""
+        import os, signal, time
+        from tracedoc.store import store
+        from tracedoc.warm import done_ahead, store_ahead
+        premake = store.premake
+
+        def slow_premake():
+            time.sleep(0.3)
+            premake()
+            open({str(finished)!r}, "w").close()
+
+        def ctrl_c(signum, frame):
+            raise KeyboardInterrupt
+
+        store.premake = slow_premake
+        store_ahead(["analyze", "trace.json", "--no-cache"])
+        signal.signal(signal.SIGALRM, ctrl_c)
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        """) + textwrap.dedent(wait)
+
+
 def test_a_command_that_ends_before_taking_the_store_made_aside_waits_for_it_even_after_ctrl_c(tmp_path: Path
                                                                                                ) -> None:
     """A process that ends while DuckDB starts a database on another thread aborts: the exit waits for the thread,
@@ -115,52 +139,18 @@ def test_a_command_that_ends_before_taking_the_store_made_aside_waits_for_it_eve
     finished = tmp_path / "made"
     for _ in range(3):
         finished.unlink(missing_ok=True)
-        said = run_python(f"""
-            import signal, time
-            from tracedoc.store import store
-            premake = store.premake
-
-            def slow_premake():
-                time.sleep(0.3)
-                premake()
-                open({str(finished)!r}, "w").close()
-
-            def ctrl_c(signum, frame):
-                raise KeyboardInterrupt
-
-            store.premake = slow_premake
-            store.premake_aside()
-            signal.signal(signal.SIGALRM, ctrl_c)
-            signal.setitimer(signal.ITIMER_REAL, 0.1)
+        said = run_python(slow_store_then_ctrl_c(finished, """
             try:
                 store.Store.create(None)
             except KeyboardInterrupt:
                 print("interrupted")
-            """)
+            """))
         assert said == "interrupted" and finished.exists()
         finished.unlink()
-        # Ctrl-C as the command line waits for it at its end: it waits on
-        said = run_python(f"""
-            import os, signal, time
-            from tracedoc.store import store
-            from tracedoc.warm import done_ahead, store_ahead
-            premake = store.premake
-
-            def slow_premake():
-                time.sleep(0.3)
-                premake()
-                open({str(finished)!r}, "w").close()
-
-            def ctrl_c(signum, frame):
-                raise KeyboardInterrupt
-
-            store.premake = slow_premake
-            store_ahead(["analyze", "trace.json", "--no-cache"])
-            signal.signal(signal.SIGALRM, ctrl_c)
-            signal.setitimer(signal.ITIMER_REAL, 0.1)
+        said = run_python(slow_store_then_ctrl_c(finished, f"""
             done_ahead()
             print(os.path.exists({str(finished)!r}))
-            """)
+            """))
         assert said == "True"
     for _ in range(3):  # and without waiting at all: the process's end is the only wait
         run_python("from tracedoc.store import store; store.premake_aside()")
