@@ -113,7 +113,7 @@ def slow_store_then_ctrl_c(finished: Path, wait: str) -> str:
     return textwrap.dedent(f"""
         import os, signal, time
         from tracedoc.store import store
-        from tracedoc.warm import done_ahead, store_ahead
+        from tracedoc.warm import store_ahead
         premake = store.premake
 
         def slow_premake():
@@ -125,7 +125,7 @@ def slow_store_then_ctrl_c(finished: Path, wait: str) -> str:
             raise KeyboardInterrupt
 
         store.premake = slow_premake
-        store_ahead(["analyze", "trace.json", "--no-cache"])
+        wait_for_store = store_ahead(["analyze", "trace.json", "--no-cache"])
         signal.signal(signal.SIGALRM, ctrl_c)
         signal.setitimer(signal.ITIMER_REAL, 0.1)
         """) + textwrap.dedent(wait)
@@ -148,7 +148,7 @@ def test_a_command_that_ends_before_taking_the_store_made_aside_waits_for_it_eve
         assert said == "interrupted" and finished.exists()
         finished.unlink()
         said = run_python(slow_store_then_ctrl_c(finished, f"""
-            done_ahead()
+            wait_for_store()
             print(os.path.exists({str(finished)!r}))
             """))
         assert said == "True"

@@ -41,9 +41,9 @@ def main() -> None:
 
     if (code := client.run(sys.argv[1:])) is not None:
         sys.exit(code)
-    from tracedoc.warm import done_ahead, store_ahead
+    from tracedoc.warm import store_ahead
 
-    store_ahead(sys.argv[1:])
+    wait_for_store = store_ahead(sys.argv[1:])
     try:
         from tracedoc.cli import cli
     finally:
@@ -55,5 +55,5 @@ def main() -> None:
         sys.stderr.write("interrupted\n")
         sys.exit(INTERRUPTED)
     finally:
-        done_ahead()  # the store made aside, if not taken: the interpreter's exit waits too, but Ctrl-C cuts that
+        wait_for_store()  # the store made aside, if not taken: the interpreter's exit waits too, but Ctrl-C cuts that
         gc.freeze()  # the process ends here (click exits even when the command returns): see the module's note

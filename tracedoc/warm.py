@@ -47,30 +47,21 @@ def warm(modules: Iterable[str]) -> None:
 
 # Options of `analyze` under which no store in memory is made here: the help, or ranks analysed by workers.
 _NO_STORE_HERE = frozenset({"--help", "-h", "--workers", "--dask-scheduler", "--dask-scheduler-file"})
-_store_started = False  # by store_ahead
 
 
-def store_ahead(argv: list[str]) -> None:
+def store_ahead(argv: list[str]) -> Callable[[], None]:
     """Start making the empty store in memory on a helper thread (``store.premake_aside``) when ``argv`` (the
     arguments after `tracedoc`) analyses here without the cache, which makes such a store (unless its input is a
     saved report): DuckDB then starts while the command line imports. Not otherwise: a run that reads a kept report
-    back makes no store, and making one would cost it a fifth of its time. ``done_ahead`` waits for it."""
-    global _store_started
+    back makes no store, and making one would cost it a fifth of its time. Returns the wait for that store to be made
+    (``store.wait_aside``; nothing to wait for where none was started): a command's last step."""
     options = {arg.partition("=")[0] for arg in argv if arg.startswith("-")}
-    if command_of(argv) == "analyze" and "--no-cache" in options and not options & _NO_STORE_HERE:
-        from tracedoc.store import store
+    if command_of(argv) != "analyze" or "--no-cache" not in options or options & _NO_STORE_HERE:
+        return lambda: None
+    from tracedoc.store import store
 
-        store.premake_aside()
-        _store_started = True
-
-
-def done_ahead() -> None:
-    """Wait for the store ``store_ahead`` started to be made, if it started one (``store.wait_aside``): a command's
-    last step."""
-    if _store_started:
-        from tracedoc.store import store
-
-        store.wait_aside()
+    store.premake_aside()
+    return store.wait_aside
 
 
 def on_first_step(step: Callable[[str], None], fmt: str) -> Callable[[str], None]:
