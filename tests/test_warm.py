@@ -10,7 +10,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "decode-eager" / "trace.json.gz"
+from tests.conftest import SAMPLES
+
+SAMPLE = SAMPLES / "decode-eager" / "trace.json.gz"
 
 
 def run_python(code: str) -> str:
