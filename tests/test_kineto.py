@@ -14,9 +14,9 @@ import pytest
 
 from tests.conftest import SAMPLES
 from tracedoc.api import open_store
-from tracedoc.ingest import discover
+from tracedoc.ingest import discover, load_all
 from tracedoc.store import Store
-from tracedoc.store.store import scalar
+from tracedoc.store.store import Compressing, scalar
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
 
@@ -106,10 +106,11 @@ def test_large_traces_are_read_in_several_parts(tmp_path: Path, monkeypatch: pyt
 @pytest.mark.parametrize("packed", [True, False])
 def test_a_store_in_memory_holds_one_batch_of_rows_uncompressed(packed: bool, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rows stored while other parts follow are compressed before the next parts are read: a store in memory keeps
+    """Rows stored while other parts follow are compressed before the next parts' rows go in: a store in memory keeps
     its rows uncompressed until a checkpoint, and they sat beside the next parts' rows (the 205 MB trace's peak went
-    from 331 to 294 MiB without the cache, docs/speed.md). decode-eager cut in 64 KiB parts, read in batches as it
-    unpacks and from the unpacked file."""
+    from 331 to 294 MiB without the cache, docs/speed.md). The checkpoint runs while the next parts are parsed
+    (Store.compress_aside). decode-eager cut in 64 KiB parts, read in batches as it unpacks and from the unpacked
+    file."""
     import tracedoc.ingest.chrome.chrome_trace as chrome_trace
 
     trace = SAMPLES / "decode-eager" / "trace.json.gz"
@@ -119,20 +120,53 @@ def test_a_store_in_memory_holds_one_batch_of_rows_uncompressed(packed: bool, tm
     monkeypatch.setattr(chrome_trace, "_PART_BYTES", 64 << 10)
     monkeypatch.setattr(chrome_trace, "_MIN_PART_BYTES", 64 << 10)
     uncompressed_before_each_batch = []
-    read_events = chrome_trace._read_events
+    normalize = chrome_trace._normalize
 
-    def reading(con: duckdb.DuckDBPyConnection, *args: Any) -> tuple[dict[int, int], bool]:
+    def normalizing(con: duckdb.DuckDBPyConnection, *args: Any) -> None:
         uncompressed_before_each_batch.append(scalar(con, "SELECT count(*) FROM pragma_storage_info('gpu_activity') "
                                                           "WHERE NOT persistent"))
-        return read_events(con, *args)
+        normalize(con, *args)
 
-    monkeypatch.setattr(chrome_trace, "_read_events", reading)
+    monkeypatch.setattr(chrome_trace, "_normalize", normalizing)
     store, _ = open_store(discover([trace]), None)
     with store:
         gpu_work = sum(reference(SAMPLES / "decode-eager" / "trace.json.gz")["gpu"].values())
         assert store.scalar("SELECT count(*) FROM gpu_activity") == gpu_work
     assert len(uncompressed_before_each_batch) >= (2 if packed else 50)
     assert uncompressed_before_each_batch[1:] == [0] * (len(uncompressed_before_each_batch) - 1)
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_a_batch_that_fails_while_the_store_is_compressed_leaves_nothing_running(
+        packed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """decode-eager (an edited copy: one event near the end made malformed), cut in 1 MiB parts: the batch that holds
+    it fails while the rows before it are compressed on a helper thread (Store.compress_aside). The load names the
+    input, and leaves no helper thread running (each checkpoint made slow, so that it runs when the batch fails)."""
+    import threading
+    import time
+
+    import tracedoc.ingest.chrome.chrome_trace as chrome_trace
+    from tracedoc.errors import InputError
+
+    text = gzip.decompress((SAMPLES / "decode-eager" / "trace.json.gz").read_bytes())
+    at = text.index(b'"ph": "X"', len(text) - (200 << 10))  # in the last batch, unpacked as it streams too
+    text = text[:at] + b'"ph" "X"' + text[at + len(b'"ph": "X"'):]
+    trace = tmp_path / ("trace.json.gz" if packed else "trace.json")
+    trace.write_bytes(gzip.compress(text) if packed else text)
+    monkeypatch.setattr(chrome_trace, "_PART_BYTES", 1 << 20)
+    compressions = []
+    checkpoint = Compressing._checkpoint
+
+    def slowly(compressing: Compressing, database: str) -> None:  # still running when the batch fails
+        compressions.append(database)
+        time.sleep(0.3)
+        checkpoint(compressing, database)
+
+    monkeypatch.setattr(Compressing, "_checkpoint", slowly)
+    with pytest.raises(InputError, match=f"{trace.name}: malformed trace JSON"), Store.create(None) as store:
+        load_all(store, discover([trace]))
+    assert compressions
+    assert "tracedoc-compress" not in [thread.name for thread in threading.enumerate()]
 
 
 def test_second_analysis_reuses_the_store(tmp_path: Path) -> None:

@@ -247,3 +247,31 @@ def test_a_store_in_memory_holds_at_most_one_batch_of_rows_uncompressed(tmp_path
     held, total_small, rows_small = _uncompressed_rows(path, flush_rows=1000)
     assert total_small == total and rows_small == rows
     assert held <= 1000
+
+
+def test_a_snapshot_that_fails_while_the_store_is_compressed_leaves_nothing_running(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leak sample's history copied four times, cut short (an edited copy), written every 1,000 rows: the read
+    fails while the rows written before are compressed on a helper thread (Store.compress_aside, each checkpoint
+    made slow so that one runs then). The load names the input, and leaves no helper thread running."""
+    import threading
+    import time
+
+    from tracedoc.store.store import Compressing
+
+    data = pickle.dumps(_copies(_leak(), 4, fresh=False), protocol=4)
+    path = _write(tmp_path, data[:len(data) * 9 // 10])
+    compressions = []
+    checkpoint = Compressing._checkpoint
+
+    def slowly(compressing: Compressing, database: str) -> None:
+        compressions.append(database)
+        time.sleep(0.3)
+        checkpoint(compressing, database)
+
+    monkeypatch.setattr(Compressing, "_checkpoint", slowly)
+    monkeypatch.setattr(memory_snapshot, "_FLUSH_ROWS", 1000)
+    with pytest.raises(InputError, match=path.name), Store.create(None) as store:
+        memory_snapshot.load(store, 1, path, path.parent)
+    assert compressions
+    assert "tracedoc-compress" not in [thread.name for thread in threading.enumerate()]

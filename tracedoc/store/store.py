@@ -375,6 +375,12 @@ class Store:
         if self.path is None:
             self.con.execute("CHECKPOINT")
 
+    def compress_aside(self) -> Compressing | None:
+        """``compress`` on a helper thread and a cursor of its own, while the connection goes on (a checkpoint runs
+        on one thread; the connection may meanwhile read into TEMP tables, not write the store's): None for a store
+        file, whose rows are written compressed."""
+        return Compressing(self.con) if self.path is None else None
+
     def self_check(self) -> list[str]:
         """Invariants every ingest must keep; returns the violated ones (empty when the store is sound)."""
         checks = {
@@ -455,6 +461,47 @@ def _cap_memory(con: duckdb.DuckDBPyConnection, limits: Limits) -> None:
     if (limit := limits.memory_bytes) is not None:
         con.execute(f"SET memory_limit = '{max(1, limit >> 10)}KiB'")
         con.execute(f"SET temp_directory = {sql_literal(str(spill_directory()))}")
+
+
+class Compressing:
+    """``CHECKPOINT`` of the connection's current database (a store in memory: ``Store.compress_aside``) on a helper
+    thread and a cursor of its own, started at once.
+
+    Not a daemon thread, and waited for through an event, not ``join``: a process must not end while DuckDB works on
+    another of its threads, and a ``join`` that Ctrl-C interrupts marks the thread ended while it runs (Python
+    3.11). Where no thread can start, the checkpoint runs here and now."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        database = scalar(con, "SELECT current_database()")
+        self._cursor = con.cursor()
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        try:
+            threading.Thread(target=self._checkpoint, args=(database,), name="tracedoc-compress").start()
+        except RuntimeError:  # no thread to be had (a limit on processes)
+            self._checkpoint(database)
+
+    def _checkpoint(self, database: str) -> None:
+        try:
+            self._cursor.execute(f"CHECKPOINT {database}")
+        except BaseException as exc:  # raised where it is waited for
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def wait(self, stop: bool = False) -> None:
+        """Wait until the checkpoint is done, raising its error; ``stop``: interrupt it first, and wait through
+        Ctrl-C (a failed or interrupted run, whose store is discarded)."""
+        while not self._done.is_set():
+            if stop:
+                self._cursor.interrupt()
+                with contextlib.suppress(KeyboardInterrupt):
+                    self._done.wait(0.05)
+            else:
+                self._done.wait()
+        self._cursor.close()
+        if self._error is not None:
+            raise self._error
 
 
 def _in_memory_store(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

@@ -22,7 +22,7 @@ import mmap
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -37,6 +37,8 @@ from tracedoc.store.store import scalar, sql_literal
 
 if TYPE_CHECKING:
     import duckdb  # only for types: DuckDB is imported where a store is used (a cached report needs none)
+
+    from tracedoc.store.store import Compressing
 
 _EVENTS_KEY = event_array.EVENTS_KEY
 # Kineto writes one event per line (or per block of lines): a raw newline never occurs inside a JSON string, so
@@ -130,8 +132,8 @@ def load_many(store: Store, sources: Sequence[tuple[int, Path]], workdir: Path, 
 def _load_many(store: Store, sources: Sequence[tuple[int, Path]], workdir: Path, fmt: EventFormat,
                started: Callable[[int], None] | None, threads: int, part_bytes: int) -> list[LoadResult]:
     metas: list[dict[str, Any]] = []
-    counts: dict[int, int] = {}
     pending: list[Part] = []
+    batches = _Batches(store, fmt)
     try:
         for index, (source_id, path) in enumerate(sources):
             if started:
@@ -146,16 +148,18 @@ def _load_many(store: Store, sources: Sequence[tuple[int, Path]], workdir: Path,
                     cuts = _event_cuts(mm, body_start, body_end, part_bytes)
                     for a, b in zip(cuts, cuts[1:]):
                         if len(pending) >= threads:  # a part follows: the batch before it goes in first
-                            _add_counts(counts, _ingest_parts(store, pending, fmt, more=True))
+                            batches.add(pending, more=True)
                             pending = []
                         written = _write_part(mm, f.fileno(), a, b, workdir / f"part{source_id}-{a}.json", path)
                         if written is not None:
                             pending.append(Part(written, source_id, rank, path))
-        _add_counts(counts, _ingest_parts(store, pending, fmt))
+        batches.add(pending, more=False)
+        pending = []
     finally:
+        batches.close()
         for part in pending:
             part.file.unlink(missing_ok=True)
-    return _finish(store, fmt, [Events(source_id, path, meta, counts.get(source_id, 0))
+    return _finish(store, fmt, [Events(source_id, path, meta, batches.counts.get(source_id, 0))
                                 for (source_id, path), meta in zip(sources, metas)])
 
 
@@ -174,19 +178,20 @@ def _load_stream(store: Store, source_id: int, stream: Iterator[bytes], name: Pa
     """load_stream's work on the ``stream`` of chunks, cut into ``parts`` and parsed ``threads`` at a time."""
     head, pending, array_format = _stream_header(stream, name, fmt)
     head_rank = fmt.rank(_header_meta(head)) or 0
-    event_count = 0
+    batches = _Batches(store, fmt)
     try:
         for chunk in stream:
             if len(parts.done) >= threads:  # more of the stream follows: the parts cut so far go in first
-                event_count += _ingest_parts(store, parts.take(source_id, head_rank, name), fmt,
-                                             more=True).get(source_id, 0)
+                batches.add(parts.take(source_id, head_rank, name), more=True)
             pending += chunk
             parts.feed(pending)
         meta, body_end = _find_tail(pending, head, max(0, len(pending) - _TAIL_BYTES), name, array_format, fmt)
         parts.finish(pending[:body_end])
-        event_count += _ingest_parts(store, parts.take(source_id, head_rank, name), fmt).get(source_id, 0)
+        batches.add(parts.take(source_id, head_rank, name), more=False)
     finally:
+        batches.close()
         parts.discard()
+    event_count = batches.counts.get(source_id, 0)
     rank = fmt.rank(meta) or 0
     if rank != head_rank:  # the rank named after the events: the rows already normalized get the file's rank
         for table in fmt.ranked_tables:
@@ -220,23 +225,54 @@ def _part_bytes(body_bytes: int, threads: int) -> int:
     return min(_PART_BYTES, max(_MIN_PART_BYTES, -(-body_bytes // threads)))
 
 
-def _ingest_parts(store: Store, parts: list[Part], fmt: EventFormat, more: bool = False) -> dict[int, int]:
-    """Parse the part files (removed afterwards) and normalize their events into the store; return the count of
-    events per source. ``more``: other parts follow, so the rows stored so far are compressed before those are read (a
-    store in memory holds its rows uncompressed until a checkpoint, and they would sit beside the next parts' rows)."""
-    if not parts:
-        return {}
-    try:
-        counts, also = _read_events(store.con, parts, fmt, store.limits.memory_bytes)
-        if also and fmt.also_read is not None:
-            fmt.also_read(store.con, parts)
-    finally:
-        for part in parts:
-            part.file.unlink(missing_ok=True)
-    _normalize(store.con, parts, fmt)
-    if more:
-        store.compress()
-    return counts
+class _Batches:
+    """The batches of parts of one load, stored in the order added: each parsed (``_read_events``) into the temp
+    table ``_raw`` and normalized into the store on the store's connection, its parts removed once read.
+
+    Where another batch follows, the rows stored so far are compressed before its rows go in (a store in memory
+    holds its rows uncompressed until a checkpoint, and they would sit beside the next batch's), on a helper thread
+    (``Store.compress_aside``) while this one cuts or unpacks the next batch's parts and DuckDB parses them: a
+    checkpoint runs on one thread, and the parse fills the core it leaves idle."""
+
+    def __init__(self, store: Store, fmt: EventFormat) -> None:
+        self.store, self.fmt = store, fmt
+        self.counts: dict[int, int] = {}  # events per source, of the batches stored
+        self._compressing: Compressing | None = None
+
+    def add(self, parts: list[Part], more: bool) -> None:
+        """Store ``parts`` (removed once read) after the batches added before; ``more``: another batch follows."""
+        if not parts:
+            return
+        store, fmt = self.store, self.fmt
+        try:
+            counts, also = _read_events(store.con, parts, fmt, store.limits.memory_bytes)
+            self._compressed()  # before this batch's rows go in
+            if also and fmt.also_read is not None:
+                fmt.also_read(store.con, parts)
+        finally:
+            _remove(parts)
+        _normalize(store.con, parts, fmt)
+        _add_counts(self.counts, counts)
+        if more:
+            self._compressing = store.compress_aside()
+
+    def close(self) -> None:
+        """Stop a compression still running (the load failed, or Ctrl-C) and wait for it, its error dropped: the
+        store is discarded."""
+        if self._compressing is not None:
+            with suppress(Exception):
+                self._compressing.wait(stop=True)
+            self._compressing = None
+
+    def _compressed(self) -> None:
+        if self._compressing is not None:
+            self._compressing.wait()
+            self._compressing = None
+
+
+def _remove(parts: Sequence[Part]) -> None:
+    for part in parts:
+        part.file.unlink(missing_ok=True)
 
 
 def _finish(store: Store, fmt: EventFormat, sources: list[Events]) -> list[LoadResult]:

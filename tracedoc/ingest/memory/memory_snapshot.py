@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing, suppress
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -45,6 +46,9 @@ from tracedoc.ingest.memory.snapshot_bulk import Records
 from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit
 from tracedoc.store import Store
 from tracedoc.store.engine import scanning
+
+if TYPE_CHECKING:
+    from tracedoc.store.store import Compressing
 
 FORMAT = "memory_snapshot"
 _BYTES_VAR, _DEFAULT_MAX_BYTES = "TRACEDOC_MAX_SNAPSHOT_BYTES", 4 << 30
@@ -123,9 +127,9 @@ def load_stream(store: Store, source_id: int, stream: ByteStream, workdir: Path,
                 budget.grow_to(unpacked // _BYTES_PER_VALUE)
             yield chunk
 
-    rows = _Rows(store, source_id, budget, name)
-    return _rows_of(rows, snapshot_pickle.read_stream(counted(stream.chunks()), name, rows.take,
-                                                       "allocator snapshot", _MAX_DEPTH), name)
+    with closing(_Rows(store, source_id, budget, name)) as rows:
+        return _rows_of(rows, snapshot_pickle.read_stream(counted(stream.chunks()), name, rows.take,
+                                                           "allocator snapshot", _MAX_DEPTH), name)
 
 
 def _budget(name: Path, limit: int) -> Budget:
@@ -145,8 +149,8 @@ def _load_file(store: Store, source_id: int, path: Path, name: Path) -> LoadResu
         if not PICKLE_MAGIC.match(f.read(2)):
             raise InputError(f"{name}: not an allocator snapshot (not a pickle)")
     budget = _budget(name, env_limit(_VALUES_VAR, max(_DEFAULT_MAX_VALUES, size // _BYTES_PER_VALUE)))
-    rows = _Rows(store, source_id, budget, name)
-    return _rows_of(rows, snapshot_pickle.read(path, rows.take, "allocator snapshot", _MAX_DEPTH, name), name)
+    with closing(_Rows(store, source_id, budget, name)) as rows:
+        return _rows_of(rows, snapshot_pickle.read(path, rows.take, "allocator snapshot", _MAX_DEPTH, name), name)
 
 
 def _rows_of(rows: _Rows, snapshot: dict, path: Path) -> LoadResult:
@@ -199,8 +203,9 @@ class _Columns:
 class _Rows:
     """Rows of memory_segments, memory_blocks and memory_actions built from each batch of records as the reader
     hands them over (a run of records read in bulk, ``Records``, column by column), written to the store every
-    _FLUSH_ROWS rows; a store in memory is compressed then (Store.compress), so that it holds at most that many rows
-    uncompressed."""
+    _FLUSH_ROWS rows; a store in memory is compressed then, so that it holds at most that many rows uncompressed, on
+    a helper thread while the next records are read (Store.compress_aside: the checkpoint runs on one thread, and
+    so does the reader)."""
 
     def __init__(self, store: Store, source_id: int, budget: Budget, path: Path) -> None:
         self.store, self.source_id, self.budget, self.path = store, source_id, budget, path
@@ -213,6 +218,7 @@ class _Rows:
         self.texts: dict[tuple[int, ...], tuple[Any, str | None, str | None]] = {}
         self.stacks: dict[int, str | None] = {}
         self.shaped: set[snapshot_pickle.Sink] = set()  # the sinks that have had a record of torch's shape
+        self._compressing: Compressing | None = None
 
     def take(self, sink: snapshot_pickle.Sink, items: list) -> None:
         if sink.kind == snapshot_pickle.UNREAD:  # a list no row is made of: counted, then dropped
@@ -229,7 +235,8 @@ class _Rows:
             self._actions(sink.device, sink.count, items)
         if sum(map(len, self.tables)) >= _FLUSH_ROWS:
             self.flush()
-            self.store.compress()  # a store in memory: 12.6 M history rows uncompressed took 3.2 GB, under 0.8 GB so
+            # a store in memory: 12.6 M history rows uncompressed took 3.2 GB, under 0.8 GB so
+            self._compressing = self.store.compress_aside()
 
     def _check_shape(self, sink: snapshot_pickle.Sink, items: list) -> None:
         """Refuse a list of segments or of a device's history none of whose first _SHAPE_WITHIN records has the
@@ -245,8 +252,20 @@ class _Rows:
                              f"{what} has a {key})")
 
     def flush(self) -> None:
+        """Write the rows held, once the store's rows written before are compressed."""
+        if self._compressing is not None:
+            self._compressing.wait()
+            self._compressing = None
         for table in self.tables:
             table.write(self.store, self.source_id)
+
+    def close(self) -> None:
+        """Stop a compression still running (the read failed, or Ctrl-C) and wait for it, its error dropped: the
+        store is discarded."""
+        if self._compressing is not None:
+            with suppress(Exception):
+                self._compressing.wait(stop=True)
+            self._compressing = None
 
     def site(self, frames: Any) -> tuple[str | None, str | None]:
         """_frames of a stack, once per stack object (an allocation's stack is shared by its block's events), and
