@@ -6,7 +6,8 @@ json module) and the ``traceEvents`` array (``event_array`` finds where it start
 it; a bare top-level array of events is read too), which is split at event boundaries into a few part files that
 DuckDB's JSON reader parses in parallel straight into the columns the format names, in the temp table ``_raw``
 (with ``source_id`` and ``rank``). The format's own SQL then normalises ``_raw`` into the store's tables, one group
-of parts at a time, so memory stays bounded by one group whatever the files' sizes.
+of parts at a time, so memory stays bounded by one group whatever the files' sizes; between groups a store in memory
+is compressed on a helper thread while the next group is cut and parsed (``_Batches``).
 
 A format is its ``EventFormat`` (which columns, the normalisation, what is done once all events are in) and a reader
 module whose ``load``, ``load_many`` and ``load_stream`` call ``load_many`` and ``load_stream`` here with it. A
