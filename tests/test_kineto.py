@@ -16,7 +16,8 @@ from tests.conftest import SAMPLES
 from tracedoc.api import open_store
 from tracedoc.ingest import discover, load_all
 from tracedoc.store import Store
-from tracedoc.store.store import Compressing, scalar
+from tracedoc.store import store as store_module
+from tracedoc.store.store import scalar
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
 
@@ -155,14 +156,14 @@ def test_a_batch_that_fails_while_the_store_is_compressed_leaves_nothing_running
     trace.write_bytes(gzip.compress(text) if packed else text)
     monkeypatch.setattr(chrome_trace, "_PART_BYTES", 1 << 20)
     compressions = []
-    checkpoint = Compressing._checkpoint
+    checkpoint = store_module._Checkpoint._checkpoint
 
-    def slowly(compressing: Compressing, database: str) -> None:  # still running when the batch fails
+    def slowly(compressing: Any, database: str) -> None:  # still running when the batch fails
         compressions.append(database)
         time.sleep(0.3)
         checkpoint(compressing, database)
 
-    monkeypatch.setattr(Compressing, "_checkpoint", slowly)
+    monkeypatch.setattr(store_module._Checkpoint, "_checkpoint", slowly)
     with pytest.raises(InputError, match=f"{trace.name}: malformed trace JSON"), Store.create(None) as store:
         load_all(store, discover([trace]))
     assert compressions

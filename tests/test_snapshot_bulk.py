@@ -10,6 +10,7 @@ import pickle
 import pickletools
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from tests.conftest import SAMPLES
 from tracedoc.errors import InputError
 from tracedoc.ingest.memory import memory_snapshot, snapshot_bulk
 from tracedoc.store import Store
+from tracedoc.store import store as store_module
 
 TABLES = ("memory_segments", "memory_blocks", "memory_actions")
 LEAK = SAMPLES / "memory-leak" / "snapshot.pickle.gz"
@@ -257,19 +259,17 @@ def test_a_snapshot_that_fails_while_the_store_is_compressed_leaves_nothing_runn
     import threading
     import time
 
-    from tracedoc.store.store import Compressing
-
     data = pickle.dumps(_copies(_leak(), 4, fresh=False), protocol=4)
     path = _write(tmp_path, data[:len(data) * 9 // 10])
     compressions = []
-    checkpoint = Compressing._checkpoint
+    checkpoint = store_module._Checkpoint._checkpoint
 
-    def slowly(compressing: Compressing, database: str) -> None:
+    def slowly(compressing: Any, database: str) -> None:
         compressions.append(database)
         time.sleep(0.3)
         checkpoint(compressing, database)
 
-    monkeypatch.setattr(Compressing, "_checkpoint", slowly)
+    monkeypatch.setattr(store_module._Checkpoint, "_checkpoint", slowly)
     monkeypatch.setattr(memory_snapshot, "_FLUSH_ROWS", 1000)
     with pytest.raises(InputError, match=path.name), Store.create(None) as store:
         memory_snapshot.load(store, 1, path, path.parent)

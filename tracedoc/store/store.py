@@ -375,11 +375,10 @@ class Store:
         if self.path is None:
             self.con.execute("CHECKPOINT")
 
-    def compress_aside(self) -> Compressing | None:
-        """``compress`` on a helper thread and a cursor of its own, while the connection goes on (a checkpoint runs
-        on one thread; the connection may meanwhile read into TEMP tables, not write the store's): None for a store
-        file, whose rows are written compressed."""
-        return Compressing(self.con) if self.path is None else None
+    def compress_aside(self) -> Compressing:
+        """What compresses this store's rows on a helper thread while its reader goes on (``Compressing``); for a
+        store file, whose rows are written compressed, one that does nothing."""
+        return Compressing(self.con if self.path is None else None)
 
     def self_check(self) -> list[str]:
         """Invariants every ingest must keep; returns the violated ones (empty when the store is sound)."""
@@ -464,8 +463,39 @@ def _cap_memory(con: duckdb.DuckDBPyConnection, limits: Limits) -> None:
 
 
 class Compressing:
-    """``CHECKPOINT`` of the connection's current database (a store in memory: ``Store.compress_aside``) on a helper
-    thread and a cursor of its own, started at once.
+    """A store in memory's rows compressed (``CHECKPOINT`` of the connection's current database, as
+    ``Store.compress``) on a helper thread and a cursor of its own, one checkpoint at a time, while the store's reader
+    goes on: a checkpoint runs on one thread, and the connection may meanwhile read into TEMP tables, not write the
+    store's. The reader ``start``s one once it has written rows, ``wait``s for it before it writes more, and
+    ``close``s it when the load ends, which stops one still running (a failed or interrupted load, whose store is
+    discarded). Nothing is done without a connection (a store file)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection | None) -> None:
+        self._con = con
+        self._running: _Checkpoint | None = None
+
+    def start(self) -> None:
+        """Compress the rows written so far, once the compression before is done."""
+        self.wait()
+        if self._con is not None:
+            self._running = _Checkpoint(self._con)
+
+    def wait(self) -> None:
+        """Wait until the rows are compressed, raising the checkpoint's error."""
+        if self._running is not None:
+            self._running.wait()
+            self._running = None
+
+    def close(self) -> None:
+        """Stop a checkpoint still running and wait for its thread, through Ctrl-C, its error dropped."""
+        if self._running is not None:
+            with contextlib.suppress(Exception):
+                self._running.wait(stop=True)
+            self._running = None
+
+
+class _Checkpoint:
+    """One checkpoint on a helper thread and a cursor of ``con``, started at once (``Compressing``).
 
     Not a daemon thread, and waited for through an event, not ``join``: a process must not end while DuckDB works on
     another of its threads, and a ``join`` that Ctrl-C interrupts marks the thread ended while it runs (Python
@@ -491,7 +521,7 @@ class Compressing:
 
     def wait(self, stop: bool = False) -> None:
         """Wait until the checkpoint is done, raising its error; ``stop``: interrupt it first, and wait through
-        Ctrl-C (a failed or interrupted run, whose store is discarded)."""
+        Ctrl-C."""
         while not self._done.is_set():
             if stop:
                 self._cursor.interrupt()

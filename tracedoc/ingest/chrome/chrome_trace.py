@@ -23,7 +23,7 @@ import mmap
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -38,8 +38,6 @@ from tracedoc.store.store import scalar, sql_literal
 
 if TYPE_CHECKING:
     import duckdb  # only for types: DuckDB is imported where a store is used (a cached report needs none)
-
-    from tracedoc.store.store import Compressing
 
 _EVENTS_KEY = event_array.EVENTS_KEY
 # Kineto writes one event per line (or per block of lines): a raw newline never occurs inside a JSON string, so
@@ -238,7 +236,7 @@ class _Batches:
     def __init__(self, store: Store, fmt: EventFormat) -> None:
         self.store, self.fmt = store, fmt
         self.counts: dict[int, int] = {}  # events per source, of the batches stored
-        self._compressing: Compressing | None = None
+        self._compressing = store.compress_aside()
 
     def add(self, parts: list[Part], more: bool) -> None:
         """Store ``parts`` (removed once read) after the batches added before; ``more``: another batch follows."""
@@ -247,7 +245,7 @@ class _Batches:
         store, fmt = self.store, self.fmt
         try:
             counts, also = _read_events(store.con, parts, fmt, store.limits.memory_bytes)
-            self._compressed()  # before this batch's rows go in
+            self._compressing.wait()  # before this batch's rows go in
             if also and fmt.also_read is not None:
                 fmt.also_read(store.con, parts)
         finally:
@@ -255,20 +253,11 @@ class _Batches:
         _normalize(store.con, parts, fmt)
         _add_counts(self.counts, counts)
         if more:
-            self._compressing = store.compress_aside()
+            self._compressing.start()
 
     def close(self) -> None:
-        """Stop a compression still running (the load failed, or Ctrl-C) and wait for it, its error dropped: the
-        store is discarded."""
-        if self._compressing is not None:
-            with suppress(Exception):
-                self._compressing.wait(stop=True)
-            self._compressing = None
-
-    def _compressed(self) -> None:
-        if self._compressing is not None:
-            self._compressing.wait()
-            self._compressing = None
+        """Stop a compression still running (the load failed, or Ctrl-C) and wait for it."""
+        self._compressing.close()
 
 
 def _remove(parts: Sequence[Part]) -> None:

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import closing, suppress
+from contextlib import closing
 from itertools import repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -46,9 +46,6 @@ from tracedoc.ingest.memory.snapshot_bulk import Records
 from tracedoc.ingest.safe_pickle import PICKLE_MAGIC, Budget, check_nesting, env_limit
 from tracedoc.store import Store
 from tracedoc.store.engine import scanning
-
-if TYPE_CHECKING:
-    from tracedoc.store.store import Compressing
 
 FORMAT = "memory_snapshot"
 _BYTES_VAR, _DEFAULT_MAX_BYTES = "TRACEDOC_MAX_SNAPSHOT_BYTES", 4 << 30
@@ -218,7 +215,7 @@ class _Rows:
         self.texts: dict[tuple[int, ...], tuple[Any, str | None, str | None]] = {}
         self.stacks: dict[int, str | None] = {}
         self.shaped: set[snapshot_pickle.Sink] = set()  # the sinks that have had a record of torch's shape
-        self._compressing: Compressing | None = None
+        self._compressing = store.compress_aside()
 
     def take(self, sink: snapshot_pickle.Sink, items: list) -> None:
         if sink.kind == snapshot_pickle.UNREAD:  # a list no row is made of: counted, then dropped
@@ -235,8 +232,7 @@ class _Rows:
             self._actions(sink.device, sink.count, items)
         if sum(map(len, self.tables)) >= _FLUSH_ROWS:
             self.flush()
-            # a store in memory: 12.6 M history rows uncompressed took 3.2 GB, under 0.8 GB so
-            self._compressing = self.store.compress_aside()
+            self._compressing.start()  # 12.6 M history rows held uncompressed took 3.2 GB, under 0.8 GB so
 
     def _check_shape(self, sink: snapshot_pickle.Sink, items: list) -> None:
         """Refuse a list of segments or of a device's history none of whose first _SHAPE_WITHIN records has the
@@ -253,19 +249,13 @@ class _Rows:
 
     def flush(self) -> None:
         """Write the rows held, once the store's rows written before are compressed."""
-        if self._compressing is not None:
-            self._compressing.wait()
-            self._compressing = None
+        self._compressing.wait()
         for table in self.tables:
             table.write(self.store, self.source_id)
 
     def close(self) -> None:
-        """Stop a compression still running (the read failed, or Ctrl-C) and wait for it, its error dropped: the
-        store is discarded."""
-        if self._compressing is not None:
-            with suppress(Exception):
-                self._compressing.wait(stop=True)
-            self._compressing = None
+        """Stop a compression still running (the read failed, or Ctrl-C) and wait for it."""
+        self._compressing.close()
 
     def site(self, frames: Any) -> tuple[str | None, str | None]:
         """_frames of a stack, once per stack object (an allocation's stack is shared by its block's events), and
