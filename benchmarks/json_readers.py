@@ -2,7 +2,7 @@
 
 Each method runs in its own process, the methods alternating round by round; a process reports the CPU seconds
 (user + system) of the read itself, after its imports, and its peak RSS. Methods whose library is not installed
-are left out (pysimdjson, msgspec and orjson are not tracedoc's dependencies).
+are left out (pysimdjson, msgspec and orjson are not tracedoc's dependencies; polars and pyarrow are).
 
     python benchmarks/tile_trace.py samples/decode-eager/trace.json.gz /tmp/large.json --min-mb 200
     python benchmarks/json_readers.py /tmp/large.json --rounds 3
@@ -47,7 +47,7 @@ def _chrome_trace(path: Path, normalize: bool) -> int:
             cuts = chrome_trace._event_cuts(mm, start, end, chrome_trace._part_bytes(end - start, 2))
             parts = [chrome_trace.Part(p, 0, 0, path) for a, b in zip(cuts, cuts[1:])
                      if (p := chrome_trace._write_part(mm, f.fileno(), a, b, Path(tmp) / f"p{a}.json", path))]
-        return sum(chrome_trace._read_events(store.con, parts, kineto.KINETO, None).values())
+        return sum(chrome_trace._read_events(store.con, parts, kineto.KINETO, None)[0].values())
 
 
 _STORE: list[Any] = []
@@ -122,6 +122,57 @@ def _msgspec_arrow(path: Path) -> int:
     return len(pa.table(columns))
 
 
+# The fields of "args" that hold text or numbers (the rest hold JSON lists: grid, block and the shapes).
+_ARGS_SCALAR = tuple(name for name in _ARGS if name not in ("grid", "block", "Input Dims", "Input type",
+                                                            "Concrete Inputs"))
+
+
+def _event_array(path: Path, out: Path, newline_delimited: bool) -> Path:
+    """The trace's event array alone, written to ``out`` as a JSON array (or one event per line): the shapes the
+    Arrow readers read, cut as tracedoc cuts its parts."""
+    import re
+
+    from tracedoc.ingest.chrome import chrome_trace, kineto
+
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        _, start, end = chrome_trace._locate_events(mm, path, kineto.KINETO)
+        body = mm[mm.find(b"{", start, end):end]
+    if newline_delimited:
+        out.write_bytes(re.sub(rb"\}\s*,[ \t]*\r?\n\s*\{", b"}\n{", body).rstrip().rstrip(b","))
+    else:
+        out.write_bytes(b"[" + body + b"]")
+    return out
+
+
+def _polars(path: Path) -> int:
+    """polars' ``read_json`` of the event array with a schema of tracedoc's fields and the args' text fields (its
+    JSON-list fields left out: polars would need a type for each shape of list), numbers read as text where
+    tracedoc reads them so."""
+    import polars as pl
+
+    text = ("ph", "cat", "name", "pid", "tid", "id")
+    schema: dict[str, Any] = {name: pl.String for name in text} | {"ts": pl.Float64, "dur": pl.Float64}
+    schema["args"] = pl.Struct({name: pl.String for name in _ARGS_SCALAR})
+    with tempfile.TemporaryDirectory() as tmp:
+        return pl.read_json(_event_array(path, Path(tmp) / "events.json", False), schema=schema).height
+
+
+def _pyarrow(path: Path) -> int:
+    """pyarrow's JSON reader (newline-delimited JSON only: the event array rewritten one event per line) with an
+    explicit schema of the same fields."""
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+
+    text = ("ph", "cat", "name", "pid", "tid", "id")
+    fields = [pa.field(name, pa.string()) for name in text] + [pa.field("ts", pa.float64()),
+                                                                pa.field("dur", pa.float64())]
+    fields.append(pa.field("args", pa.struct([pa.field(name, pa.string()) for name in _ARGS_SCALAR])))
+    options = pa_json.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore")
+    with tempfile.TemporaryDirectory() as tmp:
+        events = _event_array(path, Path(tmp) / "events.ndjson", True)
+        return pa_json.read_json(events, parse_options=options).num_rows
+
+
 def _orjson(path: Path) -> int:
     """orjson's parse into dicts."""
     import orjson
@@ -139,6 +190,8 @@ METHODS: dict[str, tuple[str | None, Callable[[Path], int]]] = {
     "msgspec: typed decode, tracedoc's fields": ("msgspec", _msgspec),
     "msgspec: typed decode incl. args, then Arrow columns": ("msgspec pyarrow", _msgspec_arrow),
     "orjson: loads": ("orjson", _orjson),
+    "polars: read_json of the event array, text fields of args": ("polars", _polars),
+    "pyarrow: read_json of the events one per line, the same fields": ("pyarrow", _pyarrow),
 }
 
 
@@ -152,7 +205,11 @@ def _child(method: str, path: Path) -> None:
         if name == "pyarrow":  # its first table costs 0.4 s once per process: not the reading's
             imported.table({"warm": imported.array([0.0])})
     before = resource.getrusage(resource.RUSAGE_SELF)
-    count = run(path)
+    try:
+        count = run(path)
+    except Exception as exc:  # a reader that refuses the trace: said in the table
+        print(json.dumps({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}))
+        return
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     print(json.dumps({"cpu": cpu, "user": after.ru_utime - before.ru_utime, "rss_mb": after.ru_maxrss / 1024,
@@ -181,6 +238,9 @@ def main() -> None:
     print("| method | CPU s | user s | MB per CPU-s | peak RSS (MB) | events |")
     print("|---|---|---|---|---|---|")
     for method, runs in results.items():
+        if "error" in runs[0]:
+            print(f"| {method} | refused: {runs[0]['error']} | | | | |")
+            continue
         cpu = statistics.median(r["cpu"] for r in runs)
         user = statistics.median(r["user"] for r in runs)
         rss = statistics.median(r["rss_mb"] for r in runs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,7 @@ import pytest
 from tests.conftest import SAMPLES
 from tracedoc.api import open_store
 from tracedoc.ingest import discover, load_all
-from tracedoc.store import Store
-from tracedoc.store import store as store_module
+from tracedoc.store import Store, compressing
 from tracedoc.store.store import scalar
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
@@ -138,6 +138,44 @@ def test_a_store_in_memory_holds_one_batch_of_rows_uncompressed(packed: bool, tm
 
 
 @pytest.mark.parametrize("packed", [True, False])
+def test_each_batch_goes_in_once_the_rows_before_it_are_compressed(packed: bool, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """decode-eager cut in 1 MiB parts, each checkpoint made slow: the next batch is parsed while the rows before it
+    are compressed on a helper thread (Store.compress_aside), and its rows are normalized into the store only once
+    every checkpoint started is done. The events are all stored."""
+    import tracedoc.ingest.chrome.chrome_trace as chrome_trace
+
+    trace = SAMPLES / "decode-eager" / "trace.json.gz"
+    if not packed:
+        trace = tmp_path / "trace.json"
+        trace.write_bytes(gzip.decompress((SAMPLES / "decode-eager" / "trace.json.gz").read_bytes()))
+    monkeypatch.setattr(chrome_trace, "_PART_BYTES", 1 << 20)
+    started: list[compressing._Checkpoint] = []
+    checkpoint = compressing._Checkpoint._checkpoint
+
+    def slowly(running: compressing._Checkpoint) -> None:
+        started.append(running)
+        time.sleep(0.1)
+        checkpoint(running)
+
+    running_at_normalize = []
+    normalize = chrome_trace._normalize
+
+    def normalizing(*args: Any) -> None:
+        running_at_normalize.append(sum(not running.done for running in started))
+        normalize(*args)
+
+    monkeypatch.setattr(compressing._Checkpoint, "_checkpoint", slowly)
+    monkeypatch.setattr(chrome_trace, "_normalize", normalizing)
+    with Store.create(None) as store:
+        load_all(store, discover([trace]))
+        gpu_work = sum(reference(SAMPLES / "decode-eager" / "trace.json.gz")["gpu"].values())
+        assert store.scalar("SELECT count(*) FROM gpu_activity") == gpu_work
+    assert started and len(running_at_normalize) == len(started) + 1
+    assert running_at_normalize == [0] * len(running_at_normalize)
+
+
+@pytest.mark.parametrize("packed", [True, False])
 def test_a_batch_that_fails_while_the_store_is_compressed_leaves_nothing_running(
         packed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """decode-eager (an edited copy: one event near the end made malformed), cut in 1 MiB parts: the batch that holds
@@ -156,18 +194,21 @@ def test_a_batch_that_fails_while_the_store_is_compressed_leaves_nothing_running
     trace.write_bytes(gzip.compress(text) if packed else text)
     monkeypatch.setattr(chrome_trace, "_PART_BYTES", 1 << 20)
     compressions = []
-    checkpoint = store_module._Checkpoint._checkpoint
+    checkpoint = compressing._Checkpoint._checkpoint
 
-    def slowly(compressing: Any, database: str) -> None:  # still running when the batch fails
-        compressions.append(database)
+    def slowly(running: compressing._Checkpoint) -> None:  # still running when the batch fails
+        compressions.append(running)
         time.sleep(0.3)
-        checkpoint(compressing, database)
+        checkpoint(running)
 
-    monkeypatch.setattr(store_module._Checkpoint, "_checkpoint", slowly)
+    monkeypatch.setattr(compressing._Checkpoint, "_checkpoint", slowly)
     with pytest.raises(InputError, match=f"{trace.name}: malformed trace JSON"), Store.create(None) as store:
         load_all(store, discover([trace]))
     assert compressions
-    assert "tracedoc-compress" not in [thread.name for thread in threading.enumerate()]
+    helpers = [thread for thread in threading.enumerate() if thread.name == "tracedoc-compress"]
+    for thread in helpers:  # done, but maybe not yet gone: a moment to end, far less than a checkpoint's 0.3 s
+        thread.join(0.05)
+    assert not [thread for thread in helpers if thread.is_alive()]
 
 
 def test_second_analysis_reuses_the_store(tmp_path: Path) -> None:

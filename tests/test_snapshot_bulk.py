@@ -17,8 +17,7 @@ import pytest
 from tests.conftest import SAMPLES
 from tracedoc.errors import InputError
 from tracedoc.ingest.memory import memory_snapshot, snapshot_bulk
-from tracedoc.store import Store
-from tracedoc.store import store as store_module
+from tracedoc.store import Store, compressing
 
 TABLES = ("memory_segments", "memory_blocks", "memory_actions")
 LEAK = SAMPLES / "memory-leak" / "snapshot.pickle.gz"
@@ -262,16 +261,49 @@ def test_a_snapshot_that_fails_while_the_store_is_compressed_leaves_nothing_runn
     data = pickle.dumps(_copies(_leak(), 4, fresh=False), protocol=4)
     path = _write(tmp_path, data[:len(data) * 9 // 10])
     compressions = []
-    checkpoint = store_module._Checkpoint._checkpoint
+    checkpoint = compressing._Checkpoint._checkpoint
 
-    def slowly(compressing: Any, database: str) -> None:
-        compressions.append(database)
+    def slowly(running: compressing._Checkpoint) -> None:
+        compressions.append(running)
         time.sleep(0.3)
-        checkpoint(compressing, database)
+        checkpoint(running)
 
-    monkeypatch.setattr(store_module._Checkpoint, "_checkpoint", slowly)
+    monkeypatch.setattr(compressing._Checkpoint, "_checkpoint", slowly)
     monkeypatch.setattr(memory_snapshot, "_FLUSH_ROWS", 1000)
     with pytest.raises(InputError, match=path.name), Store.create(None) as store:
         memory_snapshot.load(store, 1, path, path.parent)
     assert compressions
-    assert "tracedoc-compress" not in [thread.name for thread in threading.enumerate()]
+    helpers = [thread for thread in threading.enumerate() if thread.name == "tracedoc-compress"]
+    for thread in helpers:  # done, but maybe not yet gone: a moment to end, far less than a checkpoint's 0.3 s
+        thread.join(0.05)
+    assert not [thread for thread in helpers if thread.is_alive()]
+
+
+def test_the_rows_are_written_once_the_rows_before_them_are_compressed(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leak sample's history copied four times, written every 1,000 rows, each checkpoint made slow: the reader
+    goes on while the rows written before are compressed on a helper thread (Store.compress_aside), and writes
+    again only once every checkpoint started is done; the rows are those of one batch."""
+    import time
+
+    path = _write(tmp_path, pickle.dumps(_copies(_leak(), 4, fresh=False), protocol=4))
+    started: list[compressing._Checkpoint] = []
+    checkpoint = compressing._Checkpoint._checkpoint
+
+    def slowly(running: compressing._Checkpoint) -> None:
+        started.append(running)
+        time.sleep(0.05)
+        checkpoint(running)
+
+    running_at_write = []
+    write = memory_snapshot._Columns.write
+
+    def writing(columns: Any, *args: Any) -> None:
+        running_at_write.append(sum(not running.done for running in started))
+        write(columns, *args)
+
+    monkeypatch.setattr(compressing._Checkpoint, "_checkpoint", slowly)
+    monkeypatch.setattr(memory_snapshot._Columns, "write", writing)
+    _, total, rows = _uncompressed_rows(path, flush_rows=1000)
+    assert len(started) >= 5 and running_at_write == [0] * len(running_at_write)
+    assert rows == _uncompressed_rows(path)[2]

@@ -22,6 +22,7 @@ from tracedoc.store.memory import spill_directory, threads_under_cap
 if TYPE_CHECKING:
     import duckdb  # imported on connecting: a run that opens no store (a report read back from the cache) needs none
 
+    from tracedoc.store.compressing import Compressing
     from tracedoc.store.pool import ModulePool
 
 SCHEMA_VERSION = 1
@@ -376,8 +377,11 @@ class Store:
             self.con.execute("CHECKPOINT")
 
     def compress_aside(self) -> Compressing:
-        """What compresses this store's rows on a helper thread while its reader goes on (``Compressing``); for a
-        store file, whose rows are written compressed, one that does nothing."""
+        """What compresses this store's rows on a helper thread while its reader goes on
+        (``tracedoc.store.compressing``); for a store file, whose rows are written compressed, one that does
+        nothing."""
+        from tracedoc.store.compressing import Compressing  # here: its threads are for large inputs' readers
+
         return Compressing(self.con if self.path is None else None)
 
     def self_check(self) -> list[str]:
@@ -460,78 +464,6 @@ def _cap_memory(con: duckdb.DuckDBPyConnection, limits: Limits) -> None:
     if (limit := limits.memory_bytes) is not None:
         con.execute(f"SET memory_limit = '{max(1, limit >> 10)}KiB'")
         con.execute(f"SET temp_directory = {sql_literal(str(spill_directory()))}")
-
-
-class Compressing:
-    """A store in memory's rows compressed (``CHECKPOINT`` of the connection's current database, as
-    ``Store.compress``) on a helper thread and a cursor of its own, one checkpoint at a time, while the store's reader
-    goes on: a checkpoint runs on one thread, and the connection may meanwhile read into TEMP tables, not write the
-    store's. The reader ``start``s one once it has written rows, ``wait``s for it before it writes more, and
-    ``close``s it when the load ends, which stops one still running (a failed or interrupted load, whose store is
-    discarded). Nothing is done without a connection (a store file)."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection | None) -> None:
-        self._con = con
-        self._running: _Checkpoint | None = None
-
-    def start(self) -> None:
-        """Compress the rows written so far, once the compression before is done."""
-        self.wait()
-        if self._con is not None:
-            self._running = _Checkpoint(self._con)
-
-    def wait(self) -> None:
-        """Wait until the rows are compressed, raising the checkpoint's error."""
-        if self._running is not None:
-            self._running.wait()
-            self._running = None
-
-    def close(self) -> None:
-        """Stop a checkpoint still running and wait for its thread, through Ctrl-C, its error dropped."""
-        if self._running is not None:
-            with contextlib.suppress(Exception):
-                self._running.wait(stop=True)
-            self._running = None
-
-
-class _Checkpoint:
-    """One checkpoint on a helper thread and a cursor of ``con``, started at once (``Compressing``).
-
-    Not a daemon thread, and waited for through an event, not ``join``: a process must not end while DuckDB works on
-    another of its threads, and a ``join`` that Ctrl-C interrupts marks the thread ended while it runs (Python
-    3.11). Where no thread can start, the checkpoint runs here and now."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        database = scalar(con, "SELECT current_database()")
-        self._cursor = con.cursor()
-        self._error: BaseException | None = None
-        self._done = threading.Event()
-        try:
-            threading.Thread(target=self._checkpoint, args=(database,), name="tracedoc-compress").start()
-        except RuntimeError:  # no thread to be had (a limit on processes)
-            self._checkpoint(database)
-
-    def _checkpoint(self, database: str) -> None:
-        try:
-            self._cursor.execute(f"CHECKPOINT {database}")
-        except BaseException as exc:  # raised where it is waited for
-            self._error = exc
-        finally:
-            self._done.set()
-
-    def wait(self, stop: bool = False) -> None:
-        """Wait until the checkpoint is done, raising its error; ``stop``: interrupt it first, and wait through
-        Ctrl-C."""
-        while not self._done.is_set():
-            if stop:
-                self._cursor.interrupt()
-                with contextlib.suppress(KeyboardInterrupt):
-                    self._done.wait(0.05)
-            else:
-                self._done.wait()
-        self._cursor.close()
-        if self._error is not None:
-            raise self._error
 
 
 def _in_memory_store(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

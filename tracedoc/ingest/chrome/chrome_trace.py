@@ -154,6 +154,7 @@ def _load_many(store: Store, sources: Sequence[tuple[int, Path]], workdir: Path,
                             pending.append(Part(written, source_id, rank, path))
         batches.add(pending, more=False)
         pending = []
+        batches.finish()
     finally:
         batches.close()
         for part in pending:
@@ -187,6 +188,7 @@ def _load_stream(store: Store, source_id: int, stream: Iterator[bytes], name: Pa
         meta, body_end = _find_tail(pending, head, max(0, len(pending) - _TAIL_BYTES), name, array_format, fmt)
         parts.finish(pending[:body_end])
         batches.add(parts.take(source_id, head_rank, name), more=False)
+        batches.finish()
     finally:
         batches.close()
         parts.discard()
@@ -255,8 +257,12 @@ class _Batches:
         if more:
             self._compressing.start()
 
+    def finish(self) -> None:
+        """Wait for the last compression, raising its error (the load went well)."""
+        self._compressing.wait()
+
     def close(self) -> None:
-        """Stop a compression still running (the load failed, or Ctrl-C) and wait for it."""
+        """Wait for a compression still running, its error dropped (the load failed, or Ctrl-C)."""
         self._compressing.close()
 
 

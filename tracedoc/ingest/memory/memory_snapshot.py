@@ -254,7 +254,7 @@ class _Rows:
             table.write(self.store, self.source_id)
 
     def close(self) -> None:
-        """Stop a compression still running (the read failed, or Ctrl-C) and wait for it."""
+        """Wait for a compression still running, its error dropped (the read failed, or Ctrl-C)."""
         self._compressing.close()
 
     def site(self, frames: Any) -> tuple[str | None, str | None]:
