@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,3 +22,22 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     process, never on a resident process the user may keep (tests/test_resident.py starts its own)."""
     monkeypatch.setenv("TRACEDOC_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
     monkeypatch.setenv("TRACEDOC_RESIDENT", "0")
+
+
+def slow_checkpoints(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[Any]:
+    """Make each checkpoint a reader starts on its helper thread (tracedoc.store.compressing) wait ``seconds`` first,
+    so that it still runs while the reader goes on; return the checkpoints started, in order."""
+    import time
+
+    from tracedoc.store import compressing
+
+    started: list[Any] = []
+    checkpoint = compressing._Checkpoint._checkpoint
+
+    def slowly(running: compressing._Checkpoint) -> None:
+        started.append(running)
+        time.sleep(seconds)
+        checkpoint(running)
+
+    monkeypatch.setattr(compressing._Checkpoint, "_checkpoint", slowly)
+    return started

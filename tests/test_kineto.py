@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,10 +12,10 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, slow_checkpoints
 from tracedoc.api import open_store
 from tracedoc.ingest import discover, load_all
-from tracedoc.store import Store, compressing
+from tracedoc.store import Store
 from tracedoc.store.store import scalar
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_sync": "sync"}
@@ -150,14 +149,7 @@ def test_each_batch_goes_in_once_the_rows_before_it_are_compressed(packed: bool,
         trace = tmp_path / "trace.json"
         trace.write_bytes(gzip.decompress((SAMPLES / "decode-eager" / "trace.json.gz").read_bytes()))
     monkeypatch.setattr(chrome_trace, "_PART_BYTES", 1 << 20)
-    started: list[compressing._Checkpoint] = []
-    checkpoint = compressing._Checkpoint._checkpoint
-
-    def slowly(running: compressing._Checkpoint) -> None:
-        started.append(running)
-        time.sleep(0.1)
-        checkpoint(running)
-
+    started = slow_checkpoints(monkeypatch, 0.1)
     running_at_normalize = []
     normalize = chrome_trace._normalize
 
@@ -165,7 +157,6 @@ def test_each_batch_goes_in_once_the_rows_before_it_are_compressed(packed: bool,
         running_at_normalize.append(sum(not running.done for running in started))
         normalize(*args)
 
-    monkeypatch.setattr(compressing._Checkpoint, "_checkpoint", slowly)
     monkeypatch.setattr(chrome_trace, "_normalize", normalizing)
     with Store.create(None) as store:
         load_all(store, discover([trace]))
@@ -182,7 +173,6 @@ def test_a_batch_that_fails_while_the_store_is_compressed_leaves_nothing_running
     it fails while the rows before it are compressed on a helper thread (Store.compress_aside). The load names the
     input, and leaves no helper thread running (each checkpoint made slow, so that it runs when the batch fails)."""
     import threading
-    import time
 
     import tracedoc.ingest.chrome.chrome_trace as chrome_trace
     from tracedoc.errors import InputError
@@ -193,15 +183,7 @@ def test_a_batch_that_fails_while_the_store_is_compressed_leaves_nothing_running
     trace = tmp_path / ("trace.json.gz" if packed else "trace.json")
     trace.write_bytes(gzip.compress(text) if packed else text)
     monkeypatch.setattr(chrome_trace, "_PART_BYTES", 1 << 20)
-    compressions = []
-    checkpoint = compressing._Checkpoint._checkpoint
-
-    def slowly(running: compressing._Checkpoint) -> None:  # still running when the batch fails
-        compressions.append(running)
-        time.sleep(0.3)
-        checkpoint(running)
-
-    monkeypatch.setattr(compressing._Checkpoint, "_checkpoint", slowly)
+    compressions = slow_checkpoints(monkeypatch, 0.3)  # still running when the batch fails
     with pytest.raises(InputError, match=f"{trace.name}: malformed trace JSON"), Store.create(None) as store:
         load_all(store, discover([trace]))
     assert compressions

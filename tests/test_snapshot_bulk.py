@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, slow_checkpoints
 from tracedoc.errors import InputError
 from tracedoc.ingest.memory import memory_snapshot, snapshot_bulk
-from tracedoc.store import Store, compressing
+from tracedoc.store import Store
 
 TABLES = ("memory_segments", "memory_blocks", "memory_actions")
 LEAK = SAMPLES / "memory-leak" / "snapshot.pickle.gz"
@@ -256,19 +256,10 @@ def test_a_snapshot_that_fails_while_the_store_is_compressed_leaves_nothing_runn
     fails while the rows written before are compressed on a helper thread (Store.compress_aside, each checkpoint
     made slow so that one runs then). The load names the input, and leaves no helper thread running."""
     import threading
-    import time
 
     data = pickle.dumps(_copies(_leak(), 4, fresh=False), protocol=4)
     path = _write(tmp_path, data[:len(data) * 9 // 10])
-    compressions = []
-    checkpoint = compressing._Checkpoint._checkpoint
-
-    def slowly(running: compressing._Checkpoint) -> None:
-        compressions.append(running)
-        time.sleep(0.3)
-        checkpoint(running)
-
-    monkeypatch.setattr(compressing._Checkpoint, "_checkpoint", slowly)
+    compressions = slow_checkpoints(monkeypatch, 0.3)  # still running when the read fails
     monkeypatch.setattr(memory_snapshot, "_FLUSH_ROWS", 1000)
     with pytest.raises(InputError, match=path.name), Store.create(None) as store:
         memory_snapshot.load(store, 1, path, path.parent)
@@ -284,17 +275,9 @@ def test_the_rows_are_written_once_the_rows_before_them_are_compressed(tmp_path:
     """The leak sample's history copied four times, written every 1,000 rows, each checkpoint made slow: the reader
     goes on while the rows written before are compressed on a helper thread (Store.compress_aside), and writes
     again only once every checkpoint started is done; the rows are those of one batch."""
-    import time
 
     path = _write(tmp_path, pickle.dumps(_copies(_leak(), 4, fresh=False), protocol=4))
-    started: list[compressing._Checkpoint] = []
-    checkpoint = compressing._Checkpoint._checkpoint
-
-    def slowly(running: compressing._Checkpoint) -> None:
-        started.append(running)
-        time.sleep(0.05)
-        checkpoint(running)
-
+    started = slow_checkpoints(monkeypatch, 0.05)
     running_at_write = []
     write = memory_snapshot._Columns.write
 
@@ -302,7 +285,6 @@ def test_the_rows_are_written_once_the_rows_before_them_are_compressed(tmp_path:
         running_at_write.append(sum(not running.done for running in started))
         write(columns, *args)
 
-    monkeypatch.setattr(compressing._Checkpoint, "_checkpoint", slowly)
     monkeypatch.setattr(memory_snapshot._Columns, "write", writing)
     _, total, rows = _uncompressed_rows(path, flush_rows=1000)
     assert len(started) >= 5 and running_at_write == [0] * len(running_at_write)
