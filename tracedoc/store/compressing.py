@@ -9,8 +9,9 @@ before it writes again.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
+
+from tracedoc.store.helper_thread import HelperThread
 
 if TYPE_CHECKING:
     import duckdb
@@ -32,14 +33,14 @@ class Compressing:
         self.wait()
         if self._con is not None:
             self._running = _Checkpoint(self._con)  # recorded before its thread starts: close() waits for it
-            self._running.begin()
+            self._running.thread.begin()
 
     def wait(self) -> None:
         """Wait until the rows are compressed, raising the checkpoint's error."""
         running = self._running
         if running is not None:
             try:
-                running.wait()
+                running.thread.wait()
             finally:
                 if running.done:
                     self._running = None
@@ -48,56 +49,25 @@ class Compressing:
         """Wait for a checkpoint still running, through Ctrl-C, its error dropped."""
         running, self._running = self._running, None
         if running is not None:
-            running.wait_through_interrupts()
+            running.thread.wait_through_interrupts()
 
 
 class _Checkpoint:
-    """One ``CHECKPOINT`` of the connection's current database on a helper thread and a cursor of its own.
-
-    Not a daemon thread, and waited for through an event, not ``join``: a process must not end while DuckDB works on
-    another of its threads, and a ``join`` that Ctrl-C interrupts marks the thread ended while it runs (Python
-    3.11). Where no thread can start, the checkpoint runs on the caller's."""
+    """One ``CHECKPOINT`` of the connection's current database on a cursor of its own and a helper thread
+    (``HelperThread``: not a daemon, waited for through Ctrl-C)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         database = con.execute("SELECT current_database()").fetchall()[0][0]
         self._sql = 'CHECKPOINT "' + str(database).replace('"', '""') + '"'
         self._cursor = con.cursor()
-        self._error: Exception | None = None
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._checkpoint, name="tracedoc-compress")
+        self.thread = HelperThread(self._checkpoint, "tracedoc-compress")
 
     @property
     def done(self) -> bool:
-        return self._done.is_set()
-
-    def begin(self) -> None:
-        try:
-            self._thread.start()
-        except RuntimeError:  # no thread to be had (a limit on processes)
-            self._checkpoint()
+        return self.thread.done
 
     def _checkpoint(self) -> None:
         try:
             self._cursor.execute(self._sql)
-        except Exception as exc:  # raised where it is waited for
-            self._error = exc
         finally:
             self._cursor.close()
-            self._done.set()
-
-    def wait(self) -> None:
-        """Wait until the checkpoint is done, raising its error."""
-        self._done.wait()
-        if self._error is not None:
-            raise self._error
-
-    def wait_through_interrupts(self) -> None:
-        """Wait until the checkpoint is done, Ctrl-C or not; one whose thread never started (Ctrl-C as it was
-        started) is not waited for."""
-        while not self._done.is_set():
-            try:
-                if self._thread.ident is None:
-                    return
-                self._done.wait(0.05)
-            except KeyboardInterrupt:
-                continue

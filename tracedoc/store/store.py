@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tracedoc.limits import Limits
+from tracedoc.store.helper_thread import HelperThread
 from tracedoc.store.memory import spill_directory, threads_under_cap
 
 if TYPE_CHECKING:
@@ -490,7 +490,7 @@ def _make_schema(con: duckdb.DuckDBPyConnection, in_file: bool) -> None:
 # An empty store in memory made ahead of the command that uses it (``premake``, or ``premake_aside`` while the
 # helper thread making it runs): the next Store.create(None) or Store.open takes it, once.
 _premade: duckdb.DuckDBPyConnection | None = None
-_premaking: threading.Event | None = None  # set once premake_aside's thread is done
+_premaking: HelperThread | None = None  # premake_aside's thread
 
 
 def premake() -> None:
@@ -509,42 +509,24 @@ def premake() -> None:
 
 
 def premake_aside() -> None:
-    """``premake`` on a helper thread, while this one goes on (importing the command line): a command that will
-    analyse a store in memory (``tracedoc.warm.store_ahead``) then finds DuckDB started and the schema made, about
-    50 ms of a small trace's run, most of it in DuckDB, which lets Python's GIL go. The store that takes it waits
-    until the thread is done; one that failed to make it leaves none, and the store taking it connects itself and
-    meets the error; where no thread can start, none is made. Not a daemon thread: a command that ends before taking
-    it (bad input, found at once) waits for it (``wait_aside``, and the interpreter's exit), since a process that
-    ends while DuckDB starts its database on another thread aborts. Waited for through an event, not ``join``: a
-    ``join`` that Ctrl-C interrupts marks the thread ended while it runs (Python 3.11), and the exit would then not
-    wait for it."""
+    """``premake`` on a helper thread (``HelperThread``), while this one goes on (importing the command line): a
+    command that will analyse a store in memory (``tracedoc.warm.store_ahead``) then finds DuckDB started and the
+    schema made, about 50 ms of a small trace's run, most of it in DuckDB, which lets Python's GIL go. The store
+    that takes it waits until the thread is done; one that failed to make it leaves none, and the store taking it
+    connects itself and meets the error. A command that ends before taking it (bad input, found at once) waits for
+    it (``wait_aside``, and the interpreter's exit), since a process that ends while DuckDB starts its database on
+    another thread aborts."""
     global _premaking
-    done = threading.Event()
-    try:
-        threading.Thread(target=_premake_quietly, args=(done,), name="tracedoc-store-ahead").start()
-    except RuntimeError:  # no thread to be had (a limit on processes): the store is made when taken
-        return
-    _premaking = done
-
-
-def _premake_quietly(done: threading.Event) -> None:
-    """``premake``, then ``done`` set; any error left for the store made in its place to meet and report (no
-    thread's traceback)."""
-    try:
-        with contextlib.suppress(Exception):
-            premake()
-    finally:
-        done.set()
+    _premaking = HelperThread(lambda: premake(), "tracedoc-store-ahead")  # premake looked up as it runs
+    _premaking.begin()
 
 
 def wait_aside() -> None:
     """Wait until ``premake_aside``'s thread is done, Ctrl-C or not (it takes at most the 50 ms of making the store):
     the command line's last step, so that the interpreter's own wait for the thread at exit, which Ctrl-C would cut
     short, finds it done."""
-    done = _premaking
-    while done is not None and not done.is_set():
-        with contextlib.suppress(KeyboardInterrupt):
-            done.wait()
+    if _premaking is not None:
+        _premaking.wait_through_interrupts()
 
 
 def _take_premade(limits: Limits) -> duckdb.DuckDBPyConnection | None:
@@ -554,7 +536,8 @@ def _take_premade(limits: Limits) -> duckdb.DuckDBPyConnection | None:
     closed."""
     global _premade, _premaking
     if _premaking is not None:
-        _premaking.wait()
+        with contextlib.suppress(Exception):  # none made: the store taking its place connects and meets the error
+            _premaking.wait()
         _premaking = None
     con, _premade = _premade, None
     if con is not None:

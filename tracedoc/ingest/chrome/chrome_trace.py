@@ -157,8 +157,7 @@ def _load_many(store: Store, sources: Sequence[tuple[int, Path]], workdir: Path,
         batches.finish()
     finally:
         batches.close()
-        for part in pending:
-            part.file.unlink(missing_ok=True)
+        _remove(pending)
     return _finish(store, fmt, [Events(source_id, path, meta, batches.counts.get(source_id, 0))
                                 for (source_id, path), meta in zip(sources, metas)])
 
