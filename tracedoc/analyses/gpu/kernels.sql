@@ -35,8 +35,9 @@ FROM gpu_top_kernels QUALIFY row_number() OVER (PARTITION BY rank ORDER BY total
 -- recorded), count (launches), total_ms (Σ duration).
 CREATE OR REPLACE TEMP VIEW gpu_judged_kernels AS
 WITH judged AS (
-    SELECT w.rank, w.name, w.category, w.grid, w.block, w.dur_ns
+    SELECT g.rank, g.name, g.category, g.grid, g.block, g.dur_ns
     FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step)
+    JOIN gpu_activity g ON g.rowid = w.work_row
     WHERE w.kind = 'kernel'
     UNION ALL
     SELECT rank, name, category, grid, block, dur_ns FROM gpu_work

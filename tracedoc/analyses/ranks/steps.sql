@@ -25,7 +25,7 @@
 -- include: gpu.idle
 
 -- GPU work launched in a steady step, with its step (trace.steps). Columns: source_id, rank, device, kind,
--- category, name, grid, block, dur_ns, ts_ns, end_ns, blocks (kernels' thread blocks), step.
+-- category, work_row (its row in gpu_activity), dur_ns, ts_ns, end_ns, blocks (kernels' thread blocks), step.
 CREATE OR REPLACE TEMP VIEW ranks_launched_work AS
 SELECT w.* EXCLUDE (launch_ns) FROM trace_step_work w JOIN trace_steady_steps s USING (source_id, step);
 
@@ -52,9 +52,11 @@ FROM trace_steady_steps s LEFT JOIN work w USING (source_id, step) LEFT JOIN gap
 -- Compute kernels per source, step and kernel name: launches (count), ns (Σ duration) and blocks (Σ thread
 -- blocks), for comparing ranks' kernels (ranks.stragglers) without their events.
 CREATE OR REPLACE TEMP TABLE ranks_step_kernels AS
-SELECT source_id, step, name, count(*) AS launches, sum(dur_ns) AS ns, sum(blocks) AS blocks
-FROM ranks_launched_work WHERE kind = 'kernel' AND category = 'compute'
-GROUP BY source_id, step, name;
+SELECT w.source_id, w.step, g.name, count(*) AS launches, sum(g.dur_ns) AS ns, sum(w.blocks) AS blocks
+FROM (SELECT source_id, step, work_row, blocks FROM ranks_launched_work  -- the join's rows narrow: the rest is
+      WHERE kind = 'kernel' AND category = 'compute') w                  -- read from the work's own row
+JOIN gpu_activity g ON g.rowid = w.work_row
+GROUP BY w.source_id, w.step, g.name;
 
 -- One row per source and steady step: source_id, rank, step and the columns listed in the header.
 CREATE OR REPLACE TEMP TABLE ranks_steps AS

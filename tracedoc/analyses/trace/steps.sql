@@ -70,8 +70,9 @@ WHERE next_ns IS NOT NULL;
 -- The GPU work (kernels, copies, memsets) of sources with steps, with when the host launched it (launch_ns; NULL:
 -- before the trace began) and the step it was launched in (NULL: outside every step). A source that records no
 -- launch at all (a trace of the GPU alone: Proton's) has its work placed by its start on the GPU, which stands for
--- its launch. Columns: source_id, rank, device, kind, category, name, grid, block, dur_ns, ts_ns, end_ns, blocks
--- (a kernel's thread blocks), launch_ns, step.
+-- its launch. Columns: source_id, rank, device, kind, category, work_row (the work's row in gpu_activity, its
+-- rowid: where its name, grid and block are, text a long trace would otherwise hold a copy of here for every
+-- launch), dur_ns, ts_ns, end_ns, blocks (a kernel's thread blocks), launch_ns, step.
 CREATE OR REPLACE TEMP TABLE trace_step_work AS
 WITH gpu_alone AS (  -- sources whose host recorded no launch calls (of the calls, the distinct sources: NOT IN over
                      -- the calls themselves builds a hash table of them all)
@@ -86,17 +87,18 @@ stepped AS (  -- the step each launch of GPU work fell in (the ASOF join sorts t
     ASOF LEFT JOIN trace_steps_found s ON l.source_id = s.source_id AND l.launch_ns >= s.ts_ns
 ),
 work AS (
-    SELECT g.*, st.launch_ns, st.step
+    SELECT g.*, g.rowid AS work_row, st.launch_ns, st.step
     FROM gpu_activity g LEFT JOIN stepped st USING (source_id, correlation_id)
     WHERE g.kind IN ('kernel', 'memcpy', 'memset') AND g.source_id IN (SELECT source_id FROM trace_steps_found)
       AND g.source_id NOT IN (SELECT source_id FROM gpu_alone)
     UNION ALL BY NAME
     SELECT g.*, g.ts_ns AS launch_ns, CASE WHEN g.ts_ns < s.ts_ns + s.dur_ns THEN s.step END AS step
-    FROM (SELECT * FROM gpu_activity  -- these sources' work alone (DuckDB filters after an ASOF join, not before)
+    FROM (SELECT *, rowid AS work_row FROM gpu_activity  -- these sources' work alone (DuckDB filters after an ASOF
+                                                         -- join, not before)
           WHERE kind IN ('kernel', 'memcpy', 'memset') AND source_id IN (SELECT source_id FROM gpu_alone)) g
     ASOF LEFT JOIN trace_steps_found s ON g.source_id = s.source_id AND g.ts_ns >= s.ts_ns
 )
-SELECT source_id, rank, device, kind, category, name, grid, block, dur_ns, ts_ns, ts_ns + dur_ns AS end_ns,
+SELECT source_id, rank, device, kind, category, work_row, dur_ns, ts_ns, ts_ns + dur_ns AS end_ns,
        CASE WHEN kind = 'kernel' THEN list_product(TRY_CAST(string_split(grid, ',') AS BIGINT[])) END AS blocks,
        launch_ns, step
 FROM work;
