@@ -108,6 +108,44 @@ def test_a_view_kept_for_exploring_stays_a_view_on_a_small_store(tmp_path: Path)
     assert busiest == "data"
 
 
+@pytest.mark.parametrize("sample", ["decode-eager", "nsys-fsdp-prefetch-ranks"])
+def test_the_steps_work_names_its_row_in_the_store_instead_of_copying_its_text(sample: str, tmp_path: Path) -> None:
+    """trace_step_work, a row per kernel, copy and memset kept to the end of the run, carries the work's row in
+    gpu_activity (work_row) rather than a copy of its name, grid and block; on one rank and on several (a store of
+    many sources), each row it names is that work's own."""
+    with ingest(tmp_path, SAMPLES / sample) as store:
+        store.include("trace.steps")
+        columns = {row["column_name"] for row in store.query(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'trace_step_work'")}
+        check = store.query("""
+            SELECT count(*) AS work, count(g.rowid) AS found, count(DISTINCT w.source_id) AS sources,
+                   count(*) FILTER (WHERE g.source_id <> w.source_id OR g.device <> w.device OR g.kind <> w.kind
+                                       OR g.ts_ns <> w.ts_ns OR g.dur_ns <> w.dur_ns) AS not_its_own
+            FROM trace_step_work w LEFT JOIN gpu_activity g ON g.rowid = w.work_row""")[0]
+        sources = store.scalar("SELECT count(DISTINCT source_id) FROM gpu_activity")
+    assert "work_row" in columns and not {"name", "grid", "block"} & columns
+    assert check["work"] > 1000 and check["found"] == check["work"] and check["not_its_own"] == 0
+    assert check["sources"] == sources and sources >= (2 if sample.endswith("-ranks") else 1)
+
+
+def test_the_attributions_segments_keep_a_mask_and_read_their_causes_from_it(tmp_path: Path) -> None:
+    """The attribution's segments, millions on a long trace and kept to the end of the run, are held as numbers
+    (attribution_segment_masks); their cause, detail and class are read from the mask (attribution_segment_causes),
+    and every segment has one cause of the attribution's."""
+    with ingest(tmp_path, SAMPLES / "input-slow" / "trace.json.gz") as store:
+        store.include("attribution.time")
+        types = {row["data_type"] for row in store.query(
+            "SELECT data_type FROM duckdb_columns() WHERE table_name = 'attribution_segment_masks'")}
+        causes = {row["cause"]: row["n"] for row in store.query(
+            "SELECT cause, count(*) AS n FROM attribution_segment_causes GROUP BY cause")}
+        segments = store.scalar("SELECT count(*) FROM attribution_segment_masks")
+    assert types <= {"BIGINT", "INTEGER"}
+    assert sum(causes.values()) == segments > 100
+    assert {"gpu_compute", "data_loading"} <= causes.keys() <= {
+        "gpu_compute", "wait_for_peer", "comm_transfer", "dependency_wait", "launch_overhead", "host_sync",
+        "data_loading", "phase", "host_work", "uninstrumented_host"}
+
+
 def test_every_module_is_rewritten_for_small_stores_and_cursors_as_its_statements_say() -> None:
     """Each module's facts stand in its leading comment lines (where ``facts`` reads them), and its text made for a
     small store on cursors (``module_sql``) keeps a view only under ``-- stays a view`` and no TEMP object at all,

@@ -105,10 +105,9 @@ FROM ends e JOIN attribution_lanes l USING (k) LEFT JOIN firsts f USING (k);
 -- sum counts those started at or before a segment (4096 a step, 2^32 a wait, above the mask's bits): the last of
 -- each, found by its number, gives the segment its step and the wait (with the rank it waits for) it may lie in.
 -- The sets above and attribution.sets' are dropped once used: the attribution keeps its lanes, causes, names and slices.
--- Each segment then gets its cause and, where it does not need a name lookup, its detail; and what the GPU did,
--- whatever the cause, for the headline: in_work (a kernel or copy runs), in_busy (any work runs, communication
--- included), waiting_for (the rank it waits for, inside a wait).
-CREATE OR REPLACE TEMP TABLE attribution_segment_causes AS
+-- Each segment keeps its mask and waiting_for (the rank it waits for, inside a wait); attribution_segment_causes
+-- reads its cause and the rest from them.
+CREATE OR REPLACE TEMP TABLE attribution_segment_masks AS
 WITH queued AS (
     SELECT l.k, g.ts_ns AS s, g.end_ns AS e, CASE WHEN g.cause = 'kernel_wait' THEN 16 ELSE 1024 END AS bit
     FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
@@ -143,16 +142,23 @@ waits AS (  -- of waits starting together, the one ending last (then of the high
 steps AS (
     SELECT k, row_number() OVER (PARTITION BY k ORDER BY s) AS n, step
     FROM (SELECT k, s, max(step) AS step FROM attribution_step_starts GROUP BY k, s)
-),
-classified AS (
-    SELECT m.k, m.s, m.e, m.mask, (m.mask & 3) > 0 AS in_work, (m.mask & 7) > 0 AS in_busy,
-           CASE WHEN m.s < w.wait.e THEN w.wait.rank END AS waiting_for, st.step
-    FROM (SELECT k, s, e, (total % 4096)::INTEGER AS mask, total // 4096 % 1048576 AS steps_started,
-                 total // 4294967296 AS waits_started FROM masks) m
-    JOIN attribution_lanes l USING (k)
-    LEFT JOIN waits w ON w.k = m.k AND w.n = m.waits_started
-    LEFT JOIN steps st ON st.k = m.k AND st.n = m.steps_started
-    WHERE m.e > m.s AND m.s >= l.win_s AND m.e <= l.win_e
+)
+SELECT m.k, m.s, m.e, st.step, m.mask, CASE WHEN m.s < w.wait.e THEN w.wait.rank END AS waiting_for
+FROM (SELECT k, s, e, (total % 4096)::INTEGER AS mask, total // 4096 % 1048576 AS steps_started,
+             total // 4294967296 AS waits_started FROM masks) m
+JOIN attribution_lanes l USING (k)
+LEFT JOIN waits w ON w.k = m.k AND w.n = m.waits_started
+LEFT JOIN steps st ON st.k = m.k AND st.n = m.steps_started
+WHERE m.e > m.s AND m.s >= l.win_s AND m.e <= l.win_e;
+
+-- Each segment with its cause and, where it does not need a name lookup, its detail; and what the GPU did,
+-- whatever the cause, for the headline: in_work (a kernel or copy runs), in_busy (any work runs, communication
+-- included), waiting_for. A view: the text of a table's row for each of a long trace's millions of segments
+-- would hold several times the memory of its mask.
+CREATE OR REPLACE TEMP VIEW attribution_segment_causes AS
+WITH classified AS (
+    SELECT k, s, e, step, mask, (mask & 3) > 0 AS in_work, (mask & 7) > 0 AS in_busy, waiting_for
+    FROM attribution_segment_masks
 )
 SELECT k, s, e, step,
        CASE WHEN in_work THEN 'gpu_compute'
