@@ -104,7 +104,8 @@ FROM ends e JOIN attribution_lanes l USING (k) LEFT JOIN firsts f USING (k);
 -- cost_ns of each gap a sync returned in (host.sync). Waits and step starts cut segments too, and the same running
 -- sum counts those started at or before a segment (4096 a step, 2^32 a wait, above the mask's bits): the last of
 -- each, found by its number, gives the segment its step and the wait (with the rank it waits for) it may lie in.
--- The sets above and attribution.sets' are dropped once used: the attribution keeps its lanes, causes, names and slices.
+-- The sets above and attribution.sets' are dropped once used (the step starts, a row per step and lane, are
+-- kept: a statement less on every run): the attribution keeps its lanes, causes, names and slices.
 -- Each segment keeps its mask and waiting_for (the rank it waits for, inside a wait); attribution_segment_causes
 -- reads its cause and the rest from them.
 CREATE OR REPLACE TEMP TABLE attribution_segment_masks AS
@@ -188,7 +189,7 @@ SELECT k, s, e, step,
 FROM classified;
 
 DROP TABLE attribution_sets; DROP TABLE attribution_busy; DROP TABLE attribution_host_gaps;
-DROP TABLE attribution_host_range_cuts; DROP TABLE attribution_waits; DROP TABLE attribution_step_starts;
+DROP TABLE attribution_host_range_cuts; DROP TABLE attribution_waits;
 
 -- Names for the host causes: each such segment is named after the innermost host range of its class covering
 -- it (the latest-starting one, and of ranges starting together the shortest; ranges nest). A range join through
