@@ -59,16 +59,16 @@ FROM (SELECT * FROM trace_launches WHERE source_id IN (SELECT source_id FROM nvt
 ASOF LEFT JOIN nvtx_thread_states s
   ON s.source_id = l.source_id AND s.pid = l.pid AND s.tid = l.tid AND s.t <= l.launch_ns;
 
--- GPU work inside the window with its launching thread and launch time, for the sources that have user ranges
--- at all, and its innermost user range (range_id/range_name NULL when none). Without the work's names, which
--- nothing below reads.
-CREATE OR REPLACE TEMP TABLE nvtx_gpu_work AS
-SELECT w.source_id, w.rank, w.device, w.stream, w.kind, w.ts_ns, w.end_ns, w.dur_ns, l.pid, l.tid, l.launch_ns,
-       l.range_id, u.name AS range_name
+-- GPU work inside the window, per device and the innermost user range open on the thread that launched it when it
+-- launched it (range_id), for the sources that have user ranges at all: activity_count and gpu_ns (Σ duration).
+-- Summed here rather than kept a row per work item (a million on a long export, read only to be summed).
+CREATE OR REPLACE TEMP TABLE nvtx_range_work AS
+SELECT w.source_id, any_value(w.rank) AS rank, w.device, l.range_id, count(*) AS activity_count,
+       sum(w.dur_ns) AS gpu_ns
 FROM gpu_work w
-LEFT JOIN nvtx_launches l ON l.source_id = w.source_id AND l.correlation_id = w.correlation_id
-LEFT JOIN nvtx_user_ranges u ON u.range_id = l.range_id
-WHERE w.source_id IN (SELECT source_id FROM nvtx_user_ranges);
+JOIN nvtx_launches l ON l.source_id = w.source_id AND l.correlation_id = w.correlation_id
+WHERE w.source_id IN (SELECT source_id FROM nvtx_user_ranges) AND l.range_id IS NOT NULL
+GROUP BY w.source_id, w.device, l.range_id;
 
 -- Each thread's innermost user range from seg_start until the next change (seg_end; NULL: to the trace's end;
 -- range_id NULL where no user range is open).
@@ -88,7 +88,7 @@ JOIN nvtx_launches l ON l.source_id = g.source_id AND l.correlation_id = b.first
 WHERE g.source_id IN (SELECT source_id FROM nvtx_user_ranges) AND l.pid IS NOT NULL AND l.tid IS NOT NULL;
 
 -- Idle gaps split by the user range the launching thread was in: one row per gap and thread segment overlapping
--- it, dur_ns the overlap (ns); ts_ns/end_ns the gap's. The segment open at the gap's start is found by an ASOF join
+-- it, dur_ns the overlap (ns); ts_ns/end_ns the gap's; range_id its range (nvtx_user_ranges has its name). The segment open at the gap's start is found by an ASOF join
 -- from the gap; those starting inside it by an ASOF join from the segment to the last gap of its device that
 -- started before it (a device's gaps never overlap): both linear in their rows. Time in no user range has no row.
 CREATE OR REPLACE TEMP TABLE nvtx_idle_gaps AS
@@ -115,21 +115,23 @@ pieces AS (
     SELECT *, least(coalesce(seg_end, end_ns), end_ns) - greatest(seg_start, ts_ns) AS overlap_ns
     FROM (SELECT * FROM at_start UNION ALL BY NAME SELECT * FROM inside)
 )
-SELECT p.source_id, p.rank, p.device, p.ts_ns, p.end_ns, p.overlap_ns AS dur_ns, p.cause, p.range_id,
-       u.name AS range_name
-FROM pieces p JOIN nvtx_user_ranges u ON u.range_id = p.range_id
-WHERE p.overlap_ns > 0;
+SELECT source_id, rank, device, ts_ns, end_ns, overlap_ns AS dur_ns, cause, range_id
+FROM pieces WHERE overlap_ns > 0 AND range_id IS NOT NULL;
 
 -- Per device and range name: GPU time of the work launched in it (summed durations, ns), idle time the host spent
 -- in it (ns, nvtx_idle_gaps), and idle_pct = idle / (GPU time + idle) × 100: "in 'forward', 38 % of the GPU time is idle".
+-- The ranges of one name add up.
 CREATE OR REPLACE TEMP VIEW nvtx_range_gpu_time AS
 WITH work AS (
-    SELECT source_id, any_value(rank) AS rank, device, range_name, count(*) AS activity_count, sum(dur_ns) AS gpu_ns
-    FROM nvtx_gpu_work WHERE range_name IS NOT NULL GROUP BY source_id, device, range_name
+    SELECT w.source_id, any_value(w.rank) AS rank, w.device, u.name AS range_name,
+           sum(w.activity_count)::BIGINT AS activity_count, sum(w.gpu_ns) AS gpu_ns
+    FROM nvtx_range_work w JOIN nvtx_user_ranges u USING (range_id)
+    GROUP BY w.source_id, w.device, u.name
 ),
 idle AS (
-    SELECT source_id, any_value(rank) AS rank, device, range_name, sum(dur_ns) AS idle_ns
-    FROM nvtx_idle_gaps WHERE range_name IS NOT NULL GROUP BY source_id, device, range_name
+    SELECT g.source_id, any_value(g.rank) AS rank, g.device, u.name AS range_name, sum(g.dur_ns) AS idle_ns
+    FROM nvtx_idle_gaps g JOIN nvtx_user_ranges u USING (range_id)
+    GROUP BY g.source_id, g.device, u.name
 )
 SELECT source_id, coalesce(work.rank, idle.rank) AS rank, device, range_name,
        coalesce(activity_count, 0) AS activity_count, coalesce(gpu_ns, 0) AS gpu_ns, coalesce(idle_ns, 0) AS idle_ns,
