@@ -105,9 +105,9 @@ FROM ends e JOIN attribution_lanes l USING (k) LEFT JOIN firsts f USING (k);
 -- sum counts those started at or before a segment (4096 a step, 2^32 a wait, above the mask's bits): the last of
 -- each, found by its number, gives the segment its step and the wait (with the rank it waits for) it may lie in.
 -- The sets above and attribution.sets' are dropped once used (the step starts, a row per step and lane, are
--- kept: a statement less on every run): the attribution keeps its lanes, causes, names and slices.
--- Each segment keeps its mask and waiting_for (the rank it waits for, inside a wait); attribution_segment_causes
--- reads its cause and the rest from them.
+-- kept: a statement less on every run): the attribution keeps its lanes, step starts, segment masks, names and
+-- slices. Each segment keeps its mask and waiting_for (the rank it waits for, inside a wait);
+-- attribution_segment_causes reads its cause and the rest from them.
 CREATE OR REPLACE TEMP TABLE attribution_segment_masks AS
 WITH queued AS (
     SELECT l.k, g.ts_ns AS s, g.end_ns AS e, CASE WHEN g.cause = 'kernel_wait' THEN 16 ELSE 1024 END AS bit
@@ -155,7 +155,7 @@ WHERE m.e > m.s AND m.s >= l.win_s AND m.e <= l.win_e;
 -- Each segment with its cause and, where it does not need a name lookup, its detail; and what the GPU did,
 -- whatever the cause, for the headline: in_work (a kernel or copy runs), in_busy (any work runs, communication
 -- included), waiting_for. A view: the text of a table's row for each of a long trace's millions of segments
--- would hold several times the memory of its mask.
+-- would hold several times the memory of its mask (on a small store, whose views are made tables, a table).
 CREATE OR REPLACE TEMP VIEW attribution_segment_causes AS
 WITH classified AS (
     SELECT k, s, e, step, mask, (mask & 3) > 0 AS in_work, (mask & 7) > 0 AS in_busy, waiting_for

@@ -88,9 +88,10 @@ JOIN nvtx_launches l ON l.source_id = g.source_id AND l.correlation_id = b.first
 WHERE g.source_id IN (SELECT source_id FROM nvtx_user_ranges) AND l.pid IS NOT NULL AND l.tid IS NOT NULL;
 
 -- Idle gaps split by the user range the launching thread was in: one row per gap and thread segment overlapping
--- it, dur_ns the overlap (ns); ts_ns/end_ns the gap's; range_id its range (nvtx_user_ranges has its name). The segment open at the gap's start is found by an ASOF join
--- from the gap; those starting inside it by an ASOF join from the segment to the last gap of its device that
--- started before it (a device's gaps never overlap): both linear in their rows. Time in no user range has no row.
+-- it, dur_ns the overlap (ns); ts_ns/end_ns the gap's; range_id its range (nvtx_user_ranges has its name). The
+-- segment open at the gap's start is found by an ASOF join from the gap; those starting inside it by an ASOF join
+-- from the segment to the last gap of its device that started before it (a device's gaps never overlap): both
+-- linear in their rows. Time in no user range has no row.
 CREATE OR REPLACE TEMP TABLE nvtx_idle_gaps AS
 WITH at_start AS (
     SELECT g.*, s.seg_start, s.seg_end, s.range_id

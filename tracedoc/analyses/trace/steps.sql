@@ -72,7 +72,8 @@ WHERE next_ns IS NOT NULL;
 -- launch at all (a trace of the GPU alone: Proton's) has its work placed by its start on the GPU, which stands for
 -- its launch. Columns: source_id, rank, device, kind, category, work_row (the work's row in gpu_activity, its
 -- rowid: where its name, grid and block are, text a long trace would otherwise hold a copy of here for every
--- launch), dur_ns, ts_ns, end_ns, blocks (a kernel's thread blocks), launch_ns, step.
+-- launch; rowids hold because no row of gpu_activity is deleted once the store is made, and a delete followed by
+-- a checkpoint would renumber them), dur_ns, ts_ns, end_ns, blocks (a kernel's thread blocks), launch_ns, step.
 CREATE OR REPLACE TEMP TABLE trace_step_work AS
 WITH gpu_alone AS (  -- sources whose host recorded no launch calls (of the calls, the distinct sources: NOT IN over
                      -- the calls themselves builds a hash table of them all)
