@@ -22,17 +22,18 @@ class Compressing:
     written rows, ``wait``s for it before it writes more, and ``close``s it when the load ends, which waits for one
     still running (DuckDB does not stop a checkpoint midway) through Ctrl-C, its error dropped (a failed or
     interrupted load, whose store is discarded). Nothing is done without a connection (a store file, whose rows are
-    written compressed)."""
+    written compressed). ``catalog``: the store's, which a cursor of its own names (it starts in its default one)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection | None) -> None:
-        self._con = con
+    def __init__(self, con: duckdb.DuckDBPyConnection | None, catalog: str) -> None:
+        self._con, self._catalog = con, catalog
         self._running: _Checkpoint | None = None
 
     def start(self) -> None:
         """Compress the rows written so far, once the compression before is done."""
         self.wait()
         if self._con is not None:
-            self._running = _Checkpoint(self._con)  # recorded before its thread starts: close() waits for it
+            # recorded before its thread starts: close() waits for it
+            self._running = _Checkpoint(self._con, self._catalog)
             self._running.thread.begin()
 
     def wait(self) -> None:
@@ -53,12 +54,11 @@ class Compressing:
 
 
 class _Checkpoint:
-    """One ``CHECKPOINT`` of the connection's current database on a cursor of its own and a helper thread
-    (``HelperThread``: not a daemon, waited for through Ctrl-C)."""
+    """One ``CHECKPOINT`` of the store's catalog on a cursor of ``con``'s own and a helper thread (``HelperThread``:
+    not a daemon, waited for through Ctrl-C)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        database = con.execute("SELECT current_database()").fetchall()[0][0]
-        self._sql = 'CHECKPOINT "' + str(database).replace('"', '""') + '"'
+    def __init__(self, con: duckdb.DuckDBPyConnection, catalog: str) -> None:
+        self._sql = f"CHECKPOINT {catalog}"
         self._cursor = con.cursor()
         self.thread = HelperThread(self._checkpoint, "tracedoc-compress")
 

@@ -57,6 +57,8 @@ TWO_CURSORS_UP_TO = 4
 # The catalog of a connection to ':memory:', where a store opened for analysis (``Store.open``, or made in memory)
 # lets its modules make the objects every cursor sees: the connection's own, never the store.
 OWN_CATALOG = "memory"
+# The catalog every store is attached as, a file (``Store.open``) or in memory (``_in_memory_store``).
+STORE_CATALOG = "store"
 
 
 
@@ -131,10 +133,10 @@ class Store:
             con = connect(":memory:", limits)
         else:  # the empty store made ahead gives way to the file
             con.execute(f"USE {OWN_CATALOG}")
-            con.execute("DETACH store")
+            con.execute(f"DETACH {STORE_CATALOG}")
         try:
-            con.execute(f"ATTACH {sql_literal(str(path))} AS store (READ_ONLY)")
-            con.execute("USE store")
+            con.execute(f"ATTACH {sql_literal(str(path))} AS {STORE_CATALOG} (READ_ONLY)")
+            con.execute(f"USE {STORE_CATALOG}")
         except BaseException:
             con.close()
             raise
@@ -382,7 +384,7 @@ class Store:
         nothing."""
         from tracedoc.store.compressing import Compressing  # here: its threads are for large inputs' readers
 
-        return Compressing(self.con if self.path is None else None)
+        return Compressing(self.con if self.path is None else None, STORE_CATALOG)
 
     def self_check(self) -> list[str]:
         """Invariants every ingest must keep; returns the violated ones (empty when the store is sound)."""
@@ -469,8 +471,8 @@ def _cap_memory(con: duckdb.DuckDBPyConnection, limits: Limits) -> None:
 def _in_memory_store(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """``con`` (a connection to ':memory:') with an empty store attached as ``store`` and used: its rows compressed
     at a checkpoint like a file's (``Store.create``)."""
-    con.execute("ATTACH ':memory:' AS store (COMPRESS)")
-    con.execute("USE store")
+    con.execute(f"ATTACH ':memory:' AS {STORE_CATALOG} (COMPRESS)")
+    con.execute(f"USE {STORE_CATALOG}")
     _make_schema(con, in_file=False)
     return con
 
