@@ -57,7 +57,8 @@ TWO_CURSORS_UP_TO = 4
 # The catalog of a connection to ':memory:', where a store opened for analysis (``Store.open``, or made in memory)
 # lets its modules make the objects every cursor sees: the connection's own, never the store.
 OWN_CATALOG = "memory"
-# The catalog every store is attached as, a file (``Store.open``) or in memory (``_in_memory_store``).
+# The catalog a store is attached as when opened (``Store.open``) or made in memory (``_in_memory_store``); a store
+# file being written is its connection's own database, named after the file.
 STORE_CATALOG = "store"
 
 
