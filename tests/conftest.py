@@ -41,3 +41,14 @@ def slow_checkpoints(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[An
 
     monkeypatch.setattr(compressing._Checkpoint, "_checkpoint", slowly)
     return started
+
+
+def checkpoints_running() -> list[Any]:
+    """The readers' checkpoint threads still alive (tracedoc.store.compressing), each given a moment to end once done:
+    0.05 s, far less than a checkpoint that ``slow_checkpoints`` makes slow."""
+    import threading
+
+    helpers = [thread for thread in threading.enumerate() if thread.name == "tracedoc-compress"]
+    for thread in helpers:
+        thread.join(0.05)
+    return [thread for thread in helpers if thread.is_alive()]

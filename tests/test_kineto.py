@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.conftest import SAMPLES, slow_checkpoints
+from tests.conftest import SAMPLES, checkpoints_running, slow_checkpoints
 from tracedoc.api import open_store
 from tracedoc.ingest import discover, load_all
 from tracedoc.store import Store
@@ -172,8 +172,6 @@ def test_a_batch_that_fails_while_the_store_is_compressed_leaves_nothing_running
     """decode-eager (an edited copy: one event near the end made malformed), cut in 1 MiB parts: the batch that holds
     it fails while the rows before it are compressed on a helper thread (Store.compress_aside). The load names the
     input, and leaves no helper thread running (each checkpoint made slow, so that it runs when the batch fails)."""
-    import threading
-
     import tracedoc.ingest.chrome.chrome_trace as chrome_trace
     from tracedoc.errors import InputError
 
@@ -187,10 +185,7 @@ def test_a_batch_that_fails_while_the_store_is_compressed_leaves_nothing_running
     with pytest.raises(InputError, match=f"{trace.name}: malformed trace JSON"), Store.create(None) as store:
         load_all(store, discover([trace]))
     assert compressions
-    helpers = [thread for thread in threading.enumerate() if thread.name == "tracedoc-compress"]
-    for thread in helpers:  # done, but maybe not yet gone: a moment to end, far less than a checkpoint's 0.3 s
-        thread.join(0.05)
-    assert not [thread for thread in helpers if thread.is_alive()]
+    assert not checkpoints_running()
 
 
 def test_second_analysis_reuses_the_store(tmp_path: Path) -> None:

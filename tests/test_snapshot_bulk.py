@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SAMPLES, slow_checkpoints
+from tests.conftest import SAMPLES, checkpoints_running, slow_checkpoints
 from tracedoc.errors import InputError
 from tracedoc.ingest.memory import memory_snapshot, snapshot_bulk
 from tracedoc.store import Store
@@ -255,8 +255,6 @@ def test_a_snapshot_that_fails_while_the_store_is_compressed_leaves_nothing_runn
     """The leak sample's history copied four times, cut short (an edited copy), written every 1,000 rows: the read
     fails while the rows written before are compressed on a helper thread (Store.compress_aside, each checkpoint
     made slow so that one runs then). The load names the input, and leaves no helper thread running."""
-    import threading
-
     data = pickle.dumps(_copies(_leak(), 4, fresh=False), protocol=4)
     path = _write(tmp_path, data[:len(data) * 9 // 10])
     compressions = slow_checkpoints(monkeypatch, 0.3)  # still running when the read fails
@@ -264,10 +262,7 @@ def test_a_snapshot_that_fails_while_the_store_is_compressed_leaves_nothing_runn
     with pytest.raises(InputError, match=path.name), Store.create(None) as store:
         memory_snapshot.load(store, 1, path, path.parent)
     assert compressions
-    helpers = [thread for thread in threading.enumerate() if thread.name == "tracedoc-compress"]
-    for thread in helpers:  # done, but maybe not yet gone: a moment to end, far less than a checkpoint's 0.3 s
-        thread.join(0.05)
-    assert not [thread for thread in helpers if thread.is_alive()]
+    assert not checkpoints_running()
 
 
 def test_the_rows_are_written_once_the_rows_before_them_are_compressed(tmp_path: Path,
