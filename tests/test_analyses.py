@@ -108,6 +108,29 @@ def test_a_view_kept_for_exploring_stays_a_view_on_a_small_store(tmp_path: Path)
     assert busiest == "data"
 
 
+def test_the_summaries_several_views_read_are_tables_where_views_stay_views(tmp_path: Path) -> None:
+    """On a large store the views stay views, worked out again by each statement that reads them; the summaries of a
+    row per source, device or rank that several rules, report tables or views read (what ran the program, what was
+    recorded, the idle per device, the syncs, blocking calls and copies per rank) are tables there too, computed
+    once, while a rule's own view stays a view."""
+    summaries = {"trace_framework", "trace_recording", "gpu_idle_by_device", "host_sync_by_rank",
+                 "host_blocking_by_rank", "host_copies_by_rank"}
+    with ingest(tmp_path, SAMPLES / "decode-eager" / "trace.json.gz") as store:
+        for module in ("attribution.host", "gpu.launch", "gpu.utilization", "host.blocking", "host.memcpy",
+                       "device.kinds"):
+            store.include(module)
+        kinds = dict(store.con.execute(
+            "SELECT table_name, table_type FROM information_schema.tables WHERE table_name IN "
+            "(SELECT unnest($names))", {"names": [*summaries, "gpu_launch_overhead"]}).fetchall())
+        framework = store.query("SELECT * FROM trace_framework")
+        devices = store.query("SELECT device, busy_pct FROM gpu_idle_by_device")
+        launch = store.query("SELECT device, busy_pct FROM gpu_launch_overhead")
+    assert not store.views_as_tables
+    assert kinds == {**dict.fromkeys(summaries, "LOCAL TEMPORARY"), "gpu_launch_overhead": "VIEW"}
+    assert [row["pytorch"] for row in framework] == [True]
+    assert len(devices) == 1 and launch == devices and 0 < devices[0]["busy_pct"] < 100
+
+
 @pytest.mark.parametrize("sample", ["decode-eager", "nsys-fsdp-prefetch-ranks"])
 def test_the_steps_work_names_its_row_in_the_store_instead_of_copying_its_text(sample: str, tmp_path: Path) -> None:
     """trace_step_work, a row per kernel, copy and memset kept to the end of the run, carries the work's row in

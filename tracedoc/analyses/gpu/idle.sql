@@ -38,7 +38,9 @@ LEFT JOIN trace_launches l ON l.source_id = g.source_id AND l.correlation_id = g
 WHERE g.end_ns > g.ts_ns;
 
 -- Idle time per device by cause, ns and % of the window; busy_pct = 100 − idle_pct.
-CREATE OR REPLACE TEMP VIEW gpu_idle_by_device AS
+-- A table, a row per device: the report, gpu.launch, gpu.utilization and nvtx.idle read it, each a pass over
+-- every gap otherwise.
+CREATE OR REPLACE TEMP TABLE gpu_idle_by_device AS
 SELECT w.source_id, w.rank, d.device, any_value(w.wall_ns) AS wall_ns,
        coalesce(sum(g.dur_ns), 0) AS idle_ns,
        coalesce(sum(g.dur_ns) FILTER (WHERE g.cause = 'host_wait'), 0) AS host_wait_ns,

@@ -26,7 +26,8 @@ WHERE c.kind = 'runtime' AND c.name NOT ILIKE '%async%'
 -- they issued (ns), wait_ns = blocked beyond that work (the host waiting for the queue to drain), blocked_pct
 -- (% of the window), directions (copy kinds), the most frequent call (on a tie, the first made) and pytorch_note:
 -- the advice's PyTorch clause, empty where the trace is not of a PyTorch program (trace.framework).
-CREATE OR REPLACE TEMP VIEW host_blocking_by_rank AS
+-- A table, a row per rank and kind: two rules read it.
+CREATE OR REPLACE TEMP TABLE host_blocking_by_rank AS
 SELECT b.source_id, b.rank, b.kind, count(*) AS call_count, sum(b.bytes) AS total_bytes, sum(b.dur_ns) AS blocked_ns,
        sum(b.gpu_ns) AS gpu_ns, greatest(sum(b.dur_ns) - sum(b.gpu_ns), 0) AS wait_ns,
        100.0 * sum(b.dur_ns) / nullif(any_value(w.wall_ns), 0) AS blocked_pct,

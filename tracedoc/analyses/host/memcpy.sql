@@ -6,7 +6,8 @@
 -- include: trace.framework
 
 -- Per rank and direction: copies, bytes, GPU time (ns), effective bandwidth (GB/s), split by host memory kind.
-CREATE OR REPLACE TEMP VIEW host_copies_by_rank AS
+-- A table, a row per rank, direction and memory kind: read by the pageable copies' rule and the report.
+CREATE OR REPLACE TEMP TABLE host_copies_by_rank AS
 SELECT source_id, rank, copy_kind, coalesce(host_memory, 'device') AS host_memory,
        count(*) AS copy_count, sum(bytes) AS total_bytes, sum(dur_ns) AS total_ns,
        sum(bytes) / nullif(sum(dur_ns), 0) AS bandwidth_gbps

@@ -116,7 +116,8 @@ GROUP BY g.source_id, g.rank, g.device, g.ts_ns, g.end_ns, g.dur_ns;
 -- value_read_idle_ns (the GPU idle charged to them), value_read_origin (the operator that made most: aten::item
 -- for .item()), and fix_text: the advice, in PyTorch's terms where the trace is of a PyTorch program (trace.framework),
 -- else in CUDA's; pinned, asynchronous copies first where most syncs wait for pageable copies.
-CREATE OR REPLACE TEMP VIEW host_sync_by_rank AS
+-- A table, a row per rank: its rule and the report read it.
+CREATE OR REPLACE TEMP TABLE host_sync_by_rank AS
 SELECT s.source_id, s.rank, count(*) AS sync_count, count(*) FILTER (WHERE s.pageable_copy) AS pageable_syncs,
        nullif(count(*) FILTER (WHERE s.pageable_copy), 0) AS pageable_sync_count,
        count(*) / nullif(any_value(w.step_count), 0) AS syncs_per_step,

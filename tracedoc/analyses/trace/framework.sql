@@ -6,7 +6,9 @@
 -- One row per timeline source: pytorch (a format whose host ranges are PyTorch's operators, the PyTorch
 -- profiler's, in input_formats; or aten:: ranges, PyTorch's kernels or Python frames in another, such as an Nsight
 -- Systems trace), ddp (DistributedDataParallel's annotations), fsdp (FSDP's annotations).
-CREATE OR REPLACE TEMP VIEW trace_framework AS
+-- A table, a row per source: on a large store (whose views stay views) the views that read it, a rule's or the
+-- report's, would each work it out again from every host event's name.
+CREATE OR REPLACE TEMP TABLE trace_framework AS
 WITH host_names AS (
     SELECT source_id,
            bool_or(name LIKE 'aten::%' OR kind = 'python') AS torch_ops,

@@ -7,7 +7,8 @@
 -- runtime/driver calls (launch calls among them) and GPU activity rows; host_ms: the source's host activity span
 -- (ms); how_to_record: how its format records GPU activity (input_formats).
 -- hands back: trace_recording
-CREATE OR REPLACE TEMP VIEW trace_recording AS
+-- A table, a row per source: read by trace.summary and device.kinds, each a scan of every event otherwise.
+CREATE OR REPLACE TEMP TABLE trace_recording AS
 WITH cpu AS (
     SELECT source_id,
            count(*) FILTER (WHERE kind = 'op') AS host_ops,
