@@ -43,7 +43,8 @@ PARALLEL_INPUT_BYTES = 4 << 20
 SMALL_STORE_OPTIMIZERS_OFF = "join_order,statistics_propagation"
 # Below PARALLEL_EVENTS the analyses' views are also made as tables (store.modules): computed once rather than
 # bound again by every statement reading them, which took 10-15 % off the analyses of decode-eager, every report
-# the same. Larger stores keep views, whose rows a table would hold in memory whether read or not.
+# the same. Larger stores keep views, whose rows a table would hold in memory whether read or not; a summary of a
+# row per source, device or rank that several statements read is written as a table in its module on every store.
 # And the modules run several at a time (store.pool), on a cursor per core up to MODULE_WORKERS below
 # PARALLEL_EVENTS (DuckDB plans each on its own thread); above it, where the cores hold several statements of one
 # thread per PARALLEL_EVENTS events (on 16 cores, 4 cursors for 850k events). Where the cores hold one such
