@@ -229,6 +229,31 @@ def test_the_first_cause_that_holds_wins(attributed: Any) -> None:
     }
 
 
+def test_host_ranges_cut_only_where_they_decide_a_cause(attributed: Any) -> None:
+    """A host range's class decides a cause or names it only inside a long host-wait gap: an operator under a kernel
+    or inside a short launch gap leaves the segments there whole, and one that reaches into a host gap is kept whole
+    (its start cuts the kernel it starts under). The slices are what every range cutting would give."""
+    rows = _merge(
+        _lane(0, (0, 1000), (0, 1000), None),
+        _work(0, "kernel", "compute", 0, 300), _work(0, "kernel", "compute", 350, 600),
+        _busy(0, [(0, 300), (350, 600)]),
+        _gap(0, 300, 350, "launch", False), _gap(0, 600, 1000, "host_wait", True, launched=False),
+        _host(0, "op", "aten::mm", 100, 200),  # under a kernel
+        _host(0, "op", "aten::add", 310, 340),  # inside the short launch gap
+        _host(0, "op", "aten::copy_", 500, 700),  # from under a kernel into the host gap
+    )
+    store = attributed(rows)
+    segments = store.query("SELECT s, e FROM attribution_segment_masks ORDER BY s")
+    assert [(r["s"], r["e"]) for r in segments] == [(0, 300), (300, 350), (350, 500), (500, 600), (600, 700),
+                                                    (700, 1000)]
+    assert _slices(store, 0) == {
+        (None, "gpu_compute", "kernels"): 550,
+        (None, "launch_overhead", "short launch gaps"): 50,
+        (None, "host_work", "aten::copy_"): 100,
+        (None, "uninstrumented_host", "no profiled host range"): 300,
+    }
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_random_inputs_still_sum_to_the_window(attributed: Any, seed: int) -> None:
     """Whatever the GPU work, gaps, syncs and host ranges (overlapping, out of the window, inconsistent with one

@@ -1,6 +1,6 @@
 -- attribution.sets: the lanes the time attribution (attribution.time) cuts, and the interval sets it sweeps that
--- need no idle gap: the GPU's busy time and work, the waits inside collectives, the host's ranges by class, the
--- one-off phases before the window and the time recorded outside it. A module of its own so that it runs while
+-- need no idle gap: the GPU's busy time and work, the waits inside collectives, the one-off phases before the
+-- window and the time recorded outside it. A module of its own so that it runs while
 -- the idle gaps and the syncs (gpu.idle, host.sync) are measured: on a small trace the attribution is the longest
 -- chain of modules, and these statements need neither. attribution.time drops the sets once it has swept them.
 -- Times in ns.
@@ -39,38 +39,16 @@ SELECT l.k, c.ts_ns AS s, c.ts_ns + c.wait_ns AS e, t.last_rank
 FROM ranks_collectives c JOIN last t USING (channel, instance) JOIN attribution_lanes l USING (source_id, device)
 WHERE c.wait_ns > 0;
 
--- Host-side interval sets, one copy per lane of the source (the host serves all its devices).
-CREATE OR REPLACE TEMP TABLE attribution_host_ranges AS
-SELECT l.k, c.ts_ns AS s, c.ts_ns + c.dur_ns AS e, c.name,
-       CASE WHEN c.name LIKE 'c10d::%' OR c.name LIKE 'nccl:%' OR c.name LIKE 'record_param_comms%'
-                 THEN 'collective'
-            WHEN c.name ILIKE '%DataLoader%' OR regexp_matches(c.name,
-                 '^(data|batch|data[ _]?load(ing|er)?|load[ _]?(data|batch)|next[ _]?batch|input[ _]?pipeline)$',
-                 'i') THEN 'loader'
-            WHEN c.kind = 'annotation' THEN 'annotation'
-            WHEN c.kind = 'python' THEN 'python'
-            ELSE 'op' END AS class
-FROM cpu_activity c JOIN attribution_lanes l USING (source_id)
-WHERE c.kind IN ('op', 'annotation', 'python') AND c.name NOT LIKE 'ProfilerStep#%' AND c.dur_ns > 0
-  AND c.ts_ns < l.win_e AND c.ts_ns + c.dur_ns > l.win_s
-  AND NOT (c.kind = 'python' AND (c.name LIKE '<%' OR c.name LIKE '%site-packages/%' OR c.name LIKE '%dist-packages/%'
-           OR regexp_matches(c.name, '^(torch|threading|multiprocessing|concurrent|asyncio|importlib|runpy|'
-                                     || 'contextlib|functools|selectors|socket|queue)[/.]')));
-
--- The interval sets swept below, each merged per lane (intervals.merge; a lane's set is disjoint within itself),
--- one row per merged interval with its set's bit (k, bit, s, e): the lane's work clipped to the window, compute
--- kernels (1), copies and memsets (2) and other work (4: communication kernels, kernels of no category), and the
--- host ranges by class: collective calls (64), loader (128), annotations (256), operators (512) and Python frames
--- of the user's code (2048). One merge for all sets: the key packs lane and bit (lane × 4096 + bit).
+-- The GPU's interval sets swept by attribution.time, each merged per lane (intervals.merge; a lane's set is disjoint
+-- within itself), one row per merged interval with its set's bit (k, bit, s, e): the lane's work clipped to the
+-- window, compute kernels (1), copies and memsets (2) and other work (4: communication kernels, kernels of no
+-- category). One merge for all sets: the key packs lane and bit (lane × 4096 + bit). The host's sets by class are
+-- attribution.time's, made once the long host-wait gaps are known.
 CREATE OR REPLACE TEMP TABLE attribution_sets AS
 WITH attribution_sets_raw AS (
     SELECT l.k * 4096 + CASE WHEN a.kind <> 'kernel' THEN 2 WHEN a.category <> 'communication' THEN 1 ELSE 4 END AS k,
            greatest(a.ts_ns, l.win_s) AS s, least(a.end_ns, l.win_e) AS e
     FROM gpu_work a JOIN attribution_lanes l USING (source_id, device)
-    UNION ALL
-    SELECT k * 4096 + CASE class WHEN 'collective' THEN 64 WHEN 'loader' THEN 128 WHEN 'annotation' THEN 256
-                                 WHEN 'op' THEN 512 ELSE 2048 END, s, e
-    FROM attribution_host_ranges
 )
 SELECT k // 4096 AS k, (k % 4096)::INTEGER AS bit, s, e FROM intervals_merge('attribution_sets_raw');
 

@@ -52,6 +52,55 @@ SELECT l.k, g.ts_ns AS s, g.end_ns AS e
 FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
 WHERE (g.cause = 'host_wait' AND g.long_gap) OR (g.launch_ts_ns IS NULL AND g.end_ns = l.win_e AND g.long_gap);
 
+-- The host's ranges by class, one copy per lane of the source (the host serves all its devices): only those that
+-- overlap a long host-wait gap of their lane, the only time in which a range's class decides a segment's cause or
+-- names it (elsewhere the GPU works, or the gap is not the host's: a range there would only cut segments that keep
+-- their cause). Of a long trace's hundreds of thousands of ranges few overlap a gap: each lane's time from its
+-- first gap to its last is cut in 65,536 buckets, and a range is looked at only where it spans more than two
+-- buckets or where one of its end buckets holds gap time; then it overlaps a gap where the gaps that start before
+-- it ends reach past its start (an ASOF join of the few ranges left to the latest end of the gaps started so far).
+CREATE OR REPLACE TEMP TABLE attribution_host_ranges AS
+WITH grid AS (
+    SELECT k, min(s) AS base_ns, greatest((max(e) - min(s)) // 65536, 1) AS width_ns
+    FROM attribution_host_gaps GROUP BY k
+),
+reach AS (  -- at each gap's start, the latest end of the lane's gaps started by then
+    SELECT k, s, max(e) OVER (PARTITION BY k ORDER BY s ROWS UNBOUNDED PRECEDING) AS e FROM attribution_host_gaps
+),
+gap_buckets AS (  -- the buckets that hold gap time (`//` rounds toward zero: a bucket's points map to it in order)
+    SELECT DISTINCT g.k, unnest(range((g.s - b.base_ns) // b.width_ns, (g.e - 1 - b.base_ns) // b.width_ns + 1))
+                             AS bucket
+    FROM attribution_host_gaps g JOIN grid b USING (k)
+),
+ranges AS (
+    SELECT l.k, c.ts_ns AS s, c.ts_ns + c.dur_ns AS e, c.name, c.kind,
+           (c.ts_ns - b.base_ns) // b.width_ns AS first_bucket,
+           (c.ts_ns + c.dur_ns - 1 - b.base_ns) // b.width_ns AS last_bucket
+    FROM cpu_activity c JOIN attribution_lanes l USING (source_id) JOIN grid b ON b.k = l.k
+    WHERE c.kind IN ('op', 'annotation', 'python') AND c.dur_ns > 0
+      AND c.ts_ns < l.win_e AND c.ts_ns + c.dur_ns > l.win_s
+),
+near_gaps AS (
+    SELECT r.* FROM ranges r
+    LEFT JOIN gap_buckets at_first ON at_first.k = r.k AND at_first.bucket = r.first_bucket
+    LEFT JOIN gap_buckets at_last ON at_last.k = r.k AND at_last.bucket = r.last_bucket
+    WHERE r.last_bucket - r.first_bucket > 1 OR at_first.k IS NOT NULL OR at_last.k IS NOT NULL
+)
+SELECT c.k, c.s, c.e, c.name,
+       CASE WHEN c.name LIKE 'c10d::%' OR c.name LIKE 'nccl:%' OR c.name LIKE 'record_param_comms%'
+                 THEN 'collective'
+            WHEN c.name ILIKE '%DataLoader%' OR regexp_matches(c.name,
+                 '^(data|batch|data[ _]?load(ing|er)?|load[ _]?(data|batch)|next[ _]?batch|input[ _]?pipeline)$',
+                 'i') THEN 'loader'
+            WHEN c.kind = 'annotation' THEN 'annotation'
+            WHEN c.kind = 'python' THEN 'python'
+            ELSE 'op' END AS class
+FROM near_gaps c ASOF JOIN reach g ON g.k = c.k AND c.e > g.s
+WHERE g.e > c.s AND c.name NOT LIKE 'ProfilerStep#%'
+  AND NOT (c.kind = 'python' AND (c.name LIKE '<%' OR c.name LIKE '%site-packages/%' OR c.name LIKE '%dist-packages/%'
+           OR regexp_matches(c.name, '^(torch|threading|multiprocessing|concurrent|asyncio|importlib|runpy|'
+                                     || 'contextlib|functools|selectors|socket|queue)[/.]')));
+
 -- Where single host ranges start or end inside a host gap: segments are cut there too, so that each piece of a
 -- gap can be named after the innermost range covering it.
 -- The gaps of a lane are disjoint: each point meets the gaps of its time bucket (a bucket per gap and the time
@@ -119,8 +168,17 @@ syncs AS (  -- cost_ns is a HUGEINT (a sum): the times stay BIGINT
     FROM host_sync_idle i JOIN attribution_lanes l USING (source_id, device)
     WHERE i.cost_ns > 0
 ),
+host_sets_raw AS (  -- the host's ranges by class, merged per lane and class as attribution.sets merges the GPU's:
+                    -- collective calls (64), loader (128), annotations (256), operators (512) and Python frames of
+                    -- the user's code (2048)
+    SELECT k * 4096 + CASE class WHEN 'collective' THEN 64 WHEN 'loader' THEN 128 WHEN 'annotation' THEN 256
+                                 WHEN 'op' THEN 512 ELSE 2048 END AS k, s, e
+    FROM attribution_host_ranges
+),
+host_sets AS (SELECT k // 4096 AS k, (k % 4096)::INTEGER AS bit, s, e FROM intervals_merge('host_sets_raw')),
 events AS (
     SELECT k, s AS t, bit AS d FROM attribution_sets UNION ALL SELECT k, e, -bit FROM attribution_sets
+    UNION ALL SELECT k, s, bit FROM host_sets UNION ALL SELECT k, e, -bit FROM host_sets
     UNION ALL SELECT k, s, 8 FROM attribution_host_gaps UNION ALL SELECT k, e, -8 FROM attribution_host_gaps
     UNION ALL SELECT k, s, bit FROM queued UNION ALL SELECT k, e, -bit FROM queued
     UNION ALL SELECT k, s, 32 FROM syncs UNION ALL SELECT k, e, -32 FROM syncs
