@@ -254,6 +254,50 @@ def test_host_ranges_cut_only_where_they_decide_a_cause(attributed: Any) -> None
     }
 
 
+def test_a_short_range_inside_a_long_gap_names_it_and_one_after_the_gap_does_not_cut(attributed: Any) -> None:
+    """On a long gap, cut in thousands of buckets: an operator of 50 ns inside it names its time, and one that starts
+    just after the gap ended, under the next kernel, leaves that kernel's segment whole."""
+    rows = _merge(
+        _lane(0, (0, 10_000_000), (0, 10_000_000), None),
+        _work(0, "kernel", "compute", 0, 1_000_000), _work(0, "kernel", "compute", 5_000_000, 10_000_000),
+        _busy(0, [(0, 1_000_000), (5_000_000, 10_000_000)]),
+        _gap(0, 1_000_000, 5_000_000, "host_wait", True),
+        _host(0, "op", "aten::item", 2_000_000, 2_000_050), _host(0, "op", "aten::mm", 5_000_100, 5_000_200),
+    )
+    store = attributed(rows)
+    segments = store.query("SELECT s, e FROM attribution_segment_masks ORDER BY s")
+    assert [(r["s"], r["e"]) for r in segments] == [(0, 1_000_000), (1_000_000, 2_000_000), (2_000_000, 2_000_050),
+                                                    (2_000_050, 5_000_000), (5_000_000, 10_000_000)]
+    assert _slices(store, 0) == {
+        (None, "gpu_compute", "kernels"): 6_000_000,
+        (None, "host_work", "aten::item"): 50,
+        (None, "uninstrumented_host", "no profiled host range"): 3_999_950,
+    }
+
+
+def _wait(source: int, instance: int, s: int, wait_ns: int, last: bool) -> Rows:
+    return {"ranks_collectives": [{"source_id": source, "rank": source, "device": 0, "channel": "pg0",
+                                   "instance": instance, "ts_ns": s, "end_ns": s + wait_ns, "wait_ns": wait_ns,
+                                   "is_last": last}]}
+
+
+def test_the_rank_waited_for_is_the_one_waited_for_longest_in_all(attributed: Any) -> None:
+    """Rank 0 waits for rank 1 twice (150 ns each) and for rank 2 once (200 ns): rank 1, whose waits sum to more,
+    is the one it waited for, however the waits' segments are cut."""
+    rows = _merge(
+        _lane(0, (0, 1000), (0, 1000), None),
+        _work(0, "kernel", "communication", 0, 1000), _busy(0, [(0, 1000)]),
+        _wait(0, 1, 0, 150, False), _wait(1, 1, 150, 0, True),
+        _wait(0, 2, 200, 150, False), _wait(1, 2, 350, 0, True),
+        _wait(0, 3, 400, 200, False), _wait(2, 3, 600, 0, True),
+    )
+    store = attributed(rows)
+    states = store.query("SELECT waiting_ns, waited_for FROM attribution_gpu_states WHERE source_id = 0")
+    assert [tuple(r.values()) for r in states] == [(500, 1)]
+    assert _slices(store, 0) == {(None, "wait_for_peer", "rank 1"): 300, (None, "wait_for_peer", "rank 2"): 200,
+                                 (None, "comm_transfer", "collectives"): 500}
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_random_inputs_still_sum_to_the_window(attributed: Any, seed: int) -> None:
     """Whatever the GPU work, gaps, syncs and host ranges (overlapping, out of the window, inconsistent with one

@@ -1,8 +1,8 @@
 -- attribution.sets: the lanes the time attribution (attribution.time) cuts, and the interval sets it sweeps that
 -- need no idle gap: the GPU's busy time and work, the waits inside collectives, the one-off phases before the
--- window and the time recorded outside it. A module of its own so that it runs while
--- the idle gaps and the syncs (gpu.idle, host.sync) are measured: on a small trace the attribution is the longest
--- chain of modules, and these statements need neither. attribution.time drops the sets once it has swept them.
+-- window and the time recorded outside it. A module of its own so that it runs while the idle gaps and the syncs
+-- (gpu.idle, host.sync) are measured: on a small trace the attribution is the longest chain of modules, and these
+-- statements need neither. attribution.time drops the sets once it has swept them.
 -- Times in ns.
 -- include: gpu.busy
 -- include: ranks.matched

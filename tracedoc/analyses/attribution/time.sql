@@ -42,6 +42,7 @@
 -- the window does, the time before it is step NULL. Without steps the whole window is step NULL with the causes
 -- above. So per device the window's causes sum to the window, and per step to its span. Times in ns.
 -- include: attribution.sets
+-- include: intervals.merge
 -- include: gpu.idle
 -- include: host.sync
 -- include: trace.steps
@@ -64,8 +65,8 @@ WITH grid AS (
     SELECT k, min(s) AS base_ns, greatest((max(e) - min(s)) // 65536, 1) AS width_ns
     FROM attribution_host_gaps GROUP BY k
 ),
-reach AS (  -- at each gap's start, the latest end of the lane's gaps started by then
-    SELECT k, s, max(e) OVER (PARTITION BY k ORDER BY s ROWS UNBOUNDED PRECEDING) AS e FROM attribution_host_gaps
+reach AS (  -- at each gap's start, the latest end of the lane's gaps started by then (those starting with it too)
+    SELECT k, s, max(e) OVER (PARTITION BY k ORDER BY s RANGE UNBOUNDED PRECEDING) AS e FROM attribution_host_gaps
 ),
 gap_buckets AS (  -- the buckets that hold gap time (`//` rounds toward zero: a bucket's points map to it in order)
     SELECT DISTINCT g.k, unnest(range((g.s - b.base_ns) // b.width_ns, (g.e - 1 - b.base_ns) // b.width_ns + 1))
@@ -103,8 +104,8 @@ WHERE g.e > c.s AND c.name NOT LIKE 'ProfilerStep#%'
 
 -- Where single host ranges start or end inside a host gap: segments are cut there too, so that each piece of a
 -- gap can be named after the innermost range covering it.
--- The gaps of a lane are disjoint: each point meets the gaps of its time bucket (a bucket per gap and the time
--- after it, on average), and lies in at most one.
+-- The gaps of a lane are disjoint (gpu.idle's): each point meets the gaps of its time bucket (a bucket per gap and
+-- the time after it, on average), and lies in at most one.
 CREATE OR REPLACE TEMP TABLE attribution_host_range_cuts AS
 WITH t AS (SELECT k, s AS t FROM attribution_host_ranges UNION ALL SELECT k, e FROM attribution_host_ranges),
 buckets AS (
@@ -305,17 +306,22 @@ FROM attribution_slices WHERE NOT attribution_outside_cause(cause) GROUP BY sour
 -- What each GPU did over its window, for the report's headline: computing_ns (a
 -- compute kernel or a copy runs), communicating_ns (only communication runs, all ranks arrived), waiting_ns (only
 -- communication runs and this rank waits in it for a later rank), idle_ns; they sum to the window (ns).
--- waited_for: the rank it waited for the longest.
+-- waited_for: the rank it waited for the longest in all (the waits' time summed per rank first: a wait's segments
+-- are cut wherever another set has a boundary, so the longest single segment would name the rank cut least).
 CREATE OR REPLACE TEMP VIEW attribution_gpu_states AS
+WITH per_peer AS (  -- per lane and rank waited for (NULL: no wait)
+    SELECT k, waiting_for,
+           sum(e - s) FILTER (WHERE in_work) AS computing_ns,
+           sum(e - s) FILTER (WHERE NOT in_work AND in_busy AND waiting_for IS NULL) AS communicating_ns,
+           sum(e - s) FILTER (WHERE NOT in_work AND in_busy AND waiting_for IS NOT NULL) AS waiting_ns,
+           sum(e - s) FILTER (WHERE NOT in_busy) AS idle_ns
+    FROM attribution_segment_causes GROUP BY k, waiting_for
+)
 SELECT l.source_id, l.rank, l.device,
-       sum(c.e - c.s) FILTER (WHERE c.in_work) AS computing_ns,
-       sum(c.e - c.s) FILTER (WHERE NOT c.in_work AND c.in_busy AND c.waiting_for IS NULL) AS communicating_ns,
-       sum(c.e - c.s) FILTER (WHERE NOT c.in_work AND c.in_busy AND c.waiting_for IS NOT NULL) AS waiting_ns,
-       sum(c.e - c.s) FILTER (WHERE NOT c.in_busy) AS idle_ns,
-       arg_max(c.waiting_for, (c.e - c.s, -c.waiting_for))
-           FILTER (WHERE NOT c.in_work AND c.in_busy AND c.waiting_for IS NOT NULL)
-           AS waited_for
-FROM attribution_segment_causes c JOIN attribution_lanes l USING (k)
+       sum(p.computing_ns) AS computing_ns, sum(p.communicating_ns) AS communicating_ns,
+       sum(p.waiting_ns) AS waiting_ns, sum(p.idle_ns) AS idle_ns,
+       arg_max(p.waiting_for, (p.waiting_ns, -p.waiting_for)) FILTER (WHERE p.waiting_ns > 0) AS waited_for
+FROM per_peer p JOIN attribution_lanes l USING (k)
 GROUP BY l.source_id, l.rank, l.device;
 
 -- The report's attribution (attribution_slices; ms). Columns: rank, device, step, cause, detail, ms; per rank and
