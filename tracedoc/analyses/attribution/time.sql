@@ -47,11 +47,15 @@
 -- include: host.sync
 -- include: trace.steps
 
--- The idle gaps whose time the host's doings explain: long host-wait gaps and the tail after the last work.
+-- The idle gaps whose time the host's doings explain: long host-wait gaps and the tail after the last work. reach_e:
+-- the latest end of the lane's gaps started by the gap's start (those starting with it too), so that a time lies in
+-- a gap where the last gap started by then reaches past it (an ASOF join, below).
 CREATE OR REPLACE TEMP TABLE attribution_host_gaps AS
-SELECT l.k, g.ts_ns AS s, g.end_ns AS e
-FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
-WHERE (g.cause = 'host_wait' AND g.long_gap) OR (g.launch_ts_ns IS NULL AND g.end_ns = l.win_e AND g.long_gap);
+SELECT k, s, e, max(e) OVER (PARTITION BY k ORDER BY s RANGE UNBOUNDED PRECEDING) AS reach_e
+FROM (SELECT l.k, g.ts_ns AS s, g.end_ns AS e
+      FROM gpu_idle_gaps g JOIN attribution_lanes l USING (source_id, device)
+      WHERE (g.cause = 'host_wait' AND g.long_gap)
+         OR (g.launch_ts_ns IS NULL AND g.end_ns = l.win_e AND g.long_gap));
 
 -- The host's ranges by class, one copy per lane of the source (the host serves all its devices): only those that
 -- overlap a long host-wait gap of their lane, the only time in which a range's class decides a segment's cause or
@@ -59,14 +63,11 @@ WHERE (g.cause = 'host_wait' AND g.long_gap) OR (g.launch_ts_ns IS NULL AND g.en
 -- their cause). Of a long trace's hundreds of thousands of ranges few overlap a gap: each lane's time from its
 -- first gap to its last is cut in 65,536 buckets, and a range is looked at only where it spans more than two
 -- buckets or where one of its end buckets holds gap time; then it overlaps a gap where the gaps that start before
--- it ends reach past its start (an ASOF join of the few ranges left to the latest end of the gaps started so far).
+-- it ends reach past its start (an ASOF join of the few ranges left).
 CREATE OR REPLACE TEMP TABLE attribution_host_ranges AS
 WITH grid AS (
     SELECT k, min(s) AS base_ns, greatest((max(e) - min(s)) // 65536, 1) AS width_ns
     FROM attribution_host_gaps GROUP BY k
-),
-reach AS (  -- at each gap's start, the latest end of the lane's gaps started by then (those starting with it too)
-    SELECT k, s, max(e) OVER (PARTITION BY k ORDER BY s RANGE UNBOUNDED PRECEDING) AS e FROM attribution_host_gaps
 ),
 gap_buckets AS (  -- the buckets that hold gap time (`//` rounds toward zero: a bucket's points map to it in order)
     SELECT DISTINCT g.k, unnest(range((g.s - b.base_ns) // b.width_ns, (g.e - 1 - b.base_ns) // b.width_ns + 1))
@@ -96,29 +97,19 @@ SELECT c.k, c.s, c.e, c.name,
             WHEN c.kind = 'annotation' THEN 'annotation'
             WHEN c.kind = 'python' THEN 'python'
             ELSE 'op' END AS class
-FROM near_gaps c ASOF JOIN reach g ON g.k = c.k AND c.e > g.s
-WHERE g.e > c.s AND c.name NOT LIKE 'ProfilerStep#%'
+FROM near_gaps c ASOF JOIN attribution_host_gaps g ON g.k = c.k AND c.e > g.s
+WHERE g.reach_e > c.s AND c.name NOT LIKE 'ProfilerStep#%'
   AND NOT (c.kind = 'python' AND (c.name LIKE '<%' OR c.name LIKE '%site-packages/%' OR c.name LIKE '%dist-packages/%'
            OR regexp_matches(c.name, '^(torch|threading|multiprocessing|concurrent|asyncio|importlib|runpy|'
                                      || 'contextlib|functools|selectors|socket|queue)[/.]')));
 
--- Where single host ranges start or end inside a host gap: segments are cut there too, so that each piece of a
--- gap can be named after the innermost range covering it.
--- The gaps of a lane are disjoint (gpu.idle's): each point meets the gaps of its time bucket (a bucket per gap and
--- the time after it, on average), and lies in at most one.
+-- Where single host ranges start or end inside a host gap (at its start or after, before its end): segments are
+-- cut there too, so that each piece of a gap can be named after the innermost range covering it.
 CREATE OR REPLACE TEMP TABLE attribution_host_range_cuts AS
-WITH t AS (SELECT k, s AS t FROM attribution_host_ranges UNION ALL SELECT k, e FROM attribution_host_ranges),
-buckets AS (
-    SELECT k, min(s) AS base_ns, greatest((max(e) - min(s)) // count(*), 1) AS width_ns
-    FROM attribution_host_gaps GROUP BY k
-),
-gaps AS (
-    SELECT g.k, g.s, g.e, unnest(range((g.s - b.base_ns) // b.width_ns, (g.e - 1 - b.base_ns) // b.width_ns + 1)) AS bucket
-    FROM attribution_host_gaps g JOIN buckets b USING (k)
-)
+WITH t AS (SELECT k, s AS t FROM attribution_host_ranges UNION ALL SELECT k, e FROM attribution_host_ranges)
 SELECT t.k, t.t
-FROM (SELECT t.k, t.t, (t.t - b.base_ns) // b.width_ns AS bucket FROM t JOIN buckets b USING (k)) t
-JOIN gaps g ON g.k = t.k AND g.bucket = t.bucket AND t.t >= g.s AND t.t < g.e;
+FROM t ASOF JOIN attribution_host_gaps g ON g.k = t.k AND t.t >= g.s
+WHERE g.reach_e > t.t;
 
 -- Step starts per lane (a segment belongs to the last step started at or before it): for the first step that
 -- launched work on the device, its host start or, when earlier-launched work still ran then, that work's end (at
