@@ -187,6 +187,15 @@ def test_truncated_csv_export_is_rejected_in_one_line(tmp_path: Path) -> None:
     assert code == 2 and len(output.splitlines()) == 1 and "truncated or malformed ncu CSV" in output
 
 
+def test_a_cut_row_is_named_by_its_width(tmp_path: Path) -> None:
+    """H200's export cut inside its last launch's row (the fuzzer's cut, which once aborted the process at exit):
+    the error says how many of the header's columns the row has."""
+    cut = tmp_path / "kernels.raw.csv"
+    cut.write_bytes(H200_CSV.read_bytes()[:267_853])
+    code, output = _analyze_cli(cut)
+    assert code == 2 and output.endswith("truncated or malformed ncu CSV (a row has 1705 of 2238 columns)")
+
+
 def test_export_without_launches_is_rejected(tmp_path: Path) -> None:
     header_and_units = tmp_path / "empty.csv"
     header_and_units.write_text("".join(A100_CSV.read_text().splitlines(keepends=True)[:2]))

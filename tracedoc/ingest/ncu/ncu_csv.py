@@ -44,6 +44,7 @@ _INTEGER = r"^[+-]?[0-9]+$"
 _INT64_DIGITS = 18  # up to this many digits an integer surely fits 64 bits
 _NON_FINITE = ["nan", "inf", "infinity"]
 _NULL_TEXT = scalar(None, pa.string())
+_RAGGED = re.compile(r"Expected (?P<expected>\d+) columns, got (?P<got>\d+)")  # Arrow's error
 _LOG_LINES = re.compile(r"^==[^\n]*(?:\n|$)", re.MULTILINE)
 _CHUNK = 4 << 20
 _BLOCK = 8 << 20  # bytes Arrow's CSV reader parses at a time (a row must fit in one)
@@ -146,27 +147,23 @@ def _check_header(header: list[str], path: Path) -> None:
 
 
 def _parse(clean: Path, path: Path, width: int) -> pa.Table:
-    """Every row after the header as string columns; a row of another width is refused."""
+    """Every row after the header as string columns; a row of another width is refused.
+
+    Arrow's own error names a ragged row's width; an ``invalid_row_handler`` would hand Arrow a Python function,
+    whose last reference Arrow's worker threads may drop after the read returns, which aborts a process ending
+    then (on bad input, at once)."""
     names = [f"c{i}" for i in range(width)]
-    ragged: list[pa_csv.InvalidRow] = []
-
-    def invalid(row: pa_csv.InvalidRow) -> str:
-        ragged.append(row)
-        return "skip"
-
     try:
-        table = pa_csv.read_csv(
+        return pa_csv.read_csv(
             clean, read_options=pa_csv.ReadOptions(column_names=names, skip_rows=1, block_size=_BLOCK),
-            parse_options=pa_csv.ParseOptions(newlines_in_values=True, invalid_row_handler=invalid),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True),
             convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
                                                   strings_can_be_null=False))
     except (pa.ArrowInvalid, pa.ArrowException) as exc:
+        if ragged := _RAGGED.search(str(exc)):
+            raise InputError(f"{path}: truncated or malformed ncu CSV (a row has {ragged['got']} of "
+                             f"{ragged['expected']} columns)") from None
         raise InputError(f"{path}: malformed ncu CSV ({first_line(exc)})") from None
-    if ragged:
-        row = ragged[0]
-        raise InputError(f"{path}: truncated or malformed ncu CSV (a row has {row.actual_columns} of "
-                         f"{row.expected_columns} columns)")
-    return table
 
 
 def _kernels(path: Path, cells: list[pa.ChunkedArray], columns: dict[str, int], count: int) -> pa.Table:
