@@ -92,13 +92,19 @@ edges_bucketed AS (  -- an edge before a source's first event falls in bucket 0 
     SELECT e.source_id, e.step, e.edge, e.ts_ns, (e.ts_ns - g.base_ns) // g.width_ns AS bucket
     FROM edges e JOIN grid g USING (source_id)
 ),
+events_in_edge_buckets AS MATERIALIZED (  -- the host events of the buckets an edge falls in, the few the join below
+                                          -- reads: made apart, so that it builds its hash table on them (DuckDB
+                                          -- misjudges the edges as the larger side and built it on every event)
+    SELECT * FROM events_bucketed h
+    WHERE EXISTS (SELECT 1 FROM edges_bucketed e WHERE e.source_id = h.source_id AND e.bucket = h.bucket)
+),
 before AS (  -- at each edge, the host events that started before it: those of the buckets before its own, and
              -- those of its own bucket that start before it (an event at an edge's time is not before it)
     SELECT e.source_id, e.step, e.edge, c.events_through AS n, c.critical_through AS critical
     FROM edges_bucketed e ASOF JOIN counts c ON c.source_id = e.source_id AND e.bucket > c.bucket
     UNION ALL
     SELECT e.source_id, e.step, e.edge, 1, (NOT h.hidden)::INTEGER
-    FROM edges_bucketed e JOIN events_bucketed h
+    FROM edges_bucketed e JOIN events_in_edge_buckets h
       ON h.source_id = e.source_id AND h.bucket = e.bucket AND h.ts_ns < e.ts_ns
 ),
 events AS (  -- the host events starting in each step's span: those before its end less those before its start
