@@ -188,12 +188,55 @@ def test_truncated_csv_export_is_rejected_in_one_line(tmp_path: Path) -> None:
 
 
 def test_a_cut_row_is_named_by_its_width(tmp_path: Path) -> None:
-    """H200's export cut inside its last launch's row (the fuzzer's cut, which once aborted the process at exit):
-    the error says how many of the header's columns the row has."""
+    """H200's export cut inside its last launch's row (a cut of the fuzzer's): the error says how many of the
+    header's columns the row has."""
     cut = tmp_path / "kernels.raw.csv"
     cut.write_bytes(H200_CSV.read_bytes()[:267_853])
     code, output = _analyze_cli(cut)
     assert code == 2 and output.endswith("truncated or malformed ncu CSV (a row has 1705 of 2238 columns)")
+
+
+def test_arrow_reads_the_csv_without_a_python_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ragged-row error comes from Arrow's own message: an ``invalid_row_handler`` handed Arrow's reader a Python
+    function whose last reference its worker threads could drop after the read returned, which aborted a process
+    ending then (about 1 run in 70 of the cut above, under load). Checked on a good export and on the cut one."""
+    import pyarrow.csv as pa_csv
+
+    from tracedoc.ingest.ncu import ncu_csv
+
+    handlers = []
+    read_csv = pa_csv.read_csv
+
+    def recording(*args: object, **kwargs: object) -> object:
+        options = kwargs.get("parse_options")
+        handlers.append(getattr(options, "invalid_row_handler", None))
+        return read_csv(*args, **kwargs)
+
+    monkeypatch.setattr(ncu_csv.pa_csv, "read_csv", recording)
+    cut = tmp_path / "kernels.raw.csv"
+    cut.write_bytes(H200_CSV.read_bytes()[:267_853])
+    assert _analyze_cli(A100_CSV)[0] == 0 and _analyze_cli(cut)[0] == 2
+    assert handlers == [None, None]
+
+
+def test_a_value_cut_short_at_the_end_is_refused(tmp_path: Path) -> None:
+    """A100's export cut inside its last value ('...85,3' of '"...85,376"'): Arrow reads the open quote to the end
+    as the value, so the count of quotes says the file was cut. The same export without its final line break, its
+    last value whole, reads as the whole file does."""
+    data = A100_CSV.read_bytes()
+    assert data.endswith(b'85,376"\n')
+    cut = tmp_path / "kernels.raw.csv"
+    cut.write_bytes(data[:-4])
+    code, output = _analyze_cli(cut)
+    assert code == 2 and output.endswith("truncated or malformed ncu CSV (a quoted value is not closed)")
+    no_line_break = tmp_path / "whole.raw.csv"
+    no_line_break.write_bytes(data[:-1])
+    whole, unbroken = (analyze([path], use_cache=False).to_dict() for path in (A100_CSV, no_line_break))
+    assert unbroken["findings"] and unbroken["findings"] == whole["findings"]
+    for report in (whole, unbroken):  # the inputs' paths differ
+        for row in report["metrics"]["ncu_coverage"]:
+            row.pop("path")
+    assert unbroken["metrics"] == whole["metrics"]
 
 
 def test_export_without_launches_is_rejected(tmp_path: Path) -> None:

@@ -70,7 +70,7 @@ def is_export(head: bytes) -> bool:
 def read(path: Path, workdir: Path) -> LaunchTables:
     """Every launch of a raw-page export with its metrics in base units, as tables (the metrics produced in
     batches as the writer takes them)."""
-    clean = _cleaned(path, workdir)
+    clean, quotes = _cleaned(path, workdir)
     try:
         header, second = _first_rows(clean, path)
         _check_header(header, path)
@@ -79,6 +79,8 @@ def read(path: Path, workdir: Path) -> LaunchTables:
             raise InputError(f"{path}: truncated or malformed ncu CSV (its units row has {len(second)} of "
                              f"{len(header)} columns)")
         table = _parse(clean, path, len(header))
+        if quotes % 2:  # Arrow reads a quote left open at the end as a value cut short, without an error
+            raise InputError(f"{path}: truncated or malformed ncu CSV (a quoted value is not closed)")
     finally:
         clean.unlink(missing_ok=True)
     cells = table.columns
@@ -98,13 +100,16 @@ def read(path: Path, workdir: Path) -> LaunchTables:
                                                         metric_cols, decimal_comma))
 
 
-def _cleaned(path: Path, workdir: Path) -> Path:
+def _cleaned(path: Path, workdir: Path) -> tuple[Path, int]:
     """A copy of the export in valid UTF-8 (bytes that are not become U+FFFD), without a byte-order mark and the
-    ``==PROF==``/``==WARNING==`` lines ncu mixes in when profiling live; NUL bytes are refused. Read in chunks."""
+    ``==PROF==``/``==WARNING==`` lines ncu mixes in when profiling live; NUL bytes are refused. Read in chunks.
+    Also the count of its '"' characters: ncu quotes every value and doubles a quote inside one, so an odd count
+    is a value whose closing quote is missing (a file cut inside its last value)."""
     out = workdir / f"ncu-export-{path.name[-60:]}.csv"
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = bytearray()
     first = True
+    quotes = 0
     with path.open("rb") as src, out.open("wb") as dst:
         while True:
             chunk = src.read(_CHUNK)
@@ -120,9 +125,10 @@ def _cleaned(path: Path, workdir: Path) -> Path:
                 text, first = text.lstrip("\ufeff"), False
             if text.startswith("==") or "\n==" in text:
                 text = _LOG_LINES.sub("", text)
+            quotes += text.count('"')
             dst.write(text.encode("utf-8"))
             if not chunk:
-                return out
+                return out, quotes
 
 
 def _first_rows(clean: Path, path: Path) -> tuple[list[str], list[str] | None]:
@@ -159,7 +165,7 @@ def _parse(clean: Path, path: Path, width: int) -> pa.Table:
             parse_options=pa_csv.ParseOptions(newlines_in_values=True),
             convert_options=pa_csv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
                                                   strings_can_be_null=False))
-    except (pa.ArrowInvalid, pa.ArrowException) as exc:
+    except pa.ArrowException as exc:  # ArrowInvalid among them
         if ragged := _RAGGED.search(str(exc)):
             raise InputError(f"{path}: truncated or malformed ncu CSV (a row has {ragged['got']} of "
                              f"{ragged['expected']} columns)") from None
