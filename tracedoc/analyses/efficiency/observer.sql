@@ -94,7 +94,7 @@ edges_bucketed AS (  -- an edge before a source's first event falls in bucket 0 
 ),
 events_in_edge_buckets AS MATERIALIZED (  -- the host events of the buckets an edge falls in, the few the join below
                                           -- reads: made apart, so that it builds its hash table on them (DuckDB
-                                          -- misjudges the edges as the larger side and built it on every event)
+                                          -- took the edges for the larger side and built it on every event)
     SELECT * FROM events_bucketed h
     WHERE EXISTS (SELECT 1 FROM edges_bucketed e WHERE e.source_id = h.source_id AND e.bucket = h.bucket)
 ),
