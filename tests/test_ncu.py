@@ -240,10 +240,32 @@ def test_a_value_cut_short_at_the_end_is_refused(tmp_path: Path) -> None:
 
 
 def test_export_without_launches_is_rejected(tmp_path: Path) -> None:
-    header_and_units = tmp_path / "empty.csv"
-    header_and_units.write_text("".join(A100_CSV.read_text().splitlines(keepends=True)[:2]))
-    code, output = _analyze_cli(header_and_units)
-    assert code == 2 and "holds no profiled kernel" in output
+    lines = A100_CSV.read_text().splitlines(keepends=True)
+    for kept, name in ((lines[:2], "header-and-units.csv"), (lines[:1], "header.csv")):
+        path = tmp_path / name
+        path.write_text("".join(kept))
+        code, output = _analyze_cli(path)
+        assert code == 2 and output.endswith("the ncu export holds no profiled kernel")
+
+
+def test_an_export_cut_inside_its_header_says_so(tmp_path: Path) -> None:
+    """A100's export cut in its header's line, after the ID and Kernel Name columns: said in one line (Arrow's own
+    error was that it could not skip the header's row)."""
+    header = A100_CSV.read_text().splitlines(keepends=True)[0]
+    assert '"Kernel Name"' in header[: len(header) // 2]
+    cut = tmp_path / "kernels.raw.csv"
+    cut.write_text(header[: len(header) // 2])
+    code, output = _analyze_cli(cut)
+    assert code == 2 and output.endswith("truncated ncu CSV (it ends inside its header)")
+
+
+def test_a_row_wider_than_the_header_is_named_by_both_widths(tmp_path: Path) -> None:
+    """A100's export with a value added to its last row: the error says the row's width and the header's."""
+    data = A100_CSV.read_bytes()
+    wide = tmp_path / "kernels.raw.csv"
+    wide.write_bytes(data[:-1] + b',"1"\n')
+    code, output = _analyze_cli(wide)
+    assert code == 2 and output.endswith("truncated or malformed ncu CSV (a row has 1218 columns, the header 1217)")
 
 
 def test_csv_of_another_tool_is_rejected() -> None:

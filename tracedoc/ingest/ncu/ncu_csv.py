@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,9 +76,13 @@ def read(path: Path, workdir: Path) -> LaunchTables:
         header, second = _first_rows(clean, path)
         _check_header(header, path)
         id_at = header.index("ID")
-        if second is not None and len(second) != len(header) and second[id_at:id_at + 1] == [""]:
-            raise InputError(f"{path}: truncated or malformed ncu CSV (its units row has {len(second)} of "
-                             f"{len(header)} columns)")
+        if second is None:  # a header alone (which Arrow cannot even skip without its line break)
+            if not _ends_a_line(clean):
+                raise InputError(f"{path}: truncated ncu CSV (it ends inside its header)")
+            raise InputError(f"{path}: the ncu export holds no profiled kernel")
+        if len(second) != len(header) and second[id_at:id_at + 1] == [""]:
+            raise InputError(f"{path}: truncated or malformed ncu CSV (its units row "
+                             f"{_width(len(second), len(header))})")
         table = _parse(clean, path, len(header))
         if quotes % 2:  # Arrow reads a quote left open at the end as a value cut short, without an error
             raise InputError(f"{path}: truncated or malformed ncu CSV (a quoted value is not closed)")
@@ -167,9 +172,21 @@ def _parse(clean: Path, path: Path, width: int) -> pa.Table:
                                                   strings_can_be_null=False))
     except pa.ArrowException as exc:  # ArrowInvalid among them
         if ragged := _RAGGED.search(str(exc)):
-            raise InputError(f"{path}: truncated or malformed ncu CSV (a row has {ragged['got']} of "
-                             f"{ragged['expected']} columns)") from None
+            raise InputError(f"{path}: truncated or malformed ncu CSV (a row "
+                             f"{_width(int(ragged['got']), int(ragged['expected']))})") from None
         raise InputError(f"{path}: malformed ncu CSV ({first_line(exc)})") from None
+
+
+def _ends_a_line(clean: Path) -> bool:
+    """Whether the file's last byte is a line break."""
+    with clean.open("rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+def _width(got: int, expected: int) -> str:
+    """How a row's width differs from the header's: 'has 3 of 5 columns', or 'has 7 columns, the header 5'."""
+    return f"has {got} of {expected} columns" if got < expected else f"has {got} columns, the header {expected}"
 
 
 def _kernels(path: Path, cells: list[pa.ChunkedArray], columns: dict[str, int], count: int) -> pa.Table:
