@@ -76,11 +76,9 @@ def read(path: Path, workdir: Path) -> LaunchTables:
         header, second = _first_rows(clean, path)
         _check_header(header, path)
         id_at = header.index("ID")
-        if second is None:  # a header alone (which Arrow cannot even skip without its line break)
-            if not _ends_a_line(clean):
-                raise InputError(f"{path}: truncated ncu CSV (it ends inside its header)")
-            raise InputError(f"{path}: the ncu export holds no profiled kernel")
-        if len(second) != len(header) and second[id_at:id_at + 1] == [""]:
+        if second is None and not _ends_a_line(clean):  # a header cut short, which Arrow cannot even skip
+            raise InputError(f"{path}: truncated ncu CSV (it ends inside its header)")
+        if second is not None and len(second) != len(header) and second[id_at:id_at + 1] == [""]:
             raise InputError(f"{path}: truncated or malformed ncu CSV (its units row "
                              f"{_width(len(second), len(header))})")
         table = _parse(clean, path, len(header))
