@@ -7,9 +7,10 @@
 # Meant for the GPU machine (16 cores, no internet, its own Python): tracedoc's dependencies come as wheels from
 # $WHEELS (default .whl/, git-ignored), made beforehand on a machine with internet:
 #   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
-#       --platform manylinux_2_28_x86_64 -d .whl duckdb pyarrow polars click rich pyyaml isal xxhash
-# (pip adds what they need: polars' runtime, markdown-it-py, mdurl, pygments; the second platform brings the
-# DuckDB and pyarrow of the development machine, 2.0.1 and 26, where manylinux2014 alone gets 1.2.2 and 20). They are installed into a --target folder;
+#       --platform manylinux_2_28_x86_64 -d .whl duckdb pyarrow click rich pyyaml isal xxhash
+# (pip adds what they need: markdown-it-py, mdurl, pygments; a PyTorch trace's analysis never imports polars; the
+# second platform brings the DuckDB and pyarrow of the development machine, 2.0.1 and 26, where manylinux2014 alone
+# gets 1.2.2 and 20). They are installed into a --target folder, before any PYTHONPATH already set;
 # where every one of them already imports (a development machine), nothing is installed. tracedoc runs from
 # this tree, its bytecode compiled first, as an install has it. The trace is `decode-eager` tiled to 205 MB
 # (benchmarks/tile_trace.py, 850,152 events); OUT_DIR gets log.txt (everything printed) and the JSON reports.
@@ -26,9 +27,9 @@ mkdir -p "$out" "$work"
 exec > >(tee -a "$out/log.txt") 2>&1
 cd "$(dirname "$0")/.."
 
-if ! "$py" -c 'import duckdb, pyarrow, polars, click, rich, yaml, isal, xxhash' 2>/dev/null; then
+if ! "$py" -c 'import duckdb, pyarrow, click, rich, yaml, isal, xxhash' 2>/dev/null; then
     "$py" -m pip install -q --no-index --no-deps --no-compile --target "$work/site" "${WHEELS:-.whl}"/*.whl
-    export PYTHONPATH="$work/site"
+    export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 # The package layout an install makes (rules/ as tracedoc.builtin_rules), where the tree is not installed.
 if ! "$py" -c 'import tracedoc.builtin_rules' 2>/dev/null; then
