@@ -239,6 +239,45 @@ def test_a_value_cut_short_at_the_end_is_refused(tmp_path: Path) -> None:
     assert unbroken["metrics"] == whole["metrics"]
 
 
+PAGES = Path(__file__).parent / "data" / "ncu-pages"
+RAW_HINT = "export the raw page: ncu --import REPORT.ncu-rep --csv --page raw --print-units base > REPORT.csv"
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    ("a40_julia_indexspaces.details.csv.gz", f"this is ncu's details page, which tracedoc does not read; {RAW_HINT}"),
+    ("a40_julia_indexspaces.summary-per-kernel.csv.gz",
+     f"this is ncu's per-kernel summary (--print-summary per-kernel), which tracedoc does not read; {RAW_HINT}"),
+    ("a40_julia_indexspaces.details.txt.gz",
+     "this is ncu's details page as printed text, which tracedoc does not read; profile into a report "
+     f"(ncu -o REPORT ...) and give tracedoc REPORT.ncu-rep, or {RAW_HINT}"),
+    ("h200_torch_gemm_softmax_full.ncu_stdout.txt", "this is ncu's log of a profiled run, not its results; give "
+     "tracedoc the report it wrote: ./ncu-out/fresh/h200_torch_gemm_softmax_full.ncu-rep"),
+])
+def test_what_ncu_prints_besides_the_raw_page_is_named(name: str, said: str) -> None:
+    """ncu's other pages and printed text, as ncu wrote them: one line that says what the file is and what to give
+    tracedoc instead, where the per-kernel summary and the printed text were 'not a trace format'."""
+    code, output = _analyze_cli(PAGES / name)
+    assert code == 2 and output == f"Error: {PAGES / name}: {said}"
+
+
+def test_what_ncu_printed_while_profiling_is_named(tmp_path: Path) -> None:
+    """Edited copies of the H200 run's log: its progress lines followed by the A40 details page as text (what a
+    plain ``ncu ./app`` prints, both in one stream) is the printed page; the log without its last line, which names
+    the report, says to profile into one; a text of none of ncu's lines is still no trace format."""
+    log = (PAGES / "h200_torch_gemm_softmax_full.ncu_stdout.txt").read_text().splitlines(keepends=True)
+    assert log[-1].startswith("==PROF== Report: ")
+    details = gzip.decompress((PAGES / "a40_julia_indexspaces.details.txt.gz").read_bytes()).decode()
+    cases = {"live.txt": ("".join(log[:-2]) + details, "this is ncu's details page as printed text"),
+             "log.txt": ("".join(log[:-1]), "this is ncu's log of a profiled run, not its results; profile into a "
+                                            "report (ncu -o REPORT ...) and give tracedoc REPORT.ncu-rep"),
+             "notes.txt": ((PAGES / "SOURCE.md").read_text(), "not a trace format tracedoc reads")}
+    for name, (text, said) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        code, output = _analyze_cli(path)
+        assert code == 2 and len(output.splitlines()) == 1 and output.startswith(f"Error: {path}: {said}"), name
+
+
 def test_export_without_launches_is_rejected(tmp_path: Path) -> None:
     lines = A100_CSV.read_text().splitlines(keepends=True)
     for kept, name in ((lines[:2], "header-and-units.csv"), (lines[:1], "header.csv")):

@@ -259,6 +259,10 @@ def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path |
                 return None
             return InputFile(name, format_name, path.stat().st_size, kind)
     if strict:
+        from tracedoc.ingest.ncu import ncu_pages
+
+        if (printed := ncu_pages.printed(head)) is not None:  # what ncu prints, given for its results
+            raise InputError(f"{name}: this is {printed}")
         raise InputError(f"{name}: not a trace format tracedoc reads ({', '.join(FORMATS)})")
     return None
 

@@ -29,9 +29,11 @@ import pyarrow.csv as pa_csv
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.arrow_values import array, scalar
 from tracedoc.ingest.ncu.ncu_model import KERNEL_SCHEMA, LaunchTables, check_fixed, short_name
+from tracedoc.ingest.ncu.ncu_pages import RAW_HINT, csv_page
 
-_HEADER_START = '"ID","Process ID","Process Name","Host Name"'
-_RAW_HINT = "export the raw page: ncu --import REPORT.ncu-rep --csv --page raw --print-units base > REPORT.csv"
+# How the header rows of ncu's CSV pages start: the raw and details pages, and the per-kernel summary
+_HEADER_STARTS = ('"ID","Process ID","Process Name","Host Name"',
+                  '"Process ID","Process Name","Host Name","Kernel Name"')
 _MISSING = {"", "n/a", "no data", "N/A"}
 # Columns every raw page has besides the metrics (older ncu versions print "Kernel Time" instead of some).
 _FIXED = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
@@ -59,12 +61,13 @@ _SCALED = re.compile(r"^([KMGTP]?)(byte|hz)$")
 
 
 def is_export(head: bytes) -> bool:
-    """True when the first bytes are an ncu CSV export (any page), possibly after ``==PROF==`` log lines."""
+    """True when the first bytes are an ncu CSV export (any page, or the per-kernel summary), possibly after
+    ``==PROF==`` log lines."""
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     for line in text.splitlines()[:50]:
         if line.startswith("=="):
             continue
-        return line.startswith(_HEADER_START) and '"Kernel Name"' in line
+        return line.startswith(_HEADER_STARTS) and '"Kernel Name"' in line
     return False
 
 
@@ -148,11 +151,11 @@ def _first_rows(clean: Path, path: Path) -> tuple[list[str], list[str] | None]:
 
 
 def _check_header(header: list[str], path: Path) -> None:
-    """Refuse the details page and CSV that is not a raw page."""
-    if "Metric Name" in header and "Section Name" in header:
-        raise InputError(f"{path}: this is ncu's details page, which tracedoc does not read; {_RAW_HINT}")
+    """Refuse ncu's other CSV pages (``ncu_pages``) and CSV that is not a raw page."""
+    if (page := csv_page(header)) is not None:
+        raise InputError(f"{path}: this is {page}, which tracedoc does not read; {RAW_HINT}")
     if "ID" not in header or "Kernel Name" not in header:
-        raise InputError(f"{path}: not an ncu raw-page CSV (no ID and Kernel Name columns); {_RAW_HINT}")
+        raise InputError(f"{path}: not an ncu raw-page CSV (no ID and Kernel Name columns); {RAW_HINT}")
 
 
 def _parse(clean: Path, path: Path, width: int) -> pa.Table:
