@@ -308,8 +308,10 @@ def test_a_row_wider_than_the_header_is_named_by_both_widths(tmp_path: Path) -> 
 
 
 def test_csv_of_another_tool_is_rejected() -> None:
+    """A kernel table of nsys stats is not taken for an ncu export: it is named as nsys's."""
     code, output = _analyze_cli(SAMPLES / "nsys-torch-h100" / "stats_cuda_gpu_kern_sum.csv")
-    assert code == 2 and len(output.splitlines()) == 1 and "not a trace format" in output
+    assert code == 2 and len(output.splitlines()) == 1
+    assert "this is a summary printed by nsys stats or nsys analyze" in output and "ncu" not in output
 
 
 def test_missing_ncu_report_package_names_the_commands(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -589,11 +591,17 @@ def _edited_csv(tmp_path: Path, source: Path, column: str, value: str | None = N
     (H200_CSV, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", BIG, None,
      "% of peak is no measurement"),
     (A40_CSV_SCALED, "launch__registers_per_thread", None, "Gbyte", "registers per thread 1.6e+10 is out of range"),
-], ids=["context", "id", "grid-size", "tensor-pct", "rescaled-registers"])
+    (A40_CSV, "Context", "1" + "0" * 400, None, "context of more than 308 digits is out of range"),
+    (A40_CSV, "Context", "9" * 5000, None, "context of more than 308 digits is out of range"),
+    (A40_CSV, "ID", "-" + "9" * 5000, None, "launch id of more than 308 digits is out of range"),
+], ids=["context", "id", "grid-size", "tensor-pct", "rescaled-registers", "context-401-digits",
+        "context-5000-digits", "id-5000-digits"])
 def test_numbers_past_their_range_are_rejected_in_one_line(tmp_path: Path, source: Path, column: str,
                                                            value: str | None, unit: str | None, says: str) -> None:
-    """Edited copies of the H200 and A40 exports: values of 10^24, or a unit row rescaled so that a count passes
-    the 32-bit range, give exit 2 and one line instead of an overflow traceback."""
+    """Edited copies of the H200 and A40 exports: values of 10^24, of hundreds and thousands of digits (past a
+    float's range, past the digits Python converts to an integer: the fuzzer's mutant ncu-csv/extreme/302687343
+    exited 3 on 401), or a unit row rescaled so that a count passes the 32-bit range, give exit 2 and one line
+    instead of an overflow traceback."""
     code, output = _analyze_cli(_edited_csv(tmp_path, source, column, value, unit))
     assert code == 2 and len(output.splitlines()) == 1, output
     assert says in output, output

@@ -547,6 +547,26 @@ def test_sqlite_that_is_not_an_export(tmp_path: Path) -> None:
     _fails_with(other, "not a trace format")
 
 
+EXPORTS = Path(__file__).parent / "data" / "nsys-exports"
+NSYS_HINT = "give tracedoc the .nsys-rep or its SQLite export (nsys export --type sqlite REPORT.nsys-rep)"
+
+
+@pytest.mark.parametrize(("path", "said"), [
+    (EXPORTS / "sample.json", "Nsight Systems' export as JSON (nsys export --type json)"),
+    (EXPORTS / "sample.txt", "Nsight Systems' export as text (nsys export --type text)"),
+    (EXPORTS / "parquetdir", "Nsight Systems' export as a folder of tables (nsys export --type parquetdir)"),
+    (EXPORTS / "arrowdir", "Nsight Systems' export as a folder of tables (nsys export --type arrowdir)"),
+    *((TORCH / name, "a summary printed by nsys stats or nsys analyze")
+      for name in ("stats_cuda_api_sum.csv", "stats_cuda_gpu_kern_sum.csv", "stats_cuda_gpu_mem_time_sum.csv",
+                   "analyze_gpu_gaps.csv", "analyze_cuda_memcpy_async.csv", "analyze.txt")),
+])
+def test_what_nsys_writes_besides_its_sqlite_export_is_named(path: Path, said: str) -> None:
+    """nsys-torch-h100's report exported as JSON, text, Parquet and Arrow (the first lines or one table of each:
+    tests/data/nsys-exports/SOURCE.md), and what nsys stats and nsys analyze said about it: one line that names it
+    and what to give tracedoc instead, where each was 'not a trace format' or 'no trace files found'."""
+    _fails_with(path, f"{path}: this is {said}, which tracedoc does not read; {NSYS_HINT}")
+
+
 def test_export_without_events(tmp_path: Path) -> None:
     empty = tmp_path / "empty-export.sqlite"
     con = sqlite3.connect(empty)

@@ -29,7 +29,7 @@ import pyarrow.csv as pa_csv
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.arrow_values import array, scalar
 from tracedoc.ingest.ncu.ncu_model import KERNEL_SCHEMA, LaunchTables, check_fixed, short_name
-from tracedoc.ingest.ncu.ncu_pages import RAW_HINT, csv_page
+from tracedoc.ingest.near_misses import RAW_HINT
 
 # How the header rows of ncu's CSV pages start: the raw and details pages, and the per-kernel summary
 _HEADER_STARTS = ('"ID","Process ID","Process Name","Host Name"',
@@ -45,6 +45,7 @@ _DECIMAL_POINT = re.compile(r"^-?[\d,]*\d\.\d{1,2}$")
 _NUMBER = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"  # what float() reads, but nan and inf
 _INTEGER = r"^[+-]?[0-9]+$"
 _INT64_DIGITS = 18  # up to this many digits an integer surely fits 64 bits
+_MAX_DIGITS = 4000  # of an integer converted exactly (Python refuses text of more than 4,300 digits)
 _NON_FINITE = ["nan", "inf", "infinity"]
 _NULL_TEXT = scalar(None, pa.string())
 _RAGGED = re.compile(r"Expected (?P<expected>\d+) columns, got (?P<got>\d+)")  # Arrow's error
@@ -151,9 +152,12 @@ def _first_rows(clean: Path, path: Path) -> tuple[list[str], list[str] | None]:
 
 
 def _check_header(header: list[str], path: Path) -> None:
-    """Refuse ncu's other CSV pages (``ncu_pages``) and CSV that is not a raw page."""
-    if (page := csv_page(header)) is not None:
-        raise InputError(f"{path}: this is {page}, which tracedoc does not read; {RAW_HINT}")
+    """Refuse ncu's other CSV pages, with what to export instead, and CSV that is not a raw page."""
+    if "Metric Name" in header and "Invocations" in header:
+        raise InputError(f"{path}: this is ncu's per-kernel summary (--print-summary per-kernel), which tracedoc "
+                         f"does not read; {RAW_HINT}")
+    if "Metric Name" in header and "Section Name" in header:
+        raise InputError(f"{path}: this is ncu's details page, which tracedoc does not read; {RAW_HINT}")
     if "ID" not in header or "Kernel Name" not in header:
         raise InputError(f"{path}: not an ncu raw-page CSV (no ID and Kernel Name columns); {RAW_HINT}")
 
@@ -227,6 +231,12 @@ def _or_nulls(values: pa.Array | None, count: int) -> pa.Array:
     return pa.nulls(count, pa.string()) if values is None else values
 
 
+def _whole(digits: str) -> int:
+    """The integer a value of 19 digits or more writes; past Python's limit on converting text (4,300 digits), a
+    number as far out of every column's range."""
+    return int(digits) if len(digits) <= _MAX_DIGITS else (-1 if digits.startswith("-") else 1) * 10 ** _MAX_DIGITS
+
+
 def _integers(path: Path, raw: pa.Array | None, what: str, ids: pa.Array | None, count: int = 0) -> pa.Array:
     """Integers written with or without thousands separators as int64 (null for other text, or where the export
     has no such column); one past 64 bits is refused in one line naming its launch (``ids``; None: these are the
@@ -237,7 +247,7 @@ def _integers(path: Path, raw: pa.Array | None, what: str, ids: pa.Array | None,
     whole = pc.match_substring_regex(text, _INTEGER)
     long = pc.and_(whole, pc.greater(pc.utf8_length(pc.utf8_ltrim(text, "+-0")), scalar(_INT64_DIGITS, pa.int32())))
     for i in pc.indices_nonzero(long).to_pylist():  # rare: 19 digits or more
-        value = int(text[i].as_py())
+        value = _whole(text[i].as_py())
         if ids is None:
             check_fixed(path, value, {})
         else:

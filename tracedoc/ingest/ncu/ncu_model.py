@@ -6,6 +6,7 @@ API hands out one metric at a time) and turns them into tables; the CSV reader b
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,9 +115,18 @@ def check_fixed(path: Path, launch_id: int, values: dict[str, int | None]) -> No
 def out_of_range(path: Path, launch_id: float | None, column: str, value: float) -> str:
     """The one-line error for a column's value no profiler writes."""
     where = f"{path}: launch {launch_id:.0f}" if launch_id is not None and 0 <= launch_id <= INT32_MAX else f"{path}"
-    return f"{where}: {column.replace('_', ' ')} {value:.6g} is out of range (corrupt export?)"
+    return f"{where}: {column.replace('_', ' ')} {_shown(value)} is out of range (corrupt export?)"
 
 
+def _shown(value: float) -> str:
+    """A number for a message, in six digits; an integer past a float's range (a corrupt export can write hundreds
+    of digits) as that."""
+    if isinstance(value, int) and abs(value) > _FLOAT_MAX:
+        return "of more than 308 digits"
+    return f"{value:.6g}"
+
+
+_FLOAT_MAX = int(sys.float_info.max)
 _ANONYMOUS = re.compile(r"\((anonymous namespace|unnamed namespace)\)")
 
 
