@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, cast
 from tracedoc.errors import InputError, TracedocError, first_line
 from tracedoc.formats import BY_NAME
 from tracedoc.formats import FORMATS as _DECLARED
-from tracedoc.ingest import compressed, near_misses
+from tracedoc.ingest import compressed
 from tracedoc.ingest.base import (
     LoadResult,
     PreparesFiles,
@@ -155,6 +155,8 @@ def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile
             files = [f for f in (_identify(p, strict=False, in_directory=True) for p in candidates) if f is not None]
             files = _without_archives(files)
             if not files:
+                from tracedoc.ingest import near_misses  # only on this error: its patterns take 2 ms to compile
+
                 if (what := near_misses.named_directory(path)) is not None:
                     raise InputError(f"{path}: this is {what}")
                 raise InputError(f"{path}: no trace files found in this directory")
@@ -261,6 +263,8 @@ def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path |
                 return None
             return InputFile(name, format_name, path.stat().st_size, kind)
     if strict:
+        from tracedoc.ingest import near_misses  # only on this error: its patterns take 2 ms to compile
+
         if (what := near_misses.named(head)) is not None:  # what a profiler wrote beside what tracedoc reads
             raise InputError(f"{name}: this is {what}")
         raise InputError(f"{name}: not a trace format tracedoc reads ({', '.join(FORMATS)})")
