@@ -251,13 +251,36 @@ RAW_HINT = "export the raw page: ncu --import REPORT.ncu-rep --csv --page raw --
      "this is ncu's details page as printed text, which tracedoc does not read; profile into a report "
      f"(ncu -o REPORT ...) and give tracedoc REPORT.ncu-rep, or {RAW_HINT}"),
     ("h200_torch_gemm_softmax_full.ncu_stdout.txt", "this is ncu's log of a profiled run, not its results; give "
-     "tracedoc the report it wrote: ./ncu-out/fresh/h200_torch_gemm_softmax_full.ncu-rep"),
+     "tracedoc the report it wrote: './ncu-out/fresh/h200_torch_gemm_softmax_full.ncu-rep'"),
 ])
 def test_what_ncu_prints_besides_the_raw_page_is_named(name: str, said: str) -> None:
     """ncu's other pages and printed text, as ncu wrote them: one line that says what the file is and what to give
     tracedoc instead, where the per-kernel summary and the printed text were 'not a trace format'."""
     code, output = _analyze_cli(PAGES / name)
     assert code == 2 and output == f"Error: {PAGES / name}: {said}"
+
+
+def test_the_raw_page_after_what_a_live_run_printed_is_read(tmp_path: Path) -> None:
+    """An edited copy: the H200 run's log up to its end (ncu's progress lines and the profiled program's own line,
+    as `ncu --csv --page raw ./app > kernels.csv` leaves them before the page), then the A40 raw page. It reads as
+    the page alone, where it was not taken for an ncu export."""
+    log = (PAGES / "h200_torch_gemm_softmax_full.ncu_stdout.txt").read_text().splitlines(keepends=True)[:-1]
+    assert "workload done\n" in log
+    live = tmp_path / "kernels.csv"
+    live.write_text("".join(log) + A40_CSV.read_text())
+    alone, after_log = (analyze([path], use_cache=False).to_dict() for path in (A40_CSV, live))
+    assert after_log["findings"] and after_log["findings"] == alone["findings"]
+
+
+def test_a_folder_with_other_ncu_pages_reads_its_traces(tmp_path: Path) -> None:
+    """ncu's details page and per-kernel summary beside the A40 raw page in a folder are passed over, as any file
+    no format reads is: the folder is analysed, where a details page beside it failed the run."""
+    for name in ("a40_julia_indexspaces.details.csv.gz", "a40_julia_indexspaces.summary-per-kernel.csv.gz"):
+        shutil.copy(PAGES / name, tmp_path / name)
+    shutil.copy(A40_CSV, tmp_path / A40_CSV.name)
+    report = analyze([tmp_path], use_cache=False)
+    assert [i.format for i in report.inputs] == ["ncu"] and report.findings
+    assert report.to_dict()["findings"] == analyze([A40_CSV], use_cache=False).to_dict()["findings"]
 
 
 def test_what_ncu_printed_while_profiling_is_named(tmp_path: Path) -> None:
@@ -594,8 +617,9 @@ def _edited_csv(tmp_path: Path, source: Path, column: str, value: str | None = N
     (A40_CSV, "Context", "1" + "0" * 400, None, "context of more than 308 digits is out of range"),
     (A40_CSV, "Context", "9" * 5000, None, "context of more than 308 digits is out of range"),
     (A40_CSV, "ID", "-" + "9" * 5000, None, "launch id of more than 308 digits is out of range"),
+    (A40_CSV, "Context", "0" * 4500 + "9" * 20, None, "context 1e+20 is out of range"),
 ], ids=["context", "id", "grid-size", "tensor-pct", "rescaled-registers", "context-401-digits",
-        "context-5000-digits", "id-5000-digits"])
+        "context-5000-digits", "id-5000-digits", "context-4500-zeros"])
 def test_numbers_past_their_range_are_rejected_in_one_line(tmp_path: Path, source: Path, column: str,
                                                            value: str | None, unit: str | None, says: str) -> None:
     """Edited copies of the H200 and A40 exports: values of 10^24, of hundreds and thousands of digits (past a

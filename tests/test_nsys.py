@@ -558,13 +558,23 @@ NSYS_HINT = "give tracedoc the .nsys-rep or its SQLite export (nsys export --typ
     (EXPORTS / "arrowdir", "Nsight Systems' export as a folder of tables (nsys export --type arrowdir)"),
     *((TORCH / name, "a summary printed by nsys stats or nsys analyze")
       for name in ("stats_cuda_api_sum.csv", "stats_cuda_gpu_kern_sum.csv", "stats_cuda_gpu_mem_time_sum.csv",
-                   "analyze_gpu_gaps.csv", "analyze_cuda_memcpy_async.csv", "analyze.txt")),
+                   "analyze_gpu_gaps.csv", "analyze_gpu_time_util.csv", "analyze_cuda_memcpy_async.csv",
+                   "analyze.txt")),
+    (EXPORTS / "nsys_stats_stdout.txt", "a summary printed by nsys stats or nsys analyze"),
 ])
 def test_what_nsys_writes_besides_its_sqlite_export_is_named(path: Path, said: str) -> None:
     """nsys-torch-h100's report exported as JSON, text, Parquet and Arrow (the first lines or one table of each:
     tests/data/nsys-exports/SOURCE.md), and what nsys stats and nsys analyze said about it: one line that names it
     and what to give tracedoc instead, where each was 'not a trace format' or 'no trace files found'."""
     _fails_with(path, f"{path}: this is {said}, which tracedoc does not read; {NSYS_HINT}")
+
+
+def test_a_csv_of_times_in_ns_is_not_named_as_nsys(tmp_path: Path) -> None:
+    """A CSV of one's own whose columns are times in ns is not called a summary of nsys stats: only the first
+    columns nsys's tables start with are."""
+    own = tmp_path / "times.csv"
+    own.write_text("Start (ns),End (ns),kernel\n1,2,gemm\n")
+    _fails_with(own, "not a trace format tracedoc reads")
 
 
 def test_export_without_events(tmp_path: Path) -> None:

@@ -2,11 +2,12 @@
 of them is told what it is and what to give instead, where "not a trace format" would leave them guessing (the
 profiler is one tracedoc names as read).
 
-Consulted where no format claims a file or a directory holds none (``tracedoc.ingest``): Nsight Compute's printed
-text (the details page, which ``ncu ./app`` prints by default, and the log of a run profiled into a report);
-Nsight Systems' exports other than SQLite (JSON and text, a folder of Parquet or Arrow tables) and the tables of
-``nsys stats`` and ``nsys analyze``. ncu's other CSV pages share the raw page's header and are refused by its reader
-(``ncu_csv``). Nothing here is read beyond the first bytes the formats are sniffed by, and nothing heavy is imported.
+Consulted where no format claims a file or a directory holds none (``tracedoc.ingest``): Nsight Compute's details
+page and per-kernel summary as CSV, its printed text (the details page, which ``ncu ./app`` prints by default, and
+the log of a run profiled into a report); Nsight Systems' exports other than SQLite (JSON and text, a folder of
+Parquet or Arrow tables) and what ``nsys stats`` and ``nsys analyze`` print or write as CSV. In a directory these
+files are passed over as any file no format reads is. Only the first bytes the formats are sniffed by are read, by
+patterns whose work is linear in them, and nothing heavy is imported.
 """
 
 from __future__ import annotations
@@ -18,39 +19,44 @@ RAW_HINT = "export the raw page: ncu --import REPORT.ncu-rep --csv --page raw --
 _NCU_REPORT = "profile into a report (ncu -o REPORT ...) and give tracedoc REPORT.ncu-rep"
 _NSYS_HINT = "give tracedoc the .nsys-rep or its SQLite export (nsys export --type sqlite REPORT.nsys-rep)"
 _LINES = 2000  # of the first bytes, the lines looked at
+_FIRST_LINES = 5  # of those, the first ones (not blank) where a summary's heading is looked for
 
-# ncu: its log lines, the one naming the report written, and the two lines that open each launch of the printed
-# details page: "[pid] process@host", then the kernel with its launch, e.g.
+# ncu: its log lines, the one naming the report written, the header of a CSV page, and the two lines that open each
+# launch of the printed details page: "[pid] process@host", then the kernel with its launch, e.g.
 # "  kernel(args) (96, 1, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 8.6"
-_NCU_LOG = re.compile(r"^==(?:PROF|WARNING|ERROR)==")
-_NCU_REPORT_WRITTEN = re.compile(r"^==PROF== Report: (?P<path>\S.{0,999}?)\s*$")
-_NCU_PROCESS = re.compile(r"^\[\d+\] \S.*@\S*$")
+_NCU_LOG = re.compile(r"==(?:PROF|WARNING|ERROR)==")
+_NCU_REPORT_WRITTEN = re.compile(r"==PROF== Report: (?P<path>\S.{0,999}\.ncu-rep)$")
+_NCU_CSV_HEADER = ('"ID","Process ID","Process Name","Host Name"', '"Process ID","Process Name","Host Name"')
+_NCU_PROCESS = re.compile(r"\[\d+\] \S")
 _NCU_LAUNCH = re.compile(r", Context \d+, Stream \d+, Device \d+, CC \d+\.\d+$")  # after "(grid)x(block)"
 
-# nsys: its exports open with the string table, whose first strings are fixed; a JSON export's events follow, one
-# object a line ('{"Type":49,"DiagnosticEvent":{...'); its tables' columns of times are named "... (ns)"
+# nsys: its exports open with the table of strings, whose first strings are fixed; a JSON export's events follow,
+# one object a line ('{"Type":49,"DiagnosticEvent":{...'); the first columns of the tables of nsys stats and
+# nsys analyze, and the line each prints before a table
 _NSYS_STRINGS = ('"[Unknown]"', '"[kernel.kallsyms]"')
-_NSYS_JSON_EVENT = re.compile(r'^\{"Type":\d+,"\w+":\{')
-_NSYS_TABLE_HEADER = re.compile(r"^(?:Time \(%\)|Duration \(ns\)|Start \(ns\)|Row#),(?:[^,\n]*,)*[^,\n]*\(ns\)")
-_NSYS_PROCESSING = re.compile(r"^Processing \[[^\]\n]{1,4096}\] with \[[^\]\n]{0,4096}\b(?:reports|rules)/\w+\.py\]")
+_NSYS_JSON_EVENT = re.compile(r'\{"Type":\d+,"\w+Event":\{')
+_NSYS_TABLE_HEADER = re.compile(r"(?:Time \(%\),Total Time \(ns\)|Start \(ns\),Duration \(ns\)|"
+                                r"Duration \(ns\),Start \(ns\)|Row#,(?:In-Use \(%\),)?Duration \(ns\)),")
+_NSYS_PROCESSING = re.compile(r"Processing \[[^\]\n]{1,4096}\] with \[[^\]\n]{0,4096}\b(?:reports|rules)/\w+\.py\]")
 _NSYS_EXPORT_TABLE = "META_DATA_EXPORT"  # in every export as tables: the exporting product and its schema's version
 
 
 def named(head: bytes) -> str | None:
     """What a file no format reads is, from its first bytes (unpacked), with what to give tracedoc instead: a
     sentence that follows "this is"; None where it is none of the above."""
-    lines = head.decode("utf-8", errors="replace").splitlines()[:_LINES]
+    lines = head.decode("utf-8", errors="replace").lstrip("\ufeff").splitlines()[:_LINES]
     if not lines:
         return None
     first = lines[0]
     if first.startswith('{"data":[' + ",".join(_NSYS_STRINGS)) or (
-            first.startswith('{"data":[') and len(lines) > 1 and _NSYS_JSON_EVENT.match(lines[1])):
+            first.startswith('{"data":["') and len(lines) > 1 and _NSYS_JSON_EVENT.match(lines[1])):
         return f"Nsight Systems' export as JSON (nsys export --type json), which tracedoc does not read; {_NSYS_HINT}"
     if lines[:2] == [f"data: {s}" for s in _NSYS_STRINGS]:
         return f"Nsight Systems' export as text (nsys export --type text), which tracedoc does not read; {_NSYS_HINT}"
-    if _NSYS_TABLE_HEADER.match(first) or _NSYS_PROCESSING.match(first):
+    heading = [line for line in lines[:_LINES] if line.strip()][:_FIRST_LINES]
+    if _NSYS_TABLE_HEADER.match(first) or any(_NSYS_PROCESSING.match(line) for line in heading):
         return f"a summary printed by nsys stats or nsys analyze, which tracedoc does not read; {_NSYS_HINT}"
-    return _ncu_printed(lines)
+    return _ncu_csv_page(lines) or _ncu_printed(lines)
 
 
 def named_directory(path: Path) -> str | None:
@@ -63,18 +69,29 @@ def named_directory(path: Path) -> str | None:
     return None
 
 
+def _ncu_csv_page(lines: list[str]) -> str | None:
+    """ncu's details page or per-kernel summary as CSV (the raw page is read: ``ncu_csv``), after what ncu and the
+    profiled program print before it when it profiles live."""
+    header = next((line for line in lines if line.startswith(_NCU_CSV_HEADER)), None)
+    if header is None or '"Kernel Name"' not in header or '"Metric Name"' not in header:
+        return None
+    if '"Invocations"' in header:
+        return f"ncu's per-kernel summary (--print-summary per-kernel), which tracedoc does not read; {RAW_HINT}"
+    if '"Section Name"' in header:
+        return f"ncu's details page, which tracedoc does not read; {RAW_HINT}"
+    return None
+
+
 def _ncu_printed(lines: list[str]) -> str | None:
     """ncu's printed details page, or its log of a run profiled into a report (naming the report where it says)."""
-    logged, report = False, None
+    report = None
     for line, after in zip(lines, [*lines[1:], ""]):
-        if _NCU_PROCESS.match(line) and ")x(" in after and _NCU_LAUNCH.search(after.rstrip()):
+        if _NCU_PROCESS.match(line) and "@" in line and ")x(" in after and _NCU_LAUNCH.search(after.rstrip()):
             return f"ncu's details page as printed text, which tracedoc does not read; {_NCU_REPORT}, or {RAW_HINT}"
-        if _NCU_LOG.match(line):
-            logged = True
-            if written := _NCU_REPORT_WRITTEN.match(line):
-                report = written["path"]
-    if not logged or not _NCU_LOG.match(lines[0]):
+        if line.startswith("==PROF== Report: ") and (written := _NCU_REPORT_WRITTEN.match(line.rstrip())):
+            report = written["path"]
+    if not _NCU_LOG.match(lines[0]):
         return None
     if report is not None:
-        return f"ncu's log of a profiled run, not its results; give tracedoc the report it wrote: {report}"
+        return f"ncu's log of a profiled run, not its results; give tracedoc the report it wrote: '{report}'"
     return f"ncu's log of a profiled run, not its results; {_NCU_REPORT}"

@@ -31,9 +31,9 @@ from tracedoc.ingest.arrow_values import array, scalar
 from tracedoc.ingest.ncu.ncu_model import KERNEL_SCHEMA, LaunchTables, check_fixed, short_name
 from tracedoc.ingest.near_misses import RAW_HINT
 
-# How the header rows of ncu's CSV pages start: the raw and details pages, and the per-kernel summary
-_HEADER_STARTS = ('"ID","Process ID","Process Name","Host Name"',
-                  '"Process ID","Process Name","Host Name","Kernel Name"')
+_HEADER_START = '"ID","Process ID","Process Name","Host Name"'  # the raw page's, and the details page's
+_HEADER_LINE = re.compile("^" + re.escape(_HEADER_START), re.MULTILINE)
+_HEAD_LINES = 2000  # of the first bytes, the lines in which the header is looked for
 _MISSING = {"", "n/a", "no data", "N/A"}
 # Columns every raw page has besides the metrics (older ncu versions print "Kernel Time" instead of some).
 _FIXED = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
@@ -62,13 +62,13 @@ _SCALED = re.compile(r"^([KMGTP]?)(byte|hz)$")
 
 
 def is_export(head: bytes) -> bool:
-    """True when the first bytes are an ncu CSV export (any page, or the per-kernel summary), possibly after
-    ``==PROF==`` log lines."""
+    """True when the first bytes hold the header of ncu's raw page as CSV: at their start, or after what ncu and the
+    profiled program print before it when it profiles live (``ncu --csv --page raw ./app > kernels.csv``). The
+    details page and the per-kernel summary are not read (``near_misses`` names them)."""
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
-    for line in text.splitlines()[:50]:
-        if line.startswith("=="):
-            continue
-        return line.startswith(_HEADER_STARTS) and '"Kernel Name"' in line
+    for line in text.splitlines()[:_HEAD_LINES]:
+        if line.startswith(_HEADER_START):
+            return '"Kernel Name"' in line and '"Metric Name"' not in line
     return False
 
 
@@ -108,14 +108,15 @@ def read(path: Path, workdir: Path) -> LaunchTables:
 
 
 def _cleaned(path: Path, workdir: Path) -> tuple[Path, int]:
-    """A copy of the export in valid UTF-8 (bytes that are not become U+FFFD), without a byte-order mark and the
-    ``==PROF==``/``==WARNING==`` lines ncu mixes in when profiling live; NUL bytes are refused. Read in chunks.
+    """A copy of the export in valid UTF-8 (bytes that are not become U+FFFD), from its header on (before it, what
+    ncu and the profiled program print when it profiles live) and without the ``==PROF==``/``==WARNING==`` lines
+    ncu mixes in; NUL bytes are refused. Read in chunks.
     Also the count of its '"' characters: ncu quotes every value and doubles a quote inside one, so an odd count
     is a value whose closing quote is missing (a file cut inside its last value)."""
     out = workdir / f"ncu-export-{path.name[-60:]}.csv"
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = bytearray()
-    first = True
+    first, header_seen = True, False
     quotes = 0
     with path.open("rb") as src, out.open("wb") as dst:
         while True:
@@ -130,6 +131,9 @@ def _cleaned(path: Path, workdir: Path) -> tuple[Path, int]:
             text = decoder.decode(lines, final=not chunk)
             if first and text:
                 text, first = text.lstrip("\ufeff"), False
+            if not header_seen:
+                header = _HEADER_LINE.search(text)
+                text, header_seen = ("", False) if header is None else (text[header.start():], True)
             if text.startswith("==") or "\n==" in text:
                 text = _LOG_LINES.sub("", text)
             quotes += text.count('"')
@@ -152,12 +156,7 @@ def _first_rows(clean: Path, path: Path) -> tuple[list[str], list[str] | None]:
 
 
 def _check_header(header: list[str], path: Path) -> None:
-    """Refuse ncu's other CSV pages, with what to export instead, and CSV that is not a raw page."""
-    if "Metric Name" in header and "Invocations" in header:
-        raise InputError(f"{path}: this is ncu's per-kernel summary (--print-summary per-kernel), which tracedoc "
-                         f"does not read; {RAW_HINT}")
-    if "Metric Name" in header and "Section Name" in header:
-        raise InputError(f"{path}: this is ncu's details page, which tracedoc does not read; {RAW_HINT}")
+    """Refuse CSV that is not a raw page."""
     if "ID" not in header or "Kernel Name" not in header:
         raise InputError(f"{path}: not an ncu raw-page CSV (no ID and Kernel Name columns); {RAW_HINT}")
 
@@ -231,10 +230,12 @@ def _or_nulls(values: pa.Array | None, count: int) -> pa.Array:
     return pa.nulls(count, pa.string()) if values is None else values
 
 
-def _whole(digits: str) -> int:
-    """The integer a value of 19 digits or more writes; past Python's limit on converting text (4,300 digits), a
-    number as far out of every column's range."""
-    return int(digits) if len(digits) <= _MAX_DIGITS else (-1 if digits.startswith("-") else 1) * 10 ** _MAX_DIGITS
+def _whole(text: str) -> int:
+    """The integer a value of 19 digits or more writes (a sign, then digits); past Python's limit on converting
+    text (4,300 digits, leading zeros counted), a number as far out of every column's range."""
+    sign = -1 if text.startswith("-") else 1
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    return sign * (int(digits) if len(digits) <= _MAX_DIGITS else 10 ** _MAX_DIGITS)
 
 
 def _integers(path: Path, raw: pa.Array | None, what: str, ids: pa.Array | None, count: int = 0) -> pa.Array:
