@@ -6,6 +6,7 @@ child's CPU time (never wall time, which a loaded machine stretches) or by count
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -337,3 +338,27 @@ def test_flight_recorder_dumps_of_1000_ranks(tmp_path: Path) -> None:
     assert hang["message"].endswith("Rank 2 is the culprit; ranks 0, 1, 3–999 are its victims.")
     assert len(hang["message"]) < 1_000
     assert outcome.cpu_s < 45, outcome.cpu_s
+
+
+# What a profiler wrote beside the files tracedoc reads is named from its first MiB by patterns linear in it.
+
+NCU_PAGES = ROOT / "tests" / "data" / "ncu-pages"
+
+
+@pytest.mark.parametrize("case", ["report-path-of-spaces", "host-of-at-signs"])
+def test_a_long_line_in_what_ncu_printed_is_named_in_bounded_time(tmp_path: Path, case: str) -> None:
+    """Edited copies of ncu's printed text: the H200 run's log whose report path is padded by 1 MiB of spaces
+    (14.5 s of CPU when a pattern backtracked over them), and the A40 details page as text whose first process
+    line's host is 100,000 '@' and a space (59 s): both refused in one line, in little CPU time."""
+    if case == "report-path-of-spaces":
+        log = (NCU_PAGES / "h200_torch_gemm_softmax_full.ncu_stdout.txt").read_text()
+        text, says = log.replace("==PROF== Report: ", "==PROF== Report: a" + " " * (1 << 20), 1), "ncu's log"
+    else:
+        page = gzip.decompress((NCU_PAGES / "a40_julia_indexspaces.details.txt.gz").read_bytes()).decode()
+        assert "[4597] julia@127.0.0.1\n" in page
+        text, says = page.replace("@127.0.0.1", "@" * 100_000 + " x", 1), "ncu's details page as printed text"
+    path = tmp_path / f"{case}.txt"
+    path.write_text(text)
+    outcome = tracedoc("analyze", "--no-cache", str(path), cpu_limit_s=60)
+    assert_refused(outcome, says)
+    assert outcome.cpu_s < 10, outcome.cpu_s
