@@ -250,6 +250,11 @@ RAW_HINT = "export the raw page: ncu --import REPORT.ncu-rep --csv --page raw --
     ("a40_julia_indexspaces.details.txt.gz",
      "this is ncu's details page as printed text, which tracedoc does not read; profile into a report "
      f"(ncu -o REPORT ...) and give tracedoc REPORT.ncu-rep, or {RAW_HINT}"),
+    ("h200_live.details.txt.gz",
+     "this is ncu's details page as printed text, which tracedoc does not read; profile into a report "
+     f"(ncu -o REPORT ...) and give tracedoc REPORT.ncu-rep, or {RAW_HINT}"),
+    ("h200_live.summary.csv.gz",
+     f"this is ncu's per-kernel summary (--print-summary per-kernel), which tracedoc does not read; {RAW_HINT}"),
     ("h200_torch_gemm_softmax_full.ncu_stdout.txt", "this is ncu's log of a profiled run, not its results; give "
      "tracedoc the report it wrote: './ncu-out/fresh/h200_torch_gemm_softmax_full.ncu-rep'"),
 ])
@@ -260,16 +265,16 @@ def test_what_ncu_prints_besides_the_raw_page_is_named(name: str, said: str) -> 
     assert code == 2 and output == f"Error: {PAGES / name}: {said}"
 
 
-def test_the_raw_page_after_what_a_live_run_printed_is_read(tmp_path: Path) -> None:
-    """An edited copy: the H200 run's log up to its end (ncu's progress lines and the profiled program's own line,
-    as `ncu --csv --page raw ./app > kernels.csv` leaves them before the page), then the A40 raw page. It reads as
-    the page alone, where it was not taken for an ncu export."""
-    log = (PAGES / "h200_torch_gemm_softmax_full.ncu_stdout.txt").read_text().splitlines(keepends=True)[:-1]
-    assert "workload done\n" in log
-    live = tmp_path / "kernels.csv"
-    live.write_text("".join(log) + A40_CSV.read_text())
-    alone, after_log = (analyze([path], use_cache=False).to_dict() for path in (A40_CSV, live))
-    assert after_log["findings"] and after_log["findings"] == alone["findings"]
+def test_the_raw_page_a_live_run_printed_is_read() -> None:
+    """What `ncu --csv --page raw --print-units base python3 h200_ncu_workload.py > live.raw.csv` printed on an H200:
+    ncu's lines and the workload's own before the page. It is read, and its three kernels (ncu's default set) get
+    the verdicts the full-set export of the same workload gives them, and the note that the set was not full."""
+    live = analyze([PAGES / "h200_live.raw.csv.gz"], use_cache=False)
+    full = analyze([H200_CSV], use_cache=False)
+    verdicts = {(f.rule, f.scope.kernel) for f in live.findings}
+    assert verdicts - {(f.rule, f.scope.kernel) for f in full.findings} == {("ncu-incomplete-profile", None)}
+    assert {rule for rule, _ in verdicts} == {"compute-bound", "latency-bound", "low-occupancy", "small-grid",
+                                              "ncu-incomplete-profile"}
 
 
 def test_a_folder_with_other_ncu_pages_reads_its_traces(tmp_path: Path) -> None:
