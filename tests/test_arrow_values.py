@@ -54,3 +54,11 @@ def test_a_scalar_and_a_value_past_its_type() -> None:
 def test_a_type_not_built_here_is_refused_by_name() -> None:
     with pytest.raises(TypeError, match="timestamp"):
         arrow_values.array([1], pa.timestamp("ns"))
+
+
+def test_a_lone_surrogate_becomes_the_replacement_character() -> None:
+    """A name with a lone surrogate (what a reader decoding bytes leniently makes of a corrupt byte: the fuzzer's
+    mutant ncu-rep/flip/1987997706 gave one through ncu_report, and exited 3) is stored with U+FFFD in its place,
+    the other values unchanged, where encoding it failed."""
+    values = ["gemm_kernel", "bad\udcd0name", None, "é€"]
+    assert arrow_values.array(values, pa.string()).to_pylist() == ["gemm_kernel", "bad\ufffdname", None, "é€"]

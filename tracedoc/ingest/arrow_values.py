@@ -13,6 +13,7 @@ number column takes what numpy takes for a number (True as 1, '12' as 12) where 
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, repeat
 from typing import Any
@@ -22,6 +23,7 @@ import pyarrow as pa
 
 _INT32_MAX = 2**31 - 1
 # The types built here: numbers, booleans, strings, and lists and structs of them.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _KINDS = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_string, pa.types.is_list,
           pa.types.is_struct)
 
@@ -49,7 +51,12 @@ def array(values: Sequence[Any], type: pa.DataType) -> pa.Array:
     if pa.types.is_string(type):
         texts = [("" if v is None else v) for v in values] if nulls else values
         joined = "".join(texts)
-        data = joined.encode()  # ASCII (as most are): each text's bytes as many as its characters
+        try:
+            data = joined.encode()  # ASCII (as most are): each text's bytes as many as its characters
+        except UnicodeEncodeError:  # a lone surrogate, from bytes a reader decoded leniently: U+FFFD, as UTF-8 has
+            texts = [_LONE_SURROGATE.sub("\ufffd", t) for t in texts]
+            joined = "".join(texts)
+            data = joined.encode()
         lengths = map(len, texts) if len(data) == len(joined) else (len(t.encode()) for t in texts)
         buffers += [_offsets(lengths, n), pa.py_buffer(data)]
     elif pa.types.is_list(type):
