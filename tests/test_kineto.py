@@ -11,9 +11,11 @@ from typing import Any
 
 import duckdb
 import pytest
+from click.testing import CliRunner
 
 from tests.conftest import SAMPLES, checkpoints_running, slow_checkpoints
 from tracedoc.api import open_store
+from tracedoc.cli import cli
 from tracedoc.ingest import discover, load_all
 from tracedoc.store import Store
 from tracedoc.store.store import scalar
@@ -378,3 +380,21 @@ def test_flows_give_correlations_where_the_activity_has_none(tmp_path: Path) -> 
     assert sum(r["correlation_id"] is not None for r in linked) > 0.9 * len(expected)
     assert [r for r in linked if r["correlation_id"] is not None] == \
         [r for r, s in zip(expected, linked) if s["correlation_id"] is not None]
+
+
+TORCH_OUTPUTS = Path(__file__).parent / "data" / "torch-outputs"
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    ("key_averages.txt", "this is the table of the PyTorch profiler's key_averages(), which tracedoc does not read; "
+                         "give tracedoc the trace (prof.export_chrome_trace('trace.json'), or "
+                         "torch.profiler.tensorboard_trace_handler)"),
+    *((name, "this is the PyTorch profiler's memory timeline (export_memory_timeline), which tracedoc does not read; "
+             "give tracedoc the trace recorded with profile_memory=True, or an allocator snapshot "
+             "(torch.cuda.memory._dump_snapshot)") for name in ("memory_timeline.json.gz", "memory_timeline.html")),
+])
+def test_what_the_profiler_writes_besides_its_trace_is_named(name: str, said: str) -> None:
+    """The table of key_averages() and the memory timeline as an H200 run wrote them (tests/data/torch-outputs): one
+    line, exit 2, that names the file and asks for the trace, where each was 'not a trace format'."""
+    result = CliRunner().invoke(cli, ["analyze", "--no-cache", str(TORCH_OUTPUTS / name)])
+    assert result.exit_code == 2 and result.output.strip() == f"Error: {TORCH_OUTPUTS / name}: {said}"

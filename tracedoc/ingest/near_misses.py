@@ -5,7 +5,8 @@ profiler is one tracedoc names as read).
 Consulted where no format claims a file or a directory holds none (``tracedoc.ingest``): Nsight Compute's details
 page and per-kernel summary as CSV, its printed text (the details page, which ``ncu ./app`` prints by default, and
 the log of a run profiled into a report); Nsight Systems' exports other than SQLite (JSON and text, a folder of
-Parquet or Arrow tables) and what ``nsys stats`` and ``nsys analyze`` print or write as CSV. In a directory these
+Parquet or Arrow tables) and what ``nsys stats`` and ``nsys analyze`` print or write as CSV; the PyTorch profiler's
+table of ``key_averages()`` and its memory timeline (``export_memory_timeline``). In a directory these
 files are passed over as any file no format reads is. Only the first bytes the formats are sniffed by are read, by
 patterns whose work is linear in them, and nothing heavy is imported.
 """
@@ -40,6 +41,16 @@ _NSYS_TABLE_HEADER = re.compile(r"(?:Time \(%\),Total Time \(ns\)|Start \(ns\),D
 _NSYS_PROCESSING = re.compile(r"Processing \[[^\]\n]{1,4096}\] with \[[^\]\n]{0,4096}\b(?:reports|rules)/\w+\.py\]")
 _NSYS_EXPORT_TABLE = "META_DATA_EXPORT"  # in every export as tables: the exporting product and its schema's version
 
+# PyTorch's profiler: the table key_averages() prints (a rule of dashes, then its header), and the memory timeline
+# (export_memory_timeline) as JSON (its times, microseconds since the epoch, then the bytes of each category at each)
+# or as a page holding its plot
+_TORCH_TABLE_RULE = re.compile(r"-{10,}(?:  -+)+\s*$")
+_TORCH_TABLE_HEADER = re.compile(r"\s*Name\s+Self CPU %\s+Self CPU\b")
+_TORCH_MEMORY_JSON = re.compile(r"\[\[\d{15,17}, \d{15,17}[,\]]")
+_TORCH_MEMORY_PAGE = "<title>GPU Memory Timeline HTML</title>"
+_TORCH_HINT = ("give tracedoc the trace (prof.export_chrome_trace('trace.json'), or "
+               "torch.profiler.tensorboard_trace_handler)")
+
 
 def named(head: bytes) -> str | None:
     """What a file no format reads is, from its first bytes (unpacked), with what to give tracedoc instead: a
@@ -56,6 +67,12 @@ def named(head: bytes) -> str | None:
     heading = [line for line in lines[:_LINES] if line.strip()][:_FIRST_LINES]
     if _NSYS_TABLE_HEADER.match(first) or any(_NSYS_PROCESSING.match(line) for line in heading):
         return f"a summary printed by nsys stats or nsys analyze, which tracedoc does not read; {_NSYS_HINT}"
+    if len(lines) > 1 and _TORCH_TABLE_RULE.match(first) and _TORCH_TABLE_HEADER.match(lines[1]):
+        return f"the table of the PyTorch profiler's key_averages(), which tracedoc does not read; {_TORCH_HINT}"
+    if _TORCH_MEMORY_JSON.match(first) or any(_TORCH_MEMORY_PAGE in line for line in lines[:_FIRST_LINES]):
+        return ("the PyTorch profiler's memory timeline (export_memory_timeline), which tracedoc does not read; give "
+                "tracedoc the trace recorded with profile_memory=True, or an allocator snapshot "
+                "(torch.cuda.memory._dump_snapshot)")
     return _ncu_csv_page(lines) or _ncu_printed(lines)
 
 
