@@ -31,6 +31,12 @@ def run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def _interruptible() -> None:
+    """In a child about to be sent SIGINT: the disposition a terminal's Ctrl-C meets, whatever the test runner's (a
+    runner started in the background by a shell ignores SIGINT, and its children would inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _boom(*args: object, **kwargs: object) -> None:
     raise ZeroDivisionError("division by zero")
 
@@ -97,7 +103,7 @@ def test_ctrl_c_during_ingest(tmp_path: Path) -> None:
     big = tiled_trace(tmp_path / "big.json", copies=12)
     cache = tmp_path / "cache"
     proc = subprocess.Popen([sys.executable, "-m", "tracedoc", "analyze", str(big), "--cache-dir", str(cache)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
     wait_for(cache, "*.partial-*.duckdb", proc)
     time.sleep(0.2)  # into the JSON reader
     proc.send_signal(signal.SIGINT)
@@ -254,7 +260,7 @@ def test_ctrl_c_while_the_command_line_imports_is_one_line_and_130() -> None:
     """SIGINT while the command line imports click (the process sends it to itself from an import hook, so the
     moment is exact): 'interrupted' and exit 130, as later on; it was a KeyboardInterrupt traceback."""
     done = subprocess.run([sys.executable, "-c", _INTERRUPTED_WHILE_IMPORTING], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, preexec_fn=_interruptible)
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "interrupted\n")
 
 
