@@ -22,8 +22,10 @@ import numpy as np
 import pyarrow as pa
 
 _INT32_MAX = 2**31 - 1
+# A lone surrogate: what a reader decoding bytes leniently ('surrogateescape') makes of a corrupt one, which UTF-8
+# cannot hold; a text column stores U+FFFD in its place.
+LONE_SURROGATES = re.compile("[\ud800-\udfff]")
 # The types built here: numbers, booleans, strings, and lists and structs of them.
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _KINDS = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_string, pa.types.is_list,
           pa.types.is_struct)
 
@@ -53,8 +55,8 @@ def array(values: Sequence[Any], type: pa.DataType) -> pa.Array:
         joined = "".join(texts)
         try:
             data = joined.encode()  # ASCII (as most are): each text's bytes as many as its characters
-        except UnicodeEncodeError:  # a lone surrogate, from bytes a reader decoded leniently: U+FFFD, as UTF-8 has
-            texts = [_LONE_SURROGATE.sub("\ufffd", t) for t in texts]
+        except UnicodeEncodeError:  # a lone surrogate (LONE_SURROGATES)
+            texts = [LONE_SURROGATES.sub("\ufffd", t) for t in texts]
             joined = "".join(texts)
             data = joined.encode()
         lengths = map(len, texts) if len(data) == len(joined) else (len(t.encode()) for t in texts)

@@ -14,6 +14,7 @@ patterns whose work is linear in them, and nothing heavy is imported.
 from __future__ import annotations
 
 import re
+from itertools import islice
 from pathlib import Path
 
 RAW_HINT = "export the raw page: ncu --import REPORT.ncu-rep --csv --page raw --print-units base > REPORT.csv"
@@ -27,7 +28,8 @@ _FIRST_LINES = 5  # of those, the first ones (not blank) where a summary's headi
 # "  kernel(args) (96, 1, 1)x(128, 1, 1), Context 1, Stream 7, Device 0, CC 8.6"
 _NCU_LOG = re.compile(r"==(?:PROF|WARNING|ERROR)==")
 _NCU_REPORT_WRITTEN = re.compile(r"==PROF== Report: (?P<path>\S.{0,999}\.ncu-rep)$")
-_NCU_CSV_HEADER = ('"ID","Process ID","Process Name","Host Name"', '"Process ID","Process Name","Host Name"')
+NCU_HEADER_START = '"ID","Process ID","Process Name","Host Name"'  # ncu's raw and details pages as CSV
+_NCU_CSV_HEADER = (NCU_HEADER_START, '"Process ID","Process Name","Host Name"')  # and its per-kernel summary
 _NCU_PROCESS = re.compile(r"\[\d+\] \S")
 _NCU_LAUNCH = re.compile(r", Context \d+, Stream \d+, Device \d+, CC \d+\.\d+$")  # after "(grid)x(block)"
 
@@ -64,7 +66,7 @@ def named(head: bytes) -> str | None:
         return f"Nsight Systems' export as JSON (nsys export --type json), which tracedoc does not read; {_NSYS_HINT}"
     if lines[:2] == [f"data: {s}" for s in _NSYS_STRINGS]:
         return f"Nsight Systems' export as text (nsys export --type text), which tracedoc does not read; {_NSYS_HINT}"
-    heading = [line for line in lines[:_LINES] if line.strip()][:_FIRST_LINES]
+    heading = islice((line for line in lines if line.strip()), _FIRST_LINES)
     if _NSYS_TABLE_HEADER.match(first) or any(_NSYS_PROCESSING.match(line) for line in heading):
         return f"a summary printed by nsys stats or nsys analyze, which tracedoc does not read; {_NSYS_HINT}"
     if len(lines) > 1 and _TORCH_TABLE_RULE.match(first) and _TORCH_TABLE_HEADER.match(lines[1]):

@@ -55,7 +55,6 @@ _ENTRIES_VAR, _DEFAULT_MAX_ENTRIES = "TRACEDOC_MAX_FR_ENTRIES", 50_000
 _VALUES_VAR, _DEFAULT_MAX_VALUES = "TRACEDOC_MAX_FR_VALUES", 10_000_000
 _RANKS_VAR, _DEFAULT_MAX_RANKS = "TRACEDOC_MAX_FR_RANKS", 262_144
 _GROUPS_VAR, _DEFAULT_MAX_GROUPS = "TRACEDOC_MAX_FR_GROUPS", 262_144
-_SURROGATES = re.compile("[\ud800-\udfff]")
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 _FRAME = pa.struct([("name", pa.string()), ("filename", pa.string()), ("line", pa.int32())])
@@ -365,4 +364,4 @@ def _clean(text: str) -> str:
     text = text[:_MAX_TEXT]
     if text.isascii() and text.isprintable():
         return text
-    return _CONTROLS.sub("", _SURROGATES.sub("\ufffd", text))
+    return _CONTROLS.sub("", arrow_values.LONE_SURROGATES.sub("\ufffd", text))

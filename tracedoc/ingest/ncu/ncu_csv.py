@@ -29,10 +29,9 @@ import pyarrow.csv as pa_csv
 from tracedoc.errors import InputError, first_line
 from tracedoc.ingest.arrow_values import array, scalar
 from tracedoc.ingest.ncu.ncu_model import KERNEL_SCHEMA, LaunchTables, check_fixed, short_name
-from tracedoc.ingest.near_misses import RAW_HINT
+from tracedoc.ingest.near_misses import NCU_HEADER_START, RAW_HINT
 
-_HEADER_START = '"ID","Process ID","Process Name","Host Name"'  # the raw page's, and the details page's
-_HEADER_LINE = re.compile("^" + re.escape(_HEADER_START), re.MULTILINE)
+_HEADER_LINE = re.compile("^" + re.escape(NCU_HEADER_START), re.MULTILINE)
 _HEAD_LINES = 2000  # of the first bytes, the lines in which the header is looked for
 _MISSING = {"", "n/a", "no data", "N/A"}
 # Columns every raw page has besides the metrics (older ncu versions print "Kernel Time" instead of some).
@@ -67,7 +66,7 @@ def is_export(head: bytes) -> bool:
     details page and the per-kernel summary are not read (``near_misses`` names them)."""
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     for line in text.splitlines()[:_HEAD_LINES]:
-        if line.startswith(_HEADER_START):
+        if line.startswith(NCU_HEADER_START):
             return '"Kernel Name"' in line and '"Metric Name"' not in line
     return False
 

@@ -118,6 +118,9 @@ def out_of_range(path: Path, launch_id: float | None, column: str, value: float)
     return f"{where}: {column.replace('_', ' ')} {_shown(value)} is out of range (corrupt export?)"
 
 
+_FLOAT_MAX = int(sys.float_info.max)
+
+
 def _shown(value: float) -> str:
     """A number for a message, in six digits; an integer past a float's range (a corrupt export can write hundreds
     of digits) as that."""
@@ -126,7 +129,6 @@ def _shown(value: float) -> str:
     return f"{value:.6g}"
 
 
-_FLOAT_MAX = int(sys.float_info.max)
 _ANONYMOUS = re.compile(r"\((anonymous namespace|unnamed namespace)\)")
 
 
