@@ -163,6 +163,9 @@ if [[ $which == efficiency ]]; then
             --counts "$out/decode-$v-shapes/counts.json" --out "$out/decode-$v-shapes"
     done
     run conv-step python3 "$here/conv_step/run.py" --variant bf16 --record-shapes --out "$out/conv-step"
+    # as PyTorch's tutorial records: a trace per cycle of a repeating schedule
+    run conv-step-cycles python3 "$here/conv_step/run.py" --variant bf16 --record-shapes --cycles 3 \
+        --out "$out/conv-step-cycles"
     run launch-loop python3 "$here/launch_loop/run.py" --variant eager --record-shapes --out "$out/launch-loop"
     run compile-step python3 "$here/llama_step/run.py" --variant compile --record-shapes --out "$out/compile-step"
     run autocast-step python3 "$here/llama_step/run.py" --variant autocast --record-shapes --out "$out/autocast-step"

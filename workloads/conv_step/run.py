@@ -26,10 +26,10 @@ import torchvision
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
 import ground_truth  # noqa: E402
 from profiled_steps import (  # noqa: E402
-    SKIPPED_STEPS,
     add_profiler_option,
     phase,
     profiled_steps,
+    steps_to_run,
     sync,
     training_step,
     use_profiler,
@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", help="'cpu' checks the logic (no truth, no GPU events)")
     add_profiler_option(parser)
     args = parser.parse_args()
-    use_profiler(args.profiler, args.record_shapes)
+    use_profiler(args.profiler, args.record_shapes, args.cycles, args.cycle_names)
     device = torch.device(args.device)
     torch.manual_seed(0)
     trainer = Trainer(device, args.batch, args.size)
@@ -98,7 +98,7 @@ def main() -> None:
 
     with profiled_steps(args.profiler, args.out / "trace.json.gz", args.steps, device.type == "cuda",
                         gpu_activity=args.torch_activities == "cpu,cuda") as prof:
-        for _ in range(SKIPPED_STEPS + args.steps):
+        for _ in range(steps_to_run(args.steps)):
             trainer.step()
             prof.step()
 

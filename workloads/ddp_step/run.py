@@ -34,10 +34,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # workloads/: the shared profiled_steps
 from distributed import init_distributed  # noqa: E402
 from profiled_steps import (  # noqa: E402
-    SKIPPED_STEPS,
     add_profiler_option,
     phase,
     profiled_steps,
+    steps_to_run,
     sync,
     training_step,
     use_profiler,
@@ -193,7 +193,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", help="'cpu' runs a smoke test over gloo")
     add_profiler_option(parser)
     args = parser.parse_args()
-    use_profiler(args.profiler, args.record_shapes)
+    use_profiler(args.profiler, args.record_shapes, args.cycles, args.cycle_names)
 
     device, rank, world = init_distributed(args.device)
     torch.manual_seed(0)
@@ -228,7 +228,7 @@ def main() -> None:
 
     trace = args.out / f"rank{rank}.trace.json.gz"
     with profiled_steps(args.profiler, trace, args.steps, device.type == "cuda") as prof:
-        for _ in range(SKIPPED_STEPS + args.steps):
+        for _ in range(steps_to_run(args.steps)):
             trainer.step()
             prof.step()
     dist.destroy_process_group()
