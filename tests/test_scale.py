@@ -43,7 +43,7 @@ from tracedoc.scale.worker import analyse_ranks  # noqa: E402
 # The multi-rank samples: stragglers, expert imbalance, FSDP, DDP without a finding, hangs and mismatches from
 # flight-recorder dumps, and on-demand dumps where some files hold no entries.
 SAME_ANSWER = ["ddp-straggler", "moe-hot-expert-4rank", "fsdp-no-prefetch", "ddp-overlap", "hang-4rank-stuck",
-               "hang-size-mismatch", "hang-ondemand-healthy"]
+               "hang-size-mismatch", "hang-ondemand-healthy", "conv-step-cycles"]
 
 
 @pytest.fixture(scope="module")

@@ -139,7 +139,8 @@ def kept_report(inputs: Sequence[InputFile], cache_dir: Path, options: AnalysisO
     key = store_key(inputs)
     thresholds = sorted((rule, sorted(values.items())) for rule, values in options.thresholds.items())
     place = cache_dir / f"{key}.duckdb", report_key(key, rules, thresholds, options.step_range, options.peaks,
-                                                    [str(i.path) for i in inputs])
+                                                    [str(i.path) for i in inputs],
+                                                    [str(p) for i in inputs for p in i.earlier])
     if (report := cached_report(*place)) is not None:
         mark_kinds(report.findings, rules)  # what the rules make of each finding is not in the JSON
     return place, report

@@ -14,6 +14,7 @@ from typing import Any
 from tracedoc import efficiency
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover, load_all
+from tracedoc.ingest.cycles import set_aside_rows
 from tracedoc.ingest.nsys.memory_cap import fitted_limits
 from tracedoc.judge import judge, load_rules
 from tracedoc.judge.engine import applicable, rule_reads
@@ -52,9 +53,10 @@ def load_report(inputs: Sequence[InputFile], cache_dir: Path | None, options: An
     cached store found damaged while reading it is rebuilt once. ``cache_dir`` None: a store in memory, for this
     report only."""
     paths = [str(i.path) for i in inputs]
+    set_aside = set_aside_rows(inputs)
     store, cached = open_store(inputs, cache_dir, progress, options.limits)
     try:
-        return store, build_report(store, options, progress, paths=paths)
+        return store, build_report(store, options, progress, paths=paths, set_aside=set_aside)
     except BaseException as exc:
         store.close()
         if not cached or store.path is None or not isinstance(exc, Exception) or not is_damage(exc, store.path):
@@ -62,7 +64,7 @@ def load_report(inputs: Sequence[InputFile], cache_dir: Path | None, options: An
         discard_damaged(store.path, exc)
     store, _ = open_store(inputs, cache_dir, progress, options.limits)
     try:
-        return store, build_report(store, options, progress, paths=paths)
+        return store, build_report(store, options, progress, paths=paths, set_aside=set_aside)
     except BaseException:
         store.close()
         raise
@@ -86,12 +88,13 @@ def store_key(inputs: Sequence[InputFile]) -> str:
 
 
 def build_report(store: Store, options: AnalysisOptions, progress: Progress | None = None,
-                 paths: Sequence[str] | None = None) -> Report:
+                 paths: Sequence[str] | None = None, set_aside: Sequence[dict[str, Any]] = ()) -> Report:
     """Measure an ingested store and judge it by ``options`` (its rules and thresholds, which must exist; its step
     range and peaks).
 
     ``paths`` are the inputs as given this time, by input order: a cached store keeps the paths of the run that
-    ingested it, and the same bytes may since have been given under other names.
+    ingested it, and the same bytes may since have been given under other names. ``set_aside``: the traces given
+    that the inputs stand for (tracedoc.ingest.cycles.set_aside_rows), said in the report's summary.
     """
     if progress:
         progress("analysing")
@@ -100,11 +103,12 @@ def build_report(store: Store, options: AnalysisOptions, progress: Progress | No
     check_thresholds(rules, thresholds)
     prepare_store(store, options)
     with store.parallel(report_modules(store, rules)):  # at once where the cores allow (Store.fit_threads)
-        return measured_report(store, options, rules, thresholds, paths)
+        return measured_report(store, options, rules, thresholds, paths, set_aside)
 
 
 def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
-                    thresholds: dict[str, dict[str, float]], paths: Sequence[str] | None) -> Report:
+                    thresholds: dict[str, dict[str, float]], paths: Sequence[str] | None,
+                    set_aside: Sequence[dict[str, Any]] = ()) -> Report:
     """The report of a store made ready for its analyses (``build_report``): measured, and judged by ``rules``."""
     store.include("trace.summary")
     if options.step_range is not None:
@@ -128,6 +132,8 @@ def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
         head["world_size"] = summary["world_size"]
     if (mixed := mixed_runs((i.format, i.rank) for i in inputs)) is not None:
         head["mixed_inputs"] = mixed
+    if set_aside:
+        head["set_aside"] = list(set_aside)
     if thresholds:  # what --set changed, so that a report says the thresholds it was judged by
         head["thresholds"] = {rule: dict(sorted(values.items())) for rule, values in sorted(thresholds.items())}
     if timeline:

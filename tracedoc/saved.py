@@ -146,10 +146,10 @@ def _check_part(value: Any, where: str, shape: str, measured: dict[str, str]) ->
 
 def _check_summary(summary: dict[str, Any]) -> None:
     for key, value in summary.items():
-        if key == "missing_ranks" and value is not None:
-            _expect(isinstance(value, list), "summary.missing_ranks", "a list")
+        if key in ("missing_ranks", "set_aside") and value is not None:
+            _expect(isinstance(value, list), f"summary.{key}", "a list")
             for i, row in enumerate(value):
-                _check_row(row, f"summary.missing_ranks[{i}]")
+                _check_row(row, f"summary.{key}[{i}]")
         elif key == "thresholds" and value is not None:  # --set: {rule: {threshold: number}}
             _expect(isinstance(value, dict), "summary.thresholds", "an object of rules")
             for rule, values in value.items():

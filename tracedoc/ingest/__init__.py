@@ -1,13 +1,13 @@
 """Ingest: find the trace files among the user's paths, detect their format, and load them into a store.
 
 One reader module per format, held to the contract in ingest/base.py (``Reader``: ``FORMAT``, ``sniff``,
-``load``, which reads a plain file; optionally ``load_many``, ``load_stream``, ``prepare`` and
-``redundant_in_directory``), looked up once per format by ``reader``. A compressed input is wrapped as a stream of
-its unpacked bytes (``compressed.Unpacking``, bounded by the inflate cap, and by the format's ``max_bytes`` when
-it declares one): handed to the reader when it reads streams (``load_stream``: the Chrome-trace formats, flight-recorder
-dumps, Nsight Compute, allocator snapshots, NVML recordings, the GEMM ladder), else unpacked into the work directory
-for ``load`` (the formats that need a file: Nsight Systems, whose SQLite is opened and whose reports ``nsys export``
-reads, and Parquet telemetry, read by seeking). ``-`` reads standard input
+``load``, which reads a plain file; optionally ``load_many``, ``load_stream``, ``prepare``,
+``redundant_in_directory`` and ``recording``), looked up once per format by ``reader``. A compressed input is
+wrapped as a stream of its unpacked bytes (``compressed.Unpacking``, bounded by the inflate cap, and by the format's
+``max_bytes`` when it declares one): handed to the reader when it reads streams (``load_stream``: the Chrome-trace
+formats, flight-recorder dumps, Nsight Compute, allocator snapshots, NVML recordings, the GEMM ladder), else
+unpacked into the work directory for ``load`` (the formats that need a file: Nsight Systems, whose SQLite is opened
+and whose reports ``nsys export`` reads, and Parquet telemetry, read by seeking). ``-`` reads standard input
 (spooled to a temporary file). Every source is written to the ``sources`` table by ``sources.insert_sources``.
 Declare a new format in tracedoc/formats.py's FORMATS (its module is imported only when a file is sniffed or read with
 it, so reading a PyTorch trace never imports the readers of other formats). Ingest knows nothing about analyses
@@ -40,16 +40,19 @@ from tracedoc.ingest.base import (
     Reader,
     ReadsMany,
     ReadsStream,
+    Recording,
     SetsAsideInDirectory,
+    TellsItsRecording,
 )
 from tracedoc.ingest.content import content_of
+from tracedoc.ingest.cycles import latest_cycles
 from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.limits import Limits
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest, pid_alive
 
 __all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "FormatReader", "InputFile", "assign_ranks", "discover", "load_all",
-           "reader"]
+           "rank_in_name", "reader"]
 
 # Format name (the module's FORMAT): its reader module, in the order files are sniffed (tracedoc/formats.py FORMATS).
 FORMATS: dict[str, str] = {f.name: f.module for f in _DECLARED}
@@ -79,6 +82,10 @@ class InputFile:
     size_bytes: int
     compression: str | None = None  # 'gzip' | 'xz': unpacked into the work directory before its format reads it
     data: Path | None = field(default=None, compare=False, repr=False)
+    # Which process wrote it and when, where its format tells (``TellsItsRecording``); the earlier cycles of that
+    # process's recording that this file is judged in place of (tracedoc.ingest.cycles).
+    recording: Recording | None = field(default=None, compare=False, repr=False)
+    earlier: tuple[Path, ...] = field(default=(), compare=False)
     _digest: str | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -105,6 +112,7 @@ class FormatReader:
     streamed: ReadsStream | None
     prepares: PreparesFiles | None
     sets_aside: SetsAsideInDirectory | None
+    recorded: TellsItsRecording | None
 
 
 @functools.cache
@@ -118,7 +126,8 @@ def reader(name: str) -> FormatReader:
                         cast(ReadsMany, module) if hasattr(module, "load_many") else None,
                         cast(ReadsStream, module) if hasattr(module, "load_stream") else None,
                         cast(PreparesFiles, module) if hasattr(module, "prepare") else None,
-                        cast(SetsAsideInDirectory, module) if hasattr(module, "redundant_in_directory") else None)
+                        cast(SetsAsideInDirectory, module) if hasattr(module, "redundant_in_directory") else None,
+                        cast(TellsItsRecording, module) if hasattr(module, "recording") else None)
 
 
 if TYPE_CHECKING:  # the type checker holds each reader module to the contract it declares
@@ -131,8 +140,8 @@ if TYPE_CHECKING:  # the type checker holds each reader module to the contract i
 
     _READERS: tuple[Reader, ...] = (proton, kineto, flight_recorder, nsys, ncu, nvml, telemetry, gemm_ladder,
                                     memory_snapshot)
-    _OPTIONAL: tuple[ReadsMany, ReadsStream, ReadsMany, ReadsStream, PreparesFiles, SetsAsideInDirectory] = (
-        proton, proton, kineto, kineto, nsys, nsys)
+    _OPTIONAL: tuple[ReadsMany, ReadsStream, ReadsMany, ReadsStream, TellsItsRecording, PreparesFiles,
+                     SetsAsideInDirectory] = (proton, proton, kineto, kineto, kineto, nsys, nsys)
     _STREAMED: tuple[ReadsStream, ...] = (kineto, ncu, flight_recorder, memory_snapshot, nvml, gemm_ladder)
 
 
@@ -142,8 +151,10 @@ def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile
     A path must be a regular file or a directory: a FIFO or device would block or never end (``-`` reads standard
     input instead). In a directory, anything else is skipped, and so is an xz file whose format a plain or gzipped
     file there has too: an archived copy of a report kept beside its export. A file reached under several names (a
-    symbolic or hard link beside it, or a file named and also inside a directory named) is one input. Standard
-    input is spooled to at most ``limits``' inflate cap.
+    symbolic or hard link beside it, or a file named and also inside a directory named) is one input. Of the
+    traces one process wrote at different times, a trace per cycle of the profiler's schedule, only the last is
+    an input, standing for the others (tracedoc.ingest.cycles). Standard input is spooled to at most ``limits``'
+    inflate cap.
     """
     found: list[InputFile] = []
     for path in paths:
@@ -167,7 +178,14 @@ def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile
             item = _identify(path, strict=True)
             assert item is not None  # strict: a file of no known format raised
             found.append(item)
-    return _distinct(found)
+    found = _distinct(found)
+    return latest_cycles(found, rank_in_name)
+
+
+def rank_in_name(item: InputFile) -> int | None:
+    """The rank a file's name gives (``rank3``), else None."""
+    m = RANK_IN_NAME.search(item.path.name)
+    return int(m.group(1)) if m else None
 
 
 def _distinct(found: list[InputFile]) -> list[InputFile]:
@@ -261,7 +279,8 @@ def _identify(path: Path, strict: bool, in_directory: bool = False, name: Path |
         if read.module.sniff(path, head):
             if in_directory and read.sets_aside is not None and read.sets_aside.redundant_in_directory(path, head):
                 return None
-            return InputFile(name, format_name, path.stat().st_size, kind)
+            told = read.recorded.recording(head) if read.recorded is not None else None
+            return InputFile(name, format_name, path.stat().st_size, kind, recording=told)
     if strict:
         from tracedoc.ingest import near_misses  # only on this error: its patterns take 2 ms to compile
 

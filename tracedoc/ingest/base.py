@@ -23,6 +23,18 @@ class Part:
     event_count: int
 
 
+@dataclass(frozen=True)
+class Recording:
+    """Which process wrote a trace and when, as the trace's first bytes tell (``TellsItsRecording``): the process
+    (its host pid), the rank the trace names (distributedInfo), and when one of its first host events started (µs on
+    the process's clock). Traces of one process and rank that started at different times are cycles of one
+    profiler's schedule (tracedoc.ingest.cycles)."""
+
+    pid: int
+    rank: int | None
+    start_us: float
+
+
 @dataclass
 class LoadResult:
     """What one loaded file told about itself: the rank it names (None: none), the job's size when it says so,
@@ -104,3 +116,11 @@ class SetsAsideInDirectory(Protocol):
     report beside its SQLite export), so that only the other is read."""
 
     def redundant_in_directory(self, path: Path, head: bytes) -> bool: ...
+
+
+class TellsItsRecording(Protocol):
+    """Optional: which process wrote a file and when, from its first bytes (``head``, unpacked), or None where they
+    do not say; files of one process written at different times are cycles of one recording (a PyTorch trace per
+    cycle of the profiler's schedule), of which the last is judged."""
+
+    def recording(self, head: bytes) -> Recording | None: ...

@@ -12,7 +12,8 @@ from typing import Any
 
 from tracedoc.errors import InputError
 from tracedoc.formats import BY_NAME
-from tracedoc.ingest import RANK_IN_NAME, STDIN, InputFile, assign_ranks
+from tracedoc.ingest import STDIN, InputFile, assign_ranks, rank_in_name
+from tracedoc.ingest.cycles import set_aside_rows
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.options import AnalysisOptions
@@ -108,7 +109,8 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
         job.add_analyses(exports, sorted(second, key=_job_order))
     read = [t for batch, _ in first for t in batch]
     paths_read = sorted((i, str(item.path)) for t in read for i, item in zip(t.indices, t.items))
-    report = build_report(job.store, options, progress, paths=[p for _, p in paths_read])
+    report = build_report(job.store, options, progress, paths=[p for _, p in paths_read],
+                          set_aside=set_aside_rows(inputs))
     job.store.close()
     report.summary["missing_ranks"] = [m.to_dict() for m in missing]
     return report
@@ -122,7 +124,7 @@ def _summarize(client: Any, batches: Sequence[tuple[RankInput, ...]], args: tupl
 
     read, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: args, _batch_label, "reading",
                                          progress)
-    return sorted(read, key=_job_order), [MissingRank(str(item.path), _rank_in_name(item), r.reason)
+    return sorted(read, key=_job_order), [MissingRank(str(item.path), rank_in_name(item), r.reason)
                                           for t, r in failed for item in t.items]
 
 
@@ -160,7 +162,7 @@ def _tasks(inputs: Sequence[InputFile], store_dir: Path, options: AnalysisOption
     no error."""
     groups: dict[Any, list[int]] = {}
     for i, item in enumerate(inputs):
-        rank = _rank_in_name(item)
+        rank = rank_in_name(item)
         several = BY_NAME[item.format].several_per_rank and rank is not None
         groups.setdefault((item.format, rank) if several else i, []).append(i)
     return [RankInput(tuple(ix), tuple(replace(inputs[i], data=inputs[i].file.absolute()) for i in ix), store_dir,
@@ -189,11 +191,6 @@ def plan_batches(tasks: Sequence[RankInput], slots: int) -> list[tuple[RankInput
 
 def _batch_label(batch: Sequence[RankInput]) -> str:
     return batch[0].label if len(batch) == 1 else f"{batch[0].label} (+{len(batch) - 1} more ranks)"
-
-
-def _rank_in_name(item: InputFile) -> int | None:
-    m = RANK_IN_NAME.search(item.path.name)
-    return int(m.group(1)) if m else None
 
 
 class _Job:

@@ -4,6 +4,7 @@ the headline, what-if projections, and where a finding lies in time."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracedoc.units import fmt_bytes, fmt_count, fmt_ms, fmt_pct
@@ -82,15 +83,18 @@ def summary_text(summary: dict[str, Any], inputs: int) -> str:
 
 
 def missing_ranks_lines(summary: dict[str, Any]) -> list[str]:
-    """Lines for under the headline: the thresholds --set changed (``summary['thresholds']``), when the inputs are
-    separate runs (``summary['mixed_inputs']``), when the traces hold fewer ranks than their job has, and one per
-    input a distributed run could not analyse (``summary['missing_ranks']``); the paths and reasons are untrusted
-    text, for the caller to sanitize or escape."""
+    """Lines for under the headline: the thresholds --set changed (``summary['thresholds']``), the earlier cycles
+    of a profiler's schedule set aside (``summary['set_aside']``), when the inputs are separate runs
+    (``summary['mixed_inputs']``), when the traces hold fewer ranks than their job has, and one per input a
+    distributed run could not analyse (``summary['missing_ranks']``); the paths and reasons are untrusted text, for
+    the caller to sanitize or escape."""
     lines = []
     if summary.get("thresholds"):
         lines.append("Thresholds set: " + ", ".join(f"{rule}.{name}={value:g}" for rule, values
                                                     in summary["thresholds"].items() for name, value in values.items())
                      + " (--set; the others are the rules' own).")
+    if summary.get("set_aside"):
+        lines.append(_set_aside_line(summary["set_aside"]))
     if summary.get("mixed_inputs"):
         lines.append(f"These inputs are separate runs, not the ranks of one job: {summary['mixed_inputs']}. "
                      "The rank count and the headline mix them; analyse each apart.")
@@ -101,6 +105,26 @@ def missing_ranks_lines(summary: dict[str, Any]) -> list[str]:
         rank = "an input" if missing.get("rank") is None else f"rank {missing['rank']}"
         lines.append(f"Missing {rank} ({missing.get('path')}): {missing.get('reason')}; the report is of the others.")
     return lines
+
+
+def _set_aside_line(rows: list[dict[str, Any]]) -> str:
+    """'Judged the last of the 3 traces process 476 wrote, one per cycle of the profiler's schedule (….json.gz);
+    the 2 earlier ones are set aside (….json.gz, ….json.gz): name one to judge it.' For several processes, the count."""
+    judged = list(dict.fromkeys(str(row.get("judged")) for row in rows))
+    earlier = [Path(str(row.get("path"))).name for row in rows]
+    if len(judged) == 1:
+        pid = rows[0].get("pid")
+        process = "one process" if pid is None else f"process {pid}"
+        return (f"Judged the last of the {len(rows) + 1} traces {process} wrote, one per cycle of the profiler's "
+                f"schedule ({Path(judged[0]).name}); {_earlier(len(rows))} set aside ({', '.join(earlier)}): "
+                "name one to judge it.")
+    return (f"Judged the last of the traces each of {len(judged)} processes wrote, one per cycle of the profiler's "
+            f"schedule; {len(rows)} earlier traces are set aside ({', '.join(earlier[:3])}"
+            f"{', …' if len(earlier) > 3 else ''}): name one to judge it.")
+
+
+def _earlier(count: int) -> str:
+    return "the earlier one is" if count == 1 else f"the {count} earlier ones are"
 
 
 def _busy_breakdown(summary: dict[str, Any]) -> str:

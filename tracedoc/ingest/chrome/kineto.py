@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracedoc.ingest.base import ByteStream, LoadResult
+from tracedoc.ingest.base import ByteStream, LoadResult, Recording
 from tracedoc.ingest.chrome import chrome_trace, kineto_memory
 from tracedoc.ingest.nccl import nccl_kernel
 from tracedoc.store import Store
@@ -48,6 +48,30 @@ def sniff(path: Path, head: bytes) -> bool:
     """True when the first bytes (decompressed) look like a chrome trace: an object with a ``traceEvents`` array, or
     an array of events."""
     return chrome_trace.sniff(head)
+
+
+# What a trace's first bytes tell of the process that wrote it (``recording``), as the profiler writes them: the
+# header before the events, with distributedInfo's rank before its process groups, then the events, each starting
+# with its phase, category, name, pid, tid and ts. A file written otherwise tells nothing, and is read as before.
+_EVENTS_KEY = b'"traceEvents"'
+_HEADER_RANK = re.compile(rb'"distributedInfo"\s*:\s*\{[^{}]{0,4096}?"rank"\s*:\s*([0-9]{1,9})\s*[,}]')
+_HOST_EVENT = re.compile(
+    rb'\{\s*"ph"\s*:\s*"X"\s*,\s*"cat"\s*:\s*"(?:cpu_op|user_annotation|python_function|cuda_runtime|cuda_driver)"'
+    rb'\s*,\s*"name"\s*:\s*"(?:[^"\\]|\\.){0,4096}"\s*,\s*"pid"\s*:\s*([0-9]{1,10})\s*,\s*"tid"\s*:\s*[^,{}]{1,64}'
+    rb',\s*"ts"\s*:\s*([0-9]{1,17}(?:\.[0-9]{1,9})?)\s*[,}]')
+
+
+def recording(head: bytes) -> Recording | None:
+    """The process that wrote the trace (the pid of its first host event), the rank its header names and when
+    that event started, from the file's first bytes; None where they do not say (tracedoc.ingest.cycles)."""
+    events = head.find(_EVENTS_KEY)
+    if events < 0:
+        return None
+    event = _HOST_EVENT.search(head, events)
+    if event is None:
+        return None
+    rank = _HEADER_RANK.search(head, 0, events)
+    return Recording(int(event.group(1)), None if rank is None else int(rank.group(1)), float(event.group(2)))
 
 
 def load(store: Store, source_id: int, path: Path, workdir: Path) -> LoadResult:
