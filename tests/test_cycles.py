@@ -95,6 +95,56 @@ def test_copies_of_one_trace_are_not_cycles(tmp_path: Path) -> None:
     assert [i.path.name for i in discover([tmp_path])] == ["a.json.gz", "b.json.gz"]
 
 
+def test_copies_of_the_last_trace_leave_the_earlier_cycles_set_aside(tmp_path: Path) -> None:
+    """Two copies of the middle cycle among the three: the first two cycles are set aside, the last judged."""
+    for name, source in (("a.json.gz", CONV_FIRST), ("b.json.gz", CONV_SECOND), ("b2.json.gz", CONV_SECOND),
+                         ("c.json.gz", CONV_LAST)):
+        shutil.copyfile(source, tmp_path / name)
+    found = discover([tmp_path])
+    assert [(i.path.name, [p.name for p in i.earlier]) for i in found] == [("c.json.gz", ["a.json.gz", "b.json.gz",
+                                                                                          "b2.json.gz"])]
+
+
+def test_standard_input_may_hold_the_last_cycle(tmp_path: Path, monkeypatch) -> None:
+    """The last cycle piped in beside an earlier one of its folder: the piped copy is judged (and lives until it is
+    read), the file set aside."""
+    shutil.copyfile(BY_STEP / "trace_6.json.gz", tmp_path / "trace_6.json.gz")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["analyze", "--no-cache", "--format", "json", "-", "trace_6.json.gz"],
+                                input=(BY_STEP / "trace_12.json.gz").read_bytes())
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [i["path"] for i in data["inputs"]] == ["-"]
+    assert data["summary"]["set_aside"] == [{"path": "trace_6.json.gz", "judged": "-", "pid": 523}]
+
+
+def test_a_last_cycle_cut_short_names_the_one_before(tmp_path: Path) -> None:
+    """The last trace cut short (its first 3 MB kept: a job killed as it wrote) is an input error, exit 2, that names
+    the cycle before it, which reads."""
+    for source in (CONV_FIRST, CONV_SECOND):
+        shutil.copyfile(source, tmp_path / source.name)
+    (tmp_path / CONV_LAST.name).write_bytes(gzip.compress(gzip.decompress(CONV_LAST.read_bytes())[:3_000_000]))
+    result = CliRunner().invoke(cli, ["analyze", "--no-cache", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"Error: {tmp_path / CONV_LAST.name}: truncated")
+    assert result.stderr.rstrip().endswith(f"; the cycle before it, {tmp_path / CONV_SECOND.name}, can be judged "
+                                           "instead: name it")
+    assert CliRunner().invoke(cli, ["analyze", "--no-cache", str(tmp_path / CONV_SECOND.name)]).exit_code == 0
+
+
+def test_processes_of_one_pid_on_two_hosts_or_in_two_folders_are_not_cycles(tmp_path: Path) -> None:
+    """Two hosts may run processes of one pid: the worker tensorboard_trace_handler names a file by (host_pid), or
+    the folder, tells them apart."""
+    (tmp_path / "hosts").mkdir()
+    shutil.copyfile(CONV_FIRST, tmp_path / "hosts" / "hostA_476.1796246817917751109.pt.trace.json.gz")
+    shutil.copyfile(CONV_LAST, tmp_path / "hosts" / "hostB_476.1796246819355348514.pt.trace.json.gz")
+    assert [i.earlier for i in discover([tmp_path / "hosts"])] == [(), ()]
+    for folder, source in (("a", CONV_FIRST), ("b", CONV_LAST)):
+        (tmp_path / folder).mkdir()
+        shutil.copyfile(source, tmp_path / folder / "trace.json.gz")
+    assert [i.earlier for i in discover([tmp_path / "a", tmp_path / "b"])] == [(), ()]
+
+
 def test_processes_told_apart_by_the_rank_in_their_names(tmp_path: Path) -> None:
     """Two hosts may run processes of one pid: traces whose names give different ranks are not cycles of one."""
     shutil.copyfile(CONV_FIRST, tmp_path / "rank0.trace.json.gz")

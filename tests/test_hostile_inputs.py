@@ -618,6 +618,8 @@ MALFORMED_REPORTS = {  # each ended in an internal error (exit 3) somewhere in t
     "count-not-a-number": ("decode-eager", "metrics.top_kernels.0.launch_count", "<x>",
                            "metrics.top_kernels[0].launch_count should be a number"),
     "summary-not-an-object": ("ncu-h100-gemm-naive", "summary", True, "summary should be an object"),
+    "set-aside-without-its-path": ("conv-step-cycles", "summary.set_aside.0", {"judged": "x", "pid": 476},
+                                   "summary.set_aside[0].path should be present"),
     "saving-an-object": ("input-slow", "findings.0.impact_ms", {"a": 1}, "findings[0].impact_ms should be a number"),
     "total-out-of-range": ("decode-eager", "metrics.top_kernels.*.total_ms", 1e308,
                            "metrics.top_kernels[0].total_ms should be a number of at most 1e+15"),

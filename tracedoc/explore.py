@@ -24,9 +24,11 @@ from tracedoc.store.engine import with_python_objects
 def open_store(paths: Sequence[Path | str] | Path | str, cache_dir: Path | None = None,
                use_cache: bool = True) -> Iterator[Store]:
     """The store of the traces at ``paths`` (files or directories of ranks, as for ``analyze``; one path may be given
-    as it is), ingested unless cached, closed on leaving the ``with`` block. Without the cache it lives in memory.
-    The limits are those the environment sets (``tracedoc.limits``). The connection has the duckdb package's Python
-    layer, which tracedoc's own runs leave out (``tracedoc.store.engine``): a user's queries build relations."""
+    as it is; of a trace per cycle of the profiler's schedule, the last, as ``analyze`` judges: its ``sources`` table
+    names the files read), ingested unless cached, closed on leaving the ``with`` block. Without the cache it lives
+    in memory. The limits are those the environment sets (``tracedoc.limits``). The connection has the duckdb
+    package's Python layer, which tracedoc's own runs leave out (``tracedoc.store.engine``): a user's queries build
+    relations."""
     with_python_objects()
     limits = Limits.from_env()
     store, _ = open_inputs_store(input_files(paths, limits), store_location(cache_dir, use_cache), limits=limits)

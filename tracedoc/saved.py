@@ -66,6 +66,8 @@ _INT_NAMES = {"rank", "step", "device", "stream", "seq", "finding", "part_of", "
               "waiting_for_rank", "events"}
 _STR_NAMES = {"name", "kernel", "category", "grid", "block", "reason", "cause", "detail", "rule", "pg", "backend",
               "path", "format", "next", "basis", "severity", "title", "message", "fix", "unit"}
+# What each row of the summary's lists must name: the input that is missing, the cycle set aside and the one judged.
+_SUMMARY_ROWS_REQUIRE = {"missing_ranks": ("path",), "set_aside": ("path", "judged")}
 _FINDING_FIELDS = {"rule": _STR, "severity": _STR, "title": _STR, "message": _STR, "impact_ms": _NUM,
                    "impact_pct": _NUM, "fix": _STR}
 _SCOPE_FIELDS = {name: _STR if name in ("kernel", "pg") else _INT for name in Scope.__dataclass_fields__}
@@ -146,10 +148,10 @@ def _check_part(value: Any, where: str, shape: str, measured: dict[str, str]) ->
 
 def _check_summary(summary: dict[str, Any]) -> None:
     for key, value in summary.items():
-        if key in ("missing_ranks", "set_aside") and value is not None:
+        if key in _SUMMARY_ROWS_REQUIRE and value is not None:
             _expect(isinstance(value, list), f"summary.{key}", "a list")
             for i, row in enumerate(value):
-                _check_row(row, f"summary.{key}[{i}]")
+                _check_row(row, f"summary.{key}[{i}]", required=_SUMMARY_ROWS_REQUIRE[key])
         elif key == "thresholds" and value is not None:  # --set: {rule: {threshold: number}}
             _expect(isinstance(value, dict), "summary.thresholds", "an object of rules")
             for rule, values in value.items():

@@ -16,6 +16,7 @@ or rules.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import io
@@ -25,7 +26,7 @@ import stat
 import sys
 import tempfile
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -46,13 +47,13 @@ from tracedoc.ingest.base import (
 )
 from tracedoc.ingest.content import content_of
 from tracedoc.ingest.cycles import latest_cycles
+from tracedoc.ingest.names import rank_in_name
 from tracedoc.ingest.sources import SourceRow, insert_sources
 from tracedoc.limits import Limits
 from tracedoc.store import Store
 from tracedoc.store.cache import file_digest, pid_alive
 
-__all__ = ["FORMATS", "RANK_IN_NAME", "STDIN", "FormatReader", "InputFile", "assign_ranks", "discover", "load_all",
-           "rank_in_name", "reader"]
+__all__ = ["FORMATS", "STDIN", "FormatReader", "InputFile", "assign_ranks", "discover", "load_all", "reader"]
 
 # Format name (the module's FORMAT): its reader module, in the order files are sniffed (tracedoc/formats.py FORMATS).
 FORMATS: dict[str, str] = {f.name: f.module for f in _DECLARED}
@@ -61,7 +62,6 @@ STDIN = Path("-")
 # Files in a directory that are never traces: documentation and sample metadata beside the traces.
 _NOT_TRACES = (".md", ".txt", ".yaml", ".yml", ".py", ".log", ".png", ".html")
 _SNIFF_BYTES = 1 << 20
-RANK_IN_NAME = re.compile(r"rank[_\-.]?([0-9]{1,9})(?![0-9])", re.IGNORECASE)
 # Times on the store's timelines (ns) must lie in [_MIN_NS, _MAX_NS) and durations in [0, _MAX_NS): 2^62 ns is
 # 146 years, beyond any clock a profiler uses, and keeps every sum and difference of two of them inside 64 bits.
 _MIN_NS, _MAX_NS = -(1 << 61), 1 << 62
@@ -179,13 +179,7 @@ def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile
             assert item is not None  # strict: a file of no known format raised
             found.append(item)
     found = _distinct(found)
-    return latest_cycles(found, rank_in_name)
-
-
-def rank_in_name(item: InputFile) -> int | None:
-    """The rank a file's name gives (``rank3``), else None."""
-    m = RANK_IN_NAME.search(item.path.name)
-    return int(m.group(1)) if m else None
+    return latest_cycles(found)
 
 
 def _distinct(found: list[InputFile]) -> list[InputFile]:
@@ -328,7 +322,8 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
             count = f"file {index + 1} of {len(inputs)}: " if len(inputs) > 1 else ""
             progress(f"reading {count}{item.path} ({item.size_bytes / 1e6:.1f} MB)")
 
-    with tempfile.TemporaryDirectory(prefix="tracedoc-ingest-", dir=store.path.parent if store.path else None) as tmp:
+    with (tempfile.TemporaryDirectory(prefix="tracedoc-ingest-", dir=store.path.parent if store.path else None) as tmp,
+          _naming_the_cycle_before(inputs)):
         _prepare(inputs, Path(tmp), progress)
         for batch in _batches(inputs):
             first_id = len(rows)
@@ -350,6 +345,19 @@ def load_all(store: Store, inputs: Sequence[InputFile], progress: Callable[[str]
     ranks = assign_ranks(read, [r.reported_rank for r in rows], [r.is_part for r in rows])
     insert_sources(store.con, [replace(row, rank=rank) for row, rank in zip(rows, ranks)])
     _rank_rows(store)
+
+
+@contextlib.contextmanager
+def _naming_the_cycle_before(inputs: Sequence[InputFile]) -> Iterator[None]:
+    """An input error of a trace judged in place of earlier cycles of its process (the last one cut short by a job
+    killed as it wrote) names the cycle before it, which can be judged instead."""
+    try:
+        yield
+    except InputError as exc:
+        item = next((i for i in inputs if i.earlier and str(exc).startswith(f"{i.path}:")), None)
+        if item is None:
+            raise
+        raise InputError(f"{exc}; the cycle before it, {item.earlier[-1]}, can be judged instead: name it") from exc
 
 
 _RANKED_TABLES = ("gpu_activity", "cpu_activity", "steps", "nvtx_ranges", "memory_events")
@@ -532,8 +540,8 @@ def assign_ranks(inputs: Sequence[InputFile], reported: Sequence[int | None],
             ranks.append(None)
             continue
         if rank is None:
-            m = None if part else RANK_IN_NAME.search(item.path.name)
-            rank = int(m.group(1)) if m else (position if ranked_count > 1 else 0)
+            named = None if part else rank_in_name(item.path)
+            rank = named if named is not None else (position if ranked_count > 1 else 0)
         ranks.append(rank)
         position += 1
     seen: dict[tuple[str, int], Path] = {}

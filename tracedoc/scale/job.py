@@ -12,8 +12,9 @@ from typing import Any
 
 from tracedoc.errors import InputError
 from tracedoc.formats import BY_NAME
-from tracedoc.ingest import STDIN, InputFile, assign_ranks, rank_in_name
+from tracedoc.ingest import STDIN, InputFile, assign_ranks
 from tracedoc.ingest.cycles import set_aside_rows
+from tracedoc.ingest.names import rank_in_name
 from tracedoc.judge import load_rules
 from tracedoc.judge.rule import check_thresholds
 from tracedoc.options import AnalysisOptions
@@ -124,7 +125,7 @@ def _summarize(client: Any, batches: Sequence[tuple[RankInput, ...]], args: tupl
 
     read, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: args, _batch_label, "reading",
                                          progress)
-    return sorted(read, key=_job_order), [MissingRank(str(item.path), rank_in_name(item), r.reason)
+    return sorted(read, key=_job_order), [MissingRank(str(item.path), rank_in_name(item.path), r.reason)
                                           for t, r in failed for item in t.items]
 
 
@@ -162,7 +163,7 @@ def _tasks(inputs: Sequence[InputFile], store_dir: Path, options: AnalysisOption
     no error."""
     groups: dict[Any, list[int]] = {}
     for i, item in enumerate(inputs):
-        rank = rank_in_name(item)
+        rank = rank_in_name(item.path)
         several = BY_NAME[item.format].several_per_rank and rank is not None
         groups.setdefault((item.format, rank) if several else i, []).append(i)
     return [RankInput(tuple(ix), tuple(replace(inputs[i], data=inputs[i].file.absolute()) for i in ix), store_dir,
