@@ -92,3 +92,22 @@ def test_an_nsys_run_beside_a_torch_trace_is_not_one_job(tmp_path: Path) -> None
             assert store.ranks() == 2 and store.applies("ranks.stragglers") is compared
     text = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache"], env={"COLUMNS": "300"}).stdout
     assert "These inputs are separate runs, not the ranks of one job: a timeline (Nsight Systems" in text
+
+
+def test_traces_that_name_no_rank_are_separate_runs(tmp_path: Path) -> None:
+    """A baseline and its fix in one folder (copies of decode-eager and decode-cudagraph, renamed): PyTorch traces
+    with no distributedInfo and no rank in their names were recorded outside any distributed job, so they are said
+    to be separate runs; named rank0 and rank1 they are read as one job's ranks, as before."""
+    shutil.copyfile(SAMPLES / "decode-eager" / "trace.json.gz", tmp_path / "baseline.json.gz")
+    shutil.copyfile(SAMPLES / "decode-cudagraph" / "trace.json.gz", tmp_path / "graphs.json.gz")
+    report = analyze(tmp_path, use_cache=False)
+    assert report.summary["mixed_inputs"] == ("2 timelines (PyTorch profiler) that name no rank (no distributedInfo, "
+                                              "no rank in their file names)")
+    result = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache"], env={"COLUMNS": "300"})
+    assert result.stdout.splitlines()[1] == (
+        "These inputs are separate runs, not the ranks of one job: 2 timelines (PyTorch profiler) that name no rank "
+        "(no distributedInfo, no rank in their file names). The rank count and the headline mix them; analyse each "
+        "apart.")
+    (tmp_path / "baseline.json.gz").rename(tmp_path / "rank0.json.gz")
+    (tmp_path / "graphs.json.gz").rename(tmp_path / "rank1.json.gz")
+    assert "mixed_inputs" not in analyze(tmp_path, use_cache=False).summary

@@ -2,7 +2,8 @@
 profiler, Nsight Systems), a kernel profile (Nsight Compute) or hang dumps (NCCL flight recorder); GPU health
 records (NVML snapshots, telemetry), allocator snapshots and kernel benchmarks (the GEMM ladder's timings) ride
 along with any of them. A diff compares two runs of one kind; a directory whose inputs cannot be one job's ranks
-(a timeline beside a kernel profile, an Nsight Systems run beside a PyTorch trace) says so."""
+(a timeline beside a kernel profile, an Nsight Systems run beside a PyTorch trace, PyTorch traces that name no
+rank) says so."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from collections.abc import Iterable, Sequence
 
 from tracedoc.formats import BY_NAME, HANG_DUMPS, HEALTH, KERNEL_PROFILE, KINDS, RUN_KINDS, TIMELINE
 
-__all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "RUN_KINDS", "TIMELINE", "kind_of", "mixed_runs"]
+__all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "RUN_KINDS", "TIMELINE", "kind_of", "mixed_runs",
+           "runs_naming_no_rank"]
 
 
 def kind_of(formats: Sequence[str]) -> str:
@@ -44,6 +46,24 @@ def mixed_runs(inputs: Iterable[tuple[str, int | None]]) -> str | None:
         parts += [f"{article} {kind} ({text})" for text in formats] if kind == TIMELINE and timelines > 1 \
             else [f"{article} {kind} ({'; '.join(formats)})"] if formats else []
     return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def runs_naming_no_rank(inputs: Iterable[tuple[str, bool]]) -> str | None:
+    """For inputs (format, names its rank) where several timelines of a format whose files name their rank in a
+    distributed job (``world_size``: the PyTorch profiler's distributedInfo) all name none, by header or by file
+    name — traces recorded outside any distributed job, each a run of its own, such as a baseline beside its fix —
+    what they are: "2 timelines (PyTorch profiler) that name no rank (no distributedInfo, no rank in their file
+    names)"; else None."""
+    counts: dict[str, list[bool]] = {}
+    for fmt, named in inputs:
+        if fmt in BY_NAME and BY_NAME[fmt].kind == TIMELINE and BY_NAME[fmt].world_size:
+            counts.setdefault(fmt, []).append(named)
+    unranked = [(fmt, len(named)) for fmt, named in counts.items() if len(named) > 1 and not any(named)]
+    if not unranked:
+        return None
+    fmt, count = unranked[0]
+    return (f"{count} timelines ({BY_NAME[fmt].title}) that name no rank (no distributedInfo, no rank in their file "
+            "names)")
 
 
 def _ranks_text(ranks: set[int]) -> str:

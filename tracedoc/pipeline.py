@@ -15,11 +15,12 @@ from tracedoc import efficiency
 from tracedoc.errors import InputError
 from tracedoc.ingest import InputFile, discover, load_all
 from tracedoc.ingest.cycles import set_aside_rows
+from tracedoc.ingest.names import rank_in_name
 from tracedoc.ingest.nsys.memory_cap import fitted_limits
 from tracedoc.judge import judge, load_rules
 from tracedoc.judge.engine import applicable, rule_reads
 from tracedoc.judge.rule import Rule, check_thresholds
-from tracedoc.kinds import mixed_runs
+from tracedoc.kinds import mixed_runs, runs_naming_no_rank
 from tracedoc.limits import Limits
 from tracedoc.memory_report import devices_left_out, first_devices, memory_headline
 from tracedoc.options import AnalysisOptions
@@ -121,16 +122,18 @@ def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
     judged = applicable(store, rules)
     rule_rows, section_parts = read_in_turn(store, judged, thresholds, summary["basis"])
     findings = judge(store, judged, wall_ms, thresholds, rule_rows)
-    rows = store.query("SELECT path, format, rank, event_count, input_index FROM sources ORDER BY source_id")
+    rows = store.query("SELECT path, format, rank, reported_rank, event_count, input_index FROM sources "
+                       "ORDER BY source_id")
     if paths is not None and all(r["input_index"] is not None and r["input_index"] < len(paths) for r in rows):
         for row in rows:
             row["path"] = paths[row["input_index"]]
     inputs = [InputInfo(path=r["path"], format=r["format"], rank=r["rank"], events=r["event_count"]) for r in rows]
+    naming = [(r["format"], r["reported_rank"] is not None or rank_in_name(Path(r["path"])) is not None) for r in rows]
     head = {"wall_ms": round(wall_ms, 3), "gpu_busy_pct": report_number(summary["gpu_busy_pct"]),
             "ranks": summary["ranks"], "basis": summary["basis"]}
     if summary["world_size"] and summary["world_size"] > summary["ranks"]:
         head["world_size"] = summary["world_size"]
-    if (mixed := mixed_runs((i.format, i.rank) for i in inputs)) is not None:
+    if (mixed := mixed_runs((i.format, i.rank) for i in inputs) or runs_naming_no_rank(naming)) is not None:
         head["mixed_inputs"] = mixed
     if set_aside:
         head["set_aside"] = list(set_aside)
