@@ -4,6 +4,7 @@ under its headline that they are not one job's ranks. The bundled fix pairs and 
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -111,3 +112,16 @@ def test_traces_that_name_no_rank_are_separate_runs(tmp_path: Path) -> None:
     (tmp_path / "baseline.json.gz").rename(tmp_path / "rank0.json.gz")
     (tmp_path / "graphs.json.gz").rename(tmp_path / "rank1.json.gz")
     assert "mixed_inputs" not in analyze(tmp_path, use_cache=False).summary
+
+
+def test_ranks_that_communicate_are_one_job_though_they_name_no_rank(tmp_path: Path) -> None:
+    """Edited copies of ddp-overlap's two ranks, their distributedInfo taken out and their files renamed a and b (as
+    a profiler too old to write distributedInfo left them): their GPUs run NCCL's collectives, so they are one job's
+    ranks and no note says otherwise."""
+    for rank, name in ((0, "a.json.gz"), (1, "b.json.gz")):
+        doc = json.loads(gzip.decompress((SAMPLES / "ddp-overlap" / f"rank{rank}.trace.json.gz").read_bytes()))
+        del doc["distributedInfo"]
+        (tmp_path / name).write_bytes(gzip.compress(json.dumps(doc).encode()))
+    report = analyze(tmp_path, use_cache=False)
+    assert report.summary["ranks"] == 2 and report.summary["communication_pct"] > 0
+    assert "mixed_inputs" not in report.summary

@@ -3,7 +3,7 @@ profiler, Nsight Systems), a kernel profile (Nsight Compute) or hang dumps (NCCL
 records (NVML snapshots, telemetry), allocator snapshots and kernel benchmarks (the GEMM ladder's timings) ride
 along with any of them. A diff compares two runs of one kind; a directory whose inputs cannot be one job's ranks
 (a timeline beside a kernel profile, an Nsight Systems run beside a PyTorch trace, PyTorch traces that name no
-rank) says so."""
+rank and run no collective) says so."""
 
 from __future__ import annotations
 

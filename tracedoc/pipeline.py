@@ -128,19 +128,18 @@ def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
         for row in rows:
             row["path"] = paths[row["input_index"]]
     inputs = [InputInfo(path=r["path"], format=r["format"], rank=r["rank"], events=r["event_count"]) for r in rows]
-    naming = [(r["format"], r["reported_rank"] is not None or rank_in_name(Path(r["path"])) is not None) for r in rows]
+    states = gpu_states(store) if timeline else {}
     head = {"wall_ms": round(wall_ms, 3), "gpu_busy_pct": report_number(summary["gpu_busy_pct"]),
             "ranks": summary["ranks"], "basis": summary["basis"]}
     if summary["world_size"] and summary["world_size"] > summary["ranks"]:
         head["world_size"] = summary["world_size"]
-    if (mixed := mixed_runs((i.format, i.rank) for i in inputs) or runs_naming_no_rank(naming)) is not None:
+    if (mixed := separate_runs(rows, states)) is not None:
         head["mixed_inputs"] = mixed
     if set_aside:
         head["set_aside"] = list(set_aside)
     if thresholds:  # what --set changed, so that a report says the thresholds it was judged by
         head["thresholds"] = {rule: dict(sorted(values.items())) for rule, values in sorted(thresholds.items())}
-    if timeline:
-        head.update(gpu_states(store))
+    head.update(states)
     eff = efficiency.efficiency_rows(store, options.peaks) if timeline else []
     if (words := efficiency.headline(eff)) is not None:
         head["efficiency"] = words
@@ -209,6 +208,17 @@ def gpu_states(store: Store) -> dict[str, Any]:
     store.include("attribution.time")
     row = store.query("SELECT * FROM attribution_report_gpu_states")[0]
     return {k: report_number(v) for k, v in row.items()}
+
+
+def separate_runs(sources: list[dict[str, Any]], states: dict[str, Any]) -> str | None:
+    """What the inputs are where they are separate runs, not one job's ranks (``summary['mixed_inputs']``): inputs
+    of kinds or timeline formats that cannot be one job (kinds.mixed_runs), or PyTorch traces that name no rank and
+    whose GPUs never communicate (kinds.runs_naming_no_rank); else None. ``sources``: the rows of ``sources`` with
+    the paths as given, ``states``: ``gpu_states``."""
+    if (mixed := mixed_runs((r["format"], r["rank"]) for r in sources)) is not None or states.get("communication_pct"):
+        return mixed
+    named = (r["reported_rank"] is not None or rank_in_name(Path(r["path"])) is not None for r in sources)
+    return runs_naming_no_rank(zip((r["format"] for r in sources), named))
 
 
 def check_step_range(store: Store, name: str) -> None:
