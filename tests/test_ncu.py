@@ -291,17 +291,13 @@ def test_a_folder_with_other_ncu_pages_reads_its_traces(tmp_path: Path) -> None:
 def test_what_ncu_printed_while_profiling_is_named(tmp_path: Path) -> None:
     """Edited copies of the H200 run's log: its progress lines followed by the A40 details page as text (what a
     plain ``ncu ./app`` prints, both in one stream) is the printed page; the log without its last line, which names
-    the report, says to profile into one; the log after two lines the program printed first is still ncu's log; a
-    text of none of ncu's lines is still no trace format."""
+    the report, says to profile into one; a text of none of ncu's lines is still no trace format."""
     log = (PAGES / "h200_torch_gemm_softmax_full.ncu_stdout.txt").read_text().splitlines(keepends=True)
     assert log[-1].startswith("==PROF== Report: ")
     details = gzip.decompress((PAGES / "a40_julia_indexspaces.details.txt.gz").read_bytes()).decode()
     cases = {"live.txt": ("".join(log[:-2]) + details, "this is ncu's details page as printed text"),
              "log.txt": ("".join(log[:-1]), "this is ncu's log of a profiled run, not its results; profile into a "
                                             "report (ncu -o REPORT ...) and give tracedoc REPORT.ncu-rep"),
-             "program-first.txt": ("Loading the model...\nstep 0: loss 2.31\n" + "".join(log),
-                                   "this is ncu's log of a profiled run, not its results; give tracedoc the report "
-                                   "it wrote: './ncu-out/fresh/h200_torch_gemm_softmax_full.ncu-rep'"),
              "notes.txt": ((PAGES / "SOURCE.md").read_text(), "not a trace format tracedoc reads")}
     for name, (text, said) in cases.items():
         path = tmp_path / name

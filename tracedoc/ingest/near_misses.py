@@ -109,7 +109,7 @@ def _ncu_printed(lines: list[str]) -> str | None:
             return f"ncu's details page as printed text, which tracedoc does not read; {_NCU_REPORT}, or {RAW_HINT}"
         if line.startswith("==PROF== Report: ") and (written := _NCU_REPORT_WRITTEN.match(line.rstrip())):
             report = written["path"]
-    if not any(_NCU_LOG.match(line) for line in lines):  # ncu's lines, after what the program printed first
+    if not _NCU_LOG.match(lines[0]):
         return None
     if report is not None:
         return f"ncu's log of a profiled run, not its results; give tracedoc the report it wrote: '{report}'"
