@@ -1,6 +1,7 @@
 """Runs that do not compare, said where the reader looks: a diff of unrelated runs (another program, another
 number of ranks) warns right under its verdict, and a directory holding a timeline beside a kernel profile says
-under its headline that they are not one job's ranks. The bundled fix pairs and samples draw no warning."""
+under its headline that they are not one job's ranks, as do PyTorch traces that name no rank and run no collective.
+The bundled fix pairs and samples draw no warning."""
 
 from __future__ import annotations
 
@@ -115,13 +116,18 @@ def test_traces_that_name_no_rank_are_separate_runs(tmp_path: Path) -> None:
 
 
 def test_ranks_that_communicate_are_one_job_though_they_name_no_rank(tmp_path: Path) -> None:
-    """Edited copies of ddp-overlap's two ranks, their distributedInfo taken out and their files renamed a and b (as
-    a profiler too old to write distributedInfo left them): their GPUs run NCCL's collectives, so they are one job's
-    ranks and no note says otherwise."""
-    for rank, name in ((0, "a.json.gz"), (1, "b.json.gz")):
-        doc = json.loads(gzip.decompress((SAMPLES / "ddp-overlap" / f"rank{rank}.trace.json.gz").read_bytes()))
-        del doc["distributedInfo"]
-        (tmp_path / name).write_bytes(gzip.compress(json.dumps(doc).encode()))
-    report = analyze(tmp_path, use_cache=False)
-    assert report.summary["ranks"] == 2 and report.summary["communication_pct"] > 0
-    assert "mixed_inputs" not in report.summary
+    """Edited copies of two jobs' ranks, their distributedInfo taken out and their files renamed a and b (as a
+    profiler too old to write distributedInfo left them): ddp-overlap's GPUs run NCCL's collectives, and the
+    ddp-cpu-cycles ranks' hosts gloo's (no GPU at all); each pair is one job's ranks and no note says otherwise."""
+    jobs = {"nccl": [SAMPLES / "ddp-overlap" / f"rank{rank}.trace.json.gz" for rank in (0, 1)],
+            "gloo": [ROOT / "tests" / "data" / "ddp-cpu-cycles" / name for name in
+                     ("vm_596.1796246843911445733.pt.trace.json.gz", "vm_597.1796246843911169131.pt.trace.json.gz")]}
+    for job, paths in jobs.items():
+        (tmp_path / job).mkdir()
+        for path, name in zip(paths, ("a.json.gz", "b.json.gz")):
+            doc = json.loads(gzip.decompress(path.read_bytes()))
+            del doc["distributedInfo"]
+            (tmp_path / job / name).write_bytes(gzip.compress(json.dumps(doc).encode()))
+        report = analyze(tmp_path / job, use_cache=False)
+        assert report.summary["ranks"] == 2, job
+        assert "mixed_inputs" not in report.summary, job

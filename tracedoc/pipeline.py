@@ -128,18 +128,18 @@ def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
         for row in rows:
             row["path"] = paths[row["input_index"]]
     inputs = [InputInfo(path=r["path"], format=r["format"], rank=r["rank"], events=r["event_count"]) for r in rows]
-    states = gpu_states(store) if timeline else {}
     head = {"wall_ms": round(wall_ms, 3), "gpu_busy_pct": report_number(summary["gpu_busy_pct"]),
             "ranks": summary["ranks"], "basis": summary["basis"]}
     if summary["world_size"] and summary["world_size"] > summary["ranks"]:
         head["world_size"] = summary["world_size"]
-    if (mixed := separate_runs(rows, states)) is not None:
+    if (mixed := separate_runs(store, rows)) is not None:
         head["mixed_inputs"] = mixed
     if set_aside:
         head["set_aside"] = list(set_aside)
     if thresholds:  # what --set changed, so that a report says the thresholds it was judged by
         head["thresholds"] = {rule: dict(sorted(values.items())) for rule, values in sorted(thresholds.items())}
-    head.update(states)
+    if timeline:
+        head.update(gpu_states(store))
     eff = efficiency.efficiency_rows(store, options.peaks) if timeline else []
     if (words := efficiency.headline(eff)) is not None:
         head["efficiency"] = words
@@ -210,15 +210,26 @@ def gpu_states(store: Store) -> dict[str, Any]:
     return {k: report_number(v) for k, v in row.items()}
 
 
-def separate_runs(sources: list[dict[str, Any]], states: dict[str, Any]) -> str | None:
+def separate_runs(store: Store, sources: list[dict[str, Any]]) -> str | None:
     """What the inputs are where they are separate runs, not one job's ranks (``summary['mixed_inputs']``): inputs
     of kinds or timeline formats that cannot be one job (kinds.mixed_runs), or PyTorch traces that name no rank and
-    whose GPUs never communicate (kinds.runs_naming_no_rank); else None. ``sources``: the rows of ``sources`` with
-    the paths as given, ``states``: ``gpu_states``."""
-    if (mixed := mixed_runs((r["format"], r["rank"]) for r in sources)) is not None or states.get("communication_pct"):
+    run no collective, on the GPU or the host (kinds.runs_naming_no_rank); else None. ``sources``: the rows of
+    ``sources`` with the paths as given."""
+    if (mixed := mixed_runs((r["format"], r["rank"]) for r in sources)) is not None:
         return mixed
     named = (r["reported_rank"] is not None or rank_in_name(Path(r["path"])) is not None for r in sources)
-    return runs_naming_no_rank(zip((r["format"] for r in sources), named))
+    if (unranked := runs_naming_no_rank(zip((r["format"] for r in sources), named))) is None:
+        return None
+    if store.scalar(_ANY_COLLECTIVE):
+        return None
+    return unranked
+
+
+# A collective anywhere in the store: NCCL's kernels, or the host's calls of a process group (gloo's on the CPU).
+_ANY_COLLECTIVE = """
+    SELECT EXISTS (SELECT 1 FROM gpu_activity WHERE category = 'communication')
+        OR EXISTS (SELECT 1 FROM cpu_activity WHERE name = 'record_param_comms' OR name LIKE 'c10d::%'
+                   OR name LIKE 'gloo:%' OR name LIKE 'nccl:%')"""
 
 
 def check_step_range(store: Store, name: str) -> None:
