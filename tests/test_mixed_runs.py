@@ -131,3 +131,43 @@ def test_ranks_that_communicate_are_one_job_though_they_name_no_rank(tmp_path: P
         report = analyze(tmp_path / job, use_cache=False)
         assert report.summary["ranks"] == 2, job
         assert "mixed_inputs" not in report.summary, job
+
+
+@pytest.mark.parametrize("name", ["baseline.trace.json.gz", "zzz.trace.json.gz"])
+def test_a_trace_naming_no_rank_beside_a_jobs_ranks_is_refused(tmp_path: Path, name: str) -> None:
+    """A DDP job's two ranks (copies of ddp-overlap's, distributedInfo ranks 0 and 1) and a copy of the conv-step
+    trace (no distributedInfo, no rank in its name) in one folder. Numbered by its position, the stray trace was a
+    third rank that took the headline's step and every finding with no note (named after the ranks), or a second
+    'claim' of rank 0 (named before them). It is refused, with the ranks it stands beside, in one process or
+    several; named by its rank it is read as one, as before."""
+    for rank in (0, 1):
+        shutil.copy(SAMPLES / "ddp-overlap" / f"rank{rank}.trace.json.gz", tmp_path)
+    shutil.copyfile(SAMPLES / "conv-step" / "trace.json.gz", tmp_path / name)
+    for extra in ([], ["--workers", "2"]):
+        result = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache", *extra])
+        assert result.exit_code == 2, extra
+        assert result.output == (
+            f"Error: {tmp_path / name} names no rank (no distributedInfo, no rank in its file name) beside 2 traces "
+            "of a job that do (ranks 0, 1): it is a run of its own, not one of their ranks; analyse it apart, or put "
+            "its rank in its file name (rank2.trace.json)\n"), extra
+    (tmp_path / name).rename(tmp_path / "rank2.trace.json.gz")
+    assert analyze(tmp_path, use_cache=False).summary["ranks"] == 3
+
+
+def test_a_diff_warns_of_a_side_that_is_separate_runs(tmp_path: Path) -> None:
+    """BEFORE is a folder holding a baseline and its fix (copies of decode-eager and decode-cudagraph, named by no
+    rank), AFTER the fix alone: the diff's verdict compares the folder's slowest run with the fix, and says so
+    right under it."""
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    shutil.copyfile(SAMPLES / "decode-eager" / "trace.json.gz", mixed / "baseline.json.gz")
+    shutil.copyfile(SAMPLES / "decode-cudagraph" / "trace.json.gz", mixed / "graphs.json.gz")
+    runner = CliRunner()
+    args = ["diff", str(mixed), str(SAMPLES / "decode-cudagraph"), "--no-cache"]
+    data = json.loads(runner.invoke(cli, [*args, "--format", "json"]).stdout)
+    separate = ("BEFORE holds separate runs, not the ranks of one job: 2 timelines (PyTorch profiler) that name no "
+                "rank (no distributedInfo, no rank in their file names). Such a side's step is its slowest run's, "
+                "so the verdict compares different programs; diff one run against another")
+    assert data["warnings"][0] == separate
+    text = runner.invoke(cli, args, env={"COLUMNS": "400"}).stdout.splitlines()
+    assert text[2] == f"Warning: {separate}."

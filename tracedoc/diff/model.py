@@ -223,7 +223,7 @@ def build_diff(before: Side, after: Side, per_step_items: float | None = None, r
         notes.append(f"{rewrite[0]} and {rewrite[1]} are compared as one kernel rewritten: the only kernel of each "
                      "side that the other lacks")
     kernels, kernel_basis = _kernels(before, after, len(tb.job()), len(ta.job()), rewrite)
-    warnings = [w for w in (_ranks_differ(before, after), _few_in_common(kernels),
+    warnings = [w for w in (_separate_runs(before, after), _ranks_differ(before, after), _few_in_common(kernels),
                             basis_mismatch(before.report, after.report)) if w is not None]
     if not (before.kernels_complete and after.kernels_complete):
         notes.append("a saved report keeps only each rank's top kernels: kernels outside them show as new or "
@@ -290,6 +290,20 @@ def _few_in_common(kernels: list[KernelRow]) -> str | None:
     names_b, names_a = sum(1 for k in kernels if k.before), sum(1 for k in kernels if k.after)
     return (f"few kernels in common: {names} of the {names_b} kernel names before and the {names_a} after, "
             f"{fmt_pct(pct_b)} of the kernel time before and {fmt_pct(pct_a)} after; are these runs of one program?")
+
+
+def _separate_runs(before: Side, after: Side) -> str | None:
+    """A warning when a side's inputs are separate runs, not one job's ranks (its report's ``mixed_inputs``): its
+    step is the slowest of them, so the verdict does not compare two runs of one program."""
+    mixed = [(name, side.report.summary["mixed_inputs"]) for name, side in (("BEFORE", before), ("AFTER", after))
+             if side.report.summary.get("mixed_inputs")]
+    if not mixed:
+        return None
+    what = mixed[0][1] if len(mixed) == 1 else "; ".join(f"{name}, {text}" for name, text in mixed)
+    sides = " and ".join(name for name, _ in mixed)
+    return (f"{sides} hold{'s' if len(mixed) == 1 else ''} separate runs, not the ranks of one job: {what}. Such a "
+            "side's step is its slowest run's, so the verdict compares different programs; diff one run against "
+            "another")
 
 
 def _ranks_differ(before: Side, after: Side) -> str | None:

@@ -522,7 +522,8 @@ def _check_bounds(store: Store, inputs: Sequence[InputFile]) -> None:
 
 def assign_ranks(inputs: Sequence[InputFile], reported: Sequence[int | None],
                  parts: Sequence[bool] | None = None) -> list[int | None]:
-    """Rank from the trace itself, else from the file name (``rank3``), else the input's position among the ranked.
+    """Rank from the trace itself, else from the file name (``rank3``), else the input's position among the ranked
+    (where no input of its format names one: a trace naming none beside a job's ranks is refused).
 
     ``inputs`` has one entry per source: an input that holds several ranks (``parts``: True for each of them) is
     named as often, and its ranks are never read from its name. Two sources of one format may not claim the same
@@ -533,16 +534,16 @@ def assign_ranks(inputs: Sequence[InputFile], reported: Sequence[int | None],
     parts = parts or [False] * len(inputs)
     per_host = [BY_NAME[item.format].per_host for item in inputs]
     ranked_count = per_host.count(False)
+    given = [rank if rank is not None or part else rank_in_name(item.path)
+             for item, rank, part in zip(inputs, reported, parts)]
+    _refuse_unranked_beside_ranked(inputs, given)
     ranks: list[int | None] = []
     position = 0
-    for item, rank, part, host in zip(inputs, reported, parts, per_host):
+    for rank, host in zip(given, per_host):
         if host:
             ranks.append(None)
             continue
-        if rank is None:
-            named = None if part else rank_in_name(item.path)
-            rank = named if named is not None else (position if ranked_count > 1 else 0)
-        ranks.append(rank)
+        ranks.append(rank if rank is not None else (position if ranked_count > 1 else 0))
         position += 1
     seen: dict[tuple[str, int], Path] = {}
     for item, rank in zip(inputs, ranks):
@@ -554,3 +555,24 @@ def assign_ranks(inputs: Sequence[InputFile], reported: Sequence[int | None],
             raise InputError(f"two traces claim rank {rank}: {where}")
         seen[item.format, rank] = item.path
     return ranks
+
+
+def _refuse_unranked_beside_ranked(inputs: Sequence[InputFile], given: Sequence[int | None]) -> None:
+    """Refuse a trace that names no rank beside traces of its format that do, where the format's files name their
+    rank in a distributed job (``world_size``: the PyTorch profiler's distributedInfo): it was recorded outside
+    their job (a baseline left beside a job's ranks), and numbering it by its position made it one of the job's
+    ranks, or a second trace of one (one line, exit 2)."""
+    for fmt in dict.fromkeys(item.format for item in inputs):
+        if not BY_NAME[fmt].world_size:
+            continue
+        mine = [(item, rank) for item, rank in zip(inputs, given) if item.format == fmt]
+        ranked = sorted({rank for _, rank in mine if rank is not None})
+        unranked = [item for item, rank in mine if rank is None]
+        if ranked and unranked:
+            others = len(mine) - len(unranked)
+            raise InputError(
+                f"{unranked[0].path} names no rank (no distributedInfo, no rank in its file name) beside "
+                f"{others} trace{'s' if others > 1 else ''} of a job that do{'' if others > 1 else 'es'} "
+                f"({'ranks' if len(ranked) > 1 else 'rank'} {', '.join(map(str, ranked[:8]))}"
+                f"{', …' if len(ranked) > 8 else ''}): it is a run of its own, not one of their ranks; analyse it "
+                f"apart, or put its rank in its file name (rank{ranked[-1] + 1}.trace.json)")
