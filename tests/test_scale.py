@@ -126,7 +126,8 @@ def test_bad_rank_is_missing_and_the_others_analysed(cluster: ClusterSpec, tmp_p
                                  cache_dir=tmp_path / "cache", progress=messages.append)
     assert "reading ranks: 4 of 4 done" in messages and "analysing ranks: 3 of 3 done" in messages
     [missing] = report.summary["missing_ranks"]
-    assert missing["rank"] == 3 and missing["path"].endswith("rank3.trace.json.gz") and missing["reason"]
+    assert missing["rank"] == 3 and missing["path"].endswith("rank3.trace.json.gz")
+    assert missing["reason"].startswith("truncated or malformed trace") and missing["path"] not in missing["reason"]
     assert_same_report(report, analyze(good, cache_dir=tmp_path / "cache"))
     assert_missing_rank_shown(report, "rank 3")
 
@@ -304,3 +305,18 @@ def test_summary_stores_are_opened_under_the_runs_memory_cap() -> None:
         assert store.limits == limits
     finally:
         store.close()
+
+
+def test_a_rank_that_cannot_be_read_is_one_line_in_the_report_and_nothing_on_stderr(tmp_path: Path) -> None:
+    """``tracedoc analyze --workers 2`` in a process of its own, as a user runs it, on ddp-overlap with rank 1's
+    gzip cut in half (an edited copy): the local workers' own error log ('Compute Failed' and the task's
+    traceback) reached the terminal, and the report's line named the path twice. Now stderr stays empty and the
+    line names it once."""
+    shutil.copytree(SAMPLES / "ddp-overlap", tmp_path / "job")
+    cut = tmp_path / "job" / "rank1.trace.json.gz"
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    result = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", str(tmp_path / "job"), "--no-cache",
+                             "--workers", "2"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"})
+    assert result.returncode == 0 and result.stderr == ""
+    assert (f"Missing rank 1 ({cut}): corrupt or truncated gzip (Compressed file ended before the end-of-stream "
+            "marker was reached); the report is of the others.") in result.stdout.splitlines()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tracedoc.cli.errors import BadInput, one_line_errors
+from tracedoc.cli.errors import BadInput, debug_enabled, one_line_errors
 from tracedoc.cli.stderr import say
 from tracedoc.errors import RuleError
 from tracedoc.export import EXPORTS
@@ -95,7 +95,8 @@ def cluster_spec(workers: int | None, scheduler: str | None, scheduler_file: Pat
         raise BadInput(f"{' and '.join(given)}: give one of them")
     from tracedoc.scale import ClusterSpec  # Dask itself is imported only when the run starts
 
-    return ClusterSpec(workers=workers, scheduler=scheduler, scheduler_file=scheduler_file)
+    return ClusterSpec(workers=workers, scheduler=scheduler, scheduler_file=scheduler_file,
+                       worker_logs=debug_enabled())
 
 
 def report_options(out_help: str = _OUT_HELP, formats: Sequence[str] | None = None,

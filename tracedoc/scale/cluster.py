@@ -38,8 +38,11 @@ def connect(spec: ClusterSpec) -> Iterator[Client]:
         if spec.workers < 1:
             raise InputError(f"--workers {spec.workers}: give at least 1")
         # No dashboard; the scheduler's HTTP routes on a free port (the default 8787 may be taken).
+        # The workers' own logs (a task's traceback among them) go to this terminal: only with --debug, since what
+        # failed is said in one line per rank (the report's missing ranks).
+        logs = logging.ERROR if spec.worker_logs else logging.CRITICAL
         with (LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                           scheduler_kwargs={"dashboard_address": ":0"}, silence_logs=logging.ERROR) as cluster,
+                           scheduler_kwargs={"dashboard_address": ":0"}, silence_logs=logs) as cluster,
               Client(cluster) as client):
             yield client
         return
@@ -75,7 +78,7 @@ def map_batches(client: Client, func: Callable[..., Any], batches: Sequence[tupl
             capacity = max(1, sum(client.nthreads().values()))
             while queue and len(running) < capacity:
                 batch = queue.pop()
-                future = client.submit(func, batch, *args(batch), pure=False,
+                future = client.submit(_failing_as_a_value, func, batch, *args(batch), pure=False,
                                        key=f"tracedoc-{stage}-{len(batch)}-{time.time_ns()}")
                 running[future] = (batch, time.monotonic())
             try:
@@ -100,6 +103,16 @@ def map_batches(client: Client, func: Callable[..., Any], batches: Sequence[tupl
         client.cancel(list(running), force=True)
         raise
     return results, failures
+
+
+def _failing_as_a_value(func: Callable[..., Any], *args: Any) -> Any:
+    """``func(*args)`` on a worker, an input it cannot read (a TracedocError) given back as the RankFailure that
+    says why rather than raised: a task that raises is logged by its worker, with its traceback, where the worker
+    writes (this terminal, for --workers)."""
+    try:
+        return func(*args)
+    except TracedocError as exc:
+        return RankFailure(first_line(exc))
 
 
 def _outcome(future: Any) -> Any:

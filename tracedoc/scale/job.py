@@ -125,8 +125,14 @@ def _summarize(client: Any, batches: Sequence[tuple[RankInput, ...]], args: tupl
 
     read, failed = dask_side.map_batches(client, summarize_ranks, batches, lambda b: args, _batch_label, "reading",
                                          progress)
-    return sorted(read, key=_job_order), [MissingRank(str(item.path), rank_in_name(item.path), r.reason)
+    return sorted(read, key=_job_order), [MissingRank(str(item.path), rank_in_name(item.path),
+                                                      _unprefixed(r.reason, item.path))
                                           for t, r in failed for item in t.items]
+
+
+def _unprefixed(reason: str, path: Path) -> str:
+    """Why an input could not be read, without the path its error opens with: the missing rank names it."""
+    return reason.removeprefix(f"{path}: ")
 
 
 def _job_order(result: tuple[tuple[RankInput, ...], Any]) -> tuple[int, ...]:

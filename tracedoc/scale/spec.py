@@ -13,9 +13,11 @@ class ClusterSpec:
 
     ``batches_per_thread``: the ranks go to the workers in about this many batches per worker thread, each
     analysed in one DuckDB connection. Fewer batches plan the analysis modules fewer times; more balance the load
-    and keep a failed batch's retry (one rank at a time) small."""
+    and keep a failed batch's retry (one rank at a time) small. ``worker_logs``: local workers' own error logs (a
+    failed task's traceback) shown, as --debug asks."""
 
     workers: int | None = None
     scheduler: str | None = None
     scheduler_file: Path | None = None
     batches_per_thread: int = 4
+    worker_logs: bool = False
