@@ -223,7 +223,8 @@ def build_diff(before: Side, after: Side, per_step_items: float | None = None, r
         notes.append(f"{rewrite[0]} and {rewrite[1]} are compared as one kernel rewritten: the only kernel of each "
                      "side that the other lacks")
     kernels, kernel_basis = _kernels(before, after, len(tb.job()), len(ta.job()), rewrite)
-    warnings = [w for w in (_separate_runs(before, after), _ranks_differ(before, after), _few_in_common(kernels),
+    separate = _separate_runs(before, after)  # their inputs are no ranks: the rank counts say nothing more
+    warnings = [w for w in (separate, None if separate else _ranks_differ(before, after), _few_in_common(kernels),
                             basis_mismatch(before.report, after.report)) if w is not None]
     if not (before.kernels_complete and after.kernels_complete):
         notes.append("a saved report keeps only each rank's top kernels: kernels outside them show as new or "
