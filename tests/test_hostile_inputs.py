@@ -476,6 +476,19 @@ def test_xz_kineto_trace_reads_like_gzip(tmp_path: Path) -> None:
         assert doc["summary"] == original["summary"]
 
 
+def test_a_gzip_beside_what_it_unpacks_to_is_one_trace(tmp_path: Path) -> None:
+    """samples/decode-eager/trace.json.gz and the trace.json that ``gunzip -k`` leaves beside it: read as two
+    separate runs before (2 ranks, and the note that they name none); now one trace, read from the plain file. A
+    gzip of another name beside it is another trace still."""
+    shutil.copy(EAGER, tmp_path / "trace.json.gz")
+    (tmp_path / "trace.json").write_bytes(kineto_text(EAGER))
+    doc = report(str(tmp_path))
+    assert [i["path"] for i in doc["inputs"]] == [str(tmp_path / "trace.json")]
+    assert doc["summary"] == report(str(EAGER))["summary"]
+    (tmp_path / "trace.json.gz").rename(tmp_path / "other.json.gz")
+    assert report(str(tmp_path))["summary"]["ranks"] == 2
+
+
 def test_truncated_xz_is_one_line(tmp_path: Path) -> None:
     """samples/decode-eager/trace.json.gz recompressed with xz and cut at 90 % of its length."""
     packed = lzma.compress(kineto_text(EAGER))

@@ -150,7 +150,8 @@ def discover(paths: Sequence[Path], limits: Limits = Limits()) -> list[InputFile
 
     A path must be a regular file or a directory: a FIFO or device would block or never end (``-`` reads standard
     input instead). In a directory, anything else is skipped, and so is an xz file whose format a plain or gzipped
-    file there has too: an archived copy of a report kept beside its export. A file reached under several names (a
+    file there has too (an archived copy of a report kept beside its export), and a compressed file beside the one
+    it unpacks to (``trace.json.gz`` beside ``trace.json``). A file reached under several names (a
     symbolic or hard link beside it, or a file named and also inside a directory named) is one input. Of the
     traces one process wrote at different times, a trace per cycle of the profiler's schedule, only the last is
     an input, standing for the others (tracedoc.ingest.cycles). Standard input is spooled to at most ``limits``'
@@ -204,9 +205,18 @@ def _distinct(found: list[InputFile]) -> list[InputFile]:
 
 
 def _without_archives(files: list[InputFile]) -> list[InputFile]:
-    """Set aside xz files of a format that a plain or gzipped file in the same directory has."""
+    """Set aside xz files of a format that a plain or gzipped file in the same directory has, and a compressed file
+    beside the file it unpacks to (``trace.json.gz`` beside ``trace.json``, as ``gunzip -k`` leaves them): one
+    trace, read once, from the plain file."""
     unpacked = {f.format for f in files if f.compression != "xz"}
-    return [f for f in files if f.compression != "xz" or f.format not in unpacked]
+    plain = {(f.path, f.format) for f in files if f.compression is None}
+    return [f for f in files if (f.compression != "xz" or f.format not in unpacked)
+            and not (f.compression is not None and (_unpacked_name(f.path), f.format) in plain)]
+
+
+def _unpacked_name(path: Path) -> Path:
+    """The name ``gunzip`` or ``unxz`` gives the file's content: ``trace.json`` of ``trace.json.gz``."""
+    return path.with_suffix("") if path.suffix.lower() in (".gz", ".xz") else path
 
 
 def _from_stdin(cap: int | None) -> InputFile:
