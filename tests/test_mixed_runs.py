@@ -103,13 +103,13 @@ def test_traces_that_name_no_rank_are_separate_runs(tmp_path: Path) -> None:
     shutil.copyfile(SAMPLES / "decode-eager" / "trace.json.gz", tmp_path / "baseline.json.gz")
     shutil.copyfile(SAMPLES / "decode-cudagraph" / "trace.json.gz", tmp_path / "graphs.json.gz")
     report = analyze(tmp_path, use_cache=False)
-    assert report.summary["mixed_inputs"] == ("2 timelines (PyTorch profiler) that name no rank (no distributedInfo, "
-                                              "no rank in their file names)")
+    assert report.summary["mixed_inputs"] == ("2 timelines (PyTorch profiler) that name no rank (no distributedInfo "
+                                              "of several ranks, no rank in their file names)")
     result = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache"], env={"COLUMNS": "300"})
     assert result.stdout.splitlines()[1] == (
         "These inputs are separate runs, not the ranks of one job: 2 timelines (PyTorch profiler) that name no rank "
-        "(no distributedInfo, no rank in their file names). The rank count and the headline mix them; analyse each "
-        "apart.")
+        "(no distributedInfo of several ranks, no rank in their file names). The rank count and the headline mix "
+        "them; analyse each apart.")
     (tmp_path / "baseline.json.gz").rename(tmp_path / "rank0.json.gz")
     (tmp_path / "graphs.json.gz").rename(tmp_path / "rank1.json.gz")
     assert "mixed_inputs" not in analyze(tmp_path, use_cache=False).summary
@@ -139,7 +139,7 @@ def test_a_trace_naming_no_rank_beside_a_jobs_ranks_is_refused(tmp_path: Path, n
     trace (no distributedInfo, no rank in its name) in one folder. Numbered by its position, the stray trace was a
     third rank that took the headline's step and every finding with no note (named after the ranks), or a second
     'claim' of rank 0 (named before them). It is refused, with the ranks it stands beside, in one process or
-    several; named by its rank it is read as one, as before."""
+    several; a second stray one is counted; named by a rank, it is read as one, as before."""
     for rank in (0, 1):
         shutil.copy(SAMPLES / "ddp-overlap" / f"rank{rank}.trace.json.gz", tmp_path)
     shutil.copyfile(SAMPLES / "conv-step" / "trace.json.gz", tmp_path / name)
@@ -147,11 +147,39 @@ def test_a_trace_naming_no_rank_beside_a_jobs_ranks_is_refused(tmp_path: Path, n
         result = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache", *extra])
         assert result.exit_code == 2, extra
         assert result.output == (
-            f"Error: {tmp_path / name} names no rank (no distributedInfo, no rank in its file name) beside 2 traces "
-            "of a job that do (ranks 0, 1): it is a run of its own, not one of their ranks; analyse it apart, or put "
-            "its rank in its file name (rank2.trace.json)\n"), extra
+            f"Error: {tmp_path / name} names no rank (none in the trace, none in the file name) beside 2 traces of a "
+            "job that do (ranks 0, 1): it is a run of its own, not the job's ranks; analyse it apart\n"), extra
+    shutil.copyfile(SAMPLES / "decode-eager" / "trace.json.gz", tmp_path / "zzzz.trace.json.gz")
+    result = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache"])
+    assert result.exit_code == 2 and " and 1 more name no rank " in result.output
+    assert result.output.endswith("runs of their own, not the job's ranks; analyse them apart\n")
+    (tmp_path / "zzzz.trace.json.gz").unlink()
     (tmp_path / name).rename(tmp_path / "rank2.trace.json.gz")
     assert analyze(tmp_path, use_cache=False).summary["ranks"] == 3
+
+
+def test_an_nsys_export_naming_no_rank_beside_a_jobs_ranks_is_refused(tmp_path: Path) -> None:
+    """The same for Nsight Systems: a DDP job's two exports (nsys-ddp-larger-batch-ranks, named rank0 and rank1)
+    and a single-process export beside them (nsys-torch-eager's, renamed zbase), which was read as rank 2, with its
+    own launch-bound finding and a straggler finding against the job's ranks."""
+    for rank in (0, 1):
+        shutil.copy(SAMPLES / "nsys-ddp-larger-batch-ranks" / f"rank{rank}.sqlite.xz", tmp_path)
+    shutil.copyfile(SAMPLES / "nsys-torch-eager" / "sample.sqlite.xz", tmp_path / "zbase.sqlite.xz")
+    result = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--no-cache"])
+    assert result.exit_code == 2
+    assert result.output.startswith(f"Error: {tmp_path / 'zbase.sqlite.xz'} names no rank (none in the trace, none "
+                                    "in the file name) beside 2 traces of a job that do (ranks 0, 1)")
+
+
+def test_a_single_gpu_trace_with_a_world_of_one_names_no_rank(tmp_path: Path) -> None:
+    """vLLM's single-GPU trace carries distributedInfo (rank 0 of a world of 1): beside decode-eager, which has
+    none, it was 'a job's rank 0' to the check above, and the pair was read as two ranks with no note. Both are runs
+    of their own: the separate-runs note."""
+    shutil.copy(SAMPLES / "tracelens-vllm-graph-execution" / "graph_execution.json.gz", tmp_path)
+    shutil.copy(SAMPLES / "decode-eager" / "trace.json.gz", tmp_path)
+    report = analyze(tmp_path, use_cache=False)
+    assert report.summary["mixed_inputs"] == ("2 timelines (PyTorch profiler) that name no rank (no distributedInfo "
+                                              "of several ranks, no rank in their file names)")
 
 
 def test_a_diff_warns_of_a_side_that_is_separate_runs(tmp_path: Path) -> None:
@@ -166,8 +194,8 @@ def test_a_diff_warns_of_a_side_that_is_separate_runs(tmp_path: Path) -> None:
     args = ["diff", str(mixed), str(SAMPLES / "decode-cudagraph"), "--no-cache"]
     data = json.loads(runner.invoke(cli, [*args, "--format", "json"]).stdout)
     separate = ("BEFORE holds separate runs, not the ranks of one job: 2 timelines (PyTorch profiler) that name no "
-                "rank (no distributedInfo, no rank in their file names). Such a side's step is its slowest run's, "
-                "so the verdict compares different programs; diff one run against another")
+                "rank (no distributedInfo of several ranks, no rank in their file names). Such a side's step is its "
+                "slowest run's, so the verdict compares different programs; diff one run against another")
     assert data["warnings"] == [separate]  # not also that the sides hold 2 and 1 'ranks'
     text = runner.invoke(cli, args, env={"COLUMNS": "400"}).stdout.splitlines()
     assert text[2] == f"Warning: {separate}."

@@ -52,8 +52,8 @@ def runs_naming_no_rank(inputs: Iterable[tuple[str, bool]]) -> str | None:
     """For inputs (format, names its rank) where several timelines of a format whose files name their rank in a
     distributed job (``world_size``: the PyTorch profiler's distributedInfo) all name none, by header or by file
     name — traces recorded outside any distributed job, each a run of its own, such as a baseline beside its fix —
-    what they are: "2 timelines (PyTorch profiler) that name no rank (no distributedInfo, no rank in their file
-    names)"; else None."""
+    what they are: "2 timelines (PyTorch profiler) that name no rank (no distributedInfo of several ranks, no rank
+    in their file names)"; else None. A trace of a world of one names none (tracedoc.ingest.chrome.kineto)."""
     counts: dict[str, list[bool]] = {}
     for fmt, named in inputs:
         if fmt in BY_NAME and BY_NAME[fmt].kind == TIMELINE and BY_NAME[fmt].world_size:
@@ -62,8 +62,8 @@ def runs_naming_no_rank(inputs: Iterable[tuple[str, bool]]) -> str | None:
     if not unranked:
         return None
     fmt, count = unranked[0]
-    return (f"{count} timelines ({BY_NAME[fmt].title}) that name no rank (no distributedInfo, no rank in their file "
-            "names)")
+    return (f"{count} timelines ({BY_NAME[fmt].title}) that name no rank (no distributedInfo of several ranks, no "
+            "rank in their file names)")
 
 
 def _ranks_text(ranks: set[int]) -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from tracedoc.errors import InputError, TracedocError, first_line
-from tracedoc.formats import BY_NAME
+from tracedoc.formats import BY_NAME, TIMELINE
 from tracedoc.formats import FORMATS as _DECLARED
 from tracedoc.ingest import compressed
 from tracedoc.ingest.base import (
@@ -568,21 +568,23 @@ def assign_ranks(inputs: Sequence[InputFile], reported: Sequence[int | None],
 
 
 def _refuse_unranked_beside_ranked(inputs: Sequence[InputFile], given: Sequence[int | None]) -> None:
-    """Refuse a trace that names no rank beside traces of its format that do, where the format's files name their
-    rank in a distributed job (``world_size``: the PyTorch profiler's distributedInfo): it was recorded outside
-    their job (a baseline left beside a job's ranks), and numbering it by its position made it one of the job's
-    ranks, or a second trace of one (one line, exit 2)."""
+    """Refuse timelines that name no rank (none in the trace, none in the file name) beside timelines of their
+    format that do: they were recorded outside that job (a baseline left beside a job's ranks), and numbering them
+    by their position made them more of the job's ranks, or second traces of some (one line, exit 2)."""
     for fmt in dict.fromkeys(item.format for item in inputs):
-        if not BY_NAME[fmt].world_size:
+        if BY_NAME[fmt].kind != TIMELINE:
             continue
         mine = [(item, rank) for item, rank in zip(inputs, given) if item.format == fmt]
         ranked = sorted({rank for _, rank in mine if rank is not None})
         unranked = [item for item, rank in mine if rank is None]
         if ranked and unranked:
             others = len(mine) - len(unranked)
+            what = f"{unranked[0].path} names" if len(unranked) == 1 else \
+                f"{unranked[0].path} and {len(unranked) - 1} more name"
             raise InputError(
-                f"{unranked[0].path} names no rank (no distributedInfo, no rank in its file name) beside "
-                f"{others} trace{'s' if others > 1 else ''} of a job that do{'' if others > 1 else 'es'} "
+                f"{what} no rank (none in the trace, none in the file name) beside {others} "
+                f"trace{'s' if others > 1 else ''} of a job that do{'' if others > 1 else 'es'} "
                 f"({'ranks' if len(ranked) > 1 else 'rank'} {', '.join(map(str, ranked[:8]))}"
-                f"{', …' if len(ranked) > 8 else ''}): it is a run of its own, not one of their ranks; analyse it "
-                f"apart, or put its rank in its file name (rank{ranked[-1] + 1}.trace.json)")
+                f"{', …' if len(ranked) > 8 else ''}): {'it is a run' if len(unranked) == 1 else 'runs'} of "
+                f"{'its' if len(unranked) == 1 else 'their'} own, not the job's ranks; analyse "
+                f"{'it' if len(unranked) == 1 else 'them'} apart")

@@ -16,8 +16,9 @@ CREATE TABLE sources (
     size_bytes  BIGINT,               -- file size on disk, in bytes
     event_count BIGINT,               -- number of trace events read from the file
     tool        VARCHAR,              -- what wrote the file and its version, e.g. 'torch.profiler schema 1.1.0'
-    reported_rank INTEGER,            -- the rank the input itself names (distributedInfo.rank), else NULL: what
-                                      -- rank was assigned from, so that ranks read apart are numbered alike
+    reported_rank INTEGER,            -- the rank the input itself names (distributedInfo.rank, in a world of more
+                                      -- than one), else NULL: what rank was assigned from, so that ranks read
+                                      -- apart are numbered alike
     input_index INTEGER,              -- which input (0-based, in the order given) the source was read from
     pid         BIGINT                -- the process, when the input holds several ranks (one Nsight Systems report
                                       -- of a whole job: a source per process); else NULL

@@ -252,11 +252,13 @@ KINETO = chrome_trace.EventFormat(
 
 
 def _distributed(meta: dict[str, Any]) -> tuple[int | None, int | None]:
-    """Rank and world size from ``distributedInfo``, when the trace has it."""
+    """Rank and world size from ``distributedInfo``, when the trace has it. A world of one names no rank of a job:
+    a single-GPU run that set up a process group (vLLM's, say) is a run of its own, as one without it is."""
     info = meta.get("distributedInfo")
     if not isinstance(info, dict):
         return None, None
-    return _count(info.get("rank")), _count(info.get("world_size"))
+    rank, world_size = _count(info.get("rank")), _count(info.get("world_size"))
+    return (None if world_size == 1 else rank), world_size
 
 
 def _count(value: Any) -> int | None:
