@@ -311,7 +311,7 @@ def test_a_rank_that_cannot_be_read_is_one_line_in_the_report_and_nothing_on_std
     """``tracedoc analyze --workers 2`` in a process of its own, as a user runs it, on ddp-overlap with rank 1's
     gzip cut in half (an edited copy): the local workers' own error log ('Compute Failed' and the task's
     traceback) reached the terminal, and the report's line named the path twice. Now stderr stays empty and the
-    line names it once."""
+    line names it once; --debug shows the traceback."""
     shutil.copytree(SAMPLES / "ddp-overlap", tmp_path / "job")
     cut = tmp_path / "job" / "rank1.trace.json.gz"
     cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
@@ -320,3 +320,6 @@ def test_a_rank_that_cannot_be_read_is_one_line_in_the_report_and_nothing_on_std
     assert result.returncode == 0 and result.stderr == ""
     assert (f"Missing rank 1 ({cut}): corrupt or truncated gzip (Compressed file ended before the end-of-stream "
             "marker was reached); the report is of the others.") in result.stdout.splitlines()
+    debug = subprocess.run([sys.executable, "-m", "tracedoc", "--debug", "analyze", str(tmp_path / "job"),
+                            "--no-cache", "--workers", "2"], capture_output=True, text=True)
+    assert debug.returncode == 0 and "Traceback (most recent call last)" in debug.stderr  # where it failed

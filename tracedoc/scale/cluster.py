@@ -107,11 +107,16 @@ def map_batches(client: Client, func: Callable[..., Any], batches: Sequence[tupl
 
 def _failing_as_a_value(func: Callable[..., Any], *args: Any) -> Any:
     """``func(*args)`` on a worker, an input it cannot read (a TracedocError) given back as the RankFailure that
-    says why rather than raised: a task that raises is logged by its worker, with its traceback, where the worker
-    writes (this terminal, for --workers)."""
+    says why rather than raised: Dask logs a task that raises as an error of its own ('Compute Failed'), which an
+    external cluster's worker would then log for every bad rank. Its traceback is logged at the error level,
+    which a local cluster shows with --debug only."""
     try:
         return func(*args)
     except TracedocError as exc:
+        # in the worker's log, as Dask logs a task that raises: under its own logger, so that the local cluster's
+        # silence (all but --debug) holds for it too
+        logging.getLogger("distributed.tracedoc").error("a rank could not be read: %s", first_line(exc),
+                                                        exc_info=True)
         return RankFailure(first_line(exc))
 
 

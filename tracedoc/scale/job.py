@@ -96,7 +96,8 @@ def analyze_distributed(paths: Sequence[Path | str] | Path | str, cluster: Clust
             second, failed = dask_side.map_batches(
                 client, analyse_ranks, [batch for batch, _ in first],
                 job.analysis_args(exports, threads), _batch_label, "analysing", progress)
-            missing += [MissingRank(str(item.path), job.ranks[i], f"per-rank analyses: {r.reason}")
+            missing += [MissingRank(str(item.path), job.ranks[i],
+                                    f"per-rank analyses: {_unprefixed(r.reason, item.path)}")
                         for t, r in failed for i, item in zip(t.indices, t.items)]
             if not failed:
                 break
