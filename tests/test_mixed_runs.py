@@ -115,6 +115,19 @@ def test_traces_that_name_no_rank_are_separate_runs(tmp_path: Path) -> None:
     assert "mixed_inputs" not in analyze(tmp_path, use_cache=False).summary
 
 
+def test_both_kinds_of_separate_runs_are_said(tmp_path: Path) -> None:
+    """A baseline and its fix named by no rank (copies of decode-eager and decode-cudagraph) beside the
+    nsys-torch-h100 export: the note said only that the formats differ, as if the two PyTorch traces were one job's
+    ranks 0 and 1; it says that they are runs of their own too."""
+    shutil.copyfile(SAMPLES / "decode-eager" / "trace.json.gz", tmp_path / "baseline.json.gz")
+    shutil.copyfile(SAMPLES / "decode-cudagraph" / "trace.json.gz", tmp_path / "graphs.json.gz")
+    shutil.copy(SAMPLES / "nsys-torch-h100" / "sample.sqlite", tmp_path)
+    assert analyze(tmp_path, use_cache=False).summary["mixed_inputs"] == (
+        "a timeline (Nsight Systems: rank 2) and a timeline (PyTorch profiler: ranks 0, 1); of these, 2 timelines "
+        "(PyTorch profiler) that name no rank (no distributedInfo of several ranks, no rank in their file names) are "
+        "runs of their own too")
+
+
 def test_ranks_that_communicate_are_one_job_though_they_name_no_rank(tmp_path: Path) -> None:
     """Edited copies of two jobs' ranks, their distributedInfo taken out and their files renamed a and b (as a
     profiler too old to write distributedInfo left them): ddp-overlap's GPUs run NCCL's collectives, and the

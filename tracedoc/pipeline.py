@@ -213,16 +213,16 @@ def gpu_states(store: Store) -> dict[str, Any]:
 def separate_runs(store: Store, sources: list[dict[str, Any]]) -> str | None:
     """What the inputs are where they are separate runs, not one job's ranks (``summary['mixed_inputs']``): inputs
     of kinds or timeline formats that cannot be one job (kinds.mixed_runs), or PyTorch traces that name no rank and
-    run no collective, on the GPU or the host (kinds.runs_naming_no_rank); else None. ``sources``: the rows of
-    ``sources`` with the paths as given."""
-    if (mixed := mixed_runs((r["format"], r["rank"]) for r in sources)) is not None:
-        return mixed
+    run no collective, on the GPU or the host (kinds.runs_naming_no_rank); both where both hold; else None.
+    ``sources``: the rows of ``sources`` with the paths as given."""
+    mixed = mixed_runs((r["format"], r["rank"]) for r in sources)
     named = (r["reported_rank"] is not None or rank_in_name(Path(r["path"])) is not None for r in sources)
-    if (unranked := runs_naming_no_rank(zip((r["format"] for r in sources), named))) is None:
-        return None
-    if store.scalar(_ANY_COLLECTIVE):
-        return None
-    return unranked
+    unranked = runs_naming_no_rank(zip((r["format"] for r in sources), named))
+    if unranked is not None and store.scalar(_ANY_COLLECTIVE):
+        unranked = None
+    if mixed is not None and unranked is not None:  # both: the formats, then the runs among one format's ranks
+        return f"{mixed}; of these, {unranked} are runs of their own too"
+    return mixed if mixed is not None else unranked
 
 
 # A collective anywhere in the store: NCCL's kernels, or the host's calls of a process group (gloo's on the CPU).
