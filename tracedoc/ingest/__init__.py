@@ -211,12 +211,7 @@ def _without_archives(files: list[InputFile]) -> list[InputFile]:
     unpacked = {f.format for f in files if f.compression != "xz"}
     plain = {(f.path, f.format) for f in files if f.compression is None}
     return [f for f in files if (f.compression != "xz" or f.format not in unpacked)
-            and not (f.compression is not None and (_unpacked_name(f.path), f.format) in plain)]
-
-
-def _unpacked_name(path: Path) -> Path:
-    """The name ``gunzip`` or ``unxz`` gives the file's content: ``trace.json`` of ``trace.json.gz``."""
-    return path.with_suffix("") if path.suffix.lower() in (".gz", ".xz") else path
+            and not (f.compression is not None and (compressed.unpacked_name(f.path), f.format) in plain)]
 
 
 def _from_stdin(cap: int | None) -> InputFile:

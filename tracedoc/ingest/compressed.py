@@ -53,6 +53,11 @@ def max_stdin_bytes(cap: int | None = None) -> int:
     return cap or DEFAULT_STDIN_BYTES
 
 
+def unpacked_name(path: Path) -> Path:
+    """The name ``gunzip`` or ``unxz`` gives a compressed file's content: ``trace.json`` of ``trace.json.gz``."""
+    return path.with_suffix("") if path.suffix.lower() in (".gz", ".xz") else path
+
+
 def compression_of(start: bytes) -> str | None:
     """'gzip' or 'xz' when a file's first bytes are that format's magic, else None."""
     return next((kind for kind, magic in _MAGIC.items() if start.startswith(magic)), None)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tracedoc.errors import InputError
+from tracedoc.ingest.compressed import unpacked_name
 from tracedoc.ingest.ncu.ncu_model import Launch, Metric, RuleResult
 
 MAGIC = b"NVR\x00"
@@ -133,7 +134,7 @@ def _import_ncu_report(path: Path, compression: str | None = None) -> Any:
     try:
         import ncu_report
     except ImportError:
-        report = path.with_suffix("") if compression else path  # x.ncu-rep.xz unpacks beside itself to x.ncu-rep
+        report = unpacked_name(path) if compression else path  # x.ncu-rep.xz unpacks beside itself to x.ncu-rep
         unpack = f"{'xz' if compression == 'xz' else 'gzip'} -dk {path} && " if compression else ""
         raise InputError(f"{path}: reading .ncu-rep needs NVIDIA's ncu-report package: pip install "
                          f"'tracedoc[ncu]' (or export a CSV: {unpack}ncu --import {report} --csv --page raw "
