@@ -11,25 +11,36 @@
 --                     stream, merged): the step cannot run faster than its own GPU work, profiled or not
 --   host-paced idle   the traced step less the floor: time the GPU waited
 --   critical events   host events (operators, runtime and driver calls, Python frames) that start while the GPU
---                     is idle: their bookkeeping lengthens the step; those that start while it is busy are hidden
+--                     is idle: reported, as the share of the host's events the GPU visibly waited on
 --   per-event cost    k × the median duration of the trace's kernel launch calls (cudaLaunchKernel,
 --                     cuLaunchKernel…): a launch call is the same small piece of host work in every program, and
 --                     under the profiler it carries the profiler's callback, so its time scales with the host's
 --                     speed and with what the profiler does per event. k is declared with the format
 --                     (input_formats' profiler_k, profiler_k_least). PyTorch profiler: k = 0.55 (0.3 at the
---                     least), calibrated on two eager decode loops whose CUDA-event step time without the profiler
---                     is known (docs/efficiency.md): 0.58 on an H100 host without shapes, 0.55 on an H200 host with
---                     shapes. Nsight Systems (its CUDA API calls, runtime and driver, are the events): k = 1.1
---                     (0.6 at the least), from an eager PyTorch loop and a CuPy loop captured with
---                     -t cuda,nvtx,osrt whose step without nsys is known: 1.12 and 0.69
---   profiler cost     min(host-paced idle, critical events × per-event cost)
---   unprofiled step   traced step − profiler cost (k = 0.55), never under the floor; its range runs from the
---                     floor (the GPU's own work: the least the step can take) to the traced step less the cost at
---                     k = 0.3 (the least the profiler can have cost), never above the traced step
+--                     least), calibrated on eager decode loops whose CUDA-event step time without the profiler
+--                     is known (docs/efficiency.md). Nsight Systems (its CUDA API calls, runtime and driver, are the
+--                     events): k = 1.1 (0.6 at the least), from an eager PyTorch loop and a CuPy loop captured with
+--                     -t cuda,nvtx,osrt whose step without nsys is known
+--   replay            the steady steps run again without the profiler's cost: each point of the host's time
+--                     (a launch of GPU work, a wait) comes earlier by the per-event cost of every host event
+--                     before it (counted in the time buckets above: a bucket's events are not told apart); each
+--                     piece of GPU work starts no earlier than its replayed launch nor before the work ahead of it
+--                     on its device ends (overlapped work adds what it runs past the rest; the gap the GPU left
+--                     while the piece was already queued is kept: the GPU's own overhead, or a wait for another
+--                     stream); a sync call on a launching thread that waited for all the work launched before it
+--                     (cudaDeviceSynchronize, cudaStreamSynchronize, a synchronous copy…, ending after that work)
+--                     holds the host until the replayed work ends, one that returned with work still queued does
+--                     not. Between two such waits (a stretch) the replay lasts as long as the longer of its host
+--                     part and its GPU part, so the events that start while the GPU is still busy count where the
+--                     host barely keeps ahead. Steps parted by more than a tenth of a step are replayed apart
+--   unprofiled step   the replayed window per steady step (k = 0.55), between the floor and the traced step; its
+--                     range runs from the floor (the GPU's own work: the least the step can take) to the replay at
+--                     k = 0.3 (the least the profiler can have cost)
+--   profiler cost     the traced step less the unprofiled step
 --   gpu_paced         the estimate lies within 10 % of the floor: without the profiler the GPU sets the pace
 --   recorded with     what the trace shows the profiler ran with: shapes (op_shapes rows), stacks (Python frames),
 --                     memory (allocator events); nsys for an Nsight Systems capture
--- profiler_cost_sum_ns: the cost over all the steady steps, for the findings whose idle it lengthens
+-- profiler_cost_sum_ns: the cost over all the steady steps (the cost per step × the steps), for the findings whose idle it lengthens
 -- (gpu.launch's launch-bound, attribution.host's gpu-idle-host-bound).
 -- One row per trace with steady steps and launch calls of a format whose profiler's host cost is modelled
 -- (input_formats' profiler_k: the PyTorch profiler, Nsight Systems); times are means per steady step, in ns.
@@ -136,12 +147,6 @@ per_step AS (
     LEFT JOIN busy b USING (source_id, step) LEFT JOIN events e USING (source_id, step)
     WHERE f.profiler_k IS NOT NULL
 ),
-costed AS (
-    SELECT *, traced_ns - floor_ns AS idle_ns,
-           least(traced_ns - floor_ns, critical_events * k * launch_call_ns) AS cost_ns,
-           least(traced_ns - floor_ns, critical_events * k_low * launch_call_ns) AS cost_low_ns
-    FROM per_step
-),
 options AS (
     SELECT src.source_id,
            EXISTS (SELECT 1 FROM op_shapes o WHERE o.source_id = src.source_id) AS shapes,
@@ -149,17 +154,135 @@ options AS (
            EXISTS (SELECT 1 FROM memory_events m WHERE m.source_id = src.source_id) AS memory,
            NOT f.operator_shapes AS nsys  -- a capture without operators: Nsight Systems'
     FROM sources src JOIN input_formats f ON f.format = src.format
+),
+steady_runs AS (  -- each source's steady steps in runs, a run broken where a gap of more than a tenth of a step
+                  -- parts two steps (a trace tiled from copies, work between the steps): the time between runs is
+                  -- no step's, and the replay starts each run again
+    SELECT source_id, run, min(ts_ns) AS start_ns, max(ts_ns + dur_ns) AS end_ns, count(*) AS steps
+    FROM (SELECT *, sum(broken::INTEGER) OVER (PARTITION BY source_id ORDER BY ts_ns, step ROWS UNBOUNDED PRECEDING)
+                    AS run
+          FROM (SELECT source_id, step, ts_ns, dur_ns,
+                       coalesce(ts_ns - lag(ts_ns + dur_ns) OVER (PARTITION BY source_id ORDER BY ts_ns, step)
+                                > 0.1 * median(dur_ns) OVER (PARTITION BY source_id), false) AS broken
+                FROM trace_steady_steps WHERE source_id IN (SELECT source_id FROM per_step)))
+    GROUP BY source_id, run
+),
+cost AS (  -- the per-event cost at k and at the least k
+    SELECT DISTINCT source_id, k * launch_call_ns AS c, k_low * launch_call_ns AS c_low FROM per_step
+),
+done_by_launch AS (  -- at each launch, the latest end of the work launched by then (a sync waited for all of it
+                     -- when it ended after it)
+    SELECT source_id, launch_ns,
+           max(end_ns) OVER (PARTITION BY source_id ORDER BY launch_ns RANGE UNBOUNDED PRECEDING) AS done_ns
+    FROM trace_step_work WHERE launch_ns IS NOT NULL AND source_id IN (SELECT source_id FROM steady_runs)
+),
+waits AS (  -- the sync calls of the runs that waited for the GPU: all the work launched before one had ended by its
+            -- end (one that returned with work still queued, the host ahead, does not cut the replay), each with the
+            -- stretch it opens (1, 2, … in its run)
+    SELECT source_id, run, ts_ns, end_ns,
+           row_number() OVER (PARTITION BY source_id, run ORDER BY ts_ns, end_ns) AS stretch
+    FROM (SELECT s.source_id, r.run, s.ts_ns, s.ts_ns + s.dur_ns AS end_ns, d.done_ns
+          FROM (SELECT c.source_id, c.ts_ns, c.dur_ns FROM cpu_activity c  -- filtered before the ASOF joins
+                JOIN (SELECT DISTINCT source_id, pid, tid FROM trace_launches) USING (source_id, pid, tid)
+                WHERE c.kind IN ('runtime', 'driver') AND c.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize',
+                    'cudaEventSynchronize', 'cudaMemcpy', 'cudaMemset', 'cuCtxSynchronize', 'cuStreamSynchronize',
+                    'cuEventSynchronize', 'hipDeviceSynchronize', 'hipStreamSynchronize', 'hipEventSynchronize',
+                    'hipMemcpy', 'hipMemcpyWithStream', 'hipMemset', 'hipCtxSynchronize')
+                  AND c.source_id IN (SELECT source_id FROM steady_runs)) s
+          ASOF JOIN steady_runs r ON r.source_id = s.source_id AND s.ts_ns >= r.start_ns
+          ASOF LEFT JOIN done_by_launch d ON d.source_id = s.source_id AND s.ts_ns > d.launch_ns
+          WHERE s.ts_ns < r.end_ns)
+    WHERE done_ns <= end_ns
+),
+marks AS (  -- the times the replay places, each with its run and stretch: the runs' launches of GPU work, the
+            -- waits' starts (which close a stretch), the stretches' starts, the runs' ends (which close their last)
+    SELECT l.source_id, l.run, coalesce(w.stretch, 0) AS stretch, 'launch' AS mark, l.ts_ns
+    FROM (SELECT DISTINCT l.source_id, r.run, l.launch_ns AS ts_ns
+          FROM (SELECT * FROM trace_launches WHERE source_id IN (SELECT source_id FROM steady_runs)) l
+          ASOF JOIN steady_runs r ON r.source_id = l.source_id AND l.launch_ns >= r.start_ns
+          WHERE l.launch_ns < r.end_ns) l
+    ASOF LEFT JOIN waits w ON w.source_id = l.source_id AND w.run = l.run AND l.ts_ns > w.ts_ns
+    UNION ALL
+    SELECT source_id, run, stretch - 1, 'wait', ts_ns FROM waits
+    UNION ALL
+    SELECT source_id, run, stretch, 'start', end_ns FROM waits
+    UNION ALL
+    SELECT source_id, run, 0, 'start', start_ns FROM steady_runs
+    UNION ALL
+    SELECT r.source_id, r.run, coalesce(w.stretches, 0), 'end', r.end_ns
+    FROM steady_runs r LEFT JOIN (SELECT source_id, run, max(stretch) AS stretches FROM waits GROUP BY source_id, run) w
+      USING (source_id, run)
+),
+counted AS (  -- each mark with the host events that started before its time bucket (the buckets' counts above: a
+              -- bucket's events are not told apart, a few microseconds of the replay)
+    SELECT m.*, coalesce(c.events_through, 0) AS before
+    FROM (SELECT m.*, (m.ts_ns - g.base_ns) // g.width_ns AS bucket FROM marks m JOIN grid g USING (source_id)) m
+    ASOF LEFT JOIN counts c ON c.source_id = m.source_id AND m.bucket > c.bucket
+),
+replayed AS (  -- each mark's time from its stretch's start, every host event between them shortened by the cost
+    SELECT m.source_id, m.run, m.stretch, m.mark, m.ts_ns,
+           (m.ts_ns - s.ts_ns) - c.c * (m.before - s.before) AS at_ns,
+           (m.ts_ns - s.ts_ns) - c.c_low * (m.before - s.before) AS at_low_ns
+    FROM counted m JOIN (SELECT * FROM counted WHERE mark = 'start') s USING (source_id, run, stretch)
+    JOIN cost c USING (source_id)
+),
+queued AS (  -- the runs' GPU work on each device in the order it started, each piece counting what it ran past the
+             -- latest end of the work started before it (work overlapped on another stream costs nothing more: the
+             -- device's busy time, as for the floor) and the gap the GPU left before it while it was already queued
+             -- (launched before that end): the GPU's own overhead, or the wait for another stream's work
+    SELECT source_id, device, launch_ns, ts_ns,
+           greatest(end_ns - greatest(ts_ns, coalesce(ahead_ns, ts_ns)), 0)
+           + CASE WHEN launch_ns < ahead_ns THEN greatest(ts_ns - ahead_ns, 0) ELSE 0 END AS dur_ns
+    FROM (SELECT source_id, device, launch_ns, ts_ns, end_ns,
+                 max(end_ns) OVER (PARTITION BY source_id, device ORDER BY ts_ns, end_ns
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead_ns
+          FROM trace_step_work
+          WHERE launch_ns IS NOT NULL AND end_ns > ts_ns AND source_id IN (SELECT source_id FROM steady_runs))
+),
+chained AS (  -- per device and stretch, each piece's launch in the replay with the work from it to the stretch's
+               -- last piece: the device ends no earlier than that launch plus that work
+    SELECT q.source_id, r.run, r.stretch, r.at_ns, r.at_low_ns,
+           sum(q.dur_ns) OVER (PARTITION BY q.source_id, r.run, r.stretch, q.device ORDER BY q.ts_ns
+                               ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS rest_ns
+    FROM queued q
+    JOIN (SELECT DISTINCT source_id, run, stretch, ts_ns, at_ns, at_low_ns FROM replayed WHERE mark = 'launch') r
+      ON r.source_id = q.source_id AND r.ts_ns = q.launch_ns  -- a launch's time places its work (a graph's pieces)
+),
+gpu_ends AS (
+    SELECT source_id, run, stretch, max(at_ns + rest_ns) AS end_ns, max(at_low_ns + rest_ns) AS end_low_ns
+    FROM chained GROUP BY source_id, run, stretch
+),
+host_ends AS (  -- the host's end of each stretch in the replay: the start of the wait that closes it, or the run's
+                -- end for its last
+    SELECT source_id, run, stretch, at_ns AS end_ns, at_low_ns AS end_low_ns FROM replayed
+    WHERE mark IN ('wait', 'end')
+),
+replay AS (  -- the runs' time in the replay, a stretch lasting as long as its host or its GPU work, per step
+    SELECT h.source_id,
+           sum(greatest(h.end_ns, coalesce(g.end_ns, 0), 0)) / any_value(r.steps) AS step_ns,
+           sum(greatest(h.end_low_ns, coalesce(g.end_low_ns, 0), 0)) / any_value(r.steps) AS step_high_ns
+    FROM host_ends h LEFT JOIN gpu_ends g USING (source_id, run, stretch)
+    JOIN (SELECT source_id, sum(steps) AS steps FROM steady_runs GROUP BY source_id) r USING (source_id)
+    GROUP BY h.source_id
+),
+estimated AS (  -- the replayed step, between the GPU floor and the traced step
+    SELECT c.source_id, avg(c.traced_ns) AS traced_ns, avg(c.floor_ns) AS floor_ns,
+           least(greatest(any_value(r.step_ns), avg(c.floor_ns)), avg(c.traced_ns)) AS unprofiled_ns,
+           least(greatest(any_value(r.step_high_ns), avg(c.floor_ns)), avg(c.traced_ns)) AS unprofiled_high_ns
+    FROM per_step c LEFT JOIN replay r USING (source_id)
+    GROUP BY c.source_id
 )
 SELECT c.source_id, any_value(c.rank) AS rank, count(*) AS steps,
-       avg(c.traced_ns) AS traced_ns, avg(c.floor_ns) AS floor_ns, avg(c.idle_ns) AS idle_ns,
+       avg(c.traced_ns) AS traced_ns, avg(c.floor_ns) AS floor_ns, avg(c.traced_ns - c.floor_ns) AS idle_ns,
        avg(c.host_events) AS host_events, avg(c.critical_events) AS critical_events,
        any_value(c.launch_call_ns) AS launch_call_ns, any_value(c.k) * any_value(c.launch_call_ns) AS event_cost_ns,
-       avg(c.cost_ns) AS profiler_cost_ns, sum(c.cost_ns) AS profiler_cost_sum_ns,
-       avg(c.traced_ns - c.cost_ns) AS unprofiled_ns,
-       avg(c.floor_ns) AS unprofiled_low_ns,
-       avg(c.traced_ns - c.cost_low_ns) AS unprofiled_high_ns,
-       avg(c.traced_ns - c.cost_ns) <= 1.1 * avg(c.floor_ns) AS gpu_paced,
+       any_value(e.traced_ns - e.unprofiled_ns) AS profiler_cost_ns,
+       any_value(e.traced_ns - e.unprofiled_ns) * count(*) AS profiler_cost_sum_ns,
+       any_value(e.unprofiled_ns) AS unprofiled_ns,
+       any_value(e.floor_ns) AS unprofiled_low_ns,
+       any_value(e.unprofiled_high_ns) AS unprofiled_high_ns,
+       any_value(e.unprofiled_ns) <= 1.1 * any_value(e.floor_ns) AS gpu_paced,
        any_value(o.shapes) AS shapes, any_value(o.stacks) AS stacks, any_value(o.memory) AS memory,
        any_value(o.nsys) AS nsys
-FROM costed c JOIN options o USING (source_id)
+FROM per_step c JOIN estimated e USING (source_id) JOIN options o USING (source_id)
 GROUP BY c.source_id;
