@@ -1,4 +1,5 @@
-"""Build a large PyTorch profiler trace by tiling a real one in time (for benchmarks, never for tests).
+"""Build a large PyTorch profiler trace by tiling a real one in time (for benchmarks; one test tiles two copies, to
+check that steps parted by time outside the steps are replayed apart: tests/test_observer.py).
 
 Each copy of the source events is shifted by the source's time span; correlation ids, External ids, flow ids and
 ProfilerStep numbers are offset so the copies stay distinct, as in a longer recording of the same job.

@@ -220,7 +220,7 @@ def _unprofiled_figure_words(rows: list[dict[str, Any]], figure: str) -> str:
 
 
 def _unprofiled_step_words(rows: list[dict[str, Any]]) -> str:
-    """'; step 51.69 ms profiled, about 24.54 ms without the profiler (3.60–31.95 ms)', the ranks' means."""
+    """'; step 51.69 ms profiled, about 23.97 ms without the profiler (3.60–36.57 ms)', the ranks' means."""
     found = _costly(rows)
     if not found:
         return ""

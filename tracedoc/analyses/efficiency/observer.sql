@@ -28,20 +28,24 @@
 --                     on its device ends (overlapped work adds what it runs past the rest; the gap the GPU left
 --                     while the piece was already queued is kept: the GPU's own overhead, or a wait for another
 --                     stream); a sync call on a launching thread that waited for all the work launched before it
---                     (cudaDeviceSynchronize, cudaStreamSynchronize, a synchronous copy…, ending after that work)
---                     holds the host until the replayed work ends, one that returned with work still queued does
---                     not. Between two such waits (a stretch) the replay lasts as long as the longer of its host
---                     part and its GPU part, so the events that start while the GPU is still busy count where the
---                     host barely keeps ahead. Steps parted by more than a tenth of a step are replayed apart
---   unprofiled step   the replayed window per steady step (k = 0.55), between the floor and the traced step; its
---                     range runs from the floor (the GPU's own work: the least the step can take) to the replay at
---                     k = 0.3 (the least the profiler can have cost)
---   profiler cost     the traced step less the unprofiled step
+--                     (cudaDeviceSynchronize, cudaStreamSynchronize, a synchronous copy, cudaFree…, ending after
+--                     that work) holds the host until the replayed work ends, one that returned with work still
+--                     queued does not. Between two such waits (a stretch) the replay lasts as long as the longer of
+--                     its host part and its GPU part, so the events that start while the GPU is still busy count
+--                     where the host barely keeps ahead. A run's GPU work starts after the work queued before it.
+--                     Steps parted by more than a tenth of a step are replayed apart
+--   profiler cost     the replay without the per-event cost less the replay with it, per steady step: the replay
+--                     without the cost stands for the trace as it was recorded, so what the replay leaves out (the
+--                     steps' spans as the trace draws them, host time the profiler did not record) is not taken
+--                     for the profiler's
+--   unprofiled step   the traced step less the profiler cost at the format's k, never under the floor; its range runs
+--                     from the floor (the GPU's own work: the least the step can take) to the traced step less the
+--                     cost at the least k
 --   gpu_paced         the estimate lies within 10 % of the floor: without the profiler the GPU sets the pace
 --   recorded with     what the trace shows the profiler ran with: shapes (op_shapes rows), stacks (Python frames),
 --                     memory (allocator events); nsys for an Nsight Systems capture
--- profiler_cost_sum_ns: the cost over all the steady steps (the cost per step × the steps), for the findings whose idle it lengthens
--- (gpu.launch's launch-bound, attribution.host's gpu-idle-host-bound).
+-- profiler_cost_sum_ns: the cost over all the steady steps (the cost per step × the steps), for the findings whose
+-- idle it lengthens (gpu.launch's launch-bound, attribution.host's gpu-idle-host-bound).
 -- One row per trace with steady steps and launch calls of a format whose profiler's host cost is modelled
 -- (input_formats' profiler_k: the PyTorch profiler, Nsight Systems); times are means per steady step, in ns.
 -- include: trace.steps
@@ -177,22 +181,24 @@ done_by_launch AS (  -- at each launch, the latest end of the work launched by t
     FROM trace_step_work WHERE launch_ns IS NOT NULL AND source_id IN (SELECT source_id FROM steady_runs)
 ),
 waits AS (  -- the sync calls of the runs that waited for the GPU: all the work launched before one had ended by its
-            -- end (one that returned with work still queued, the host ahead, does not cut the replay), each with the
-            -- stretch it opens (1, 2, … in its run)
+            -- end (one that returned with work still queued, the host ahead, does not cut the replay), those that
+            -- start at one time taken as one, each with the stretch it opens (1, 2, … in its run). cudaFree is
+            -- one: it synchronizes the device before it frees
     SELECT source_id, run, ts_ns, end_ns,
-           row_number() OVER (PARTITION BY source_id, run ORDER BY ts_ns, end_ns) AS stretch
-    FROM (SELECT s.source_id, r.run, s.ts_ns, s.ts_ns + s.dur_ns AS end_ns, d.done_ns
+           row_number() OVER (PARTITION BY source_id, run ORDER BY ts_ns) AS stretch
+    FROM (SELECT s.source_id, r.run, s.ts_ns, max(s.ts_ns + s.dur_ns) AS end_ns
           FROM (SELECT c.source_id, c.ts_ns, c.dur_ns FROM cpu_activity c  -- filtered before the ASOF joins
                 JOIN (SELECT DISTINCT source_id, pid, tid FROM trace_launches) USING (source_id, pid, tid)
                 WHERE c.kind IN ('runtime', 'driver') AND c.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize',
                     'cudaEventSynchronize', 'cudaMemcpy', 'cudaMemset', 'cuCtxSynchronize', 'cuStreamSynchronize',
                     'cuEventSynchronize', 'hipDeviceSynchronize', 'hipStreamSynchronize', 'hipEventSynchronize',
-                    'hipMemcpy', 'hipMemcpyWithStream', 'hipMemset', 'hipCtxSynchronize')
+                    'hipMemcpy', 'hipMemcpyWithStream', 'hipMemset', 'hipCtxSynchronize', 'cudaFree', 'cuMemFree_v2',
+                    'hipFree')
                   AND c.source_id IN (SELECT source_id FROM steady_runs)) s
           ASOF JOIN steady_runs r ON r.source_id = s.source_id AND s.ts_ns >= r.start_ns
           ASOF LEFT JOIN done_by_launch d ON d.source_id = s.source_id AND s.ts_ns > d.launch_ns
-          WHERE s.ts_ns < r.end_ns)
-    WHERE done_ns <= end_ns
+          WHERE s.ts_ns < r.end_ns AND d.done_ns <= s.ts_ns + s.dur_ns
+          GROUP BY s.source_id, r.run, s.ts_ns)
 ),
 marks AS (  -- the times the replay places, each with its run and stretch: the runs' launches of GPU work, the
             -- waits' starts (which close a stretch), the stretches' starts, the runs' ends (which close their last)
@@ -219,10 +225,12 @@ counted AS (  -- each mark with the host events that started before its time buc
     FROM (SELECT m.*, (m.ts_ns - g.base_ns) // g.width_ns AS bucket FROM marks m JOIN grid g USING (source_id)) m
     ASOF LEFT JOIN counts c ON c.source_id = m.source_id AND m.bucket > c.bucket
 ),
-replayed AS (  -- each mark's time from its stretch's start, every host event between them shortened by the cost
+replayed AS (  -- each mark's time from its stretch's start, every host event between them shortened by the cost (at
+               -- k, at the least k, and at none: the replay of the trace as it was recorded)
     SELECT m.source_id, m.run, m.stretch, m.mark, m.ts_ns,
            (m.ts_ns - s.ts_ns) - c.c * (m.before - s.before) AS at_ns,
-           (m.ts_ns - s.ts_ns) - c.c_low * (m.before - s.before) AS at_low_ns
+           (m.ts_ns - s.ts_ns) - c.c_low * (m.before - s.before) AS at_low_ns,
+           m.ts_ns - s.ts_ns AS at_traced_ns
     FROM counted m JOIN (SELECT * FROM counted WHERE mark = 'start') s USING (source_id, run, stretch)
     JOIN cost c USING (source_id)
 ),
@@ -230,45 +238,63 @@ queued AS (  -- the runs' GPU work on each device in the order it started, each 
              -- latest end of the work started before it (work overlapped on another stream costs nothing more: the
              -- device's busy time, as for the floor) and the gap the GPU left before it while it was already queued
              -- (launched before that end): the GPU's own overhead, or the wait for another stream's work
-    SELECT source_id, device, launch_ns, ts_ns,
+    SELECT source_id, device, work_row, launch_ns, ts_ns,
            greatest(end_ns - greatest(ts_ns, coalesce(ahead_ns, ts_ns)), 0)
            + CASE WHEN launch_ns < ahead_ns THEN greatest(ts_ns - ahead_ns, 0) ELSE 0 END AS dur_ns
-    FROM (SELECT source_id, device, launch_ns, ts_ns, end_ns,
-                 max(end_ns) OVER (PARTITION BY source_id, device ORDER BY ts_ns, end_ns
+    FROM (SELECT source_id, device, work_row, launch_ns, ts_ns, end_ns,
+                 max(end_ns) OVER (PARTITION BY source_id, device ORDER BY ts_ns, end_ns, work_row
                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead_ns
           FROM trace_step_work
           WHERE launch_ns IS NOT NULL AND end_ns > ts_ns AND source_id IN (SELECT source_id FROM steady_runs))
 ),
-chained AS (  -- per device and stretch, each piece's launch in the replay with the work from it to the stretch's
-               -- last piece: the device ends no earlier than that launch plus that work
-    SELECT q.source_id, r.run, r.stretch, r.at_ns, r.at_low_ns,
-           sum(q.dur_ns) OVER (PARTITION BY q.source_id, r.run, r.stretch, q.device ORDER BY q.ts_ns
+backlog AS (  -- the work queued before each run that the GPU still ran at its start (the latest end of the work
+              -- launched before it): the run's first stretch starts its GPU work no earlier, with the profiler or
+              -- without (a GPU that sets the pace starts a run behind the host)
+    SELECT r.source_id, r.run, greatest(coalesce(d.done_ns - r.start_ns, 0), 0) AS backlog_ns
+    FROM steady_runs r ASOF LEFT JOIN done_by_launch d ON d.source_id = r.source_id AND r.start_ns > d.launch_ns
+),
+chained AS (  -- per device and stretch, each piece's launch in the replay (after the backlog, in a run's first
+               -- stretch) with the work from it to the stretch's last piece: the device ends no earlier than that
+               -- launch plus that work
+    SELECT q.source_id, r.run, r.stretch,
+           greatest(r.at_ns, b.backlog_ns) AS at_ns, greatest(r.at_low_ns, b.backlog_ns) AS at_low_ns,
+           greatest(r.at_traced_ns, b.backlog_ns) AS at_traced_ns,
+           sum(q.dur_ns) OVER (PARTITION BY q.source_id, r.run, r.stretch, q.device ORDER BY q.ts_ns, q.work_row
                                ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS rest_ns
     FROM queued q
-    JOIN (SELECT DISTINCT source_id, run, stretch, ts_ns, at_ns, at_low_ns FROM replayed WHERE mark = 'launch') r
+    JOIN (SELECT DISTINCT source_id, run, stretch, ts_ns, at_ns, at_low_ns, at_traced_ns FROM replayed
+          WHERE mark = 'launch') r
       ON r.source_id = q.source_id AND r.ts_ns = q.launch_ns  -- a launch's time places its work (a graph's pieces)
+    LEFT JOIN backlog b ON b.source_id = r.source_id AND b.run = r.run AND r.stretch = 0
 ),
 gpu_ends AS (
-    SELECT source_id, run, stretch, max(at_ns + rest_ns) AS end_ns, max(at_low_ns + rest_ns) AS end_low_ns
+    SELECT source_id, run, stretch, max(at_ns + rest_ns) AS end_ns, max(at_low_ns + rest_ns) AS end_low_ns,
+           max(at_traced_ns + rest_ns) AS end_traced_ns
     FROM chained GROUP BY source_id, run, stretch
 ),
 host_ends AS (  -- the host's end of each stretch in the replay: the start of the wait that closes it, or the run's
                 -- end for its last
-    SELECT source_id, run, stretch, at_ns AS end_ns, at_low_ns AS end_low_ns FROM replayed
-    WHERE mark IN ('wait', 'end')
+    SELECT source_id, run, stretch, at_ns AS end_ns, at_low_ns AS end_low_ns, at_traced_ns AS end_traced_ns
+    FROM replayed WHERE mark IN ('wait', 'end')
 ),
-replay AS (  -- the runs' time in the replay, a stretch lasting as long as its host or its GPU work, per step
-    SELECT h.source_id,
-           sum(greatest(h.end_ns, coalesce(g.end_ns, 0), 0)) / any_value(r.steps) AS step_ns,
-           sum(greatest(h.end_low_ns, coalesce(g.end_low_ns, 0), 0)) / any_value(r.steps) AS step_high_ns
-    FROM host_ends h LEFT JOIN gpu_ends g USING (source_id, run, stretch)
-    JOIN (SELECT source_id, sum(steps) AS steps FROM steady_runs GROUP BY source_id) r USING (source_id)
-    GROUP BY h.source_id
+replay AS (  -- what the profiler's cost takes off the runs' replay, a stretch lasting as long as its host or its GPU
+             -- work, per step: the replay without the cost less the replay with it (at k, and at the least k). The
+             -- replay without any cost stands for the traced step here, not the traced step itself, so that what
+             -- the model leaves out (work queued before a run, the steps' own spans) falls out of the difference
+    SELECT source_id,
+           (sum(greatest(end_traced_ns, 0)) - sum(greatest(end_ns, 0))) / any_value(steps) AS cost_ns,
+           (sum(greatest(end_traced_ns, 0)) - sum(greatest(end_low_ns, 0))) / any_value(steps) AS cost_low_ns
+    FROM (SELECT h.source_id, r.steps, greatest(h.end_ns, g.end_ns) AS end_ns,
+                 greatest(h.end_low_ns, g.end_low_ns) AS end_low_ns,
+                 greatest(h.end_traced_ns, g.end_traced_ns) AS end_traced_ns
+          FROM host_ends h LEFT JOIN gpu_ends g USING (source_id, run, stretch)
+          JOIN (SELECT source_id, sum(steps) AS steps FROM steady_runs GROUP BY source_id) r USING (source_id))
+    GROUP BY source_id
 ),
-estimated AS (  -- the replayed step, between the GPU floor and the traced step
+estimated AS (  -- the traced step less what the profiler cost it, never under the floor (no replay: no cost)
     SELECT c.source_id, avg(c.traced_ns) AS traced_ns, avg(c.floor_ns) AS floor_ns,
-           least(greatest(any_value(r.step_ns), avg(c.floor_ns)), avg(c.traced_ns)) AS unprofiled_ns,
-           least(greatest(any_value(r.step_high_ns), avg(c.floor_ns)), avg(c.traced_ns)) AS unprofiled_high_ns
+           greatest(avg(c.traced_ns) - coalesce(any_value(r.cost_ns), 0), avg(c.floor_ns)) AS unprofiled_ns,
+           greatest(avg(c.traced_ns) - coalesce(any_value(r.cost_low_ns), 0), avg(c.floor_ns)) AS unprofiled_high_ns
     FROM per_step c LEFT JOIN replay r USING (source_id)
     GROUP BY c.source_id
 )
