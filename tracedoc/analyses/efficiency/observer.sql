@@ -244,14 +244,18 @@ queued AS (  -- the runs' GPU work on each device in the order it started, each 
     FROM (SELECT source_id, device, work_row, launch_ns, ts_ns, end_ns,
                  max(end_ns) OVER (PARTITION BY source_id, device ORDER BY ts_ns, end_ns, work_row
                                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead_ns
-          FROM trace_step_work
-          WHERE launch_ns IS NOT NULL AND end_ns > ts_ns AND source_id IN (SELECT source_id FROM steady_runs))
+          FROM trace_step_work  -- with the work launched before the trace began, which only ever runs ahead
+          WHERE end_ns > ts_ns AND source_id IN (SELECT source_id FROM steady_runs))
 ),
 backlog AS (  -- the work queued before each run that the GPU still ran at its start (the latest end of the work
-              -- launched before it): the run's first stretch starts its GPU work no earlier, with the profiler or
-              -- without (a GPU that sets the pace starts a run behind the host)
-    SELECT r.source_id, r.run, greatest(coalesce(d.done_ns - r.start_ns, 0), 0) AS backlog_ns
+              -- launched before it, or recorded with no launch: launched before the trace began): the run's first
+              -- stretch starts its GPU work no earlier, with the profiler or without (a GPU that sets the pace
+              -- starts a run behind the host)
+    SELECT r.source_id, r.run,
+           greatest(coalesce(d.done_ns - r.start_ns, 0), coalesce(u.done_ns - r.start_ns, 0), 0) AS backlog_ns
     FROM steady_runs r ASOF LEFT JOIN done_by_launch d ON d.source_id = r.source_id AND r.start_ns > d.launch_ns
+    LEFT JOIN (SELECT source_id, max(end_ns) AS done_ns FROM trace_step_work WHERE launch_ns IS NULL
+               GROUP BY source_id) u ON u.source_id = r.source_id
 ),
 chained AS (  -- per device and stretch, each piece's launch in the replay (after the backlog, in a run's first
                -- stretch) with the work from it to the stretch's last piece: the device ends no earlier than that
@@ -280,10 +284,14 @@ host_ends AS (  -- the host's end of each stretch in the replay: the start of th
 replay AS (  -- what the profiler's cost takes off the runs' replay, a stretch lasting as long as its host or its GPU
              -- work, per step: the replay without the cost less the replay with it (at k, and at the least k). The
              -- replay without any cost stands for the traced step here, not the traced step itself, so that what
-             -- the model leaves out (work queued before a run, the steps' own spans) falls out of the difference
+             -- the model leaves out (host time the profiler did not record, the steps' own spans) falls out of the
+             -- difference. Never below nothing, nor the least k's above k's (a mark inside another thread's wait
+             -- comes later as the cost grows)
     SELECT source_id,
-           (sum(greatest(end_traced_ns, 0)) - sum(greatest(end_ns, 0))) / any_value(steps) AS cost_ns,
-           (sum(greatest(end_traced_ns, 0)) - sum(greatest(end_low_ns, 0))) / any_value(steps) AS cost_low_ns
+           greatest(sum(greatest(end_traced_ns, 0)) - sum(greatest(end_ns, 0)), 0) / any_value(steps) AS cost_ns,
+           least(greatest(sum(greatest(end_traced_ns, 0)) - sum(greatest(end_low_ns, 0)), 0),
+                 greatest(sum(greatest(end_traced_ns, 0)) - sum(greatest(end_ns, 0)), 0)) / any_value(steps)
+               AS cost_low_ns
     FROM (SELECT h.source_id, r.steps, greatest(h.end_ns, g.end_ns) AS end_ns,
                  greatest(h.end_low_ns, g.end_low_ns) AS end_low_ns,
                  greatest(h.end_traced_ns, g.end_traced_ns) AS end_traced_ns
