@@ -287,36 +287,28 @@ replay AS (  -- what the profiler's cost takes off the runs' replay, a stretch l
              -- the model leaves out (host time the profiler did not record, the steps' own spans) falls out of the
              -- difference. Never below nothing, nor the least k's above k's (a mark inside another thread's wait
              -- comes later as the cost grows)
-    SELECT source_id,
-           greatest(sum(greatest(end_traced_ns, 0)) - sum(greatest(end_ns, 0)), 0) / any_value(steps) AS cost_ns,
-           least(greatest(sum(greatest(end_traced_ns, 0)) - sum(greatest(end_low_ns, 0)), 0),
-                 greatest(sum(greatest(end_traced_ns, 0)) - sum(greatest(end_ns, 0)), 0)) / any_value(steps)
-               AS cost_low_ns
+    SELECT source_id, sum(greatest(end_traced_ns, 0)) AS as_recorded_ns,
+           greatest(as_recorded_ns - sum(greatest(end_ns, 0)), 0) / any_value(steps) AS cost_ns,
+           least(greatest(as_recorded_ns - sum(greatest(end_low_ns, 0)), 0) / any_value(steps), cost_ns) AS cost_low_ns
     FROM (SELECT h.source_id, r.steps, greatest(h.end_ns, g.end_ns) AS end_ns,
                  greatest(h.end_low_ns, g.end_low_ns) AS end_low_ns,
                  greatest(h.end_traced_ns, g.end_traced_ns) AS end_traced_ns
           FROM host_ends h LEFT JOIN gpu_ends g USING (source_id, run, stretch)
           JOIN (SELECT source_id, sum(steps) AS steps FROM steady_runs GROUP BY source_id) r USING (source_id))
     GROUP BY source_id
-),
-estimated AS (  -- the traced step less what the profiler cost it, never under the floor (no replay: no cost)
-    SELECT c.source_id, avg(c.traced_ns) AS traced_ns, avg(c.floor_ns) AS floor_ns,
-           greatest(avg(c.traced_ns) - coalesce(any_value(r.cost_ns), 0), avg(c.floor_ns)) AS unprofiled_ns,
-           greatest(avg(c.traced_ns) - coalesce(any_value(r.cost_low_ns), 0), avg(c.floor_ns)) AS unprofiled_high_ns
-    FROM per_step c LEFT JOIN replay r USING (source_id)
-    GROUP BY c.source_id
 )
+-- The unprofiled step: the traced step less what the profiler cost it, never under the floor (no replay: no cost).
 SELECT c.source_id, any_value(c.rank) AS rank, count(*) AS steps,
        avg(c.traced_ns) AS traced_ns, avg(c.floor_ns) AS floor_ns, avg(c.traced_ns - c.floor_ns) AS idle_ns,
        avg(c.host_events) AS host_events, avg(c.critical_events) AS critical_events,
        any_value(c.launch_call_ns) AS launch_call_ns, any_value(c.k) * any_value(c.launch_call_ns) AS event_cost_ns,
-       any_value(e.traced_ns - e.unprofiled_ns) AS profiler_cost_ns,
-       any_value(e.traced_ns - e.unprofiled_ns) * count(*) AS profiler_cost_sum_ns,
-       any_value(e.unprofiled_ns) AS unprofiled_ns,
-       any_value(e.floor_ns) AS unprofiled_low_ns,
-       any_value(e.unprofiled_high_ns) AS unprofiled_high_ns,
-       any_value(e.unprofiled_ns) <= 1.1 * any_value(e.floor_ns) AS gpu_paced,
+       greatest(avg(c.traced_ns) - coalesce(any_value(r.cost_ns), 0), avg(c.floor_ns)) AS unprofiled_ns,
+       avg(c.traced_ns) - unprofiled_ns AS profiler_cost_ns,
+       profiler_cost_ns * count(*) AS profiler_cost_sum_ns,
+       avg(c.floor_ns) AS unprofiled_low_ns,
+       greatest(avg(c.traced_ns) - coalesce(any_value(r.cost_low_ns), 0), avg(c.floor_ns)) AS unprofiled_high_ns,
+       unprofiled_ns <= 1.1 * avg(c.floor_ns) AS gpu_paced,
        any_value(o.shapes) AS shapes, any_value(o.stacks) AS stacks, any_value(o.memory) AS memory,
        any_value(o.nsys) AS nsys
-FROM per_step c JOIN estimated e USING (source_id) JOIN options o USING (source_id)
+FROM per_step c LEFT JOIN replay r USING (source_id) JOIN options o USING (source_id)
 GROUP BY c.source_id;
