@@ -89,22 +89,29 @@ edges AS (  -- each step's start (edge -1) and end (edge 1)
     SELECT source_id, step, 1, ts_ns + traced_ns FROM spans WHERE traced_ns > 0
 ),
 grid AS (  -- per source, the host events' time cut in at most about 65,536 buckets
-    SELECT source_id, min(ts_ns) AS base_ns, greatest((max(ts_ns) - min(ts_ns)) // 65536, 1) AS width_ns
+    SELECT source_id, min(ts_ns) AS base_ns, greatest((max(ts_ns) - min(ts_ns)) // 65536, 1) AS width_ns,
+           (max(ts_ns) - min(ts_ns)) // width_ns + 1 AS last_bucket  -- one past the last event's
     FROM host_events GROUP BY source_id
 ),
 events_bucketed AS (
     SELECT h.source_id, h.ts_ns, h.hidden, (h.ts_ns - g.base_ns) // g.width_ns AS bucket
     FROM host_events h JOIN grid g USING (source_id)
 ),
-counts AS (  -- the host events (all, and the critical ones) of each bucket and of the buckets before it
-    SELECT source_id, bucket, sum(n) OVER w AS events_through, sum(critical) OVER w AS critical_through
-    FROM (SELECT source_id, bucket, count(*) AS n, count(*) FILTER (WHERE NOT hidden) AS critical
-          FROM events_bucketed GROUP BY source_id, bucket)
-    WINDOW w AS (PARTITION BY source_id ORDER BY bucket ROWS UNBOUNDED PRECEDING)
+counts AS (  -- every bucket from the first to one past the last event's, with the host events (all, and the critical
+             -- ones) of the buckets before it: a time finds the events before its bucket by equality, its bucket
+             -- held within these (`//` rounds toward zero: a time before the first event falls in bucket 0 or below)
+    SELECT source_id, bucket, coalesce(sum(n) OVER w, 0) AS events_before,
+           coalesce(sum(critical) OVER w, 0) AS critical_before
+    FROM (SELECT g.source_id, b.bucket, coalesce(c.n, 0) AS n, coalesce(c.critical, 0) AS critical
+          FROM grid g CROSS JOIN LATERAL range(0, g.last_bucket + 1) b(bucket)
+          LEFT JOIN (SELECT source_id, bucket, count(*) AS n, count(*) FILTER (WHERE NOT hidden) AS critical
+                     FROM events_bucketed GROUP BY source_id, bucket) c
+            ON c.source_id = g.source_id AND c.bucket = b.bucket)
+    WINDOW w AS (PARTITION BY source_id ORDER BY bucket ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 ),
-edges_bucketed AS (  -- an edge before a source's first event falls in bucket 0 or below (`//` rounds toward zero),
-                     -- where no event starts before it
-    SELECT e.source_id, e.step, e.edge, e.ts_ns, (e.ts_ns - g.base_ns) // g.width_ns AS bucket
+edges_bucketed AS (  -- each edge's bucket (an edge before a source's first event falls in bucket 0 or below)
+    SELECT e.source_id, e.step, e.edge, e.ts_ns, (e.ts_ns - g.base_ns) // g.width_ns AS bucket,
+           least(greatest(bucket, 0), g.last_bucket) AS counted_bucket  -- the bucket held within the counts'
     FROM edges e JOIN grid g USING (source_id)
 ),
 events_in_edge_buckets AS MATERIALIZED (  -- the host events of the buckets an edge falls in, the few the join below
@@ -115,8 +122,8 @@ events_in_edge_buckets AS MATERIALIZED (  -- the host events of the buckets an e
 ),
 before AS (  -- at each edge, the host events that started before it: those of the buckets before its own, and
              -- those of its own bucket that start before it (an event at an edge's time is not before it)
-    SELECT e.source_id, e.step, e.edge, c.events_through AS n, c.critical_through AS critical
-    FROM edges_bucketed e ASOF JOIN counts c ON c.source_id = e.source_id AND e.bucket > c.bucket
+    SELECT e.source_id, e.step, e.edge, c.events_before AS n, c.critical_before AS critical
+    FROM edges_bucketed e JOIN counts c ON c.source_id = e.source_id AND c.bucket = e.counted_bucket
     UNION ALL
     SELECT e.source_id, e.step, e.edge, 1, (NOT h.hidden)::INTEGER
     FROM edges_bucketed e JOIN events_in_edge_buckets h
@@ -174,126 +181,154 @@ steady_runs AS (  -- each source's steady steps in runs, a run broken where a ga
 cost AS (  -- the per-event cost at k and at the least k
     SELECT DISTINCT source_id, k * launch_call_ns AS c, k_low * launch_call_ns AS c_low FROM per_step
 ),
-done_by_launch AS (  -- at each launch, the latest end of the work launched by then (a sync waited for all of it
-                     -- when it ended after it)
-    SELECT source_id, launch_ns,
-           max(end_ns) OVER (PARTITION BY source_id ORDER BY launch_ns RANGE UNBOUNDED PRECEDING) AS done_ns
-    FROM trace_step_work WHERE launch_ns IS NOT NULL AND source_id IN (SELECT source_id FROM steady_runs)
+syncs AS (  -- the runs' sync calls on the threads that launch GPU work. cudaFree is one: it synchronizes the device
+            -- before it frees
+    SELECT s.source_id, r.run, s.ts_ns, s.dur_ns
+    FROM (SELECT c.source_id, c.ts_ns, c.dur_ns FROM cpu_activity c  -- filtered before the ASOF join
+          JOIN (SELECT DISTINCT source_id, pid, tid FROM trace_launches) USING (source_id, pid, tid)
+          WHERE c.kind IN ('runtime', 'driver') AND c.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize',
+              'cudaEventSynchronize', 'cudaMemcpy', 'cudaMemset', 'cuCtxSynchronize', 'cuStreamSynchronize',
+              'cuEventSynchronize', 'hipDeviceSynchronize', 'hipStreamSynchronize', 'hipEventSynchronize',
+              'hipMemcpy', 'hipMemcpyWithStream', 'hipMemset', 'hipCtxSynchronize', 'cudaFree', 'cuMemFree_v2',
+              'hipFree')
+            AND c.source_id IN (SELECT source_id FROM steady_runs)) s
+    ASOF JOIN steady_runs r ON r.source_id = s.source_id AND s.ts_ns >= r.start_ns
+    WHERE s.ts_ns < r.end_ns
 ),
-waits AS (  -- the sync calls of the runs that waited for the GPU: all the work launched before one had ended by its
-            -- end (one that returned with work still queued, the host ahead, does not cut the replay), those that
-            -- start at one time taken as one, each with the stretch it opens (1, 2, … in its run). cudaFree is
-            -- one: it synchronizes the device before it frees
-    SELECT source_id, run, ts_ns, end_ns,
-           row_number() OVER (PARTITION BY source_id, run ORDER BY ts_ns) AS stretch
-    FROM (SELECT s.source_id, r.run, s.ts_ns, max(s.ts_ns + s.dur_ns) AS end_ns
-          FROM (SELECT c.source_id, c.ts_ns, c.dur_ns FROM cpu_activity c  -- filtered before the ASOF joins
-                JOIN (SELECT DISTINCT source_id, pid, tid FROM trace_launches) USING (source_id, pid, tid)
-                WHERE c.kind IN ('runtime', 'driver') AND c.name IN ('cudaDeviceSynchronize', 'cudaStreamSynchronize',
-                    'cudaEventSynchronize', 'cudaMemcpy', 'cudaMemset', 'cuCtxSynchronize', 'cuStreamSynchronize',
-                    'cuEventSynchronize', 'hipDeviceSynchronize', 'hipStreamSynchronize', 'hipEventSynchronize',
-                    'hipMemcpy', 'hipMemcpyWithStream', 'hipMemset', 'hipCtxSynchronize', 'cudaFree', 'cuMemFree_v2',
-                    'hipFree')
-                  AND c.source_id IN (SELECT source_id FROM steady_runs)) s
-          ASOF JOIN steady_runs r ON r.source_id = s.source_id AND s.ts_ns >= r.start_ns
-          ASOF LEFT JOIN done_by_launch d ON d.source_id = s.source_id AND s.ts_ns > d.launch_ns
-          WHERE s.ts_ns < r.end_ns AND d.done_ns <= s.ts_ns + s.dur_ns
-          GROUP BY s.source_id, r.run, s.ts_ns)
+done_at AS (  -- at each sync call and each run's start, the latest end of the work launched before it: the launches,
+              -- the calls and the starts in time order (a launch at a call's or a start's time comes after it)
+    SELECT source_id, run, point, ts_ns, dur_ns, done_ns
+    FROM (SELECT *, max(end_ns) OVER (PARTITION BY source_id ORDER BY ts_ns, launched ROWS UNBOUNDED PRECEDING)
+                    AS done_ns
+          FROM (SELECT source_id, NULL AS run, 'launch' AS point, launch_ns AS ts_ns, NULL AS dur_ns, end_ns,
+                       true AS launched
+                FROM trace_step_work WHERE launch_ns IS NOT NULL AND source_id IN (SELECT source_id FROM steady_runs)
+                UNION ALL
+                SELECT source_id, run, 'sync', ts_ns, dur_ns, NULL, false FROM syncs
+                UNION ALL
+                SELECT source_id, run, 'run', start_ns, NULL, NULL, false FROM steady_runs))
+    WHERE point <> 'launch'
 ),
-marks AS (  -- the times the replay places, each with its run and stretch: the runs' launches of GPU work, the
-            -- waits' starts (which close a stretch), the stretches' starts, the runs' ends (which close their last)
-    SELECT l.source_id, l.run, coalesce(w.stretch, 0) AS stretch, 'launch' AS mark, l.ts_ns
-    FROM (SELECT DISTINCT l.source_id, r.run, l.launch_ns AS ts_ns
-          FROM (SELECT * FROM trace_launches WHERE source_id IN (SELECT source_id FROM steady_runs)) l
-          ASOF JOIN steady_runs r ON r.source_id = l.source_id AND l.launch_ns >= r.start_ns
-          WHERE l.launch_ns < r.end_ns) l
-    ASOF LEFT JOIN waits w ON w.source_id = l.source_id AND w.run = l.run AND l.ts_ns > w.ts_ns
-    UNION ALL
-    SELECT source_id, run, stretch - 1, 'wait', ts_ns FROM waits
-    UNION ALL
-    SELECT source_id, run, stretch, 'start', end_ns FROM waits
-    UNION ALL
-    SELECT source_id, run, 0, 'start', start_ns FROM steady_runs
-    UNION ALL
-    SELECT r.source_id, r.run, coalesce(w.stretches, 0), 'end', r.end_ns
-    FROM steady_runs r LEFT JOIN (SELECT source_id, run, max(stretch) AS stretches FROM waits GROUP BY source_id, run) w
-      USING (source_id, run)
-),
-counted AS (  -- each mark with the host events that started before its time bucket (the buckets' counts above: a
-              -- bucket's events are not told apart, a few microseconds of the replay)
-    SELECT m.*, coalesce(c.events_through, 0) AS before
-    FROM (SELECT m.*, (m.ts_ns - g.base_ns) // g.width_ns AS bucket FROM marks m JOIN grid g USING (source_id)) m
-    ASOF LEFT JOIN counts c ON c.source_id = m.source_id AND m.bucket > c.bucket
-),
-replayed AS (  -- each mark's time from its stretch's start, every host event between them shortened by the cost (at
-               -- k, at the least k, and at none: the replay of the trace as it was recorded)
-    SELECT m.source_id, m.run, m.stretch, m.mark, m.ts_ns,
-           (m.ts_ns - s.ts_ns) - c.c * (m.before - s.before) AS at_ns,
-           (m.ts_ns - s.ts_ns) - c.c_low * (m.before - s.before) AS at_low_ns,
-           m.ts_ns - s.ts_ns AS at_traced_ns
-    FROM counted m JOIN (SELECT * FROM counted WHERE mark = 'start') s USING (source_id, run, stretch)
-    JOIN cost c USING (source_id)
-),
-queued AS (  -- the runs' GPU work on each device in the order it started, each piece counting what it ran past the
-             -- latest end of the work started before it (work overlapped on another stream costs nothing more: the
-             -- device's busy time, as for the floor) and the gap the GPU left before it while it was already queued
-             -- (launched before that end): the GPU's own overhead, or the wait for another stream's work
-    SELECT source_id, device, work_row, launch_ns, ts_ns,
-           greatest(end_ns - greatest(ts_ns, coalesce(ahead_ns, ts_ns)), 0)
-           + CASE WHEN launch_ns < ahead_ns THEN greatest(ts_ns - ahead_ns, 0) ELSE 0 END AS dur_ns
-    FROM (SELECT source_id, device, work_row, launch_ns, ts_ns, end_ns,
-                 max(end_ns) OVER (PARTITION BY source_id, device ORDER BY ts_ns, end_ns, work_row
-                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead_ns
-          FROM trace_step_work  -- with the work launched before the trace began, which only ever runs ahead
-          WHERE end_ns > ts_ns AND source_id IN (SELECT source_id FROM steady_runs))
+waits AS (  -- the sync calls that waited for the GPU: all the work launched before one had ended by its end (one that
+            -- returned with work still queued, the host ahead, does not cut the replay), those that start at one
+            -- time taken as one, each with the stretch it opens (1, 2, … in its run)
+    SELECT source_id, run, ts_ns, end_ns, row_number() OVER (PARTITION BY source_id, run ORDER BY ts_ns) AS stretch
+    FROM (SELECT source_id, run, ts_ns, max(ts_ns + dur_ns) AS end_ns FROM done_at
+          WHERE point = 'sync' AND done_ns <= ts_ns + dur_ns
+          GROUP BY source_id, run, ts_ns)
 ),
 backlog AS (  -- the work queued before each run that the GPU still ran at its start (the latest end of the work
               -- launched before it, or recorded with no launch: launched before the trace began): the run's first
               -- stretch starts its GPU work no earlier, with the profiler or without (a GPU that sets the pace
               -- starts a run behind the host)
-    SELECT r.source_id, r.run,
-           greatest(coalesce(d.done_ns - r.start_ns, 0), coalesce(u.done_ns - r.start_ns, 0), 0) AS backlog_ns
-    FROM steady_runs r ASOF LEFT JOIN done_by_launch d ON d.source_id = r.source_id AND r.start_ns > d.launch_ns
+    SELECT d.source_id, d.run,
+           greatest(coalesce(d.done_ns - d.ts_ns, 0), coalesce(u.done_ns - d.ts_ns, 0), 0) AS backlog_ns
+    FROM done_at d
     LEFT JOIN (SELECT source_id, max(end_ns) AS done_ns FROM trace_step_work WHERE launch_ns IS NULL
-               GROUP BY source_id) u ON u.source_id = r.source_id
+               GROUP BY source_id) u ON u.source_id = d.source_id
+    WHERE d.point = 'run'
 ),
-chained AS (  -- per device and stretch, each piece's launch in the replay (after the backlog, in a run's first
-               -- stretch) with the work from it to the stretch's last piece: the device ends no earlier than that
-               -- launch plus that work
-    SELECT q.source_id, r.run, r.stretch,
-           greatest(r.at_ns, b.backlog_ns) AS at_ns, greatest(r.at_low_ns, b.backlog_ns) AS at_low_ns,
-           greatest(r.at_traced_ns, b.backlog_ns) AS at_traced_ns,
-           sum(q.dur_ns) OVER (PARTITION BY q.source_id, r.run, r.stretch, q.device ORDER BY q.ts_ns, q.work_row
-                               ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS rest_ns
-    FROM queued q
-    JOIN (SELECT DISTINCT source_id, run, stretch, ts_ns, at_ns, at_low_ns, at_traced_ns FROM replayed
-          WHERE mark = 'launch') r
-      ON r.source_id = q.source_id AND r.ts_ns = q.launch_ns  -- a launch's time places its work (a graph's pieces)
-    LEFT JOIN backlog b ON b.source_id = r.source_id AND b.run = r.run AND r.stretch = 0
+bounds AS (  -- the stretches' bounds, each with the host events that started before its time bucket (the buckets'
+             -- counts above: a bucket's events are not told apart, a few microseconds of the replay): a stretch
+             -- starts at its run's start or where the wait that opens it ends, and the host's part of it ends where
+             -- the wait that closes it starts, or at its run's end
+    SELECT b.source_id, b.run, b.stretch, b.bound, b.ts_ns, c.events_before AS before
+    FROM (SELECT b.*, least(greatest((b.ts_ns - g.base_ns) // g.width_ns, 0), g.last_bucket) AS bucket
+          FROM (SELECT source_id, run, 0 AS stretch, 'start' AS bound, start_ns AS ts_ns FROM steady_runs
+          UNION ALL
+          SELECT source_id, run, stretch, 'start', end_ns FROM waits
+          UNION ALL
+          SELECT source_id, run, stretch - 1, 'end', ts_ns FROM waits
+          UNION ALL
+          SELECT r.source_id, r.run, coalesce(w.stretches, 0), 'end', r.end_ns
+          FROM steady_runs r
+          LEFT JOIN (SELECT source_id, run, max(stretch) AS stretches FROM waits GROUP BY source_id, run) w
+            USING (source_id, run)) b
+          JOIN grid g USING (source_id)) b
+    JOIN counts c ON c.source_id = b.source_id AND c.bucket = b.bucket
 ),
-gpu_ends AS (
-    SELECT source_id, run, stretch, max(at_ns + rest_ns) AS end_ns, max(at_low_ns + rest_ns) AS end_low_ns,
-           max(at_traced_ns + rest_ns) AS end_traced_ns
-    FROM chained GROUP BY source_id, run, stretch
+stretches AS (  -- each stretch's start, and the host's end of it in the replay: its time from the start, every host
+                -- event between them shortened by the cost (at k, at the least k, and at none: the replay of the
+                -- trace as it was recorded)
+    SELECT s.source_id, s.run, s.stretch, s.ts_ns AS start_ns, s.before AS start_before, c.c, c.c_low,
+           (e.ts_ns - s.ts_ns) - c.c * (e.before - s.before) AS host_end_ns,
+           (e.ts_ns - s.ts_ns) - c.c_low * (e.before - s.before) AS host_end_low_ns,
+           e.ts_ns - s.ts_ns AS host_end_traced_ns
+    FROM bounds s JOIN bounds e USING (source_id, run, stretch) JOIN cost c USING (source_id)
+    WHERE s.bound = 'start' AND e.bound = 'end'
 ),
-host_ends AS (  -- the host's end of each stretch in the replay: the start of the wait that closes it, or the run's
-                -- end for its last
-    SELECT source_id, run, stretch, at_ns AS end_ns, at_low_ns AS end_low_ns, at_traced_ns AS end_traced_ns
-    FROM replayed WHERE mark IN ('wait', 'end')
+queued AS (  -- the runs' GPU work on each device in the order it started, each piece counting what it ran past the
+             -- latest end of the work started before it (work overlapped on another stream costs nothing more: the
+             -- device's busy time, as for the floor) and the gap the GPU left before it while it was already queued
+             -- (launched before that end): the GPU's own overhead, or the wait for another stream's work
+    SELECT source_id, device, work_row, launch_ns, ts_ns, bucket,
+           greatest(end_ns - greatest(ts_ns, coalesce(ahead_ns, ts_ns)), 0)
+           + CASE WHEN launch_ns < ahead_ns THEN greatest(ts_ns - ahead_ns, 0) ELSE 0 END AS dur_ns
+    FROM (SELECT w.source_id, w.device, w.work_row, w.launch_ns, w.ts_ns, w.end_ns,
+                 least(greatest((w.launch_ns - g.base_ns) // g.width_ns, 0), g.last_bucket) AS bucket,
+                 max(w.end_ns) OVER (PARTITION BY w.source_id, w.device ORDER BY w.ts_ns, w.end_ns, w.work_row
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead_ns
+          FROM trace_step_work w  -- with the work launched before the trace began, which only ever runs ahead
+          JOIN grid g USING (source_id)
+          WHERE w.end_ns > w.ts_ns AND w.source_id IN (SELECT source_id FROM steady_runs))
+),
+placed AS (  -- each piece of GPU work launched in a run, with the host events before its launch's bucket, the run and
+             -- the stretch: the launches and the runs' starts, ends and waits in time order, a launch taking the
+             -- last start and wait before it (a launch at a run's start is in the run, one at its end is not, and
+             -- one at a wait's start is in the stretch that wait closes)
+    SELECT * FROM (
+        SELECT source_id, device, work_row, launch_ns, ts_ns, dur_ns, before,
+               last_value(run IGNORE NULLS) OVER w AS run, last_value(in_run IGNORE NULLS) OVER w AS in_run,
+               last_value(stretch IGNORE NULLS) OVER w AS stretch
+        FROM (SELECT q.source_id, q.device, q.work_row, q.launch_ns, q.ts_ns, q.dur_ns, c.events_before AS before,
+                     NULL AS run, NULL::BOOLEAN AS in_run, NULL AS stretch, q.launch_ns AS at_ns, 2 AS tie
+              FROM queued q JOIN counts c ON c.source_id = q.source_id AND c.bucket = q.bucket
+              UNION ALL
+              SELECT source_id, NULL, NULL, NULL, NULL, NULL, NULL, run, false, NULL, end_ns, 0 FROM steady_runs
+              UNION ALL
+              SELECT source_id, NULL, NULL, NULL, NULL, NULL, NULL, run, true, 0, start_ns, 1 FROM steady_runs
+              UNION ALL
+              SELECT source_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, stretch, ts_ns, 3 FROM waits)
+        WINDOW w AS (PARTITION BY source_id ORDER BY at_ns, tie ROWS UNBOUNDED PRECEDING))
+    WHERE work_row IS NOT NULL AND in_run
+),
+chained AS (  -- each piece at its launch in the replay (after the backlog, in a run's first stretch), with the work
+              -- before it on its device (in the order of the runs, stretches and starts)
+    SELECT p.source_id, p.run, p.stretch, p.device, p.dur_ns,
+           greatest(at_traced_ns - s.c * (p.before - s.start_before), b.backlog_ns) AS at_ns,
+           greatest(at_traced_ns - s.c_low * (p.before - s.start_before), b.backlog_ns) AS at_low_ns,
+           greatest(at_traced_ns, b.backlog_ns) AS at_traced_ns,
+           sum(p.dur_ns) OVER (PARTITION BY p.source_id, p.device ORDER BY p.run, p.stretch, p.ts_ns, p.work_row
+                               ROWS UNBOUNDED PRECEDING) - p.dur_ns AS through_ns
+    FROM placed p
+    JOIN stretches s ON s.source_id = p.source_id AND s.run = p.run AND s.stretch = p.stretch
+    LEFT JOIN backlog b ON b.source_id = p.source_id AND b.run = p.run AND p.stretch = 0,
+    LATERAL (SELECT p.launch_ns - s.start_ns AS at_traced_ns)
+),
+gpu_ends AS (  -- per stretch, the GPU's end in the replay: on each device, no earlier than each piece's replayed launch
+               -- plus the work from it to the stretch's last piece (the stretch's work through its last piece less
+               -- the work before that piece)
+    SELECT source_id, run, stretch, max(end_ns) AS end_ns, max(end_low_ns) AS end_low_ns,
+           max(end_traced_ns) AS end_traced_ns
+    FROM (SELECT source_id, run, stretch, max(through_ns + dur_ns) AS done_ns,
+                 max(at_ns - through_ns) + done_ns AS end_ns, max(at_low_ns - through_ns) + done_ns AS end_low_ns,
+                 max(at_traced_ns - through_ns) + done_ns AS end_traced_ns
+          FROM chained GROUP BY source_id, run, stretch, device)
+    GROUP BY source_id, run, stretch
 ),
 replay AS (  -- what the profiler's cost takes off the runs' replay, a stretch lasting as long as its host or its GPU
              -- work, per step: the replay without the cost less the replay with it (at k, and at the least k). The
              -- replay without any cost stands for the traced step here, not the traced step itself, so that what
              -- the model leaves out (host time the profiler did not record, the steps' own spans) falls out of the
-             -- difference. Never below nothing, nor the least k's above k's (a mark inside another thread's wait
+             -- difference. Never below nothing, nor the least k's above k's (a launch inside another thread's wait
              -- comes later as the cost grows)
     SELECT source_id, sum(greatest(end_traced_ns, 0)) AS as_recorded_ns,
            greatest(as_recorded_ns - sum(greatest(end_ns, 0)), 0) / any_value(steps) AS cost_ns,
            least(greatest(as_recorded_ns - sum(greatest(end_low_ns, 0)), 0) / any_value(steps), cost_ns) AS cost_low_ns
-    FROM (SELECT h.source_id, r.steps, greatest(h.end_ns, g.end_ns) AS end_ns,
-                 greatest(h.end_low_ns, g.end_low_ns) AS end_low_ns,
-                 greatest(h.end_traced_ns, g.end_traced_ns) AS end_traced_ns
-          FROM host_ends h LEFT JOIN gpu_ends g USING (source_id, run, stretch)
+    FROM (SELECT h.source_id, r.steps, greatest(h.host_end_ns, g.end_ns) AS end_ns,
+                 greatest(h.host_end_low_ns, g.end_low_ns) AS end_low_ns,
+                 greatest(h.host_end_traced_ns, g.end_traced_ns) AS end_traced_ns
+          FROM stretches h LEFT JOIN gpu_ends g USING (source_id, run, stretch)
           JOIN (SELECT source_id, sum(steps) AS steps FROM steady_runs GROUP BY source_id) r USING (source_id))
     GROUP BY source_id
 )
