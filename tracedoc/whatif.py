@@ -1,7 +1,8 @@
 """What if a finding were fixed: the projected step time, and what becomes the bottleneck next.
 
 The projection works on the time attribution the savings are drawn from: fixing a finding removes its saving from
-its rank's steps (each step loses its share of it), and the other findings keep theirs. So a problem that costs
+its rank's steps (each step loses its share of it: the share of the finding's causes it holds), and the other
+findings keep theirs. So a problem that costs
 little behind a bigger one (a per-step sync behind a slow data loader) shows its real weight once the bigger one
 is gone: it is named as the next bottleneck, with its share of the projected step. A problem that costs almost nothing
 today because of the bigger one is named as latent: blocking syncs made every step while the host is the
@@ -51,20 +52,32 @@ def what_if(report: Report, number: int) -> WhatIf | None:
     rank = finding.scope.rank
     if rank is None or finding.impact_ms <= 0 or not _projects(finding):
         return None  # before the attribution is read: top_what_ifs asks of every finding until it has its few
-    spans = _step_spans(window_rows(report.attribution), rank)
+    spans = _step_spans(window_rows(report.attribution), rank, frozenset(finding.drawn_from))
     if not spans:
         return None
-    total = sum(spans.values())
-    keep = max(total - finding.impact_ms, 0.0) / total
     import statistics  # here: a report read back from the cache is not projected again (statistics imports decimal)
 
-    step = statistics.median(spans.values())
-    projected = step * keep
-    remaining = total - finding.impact_ms
+    step = statistics.median(span for span, _ in spans.values())
+    projected = statistics.median(_projected_steps(spans, finding.impact_ms))
+    remaining = sum(span for span, _ in spans.values()) - finding.impact_ms
     nxt, share = _next_bottleneck(report, finding, rank, remaining)
+    gain = 100.0 * (1 - projected / step) if step > 0 else 0.0
     return WhatIf(finding=number, rule=finding.rule, rank=rank, step_ms=round(step, 3),
-                  projected_step_ms=round(projected, 3), gain_pct=round(100.0 * (1 - keep), 2), next=nxt,
+                  projected_step_ms=round(projected, 3), gain_pct=round(gain, 2), next=nxt,
                   next_share_pct=round(share, 1), latent=_latent_syncs(report, finding, rank))
+
+
+def _projected_steps(spans: dict[Any, tuple[float, float]], saving_ms: float) -> list[float]:
+    """Each step's span once ``saving_ms`` is gone, taken from the steps in proportion to the time of the finding's
+    causes in each (a checkpoint in one step of five shortens that step, not all five), never more than that time;
+    in proportion to the steps' spans when the finding's causes have no time in them."""
+    claimable = sum(drawn for _, drawn in spans.values())
+    if claimable > 0:
+        taken = min(saving_ms / claimable, 1.0)
+        return [span - drawn * taken for span, drawn in spans.values()]
+    total = sum(span for span, _ in spans.values())
+    keep = max(total - saving_ms, 0.0) / total if total > 0 else 1.0
+    return [span * keep for span, _ in spans.values()]
 
 
 def projection_for(report: Report, rule: str) -> dict[str, Any] | None:
@@ -93,17 +106,22 @@ def top_what_ifs(report: Report, count: int = TOP_FINDINGS) -> list[WhatIf]:
     return out
 
 
-def _step_spans(rows: list[dict[str, Any]], rank: int | None) -> dict[Any, float]:
-    """Per step of ``rank``: its span (ms), the slowest device's; the whole window when there are no steps."""
-    spans: dict[tuple[Any, Any], float] = defaultdict(float)
+def _step_spans(rows: list[dict[str, Any]], rank: int | None, causes: frozenset[str]) -> dict[Any, tuple[float, float]]:
+    """Per step of ``rank``: its span (ms), the slowest device's, and the time of ``causes`` on that device; the whole
+    window when there are no steps."""
+    spans: dict[tuple[Any, Any], list[float]] = defaultdict(lambda: [0.0, 0.0])
     has_steps = any(r["step"] is not None for r in rows if r["rank"] == rank)
     for row in rows:
         if row["rank"] == rank and (row["step"] is not None or not has_steps):
-            spans[(row["device"], row["step"])] += float(row["ms"] or 0.0)
-    per_step: dict[Any, float] = defaultdict(float)
-    for (_, step), ms in spans.items():
-        per_step[step] = max(per_step[step], ms)
-    return dict(per_step)
+            ms = float(row["ms"] or 0.0)
+            span = spans[(row["device"], row["step"])]
+            span[0] += ms
+            span[1] += ms if row["cause"] in causes else 0.0
+    per_step: dict[Any, tuple[float, float]] = {}
+    for (_, step), (ms, drawn) in spans.items():
+        if step not in per_step or ms > per_step[step][0]:
+            per_step[step] = (ms, drawn)
+    return per_step
 
 
 def _projects(finding: Finding) -> bool:
