@@ -323,16 +323,37 @@ def test_compiled_step_models_its_triton_kernels(tmp_path: Path) -> None:
     truth = yaml.safe_load((COMPILE_STEP / "expected.yaml").read_text())["truth"]
     report = analyze([COMPILE_STEP], cache_dir=tmp_path)
     row = rank_row(report)
-    assert row["flop_model_coverage_pct"] > 99
+    assert row["flop_model_coverage_pct"] > 96  # all but the gathers below
     assert row["model_flops"] == pytest.approx(truth["flops_per_step"], rel=0.001)
     triton = [o for o in report.operators if o["op"].startswith("triton_")]
-    assert triton and all(o["bytes"] > 0 and not o["flops"] and o["kind"] == "memory" for o in triton)
-    # an argument a kernel gathers from (an embedding table, the logits nll_loss picks one of per row) is counted
-    # whole: those kernels read over 100 % of roofline; they are the gathers, and a small share of the time
-    over = [o for o in triton if o["roofline_pct"] > 100]
-    assert all("embedding" in o["op"] or "nll_loss" in o["op"] for o in over)
-    assert sum(o["gpu_ms"] for o in over) < 0.1 * sum(o["gpu_ms"] for o in triton)
+    # a kernel that gathers from an argument (an embedding table, the logits nll_loss picks one of per row) reads
+    # a few rows of it: counted whole, the loss kernel moved 49 TB/s, 1030 % of the H200's roofline. Those have no
+    # model; every other Triton kernel has its bytes, below the roofline
+    gathers = [o for o in triton if "embedding" in o["op"] or "nll_loss" in o["op"]]
+    modelled = [o for o in triton if o not in gathers]
+    assert gathers and all(not o["bytes"] and o["kind"] is None for o in gathers)
+    assert sum(o["gpu_ms"] for o in gathers) < 0.05 * sum(o["gpu_ms"] for o in report.operators)
+    assert modelled and all(o["bytes"] > 0 and not o["flops"] and o["kind"] == "memory" for o in modelled)
+    assert max(o["roofline_pct"] for o in report.operators) < 100
     assert not [f for f in report.findings if f.rule == "low-mfu"]
+
+
+def test_a_tensor_lists_element_size_is_its_kernels_not_the_parameters() -> None:
+    """autocast-gemm: fp32 parameters under autocast, and aten::cat of bf16 activations. The profiler records no
+    dtype for a tensor list, and the parameters' was taken: 4 bytes an element, 8,069 GB/s on an H200 (168 % of its
+    peak). The cat's kernel says its element size (CatArrayBatchedCopy<OpaqueType<2u>, …>): 2 bytes."""
+    report = analyze([ROOT / "samples" / "autocast-gemm"], use_cache=False)
+    cat = next(o for o in report.operators if o["op"] == "aten::cat")
+    assert 50 < cat["roofline_pct"] < 100
+
+
+def test_the_gradient_squared_is_read_once() -> None:
+    """memory-leak: Adam's exp_avg_sq.addcmul_(grad, grad) over the parameters' lists. The gradient list was
+    counted twice, four passes over 201 MB a call, 4,962 GB/s (103 % of the H200's peak); it is read once."""
+    report = analyze([ROOT / "samples" / "memory-leak"], use_cache=False)
+    addcmul = next(o for o in report.operators if o["op"] == "aten::_foreach_addcmul_")
+    assert addcmul["bytes"] == pytest.approx(3 / 4 * 8_055_029_760)
+    assert 50 < addcmul["roofline_pct"] < 100
 
 
 @pytest.mark.skipif(not COMPILE_AUTOTUNE.exists(), reason="the compile-autotune sample is recorded apart")
@@ -340,13 +361,13 @@ def test_triton_gemm_templates_get_flops_and_bytes(tmp_path: Path) -> None:
     """compile-autotune: under max-autotune one product a block runs as Inductor's Triton template
     (triton_tem_..._mm_..., A as an [8, 1024, 16, 64] view, B [1024, 1024], C [8192, 1024]); its FLOPs come from its
     arguments' sizes (k = √(|A|·|B|/|C|) = 1024), so the step's FLOPs equal FlopCounterMode's exactly, and every
-    Triton kernel has a model."""
+    Triton kernel has a model but those that gather (test_compiled_step_models_its_triton_kernels)."""
     import yaml
     truth = yaml.safe_load((COMPILE_AUTOTUNE / "expected.yaml").read_text())["truth"]
     report = analyze([COMPILE_AUTOTUNE], cache_dir=tmp_path)
     row = rank_row(report)
     assert row["model_flops"] == truth["flops_per_step"]
-    assert row["flop_model_coverage_pct"] > 99.9
+    assert row["flop_model_coverage_pct"] > 96
     templates = [o for o in report.operators if o["op"].startswith("triton_tem_")]
     assert len(templates) == 1 and templates[0]["kind"] == "gemm" and templates[0]["dtype"] == "bf16"
     steps = row["steps"]
