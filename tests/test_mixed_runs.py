@@ -1,6 +1,7 @@
 """Runs that do not compare, said where the reader looks: a diff of unrelated runs (another program, another
 number of ranks) warns right under its verdict, and a directory holding a timeline beside a kernel profile says
-under its headline that they are not one job's ranks, as do PyTorch traces that name no rank and run no collective.
+under its headline that they are not one job's ranks, as do PyTorch traces that name no rank and run no collective,
+and timelines recorded at separate times.
 The bundled fix pairs and samples draw no warning."""
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ def test_an_nsys_run_beside_a_torch_trace_is_not_one_job(tmp_path: Path) -> None
 def test_traces_that_name_no_rank_are_separate_runs(tmp_path: Path) -> None:
     """A baseline and its fix in one folder (copies of decode-eager and decode-cudagraph, renamed): PyTorch traces
     with no distributedInfo and no rank in their names were recorded outside any distributed job, so they are said
-    to be separate runs; named rank0 and rank1 they are read as one job's ranks, as before."""
+    to be separate runs; named rank0 and rank1 they are still runs recorded one after the other, not at once."""
     shutil.copyfile(SAMPLES / "decode-eager" / "trace.json.gz", tmp_path / "baseline.json.gz")
     shutil.copyfile(SAMPLES / "decode-cudagraph" / "trace.json.gz", tmp_path / "graphs.json.gz")
     report = analyze(tmp_path, use_cache=False)
@@ -112,7 +113,21 @@ def test_traces_that_name_no_rank_are_separate_runs(tmp_path: Path) -> None:
         "them; analyse each apart.")
     (tmp_path / "baseline.json.gz").rename(tmp_path / "rank0.json.gz")
     (tmp_path / "graphs.json.gz").rename(tmp_path / "rank1.json.gz")
-    assert "mixed_inputs" not in analyze(tmp_path, use_cache=False).summary
+    assert analyze(tmp_path, use_cache=False).summary["mixed_inputs"] == (
+        "2 timelines (PyTorch profiler) recorded at 2 separate times (their host activity never overlaps, where a "
+        "job's ranks record at once)")
+
+
+def test_exports_recorded_at_separate_times_are_separate_runs(tmp_path: Path) -> None:
+    """Two Nsight Systems exports of two programs in one folder (nsys-torch-eager and nsys-cupy-nopool): an export
+    names no rank, and they were read as one job's ranks 0 and 1 with no note. Their host activity, on UTC, never
+    overlaps: they are said to be separate runs. A job's exports, one per rank, record at once and are not."""
+    shutil.copy(SAMPLES / "nsys-torch-eager" / "sample.sqlite.xz", tmp_path / "eager.sqlite.xz")
+    shutil.copy(SAMPLES / "nsys-cupy-nopool" / "sample.sqlite.xz", tmp_path / "cupy.sqlite.xz")
+    assert analyze(tmp_path, use_cache=False).summary["mixed_inputs"] == (
+        "2 timelines (Nsight Systems) recorded at 2 separate times (their host activity never overlaps, where a "
+        "job's ranks record at once)")
+    assert "mixed_inputs" not in analyze(SAMPLES / "nsys-fsdp-no-prefetch-ranks", use_cache=False).summary
 
 
 def test_both_kinds_of_separate_runs_are_said(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from tracedoc.formats import BY_NAME, HANG_DUMPS, HEALTH, KERNEL_PROFILE, KINDS, RUN_KINDS, TIMELINE
 
-__all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "RUN_KINDS", "TIMELINE", "kind_of", "mixed_runs",
+__all__ = ["HANG_DUMPS", "HEALTH", "KERNEL_PROFILE", "RUN_KINDS", "TIMELINE", "kind_of", "mixed_runs", "runs_apart",
            "runs_naming_no_rank"]
 
 
@@ -64,6 +64,27 @@ def runs_naming_no_rank(inputs: Iterable[tuple[str, bool]]) -> str | None:
     fmt, count = unranked[0]
     return (f"{count} timelines ({BY_NAME[fmt].title}) that name no rank (no distributedInfo of several ranks, no "
             "rank in their file names)")
+
+
+def runs_apart(spans: Iterable[tuple[str, int, int]]) -> str | None:
+    """For timelines (format, start, end of their host activity, ns on one clock) of which some never overlap the
+    others in time — the ranks of one job record at once, separate runs one after another (a capture before a fix
+    and one after it, in one folder) — what they are: "4 timelines (Nsight Systems) recorded at 3 separate times";
+    else None."""
+    by_format: dict[str, list[tuple[int, int]]] = {}
+    for fmt, start, end in spans:
+        by_format.setdefault(fmt, []).append((start, end))
+    for fmt, bounds in sorted(by_format.items()):
+        times, latest_end = 0, None
+        for start, end in sorted(bounds):
+            if latest_end is None or start >= latest_end:
+                times += 1
+            latest_end = end if latest_end is None else max(latest_end, end)
+        if times > 1:
+            title = BY_NAME[fmt].title if fmt in BY_NAME else fmt
+            return (f"{len(bounds)} timelines ({title}) recorded at {times} separate times (their host activity "
+                    "never overlaps, where a job's ranks record at once)")
+    return None
 
 
 def _ranks_text(ranks: set[int]) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from tracedoc.ingest.nsys.memory_cap import fitted_limits
 from tracedoc.judge import judge, load_rules
 from tracedoc.judge.engine import applicable, rule_reads
 from tracedoc.judge.rule import Rule, check_thresholds
-from tracedoc.kinds import mixed_runs, runs_naming_no_rank
+from tracedoc.kinds import TIMELINE, kind_of, mixed_runs, runs_apart, runs_naming_no_rank
 from tracedoc.limits import Limits
 from tracedoc.memory_report import devices_left_out, first_devices, memory_headline
 from tracedoc.options import AnalysisOptions
@@ -213,13 +214,19 @@ def gpu_states(store: Store) -> dict[str, Any]:
 def separate_runs(store: Store, sources: list[dict[str, Any]]) -> str | None:
     """What the inputs are where they are separate runs, not one job's ranks (``summary['mixed_inputs']``): inputs
     of kinds or timeline formats that cannot be one job (kinds.mixed_runs), or PyTorch traces that name no rank and
-    run no collective, on the GPU or the host (kinds.runs_naming_no_rank); both where both hold; else None.
+    run no collective, on the GPU or the host (kinds.runs_naming_no_rank), or else timelines recorded at separate
+    times (kinds.runs_apart); both where both hold; else None.
     ``sources``: the rows of ``sources`` with the paths as given."""
     mixed = mixed_runs((r["format"], r["rank"]) for r in sources)
     named = (r["reported_rank"] is not None or rank_in_name(Path(r["path"])) is not None for r in sources)
     unranked = runs_naming_no_rank(zip((r["format"] for r in sources), named))
     if unranked is not None and store.scalar(_ANY_COLLECTIVE):
         unranked = None
+    timelines = Counter(r["format"] for r in sources if kind_of([r["format"]]) == TIMELINE)
+    if unranked is None and max(timelines.values(), default=0) > 1:  # the traces' own times: runs recorded apart
+        store.include("trace.recording")
+        unranked = runs_apart((r["format"], r["host_start_ns"], r["host_end_ns"]) for r in store.query(
+            "SELECT format, host_start_ns, host_end_ns FROM trace_recording WHERE host_start_ns IS NOT NULL"))
     if mixed is not None and unranked is not None:  # both: the formats, then the runs among one format's ranks
         return f"{mixed}; of these, {unranked} are runs of their own too"
     return mixed if mixed is not None else unranked
