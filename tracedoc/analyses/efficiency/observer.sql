@@ -89,29 +89,22 @@ edges AS (  -- each step's start (edge -1) and end (edge 1)
     SELECT source_id, step, 1, ts_ns + traced_ns FROM spans WHERE traced_ns > 0
 ),
 grid AS (  -- per source, the host events' time cut in at most about 65,536 buckets
-    SELECT source_id, min(ts_ns) AS base_ns, greatest((max(ts_ns) - min(ts_ns)) // 65536, 1) AS width_ns,
-           (max(ts_ns) - min(ts_ns)) // width_ns + 1 AS last_bucket  -- one past the last event's
+    SELECT source_id, min(ts_ns) AS base_ns, greatest((max(ts_ns) - min(ts_ns)) // 65536, 1) AS width_ns
     FROM host_events GROUP BY source_id
 ),
 events_bucketed AS (
     SELECT h.source_id, h.ts_ns, h.hidden, (h.ts_ns - g.base_ns) // g.width_ns AS bucket
     FROM host_events h JOIN grid g USING (source_id)
 ),
-counts AS (  -- every bucket from the first to one past the last event's, with the host events (all, and the critical
-             -- ones) of the buckets before it: a time finds the events before its bucket by equality, its bucket
-             -- held within these (`//` rounds toward zero: a time before the first event falls in bucket 0 or below)
-    SELECT source_id, bucket, coalesce(sum(n) OVER w, 0) AS events_before,
-           coalesce(sum(critical) OVER w, 0) AS critical_before
-    FROM (SELECT g.source_id, b.bucket, coalesce(c.n, 0) AS n, coalesce(c.critical, 0) AS critical
-          FROM grid g CROSS JOIN LATERAL range(0, g.last_bucket + 1) b(bucket)
-          LEFT JOIN (SELECT source_id, bucket, count(*) AS n, count(*) FILTER (WHERE NOT hidden) AS critical
-                     FROM events_bucketed GROUP BY source_id, bucket) c
-            ON c.source_id = g.source_id AND c.bucket = b.bucket)
-    WINDOW w AS (PARTITION BY source_id ORDER BY bucket ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+counts AS (  -- the host events (all, and the critical ones) of each bucket and of the buckets before it
+    SELECT source_id, bucket, n, sum(n) OVER w AS events_through, sum(critical) OVER w AS critical_through
+    FROM (SELECT source_id, bucket, count(*) AS n, count(*) FILTER (WHERE NOT hidden) AS critical
+          FROM events_bucketed GROUP BY source_id, bucket)
+    WINDOW w AS (PARTITION BY source_id ORDER BY bucket ROWS UNBOUNDED PRECEDING)
 ),
-edges_bucketed AS (  -- each edge's bucket (an edge before a source's first event falls in bucket 0 or below)
-    SELECT e.source_id, e.step, e.edge, e.ts_ns, (e.ts_ns - g.base_ns) // g.width_ns AS bucket,
-           least(greatest(bucket, 0), g.last_bucket) AS counted_bucket  -- the bucket held within the counts'
+edges_bucketed AS (  -- an edge before a source's first event falls in bucket 0 or below (`//` rounds toward zero),
+                     -- where no event starts before it
+    SELECT e.source_id, e.step, e.edge, e.ts_ns, (e.ts_ns - g.base_ns) // g.width_ns AS bucket
     FROM edges e JOIN grid g USING (source_id)
 ),
 events_in_edge_buckets AS MATERIALIZED (  -- the host events of the buckets an edge falls in, the few the join below
@@ -122,8 +115,8 @@ events_in_edge_buckets AS MATERIALIZED (  -- the host events of the buckets an e
 ),
 before AS (  -- at each edge, the host events that started before it: those of the buckets before its own, and
              -- those of its own bucket that start before it (an event at an edge's time is not before it)
-    SELECT e.source_id, e.step, e.edge, c.events_before AS n, c.critical_before AS critical
-    FROM edges_bucketed e JOIN counts c ON c.source_id = e.source_id AND c.bucket = e.counted_bucket
+    SELECT e.source_id, e.step, e.edge, c.events_through AS n, c.critical_through AS critical
+    FROM edges_bucketed e ASOF JOIN counts c ON c.source_id = e.source_id AND e.bucket > c.bucket
     UNION ALL
     SELECT e.source_id, e.step, e.edge, 1, (NOT h.hidden)::INTEGER
     FROM edges_bucketed e JOIN events_in_edge_buckets h
@@ -232,8 +225,8 @@ bounds AS (  -- the stretches' bounds, each with the host events that started be
              -- counts above: a bucket's events are not told apart, a few microseconds of the replay): a stretch
              -- starts at its run's start or where the wait that opens it ends, and the host's part of it ends where
              -- the wait that closes it starts, or at its run's end
-    SELECT b.source_id, b.run, b.stretch, b.bound, b.ts_ns, c.events_before AS before
-    FROM (SELECT b.*, least(greatest((b.ts_ns - g.base_ns) // g.width_ns, 0), g.last_bucket) AS bucket
+    SELECT b.source_id, b.run, b.stretch, b.bound, b.ts_ns, coalesce(c.events_through, 0) AS before
+    FROM (SELECT b.*, (b.ts_ns - g.base_ns) // g.width_ns AS bucket
           FROM (SELECT source_id, run, 0 AS stretch, 'start' AS bound, start_ns AS ts_ns FROM steady_runs
           UNION ALL
           SELECT source_id, run, stretch, 'start', end_ns FROM waits
@@ -245,7 +238,7 @@ bounds AS (  -- the stretches' bounds, each with the host events that started be
           LEFT JOIN (SELECT source_id, run, max(stretch) AS stretches FROM waits GROUP BY source_id, run) w
             USING (source_id, run)) b
           JOIN grid g USING (source_id)) b
-    JOIN counts c ON c.source_id = b.source_id AND c.bucket = b.bucket
+    ASOF LEFT JOIN counts c ON c.source_id = b.source_id AND b.bucket > c.bucket
 ),
 stretches AS (  -- each stretch's start, and the host's end of it in the replay: its time from the start, every host
                 -- event between them shortened by the cost (at k, at the least k, and at none: the replay of the
@@ -261,28 +254,32 @@ queued AS (  -- the runs' GPU work on each device in the order it started, each 
              -- latest end of the work started before it (work overlapped on another stream costs nothing more: the
              -- device's busy time, as for the floor) and the gap the GPU left before it while it was already queued
              -- (launched before that end): the GPU's own overhead, or the wait for another stream's work
-    SELECT source_id, device, work_row, launch_ns, ts_ns, bucket,
+    SELECT source_id, device, work_row, launch_ns, ts_ns,
            greatest(end_ns - greatest(ts_ns, coalesce(ahead_ns, ts_ns)), 0)
            + CASE WHEN launch_ns < ahead_ns THEN greatest(ts_ns - ahead_ns, 0) ELSE 0 END AS dur_ns
-    FROM (SELECT w.source_id, w.device, w.work_row, w.launch_ns, w.ts_ns, w.end_ns,
-                 least(greatest((w.launch_ns - g.base_ns) // g.width_ns, 0), g.last_bucket) AS bucket,
-                 max(w.end_ns) OVER (PARTITION BY w.source_id, w.device ORDER BY w.ts_ns, w.end_ns, w.work_row
-                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead_ns
-          FROM trace_step_work w  -- with the work launched before the trace began, which only ever runs ahead
-          JOIN grid g USING (source_id)
-          WHERE w.end_ns > w.ts_ns AND w.source_id IN (SELECT source_id FROM steady_runs))
+    FROM (SELECT source_id, device, work_row, launch_ns, ts_ns, end_ns,
+                 max(end_ns) OVER (PARTITION BY source_id, device ORDER BY ts_ns, end_ns, work_row
+                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS ahead_ns
+          FROM trace_step_work  -- with the work launched before the trace began, which only ever runs ahead
+          WHERE end_ns > ts_ns AND source_id IN (SELECT source_id FROM steady_runs))
 ),
-placed AS (  -- each piece of GPU work launched in a run, with the host events before its launch's bucket, the run and
-             -- the stretch: the launches and the runs' starts, ends and waits in time order, a launch taking the
-             -- last start and wait before it (a launch at a run's start is in the run, one at its end is not, and
-             -- one at a wait's start is in the stretch that wait closes)
+placed AS (  -- each piece of GPU work launched in a run, with the run, the stretch and the host events before its
+             -- launch's bucket: the launches, the runs' starts, ends and waits, and the buckets' ends in time order,
+             -- a launch taking the last start and wait before it (a launch at a run's start is in the run, one at
+             -- its end is not, and one at a wait's start is in the stretch that wait closes) and the events of the
+             -- buckets that end by its time (its own bucket's not: they are not told apart)
     SELECT * FROM (
-        SELECT source_id, device, work_row, launch_ns, ts_ns, dur_ns, before,
+        SELECT source_id, device, work_row, launch_ns, ts_ns, dur_ns, coalesce(sum(n) OVER w, 0) AS before,
                last_value(run IGNORE NULLS) OVER w AS run, last_value(in_run IGNORE NULLS) OVER w AS in_run,
                last_value(stretch IGNORE NULLS) OVER w AS stretch
-        FROM (SELECT q.source_id, q.device, q.work_row, q.launch_ns, q.ts_ns, q.dur_ns, c.events_before AS before,
-                     NULL AS run, NULL::BOOLEAN AS in_run, NULL AS stretch, q.launch_ns AS at_ns, 2 AS tie
-              FROM queued q JOIN counts c ON c.source_id = q.source_id AND c.bucket = q.bucket
+        FROM (SELECT source_id, device, work_row, launch_ns, ts_ns, dur_ns, NULL AS n, NULL AS run,
+                     NULL::BOOLEAN AS in_run, NULL AS stretch, launch_ns AS at_ns, 2 AS tie
+              FROM queued WHERE launch_ns IS NOT NULL
+              UNION ALL
+              SELECT c.source_id, NULL, NULL, NULL, NULL, NULL, c.n, NULL, NULL, NULL,
+                     g.base_ns + (c.bucket + 1) * g.width_ns, -1
+              FROM counts c JOIN grid g USING (source_id)
+              WHERE c.source_id IN (SELECT source_id FROM steady_runs)
               UNION ALL
               SELECT source_id, NULL, NULL, NULL, NULL, NULL, NULL, run, false, NULL, end_ns, 0 FROM steady_runs
               UNION ALL
