@@ -594,6 +594,18 @@ def test_report_without_nsys_says_how_to_export(tmp_path: Path, monkeypatch: pyt
     _fails_with(rep, f"nsys export --type sqlite --output {tmp_path / 'run.sqlite'} {rep}")
 
 
+def test_compressed_report_without_nsys_says_to_unpack_it_first(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundled sample.nsys-rep.xz without nsys: the command said was nsys export of the .xz file (which nsys
+    cannot read), its output in tracedoc's temporary directory."""
+    rep = tmp_path / "run.nsys-rep.xz"
+    shutil.copyfile(TORCH / "sample.nsys-rep.xz", rep)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    _fails_with(rep, f"{rep}: reading an .nsys-rep needs Nsight Systems' nsys on PATH; unpack it (unxz -k or "
+                     "gunzip -k), export it (nsys export --type sqlite REPORT.nsys-rep) and analyse the .sqlite "
+                     "instead")
+
+
 @pytest.mark.skipif(shutil.which("nsys") is None, reason="needs Nsight Systems' nsys on PATH")
 def test_report_is_exported_and_analysed(tmp_path: Path) -> None:
     rep = tmp_path / "run.nsys-rep"

@@ -147,10 +147,12 @@ def _latent_syncs(report: Report, fixed: Finding, rank: int) -> str | None:
     for row in report.metrics.get("host_syncs") or []:
         per_step = row.get("syncs_per_step")
         if row.get("rank") == rank and per_step is not None and float(per_step) >= 1:
-            return (f"{float(per_step):.3g} blocking syncs a step (mostly '{row.get('top_origin')}') cost "
-                    f"{fmt_ms(float(row.get('gpu_idle_ms') or 0.0))} of GPU idle now, as the GPU has mostly drained "
-                    "before the host reaches them; with the host faster, each may wait for a busy GPU and leave it "
-                    "idle until the host launches again (host-sync's advice applies)")
+            one = float(per_step) == 1
+            return (f"{float(per_step):.3g} blocking sync{'' if one else 's'} a step (mostly "
+                    f"'{row.get('top_origin')}') cost {fmt_ms(float(row.get('gpu_idle_ms') or 0.0))} of GPU idle now, "
+                    f"as the GPU has mostly drained before the host reaches {'it' if one else 'them'}; with the host "
+                    f"faster, {'it' if one else 'each'} may wait for a busy GPU and leave it idle until the host "
+                    "launches again (host-sync's advice applies)")
     return None
 
 

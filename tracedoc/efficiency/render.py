@@ -93,8 +93,9 @@ def unprofiled_lines(row: dict[str, Any]) -> list[str]:
             f"({fmt_range(u['step_ms_low'], u['step_ms_high'], MS, 2)}; traced {_ms(u['traced_step_ms'])}, "
             f"GPU's own work {_ms(u['gpu_floor_ms'])}), {pace}"
             + (f"; {', '.join(figures)}" if figures else "")
-            + f". The profiler costs about {_ms(u['profiler_cost_ms'])} a step: its "
-            f"{_of(u['host_events_per_step'], COUNT)} host events a step, about {_of(u['event_cost_us'], US)} each, "
+            + (f". The profiler costs about {_ms(u['profiler_cost_ms'])} a step: its "
+               if round(u["profiler_cost_ms"], 2) else ". The profiler costs next to nothing a step: its ")
+            + f"{_of(u['host_events_per_step'], COUNT)} host events a step, about {_of(u['event_cost_us'], US)} each, "
             f"taken off in a replay of the steps ({_of(u['critical_events_per_step'], COUNT)} of them start while "
             f"the GPU waits; recorded with {recorded})"]
 

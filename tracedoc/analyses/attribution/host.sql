@@ -68,8 +68,8 @@ SELECT d.*, a.alloc_calls, a.alloc_ns, a.free_ns, a.alloc_ns / nullif(w.step_cou
                || 'DataLoader worker processes (num_workers > 0, persistent_workers=True, prefetch_factor ≥ 2) with '
                || 'pin_memory=True, and move preprocessing to the GPU.'
            WHEN 'phase' THEN 'Take what the host does in ''' || host_detail || ''' off the critical path. '
-               || 'Periodic work (checkpointing, evaluation, logging): run it in a background thread or process '
-               || CASE WHEN f.pytorch THEN '(e.g. torch.distributed.checkpoint.async_save), ' ELSE '' END
+               || 'Periodic work (checkpointing, evaluation, logging): run it in a background thread or process'
+               || CASE WHEN f.pytorch THEN ' (e.g. torch.distributed.checkpoint.async_save), ' ELSE ', ' END
                || 'overlap it with GPU work, or do it less often. '
                || 'Work in every step: move it to the GPU, or make its launches cheaper (CUDA graphs'
                || CASE WHEN f.pytorch THEN ', torch.compile); torch.profiler''s with_stack=True shows where inside '

@@ -141,6 +141,10 @@ def export_report(report: Path, workdir: Path) -> Path:
         return target
     nsys = shutil.which("nsys")
     if nsys is None:
+        if report.parent == workdir:  # unpacked from the gzip or xz file given: no command runs on that one
+            raise InputError(f"{report}: reading an .nsys-rep needs Nsight Systems' nsys on PATH; unpack it "
+                             "(unxz -k or gunzip -k), export it (nsys export --type sqlite REPORT.nsys-rep) and "
+                             "analyse the .sqlite instead")
         command = " ".join(export_command(report, report.with_suffix(".sqlite")))
         raise InputError(f"{report}: reading an .nsys-rep needs Nsight Systems' nsys on PATH; export it and "
                          f"analyse the .sqlite instead: {command}")
