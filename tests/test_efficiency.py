@@ -90,6 +90,7 @@ def test_low_mfu_names_the_badly_shaped_products(tmp_path: Path) -> None:
     finding = next(f for f in report.findings if f.rule == "low-mfu")
     assert "50257 no multiple of 64" in finding.message
     assert "aten::mm 8192×50257 · 50257×768" in finding.message
+    assert finding.fix.startswith("Pad or choose the products' dimensions to multiples of 64")
     # the saving is drawn from the GPU's computing time, and is at most the steps' time
     assert 0 < finding.impact_ms < sum(r["step_ms"] for r in report.efficiency if r["step"] is not None)
 
@@ -336,6 +337,16 @@ def test_compiled_step_models_its_triton_kernels(tmp_path: Path) -> None:
     assert modelled and all(o["bytes"] > 0 and not o["flops"] and o["kind"] == "memory" for o in modelled)
     assert max(o["roofline_pct"] for o in report.operators) < 100
     assert not [f for f in report.findings if f.rule == "low-mfu"]
+
+
+def test_low_mfu_advises_only_what_the_step_does_not_do_already() -> None:
+    """autocast-gemm: products of 4096 and 11008 (multiples of 64) in bf16 under autocast, and the optimizer fused
+    (aten::_fused_adamw_). low-mfu's fix said to pad the dimensions to 64, to run the products in bf16 and to keep
+    the optimizer fused, whatever the step did; it says what is left: fuse the other ops, keep the weights in bf16."""
+    report = analyze([ROOT / "samples" / "autocast-gemm"], use_cache=False)
+    fix = next(f for f in report.findings if f.rule == "low-mfu").fix
+    assert fix.startswith("Fuse the elementwise, norm and loss ops") and "Keep the weights in bf16" in fix
+    assert not any(said in fix for said in ("multiples of 64", "TF32", "fused=True"))
 
 
 def test_a_tensor_lists_element_size_is_its_kernels_not_the_parameters() -> None:

@@ -27,6 +27,9 @@
 --   op_mix              those four as text, largest first
 --   mbu_fix_text        low-mbu's advice for the workload (efficiency.steps: training, prefill or decode) and the
 --                       op mix: fusion and channels_last for a training step, CUDA graphs and batching for decode
+--   mfu_fix_text        low-mfu's advice for what the step shows: padding where products have dims no multiple of
+--                       64, bf16 where products run in fp32, a fused optimizer where most of its time is _foreach_
+--                       ops (a fused AdamW still counts its steps with one)
 -- The named ops (worst_gemms, worst_ops): the op and shape that lose the most, with their TFLOP/s or GB/s and
 -- the dims that are no multiple of 64 (tensor-core tiles: such dims leave tiles partly empty).
 -- include: efficiency.operators
@@ -100,6 +103,8 @@ WITH parts AS (
            coalesce(sum(greatest(flop_loss_ns, 0)) FILTER (WHERE kind = 'attention'), 0) AS attention_loss_ns,
            coalesce(sum(gpu_ns) FILTER (WHERE kind IN ('memory', 'copy', 'optimizer')), 0) AS nonmatmul_ns,
            coalesce(sum(gpu_ns) FILTER (WHERE kind = 'optimizer'), 0) AS optimizer_ns,
+           coalesce(sum(gpu_ns) FILTER (WHERE kind = 'optimizer' AND name NOT LIKE 'aten::\_fused\_%' ESCAPE '\'), 0)
+               AS unfused_optimizer_ns,
            coalesce(sum(gpu_ns) FILTER (WHERE kind IN ('gemm', 'conv', 'attention') AND dtype IN ('fp32', 'tf32')), 0)
                AS fp32_matmul_ns,
            coalesce(sum(gpu_ns) FILTER (WHERE kind IS NULL), 0) AS unmodelled_op_ns,
@@ -210,12 +215,25 @@ SELECT r.source_id, r.rank, r.steps, r.step_ns / r.steps AS step_ns, r.mfu_pct, 
                 CASE WHEN m.layout_op_ns >= 0.2 * p.nonmatmul_ns THEN
                     'Cut the layout copies (.contiguous(), permutes, casts): keep tensors in the layout and dtype their '
                     || 'consumer wants' END,
-                CASE WHEN p.optimizer_ns >= 0.2 * p.nonmatmul_ns THEN
-                    'Keep the optimizer fused (AdamW(fused=True)) or step it less often per sample (a larger batch)'
-                    END,
+                CASE WHEN p.optimizer_ns >= 0.2 * p.nonmatmul_ns AND p.unfused_optimizer_ns > 0.5 * p.optimizer_ns THEN
+                    'Fuse the optimizer (AdamW(fused=True): one kernel for all the parameters) or step it less often '
+                    || 'per sample (a larger batch)'
+                     WHEN p.optimizer_ns >= 0.2 * p.nonmatmul_ns THEN
+                    'Step the optimizer less often per sample (a larger batch): it is fused already' END,
                 'A larger batch per GPU raises the FLOPs per byte of every op'], lambda x: x IS NOT NULL), '. ')
                 || '.'
-       END AS mbu_fix_text
+       END AS mbu_fix_text,
+       array_to_string(list_filter([
+           CASE WHEN g.unaligned THEN
+               'Pad or choose the products'' dimensions to multiples of 64 (a vocabulary of 50257 → 50304), and '
+               || 'batch small products into larger ones' END,
+           'Fuse the elementwise, norm and loss ops into their neighbours (torch.compile, fused kernels such as a '
+           || 'fused cross-entropy or RMSNorm)',
+           CASE WHEN p.fp32_matmul_ns > 0 THEN
+               'Run the fp32 products in bf16 (or TF32: torch.backends.cuda.matmul.allow_tf32)' END,
+           CASE WHEN p.unfused_optimizer_ns > 0.5 * p.optimizer_ns THEN
+               'Fuse the optimizer (AdamW(fused=True): one kernel for all the parameters)' END],
+           lambda x: x IS NOT NULL), '. ') || '.' AS mfu_fix_text
 FROM efficiency_by_rank r
 JOIN parts p USING (source_id)
 JOIN (SELECT source_id, sum(work_ns) AS work_ns, sum(modelled_ns) AS modelled_ns FROM efficiency_steps
