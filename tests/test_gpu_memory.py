@@ -218,3 +218,18 @@ def test_fuzzed_snapshots_never_crash(tmp_path: Path) -> None:
         code, err = _snapshot(tmp_path, bytes(data), f"fuzz{i}.pickle")
         assert code in ("0", "2"), err
         assert "Traceback" not in err
+
+
+def test_headroom_held_from_before_the_trace_is_not_told_to_checkpoint_activations() -> None:
+    """tracelens-vllm-graph-capture: vLLM reserves its KV cache up front, 178.5 GiB of a 192 GiB GPU, all of it
+    allocated before the trace began. memory-headroom told it to checkpoint activations and shard optimizer state;
+    it says where the memory came from, and a training step near its capacity (memory-leak, held to a headroom
+    threshold it crosses) keeps the training advice."""
+    serving = next(f for f in analyze([SAMPLES / "tracelens-vllm-graph-capture"]).findings
+                   if f.rule == "memory-headroom")
+    assert "178.5 GiB of it allocated before the trace began" in serving.message
+    assert "KV cache" in serving.fix and "checkpointing" not in serving.fix
+    training = next(f for f in analyze([SAMPLES / "memory-leak"],
+                                       thresholds={"memory-headroom": {"max_peak_pct": 1}}).findings
+                    if f.rule == "memory-headroom")
+    assert training.fix.startswith("Lower the peak before inputs grow: activation checkpointing")

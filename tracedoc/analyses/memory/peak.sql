@@ -75,12 +75,28 @@ SELECT * FROM seen
 UNION ALL
 SELECT source_id, rank, device, site, NULL, bytes FROM memory_peak_sites WHERE site = '(allocated before the trace)';
 
--- What memory-headroom reads: per GPU, the peak against the device's memory.
+-- What memory-headroom reads: per GPU, the peak against the device's memory, what of the peak was allocated before
+-- the trace began (before_trace_bytes), and the advice (headroom_fix): where nearly all of it was (95 % or more: a
+-- pool reserved up front, such as a serving engine's KV cache, or the weights and state loaded before profiling),
+-- the trace cannot say what holds it, and a step's activations are not what to cut.
 CREATE OR REPLACE TEMP VIEW memory_headroom AS
 SELECT d.*, 100.0 * d.peak_bytes / d.capacity_bytes AS peak_pct,
        100.0 * d.reserved_peak_bytes / d.capacity_bytes AS reserved_peak_pct,
-       d.capacity_bytes - d.reserved_peak_bytes AS headroom_bytes
-FROM memory_by_device d WHERE d.capacity_bytes > 0 AND d.ooms = 0;
+       d.capacity_bytes - d.reserved_peak_bytes AS headroom_bytes, b.bytes AS before_trace_bytes,
+       CASE WHEN b.bytes >= 0.95 * d.peak_bytes THEN
+           'Nearly all of the peak was allocated before the trace began. A pool reserved up front on purpose (a '
+           || 'serving engine''s KV cache: vLLM''s gpu_memory_utilization, SGLang''s mem_fraction_static) leaves '
+           || 'this headroom by design: lower its share only where other work needs the GPU. Otherwise record from '
+           || 'the start (torch.cuda.memory._record_memory_history() before the model loads) to see what holds it.'
+       ELSE
+           'Lower the peak before inputs grow: activation checkpointing around the largest layers, a smaller '
+           || 'micro-batch with gradient accumulation, `zero_grad(set_to_none=True)`, mixed precision, or sharding '
+           || 'optimizer state and parameters (FSDP/ZeRO). The Memory section lists what is live at the peak.'
+       END AS headroom_fix
+FROM memory_by_device d
+LEFT JOIN memory_peak_sites b ON b.source_id = d.source_id AND b.device = d.device
+                             AND b.site = '(allocated before the trace)'
+WHERE d.capacity_bytes > 0 AND d.ooms = 0;
 
 -- The report's sites live at each GPU's peak (memory_peak_sites). Columns: rank, device, site, allocations, bytes.
 CREATE OR REPLACE TEMP VIEW memory_report_peak_sites AS
