@@ -50,6 +50,17 @@ def test_the_step_range_reaches_both_sides_of_a_diff() -> None:
     assert "--step-range 'no_such_range': no host range of that name" in result.stderr
 
 
+@pytest.mark.parametrize("sample, flags", [("hang-4rank-stuck", ["--step-time-ms", "10", "--peak-tflops", "100"]),
+                                           ("ncu-h100-gemm-cublas", ["--flops-per-step", "1e12"])])
+def test_efficiency_inputs_without_a_timeline_are_refused(sample: str, flags: list[str]) -> None:
+    """Flight-recorder dumps and an Nsight Compute report measure no MFU or MBU: the step time and peaks given were
+    dropped without a word (exit 0); they are refused as --step-range is where no host range has its name."""
+    result = CliRunner().invoke(cli, ["analyze", str(SAMPLES / sample), "--no-cache", *flags])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    given = ", ".join(sorted(f for f in flags if f.startswith("--")))
+    assert f"{given}: MFU and MBU are measured on a GPU timeline" in result.stderr
+
+
 def test_the_options_of_a_side_judge_it(tmp_path: Path) -> None:
     """decode-eager judged with launch-bound's threshold out of reach: its launch-bound finding goes, and the
     report says the threshold it was judged by."""

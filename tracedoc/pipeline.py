@@ -117,6 +117,10 @@ def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
         check_step_range(store, options.step_range)
     summary = store.query("SELECT * FROM trace_summary")[0]
     timeline = summary["basis"] == "timeline"
+    if not timeline and (given := options.peaks.given()):
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
+        raise InputError(f"{flags}: MFU and MBU are measured on a GPU timeline (a PyTorch trace or an Nsight Systems "
+                         "export), and these inputs hold none")
     store.start(report_modules(store, rules, summary["basis"]))
     store.start(efficiency.modules_read(store, options.peaks) if timeline else ())
     wall_ms = float(summary["wall_ms"] or 0.0)  # 0 for inputs without a timeline (e.g. hang dumps)
