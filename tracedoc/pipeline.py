@@ -117,7 +117,7 @@ def measured_report(store: Store, options: AnalysisOptions, rules: list[Rule],
         check_step_range(store, options.step_range)
     summary = store.query("SELECT * FROM trace_summary")[0]
     timeline = summary["basis"] == "timeline"
-    if not timeline and (given := options.peaks.given()):
+    if not timeline and options.peaks is not None and (given := options.peaks.given()):
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in given)
         raise InputError(f"{flags}: MFU and MBU are measured on a GPU timeline (a PyTorch trace or an Nsight Systems "
                          "export), and these inputs hold none")

@@ -121,9 +121,11 @@ class Rule:
         return {field_name: str(expr) for field_name, expr in found.items()}
 
     def bindings(self, overrides: dict[str, dict[str, float]] | None = None) -> dict[str, str | float]:
-        """What the rule's SQL may name as ``$name``: its id (``$rule_id``), its params and its thresholds, as
-        ``overrides`` (``--set``) set them."""
-        return {RULE_ID_PARAM: self.id, **self.params, **self.thresholds, **(overrides or {}).get(self.id, {})}
+        """What the rule's SQL may name as ``$name``: its id (``$rule_id``), its critical_above_pct (for its
+        critical_unless), its params and its thresholds, as ``overrides`` (``--set``) set them."""
+        critical = {} if self.critical_above_pct is None else {"critical_above_pct": self.critical_above_pct}
+        return {RULE_ID_PARAM: self.id, **critical, **self.params, **self.thresholds,
+                **(overrides or {}).get(self.id, {})}
 
     @classmethod
     def from_file(cls, path: Path | Traversable, source: str, data: dict[str, Any] | None = None) -> Rule:
