@@ -342,11 +342,15 @@ def test_compiled_step_models_its_triton_kernels(tmp_path: Path) -> None:
 def test_low_mfu_advises_only_what_the_step_does_not_do_already() -> None:
     """autocast-gemm: products of 4096 and 11008 (multiples of 64) in bf16 under autocast, and the optimizer fused
     (aten::_fused_adamw_). low-mfu's fix said to pad the dimensions to 64, to run the products in bf16 and to keep
-    the optimizer fused, whatever the step did; it says what is left: fuse the other ops, keep the weights in bf16."""
+    the optimizer fused, whatever the step did; it says what is left: fuse the other ops, keep the weights in bf16.
+    compile-autotune, compiled with max-autotune, was told to use torch.compile."""
     report = analyze([ROOT / "samples" / "autocast-gemm"], use_cache=False)
     fix = next(f for f in report.findings if f.rule == "low-mfu").fix
     assert fix.startswith("Fuse the elementwise, norm and loss ops") and "Keep the weights in bf16" in fix
     assert not any(said in fix for said in ("multiples of 64", "TF32", "fused=True"))
+    compiled = analyze([ROOT / "samples" / "compile-autotune"], use_cache=False)  # under torch.compile already
+    fix = next(f for f in compiled.findings if f.rule == "low-mfu").fix
+    assert fix.startswith("The step is compiled") and "torch.compile" not in fix
 
 
 def test_a_tensor_lists_element_size_is_its_kernels_not_the_parameters() -> None:
@@ -356,6 +360,32 @@ def test_a_tensor_lists_element_size_is_its_kernels_not_the_parameters() -> None
     report = analyze([ROOT / "samples" / "autocast-gemm"], use_cache=False)
     cat = next(o for o in report.operators if o["op"] == "aten::cat")
     assert 50 < cat["roofline_pct"] < 100
+
+
+def test_an_op_whose_list_has_no_size_is_not_modelled_from_its_other_arguments(tmp_path: Path) -> None:
+    """An edited copy of memory-leak's trace (its aten::_foreach_mul_ renamed and given GradScaler's unscale
+    signature: a list and two scalar tensors): the list takes the parameters' dtype, as an optimizer's does, and
+    the op moves the list's bytes. With a name whose lists have no known element size it has no model at all: its
+    two scalar tensors (8 bytes) were its bytes, and the op read as far below the roofline."""
+    import gzip
+    data = json.loads(gzip.decompress((ROOT / "samples" / "memory-leak" / "trace.json.gz").read_bytes()))
+    for name, path in (("aten::_amp_foreach_non_finite_check_and_unscale_", tmp_path / "unscale.json"),
+                       ("aten::_made_up_list_op_", tmp_path / "unknown.json")):
+        for event in data["traceEvents"]:
+            if event.get("name") in ("aten::_foreach_mul_", "aten::_amp_foreach_non_finite_check_and_unscale_",
+                                     "aten::_made_up_list_op_"):
+                event["name"] = name
+                event["args"].update({"Input type": ["TensorList", "float", "float"],
+                                      "Input Dims": [event["args"]["Input Dims"][0], [], []],
+                                      "Concrete Inputs": ["", "", ""]})
+        path.write_text(json.dumps(data))
+    plain = {o["op"]: o for o in analyze([ROOT / "samples" / "memory-leak"], use_cache=False).operators}
+    unscale = {o["op"]: o for o in analyze([tmp_path / "unscale.json"], use_cache=False).operators}
+    unknown = {o["op"]: o for o in analyze([tmp_path / "unknown.json"], use_cache=False).operators}
+    lists = plain["aten::_foreach_mul_"]["bytes"] / 2  # read and written back, in place
+    assert unscale["aten::_amp_foreach_non_finite_check_and_unscale_"]["bytes"] == pytest.approx(2 * lists + 8,
+                                                                                                abs=1e3)
+    assert not unknown["aten::_made_up_list_op_"]["bytes"] and unknown["aten::_made_up_list_op_"]["kind"] is None
 
 
 def test_the_gradient_squared_is_read_once() -> None:

@@ -58,8 +58,9 @@ def what_if(report: Report, number: int) -> WhatIf | None:
     import statistics  # here: a report read back from the cache is not projected again (statistics imports decimal)
 
     step = statistics.median(span for span, _ in spans.values())
-    projected = statistics.median(_projected_steps(spans, finding.impact_ms))
-    remaining = sum(span for span, _ in spans.values()) - finding.impact_ms
+    projected_steps = _projected_steps(spans, finding.impact_ms)
+    projected = statistics.median(projected_steps)
+    remaining = sum(projected_steps)
     nxt, share = _next_bottleneck(report, finding, rank, remaining)
     gain = 100.0 * (1 - projected / step) if step > 0 else 0.0
     return WhatIf(finding=number, rule=finding.rule, rank=rank, step_ms=round(step, 3),
@@ -147,8 +148,9 @@ def _latent_syncs(report: Report, fixed: Finding, rank: int) -> str | None:
     for row in report.metrics.get("host_syncs") or []:
         per_step = row.get("syncs_per_step")
         if row.get("rank") == rank and per_step is not None and float(per_step) >= 1:
-            one = float(per_step) == 1
-            return (f"{float(per_step):.3g} blocking sync{'' if one else 's'} a step (mostly "
+            count = f"{float(per_step):.3g}"
+            one = count == "1"
+            return (f"{count} blocking sync{'' if one else 's'} a step (mostly "
                     f"'{row.get('top_origin')}') cost {fmt_ms(float(row.get('gpu_idle_ms') or 0.0))} of GPU idle now, "
                     f"as the GPU has mostly drained before the host reaches {'it' if one else 'them'}; with the host "
                     f"faster, {'it' if one else 'each'} may wait for a busy GPU and leave it idle until the host "

@@ -128,7 +128,8 @@ _RUN_OPTIONS: tuple[Callable[..., Any], ...] = (
     click.option("--memory-limit", metavar="SIZE", default=None,
                  help="Memory for the store and the analyses, e.g. 2G; beyond it they spill to a temporary "
                       "directory, slower (default: DuckDB's, 80% of RAM, or the size of an uncompressed Nsight "
-                      "Systems .sqlite export of 64 MiB or more, 192 MiB at least; also $TRACEDOC_MEMORY_LIMIT)."),
+                      "Systems .sqlite export of 64 MiB or more, at least 192 MiB and 32 MiB a core; also "
+                      "$TRACEDOC_MEMORY_LIMIT)."),
 )
 _WHAT_IF_OPTION = click.option(
     "--what-if", "what_if_rule", metavar="RULE", default=None,

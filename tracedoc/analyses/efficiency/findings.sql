@@ -28,8 +28,9 @@
 --   mbu_fix_text        low-mbu's advice for the workload (efficiency.steps: training, prefill or decode) and the
 --                       op mix: fusion and channels_last for a training step, CUDA graphs and batching for decode
 --   mfu_fix_text        low-mfu's advice for what the step shows: padding where products have dims no multiple of
---                       64, bf16 where products run in fp32, a fused optimizer where most of its time is _foreach_
---                       ops (a fused AdamW still counts its steps with one)
+--                       64, fusion unless Inductor's kernels run most of the ops without products already, bf16
+--                       where fp32 or TF32 products take 5 % of the step or more, a fused optimizer where most of its
+--                       time is _foreach_ ops (a fused AdamW still counts its steps with one)
 -- The named ops (worst_gemms, worst_ops): the op and shape that lose the most, with their TFLOP/s or GB/s and
 -- the dims that are no multiple of 64 (tensor-core tiles: such dims leave tiles partly empty).
 -- include: efficiency.operators
@@ -107,6 +108,10 @@ WITH parts AS (
                AS unfused_optimizer_ns,
            coalesce(sum(gpu_ns) FILTER (WHERE kind IN ('gemm', 'conv', 'attention') AND dtype IN ('fp32', 'tf32')), 0)
                AS fp32_matmul_ns,
+           coalesce(sum(gpu_ns) FILTER (WHERE kind IN ('gemm', 'conv', 'attention') AND dtype = 'fp32'), 0)
+               AS fp32_only_matmul_ns,
+           coalesce(sum(gpu_ns) FILTER (WHERE kind IN ('memory', 'copy') AND name LIKE 'triton\_%' ESCAPE '\'), 0)
+               AS compiled_ns,
            coalesce(sum(gpu_ns) FILTER (WHERE kind IS NULL), 0) AS unmodelled_op_ns,
            coalesce(sum(greatest(byte_loss_ns, 0)), 0) AS bandwidth_loss_ns,
            coalesce(sum(greatest(gpu_ns - greatest(flops / (op_tflops * 1e3 * 0.7), launch_floor_ns), 0))
@@ -227,10 +232,15 @@ SELECT r.source_id, r.rank, r.steps, r.step_ns / r.steps AS step_ns, r.mfu_pct, 
            CASE WHEN g.unaligned THEN
                'Pad or choose the products'' dimensions to multiples of 64 (a vocabulary of 50257 → 50304), and '
                || 'batch small products into larger ones' END,
-           'Fuse the elementwise, norm and loss ops into their neighbours (torch.compile, fused kernels such as a '
-           || 'fused cross-entropy or RMSNorm)',
-           CASE WHEN p.fp32_matmul_ns > 0 THEN
-               'Run the fp32 products in bf16 (or TF32: torch.backends.cuda.matmul.allow_tf32)' END,
+           CASE WHEN p.compiled_ns < 0.5 * p.nonmatmul_ns THEN
+               'Fuse the elementwise, norm and loss ops into their neighbours (torch.compile, fused kernels such as a '
+               || 'fused cross-entropy or RMSNorm)'
+           ELSE 'The step is compiled, and Inductor fuses the ops that do no products already: what it leaves '
+                || 'outside its kernels (the ops named above) and the products'' shapes are what is left to improve'
+           END,
+           CASE WHEN p.fp32_matmul_ns >= 0.05 * r.step_ns AND p.fp32_only_matmul_ns > 0 THEN
+               'Run the fp32 products in bf16 (or TF32: torch.backends.cuda.matmul.allow_tf32)'
+                WHEN p.fp32_matmul_ns >= 0.05 * r.step_ns THEN 'Run the TF32 products in bf16' END,
            CASE WHEN p.unfused_optimizer_ns > 0.5 * p.optimizer_ns THEN
                'Fuse the optimizer (AdamW(fused=True): one kernel for all the parameters)' END],
            lambda x: x IS NOT NULL), '. ') || '.' AS mfu_fix_text

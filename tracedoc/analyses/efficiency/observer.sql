@@ -274,7 +274,9 @@ placed AS (  -- each piece of GPU work launched in a run, with the run, the stre
                last_value(stretch IGNORE NULLS) OVER w AS stretch
         FROM (SELECT source_id, device, work_row, launch_ns, ts_ns, dur_ns, NULL AS n, NULL AS run,
                      NULL::BOOLEAN AS in_run, NULL AS stretch, launch_ns AS at_ns, 2 AS tie
-              FROM queued WHERE launch_ns IS NOT NULL
+              FROM queued WHERE launch_ns IS NOT NULL  -- launches the host recorded (a source that records none
+                                                       -- has its work placed by its start on the GPU)
+                AND source_id IN (SELECT DISTINCT source_id FROM trace_launches)
               UNION ALL
               SELECT c.source_id, NULL, NULL, NULL, NULL, NULL, c.n, NULL, NULL, NULL,
                      g.base_ns + (c.bucket + 1) * g.width_ns, -1

@@ -282,13 +282,14 @@ k AS (
            max(TRY_CAST(regexp_extract(kernel, 'OpaqueType<(\d+)u?>', 1) AS INTEGER)) AS opaque_itemsize
     FROM efficiency_op_kernels GROUP BY op_id
 ),
-inputs AS (  -- each input's bytes, for the memory model. The profiler records no dtype for a tensor list: an
-             -- optimizer's lists hold the parameters' (their AccumulateGrad's), another op's lists the element size
-             -- its kernels' names give, else no model
+inputs AS (  -- each input's bytes, for the memory model. The profiler records no dtype for a tensor list: the
+             -- lists of an optimizer or of GradScaler's unscale hold the parameters' or their gradients' (their
+             -- AccumulateGrad's), another op's lists the element size its kernels' names give, else the op has no
+             -- model (lists_sized)
     SELECT t.op_id,
            list_transform(t.dims, lambda x, i: CASE WHEN t.types[i] IN ('TensorList', 'GenericList') THEN
                list_sum(list_transform(t.lists[i], lambda y: efficiency_numel(y)))
-                   * CASE WHEN t.name LIKE 'aten::_foreach%' OR t.name LIKE 'aten::_fused_adam%'
+                   * CASE WHEN regexp_matches(t.name, '^aten::(_foreach|_fused_|_amp_foreach)')
                           THEN coalesce(efficiency_itemsize(p.dtype), 4) ELSE k.opaque_itemsize END
                ELSE efficiency_numel(x) * efficiency_itemsize(t.types[i]) END) AS in_bytes,
            -- addcmul with both factors of one shape: torch's optimizers pass the gradient twice (Adam's
@@ -296,6 +297,8 @@ inputs AS (  -- each input's bytes, for the memory model. The profiler records n
            regexp_matches(t.name, '^aten::(_foreach_)?addcmul_?$') AND t.dims[2] IS NOT DISTINCT FROM t.dims[3]
                AND t.lists[2] IS NOT DISTINCT FROM t.lists[3] AS squares,
            list_bool_or(list_transform(t.types, lambda x: x IN ('TensorList', 'GenericList'))) AS has_list,
+           list_bool_and(list_transform(in_bytes, lambda x, i: t.types[i] NOT IN ('TensorList', 'GenericList')
+                                                               OR x IS NOT NULL)) AS lists_sized,
            list_bool_and(list_transform(t.lists, lambda x, i: t.types[i] NOT IN ('TensorList', 'GenericList')
                                                               OR len(x) > 0)) AS lists_recorded,
            p.param_bytes
@@ -310,6 +313,7 @@ mem AS (
             WHEN t.name IN ('aten::_fused_adamw_', 'aten::_fused_adam_') AND NOT i.lists_recorded
                 THEN 7 * i.param_bytes
             WHEN t.name LIKE 'aten::_foreach%' AND NOT i.lists_recorded THEN NULL
+            WHEN i.has_list AND NOT i.lists_sized THEN NULL  -- a list of unknown size or dtype: no model
             -- Inductor's Triton kernels: their arguments are their inputs and outputs, each moved once; a template
             -- whose name says no product (flex attention) has no model (a GEMM template's is efficiency_flop_ops')
             WHEN t.name LIKE 'triton\_tem\_%' ESCAPE '\' THEN NULL

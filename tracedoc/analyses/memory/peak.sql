@@ -77,8 +77,8 @@ SELECT source_id, rank, device, site, NULL, bytes FROM memory_peak_sites WHERE s
 
 -- What memory-headroom reads: per GPU, the peak against the device's memory, what of the peak was allocated before
 -- the trace began (before_trace_bytes), and the advice (headroom_fix): where nearly all of it was (95 % or more: a
--- pool reserved up front, such as a serving engine's KV cache, or the weights and state loaded before profiling),
--- the trace cannot say what holds it, and a step's activations are not what to cut.
+-- pool reserved up front, such as a serving engine's KV cache, or a training job's weights and state loaded before
+-- profiling), the trace cannot say what holds it, and a step's activations are not what to cut.
 CREATE OR REPLACE TEMP VIEW memory_headroom AS
 SELECT d.*, 100.0 * d.peak_bytes / d.capacity_bytes AS peak_pct,
        100.0 * d.reserved_peak_bytes / d.capacity_bytes AS reserved_peak_pct,
@@ -86,8 +86,10 @@ SELECT d.*, 100.0 * d.peak_bytes / d.capacity_bytes AS peak_pct,
        CASE WHEN b.bytes >= 0.95 * d.peak_bytes THEN
            'Nearly all of the peak was allocated before the trace began. A pool reserved up front on purpose (a '
            || 'serving engine''s KV cache: vLLM''s gpu_memory_utilization, SGLang''s mem_fraction_static) leaves '
-           || 'this headroom by design: lower its share only where other work needs the GPU. Otherwise record from '
-           || 'the start (torch.cuda.memory._record_memory_history() before the model loads) to see what holds it.'
+           || 'this headroom by design: lower its share only where other work needs the GPU. A training job''s '
+           || 'weights, gradients and optimizer state held from before: shard them (FSDP/ZeRO) or keep the '
+           || 'optimizer state in lower precision. To see what holds it, record from the start '
+           || '(torch.cuda.memory._record_memory_history() before the model loads).'
        ELSE
            'Lower the peak before inputs grow: activation checkpointing around the largest layers, a smaller '
            || 'micro-batch with gradient accumulation, `zero_grad(set_to_none=True)`, mixed precision, or sharding '
