@@ -92,7 +92,7 @@ LEFT JOIN trace_wall w USING (source_id);
 -- dominant cause as words for the finding's sentence (host_cause_text, host_detail_text: ' (mostly ''name'')' or
 -- ''); from efficiency.observer (PyTorch traces, else NULL): profiler_idle_ns, what the profiler's own bookkeeping
 -- may cost of the long idle (its cost over the steady steps, at most that idle), profiler_idle_pct (its share, %),
--- unprofiled_step_ns, traced_step_ns, gpu_floor_ns and gpu_paced, as gpu.launch's gpu_launch_overhead has them.
+-- unprofiled_step_ns, traced_step_ns and unprofiled_idle_pct, as gpu.launch's gpu_launch_overhead has them.
 -- pool_alloc_ns: alloc_ns where the synchronous frees and allocations are a cause to name (alloc_pct ≥ 20).
 CREATE OR REPLACE TEMP VIEW attribution_host_bound AS
 SELECT b.*, c.* EXCLUDE (source_id, device),
@@ -100,7 +100,7 @@ SELECT b.*, c.* EXCLUDE (source_id, device),
             THEN least(o.profiler_cost_sum_ns, b.host_wait_long_ns) END AS profiler_idle_ns,
        CASE WHEN o.profiler_cost_sum_ns IS NOT NULL
             THEN 100.0 * least(o.profiler_cost_sum_ns, b.host_wait_long_ns) / nullif(b.host_wait_long_ns, 0) END AS profiler_idle_pct,
-       o.unprofiled_ns AS unprofiled_step_ns, o.traced_ns AS traced_step_ns, o.floor_ns AS gpu_floor_ns, o.gpu_paced,
+       o.unprofiled_ns AS unprofiled_step_ns, o.traced_ns AS traced_step_ns, o.unprofiled_idle_pct,
        CASE c.host_cause WHEN 'data_loading' THEN 'data loading' WHEN 'phase' THEN 'named phases'
                          WHEN 'host_work' THEN 'profiled host work' ELSE 'host time no profiled range covers' END
            AS host_cause_text,

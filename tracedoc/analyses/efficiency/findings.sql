@@ -105,7 +105,7 @@ WITH parts AS (
            coalesce(sum(gpu_ns) FILTER (WHERE kind IN ('memory', 'copy', 'optimizer')), 0) AS nonmatmul_ns,
            coalesce(sum(gpu_ns) FILTER (WHERE kind = 'optimizer'), 0) AS optimizer_ns,
            coalesce(sum(gpu_ns) FILTER (WHERE kind = 'optimizer' AND name NOT LIKE 'aten::\_fused\_%' ESCAPE '\'), 0)
-               AS unfused_optimizer_ns,
+               > 0.5 * coalesce(sum(gpu_ns) FILTER (WHERE kind = 'optimizer'), 0) AS unfused_optimizer,
            coalesce(sum(gpu_ns) FILTER (WHERE kind IN ('gemm', 'conv', 'attention') AND dtype IN ('fp32', 'tf32')), 0)
                AS fp32_matmul_ns,
            coalesce(sum(gpu_ns) FILTER (WHERE kind IN ('gemm', 'conv', 'attention') AND dtype = 'fp32'), 0)
@@ -220,7 +220,7 @@ SELECT r.source_id, r.rank, r.steps, r.step_ns / r.steps AS step_ns, r.mfu_pct, 
                 CASE WHEN m.layout_op_ns >= 0.2 * p.nonmatmul_ns THEN
                     'Cut the layout copies (.contiguous(), permutes, casts): keep tensors in the layout and dtype their '
                     || 'consumer wants' END,
-                CASE WHEN p.optimizer_ns >= 0.2 * p.nonmatmul_ns AND p.unfused_optimizer_ns > 0.5 * p.optimizer_ns THEN
+                CASE WHEN p.optimizer_ns >= 0.2 * p.nonmatmul_ns AND p.unfused_optimizer THEN
                     'Fuse the optimizer (AdamW(fused=True): one kernel for all the parameters) or step it less often '
                     || 'per sample (a larger batch)'
                      WHEN p.optimizer_ns >= 0.2 * p.nonmatmul_ns THEN
@@ -241,7 +241,7 @@ SELECT r.source_id, r.rank, r.steps, r.step_ns / r.steps AS step_ns, r.mfu_pct, 
            CASE WHEN p.fp32_matmul_ns >= 0.05 * r.step_ns AND p.fp32_only_matmul_ns > 0 THEN
                'Run the fp32 products in bf16 (or TF32: torch.backends.cuda.matmul.allow_tf32)'
                 WHEN p.fp32_matmul_ns >= 0.05 * r.step_ns THEN 'Run the TF32 products in bf16' END,
-           CASE WHEN p.unfused_optimizer_ns > 0.5 * p.optimizer_ns THEN
+           CASE WHEN p.unfused_optimizer THEN
                'Fuse the optimizer (AdamW(fused=True): one kernel for all the parameters)' END],
            lambda x: x IS NOT NULL), '. ') || '.' AS mfu_fix_text
 FROM efficiency_by_rank r

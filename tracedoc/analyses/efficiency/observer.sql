@@ -42,6 +42,8 @@
 --                     from the floor (the GPU's own work: the least the step can take) to the traced step less the
 --                     cost at the least k
 --   gpu_paced         the estimate lies within 10 % of the floor: without the profiler the GPU sets the pace
+--   unprofiled_idle_pct  the estimate's time above the floor, % of the estimate: how much the GPU would idle
+--                     without the profiler (launch-bound and gpu-idle-host-bound are critical only above their share)
 --   recorded with     what the trace shows the profiler ran with: shapes (op_shapes rows), stacks (Python frames),
 --                     memory (allocator events); nsys for an Nsight Systems capture
 -- profiler_cost_sum_ns: the cost over all the steady steps (the cost per step × the steps), for the findings whose
@@ -342,6 +344,7 @@ SELECT c.source_id, any_value(c.rank) AS rank, count(*) AS steps,
        avg(c.floor_ns) AS unprofiled_low_ns,
        greatest(avg(c.traced_ns) - coalesce(any_value(r.cost_low_ns), 0), avg(c.floor_ns)) AS unprofiled_high_ns,
        unprofiled_ns <= 1.1 * avg(c.floor_ns) AS gpu_paced,
+       100.0 * (unprofiled_ns - avg(c.floor_ns)) / nullif(unprofiled_ns, 0) AS unprofiled_idle_pct,
        any_value(o.shapes) AS shapes, any_value(o.stacks) AS stacks, any_value(o.memory) AS memory,
        any_value(o.nsys) AS nsys
 FROM per_step c LEFT JOIN replay r USING (source_id) JOIN options o USING (source_id)

@@ -312,8 +312,7 @@ mem AS (
         CASE
             WHEN t.name IN ('aten::_fused_adamw_', 'aten::_fused_adam_') AND NOT i.lists_recorded
                 THEN 7 * i.param_bytes
-            WHEN t.name LIKE 'aten::_foreach%' AND NOT i.lists_recorded THEN NULL
-            WHEN i.has_list AND NOT i.lists_sized THEN NULL  -- a list of unknown size or dtype: no model
+            WHEN i.has_list AND NOT i.lists_sized THEN NULL  -- a list unrecorded or of unknown dtype: no model
             -- Inductor's Triton kernels: their arguments are their inputs and outputs, each moved once; a template
             -- whose name says no product (flex attention) has no model (a GEMM template's is efficiency_flop_ops')
             WHEN t.name LIKE 'triton\_tem\_%' ESCAPE '\' THEN NULL

@@ -36,9 +36,8 @@ GROUP BY k.source_id, k.rank, k.device;
 -- (trace.framework), else in CUDA's. Launch-bound work shows as much short host-wait idle between many tiny kernels.
 -- From efficiency.observer (PyTorch traces): profiler_idle_ns, what the profiler's own bookkeeping may cost of the
 -- short idle (its cost over the steady steps, at most that idle), profiler_idle_pct (its share, %),
--- unprofiled_step_ns and traced_step_ns (the step without the profiler, estimated, and as traced), gpu_floor_ns (the
--- step's own GPU work) and gpu_paced
--- (without the profiler the GPU sets the pace: the idle is mostly the profiler's). NULL elsewhere.
+-- unprofiled_step_ns and traced_step_ns (the step without the profiler, estimated, and as traced) and
+-- unprofiled_idle_pct (the share of that step the GPU would idle: efficiency.observer's). NULL elsewhere.
 CREATE OR REPLACE TEMP VIEW gpu_launch_overhead AS
 SELECT i.*, l.kernel_count, l.kernels_per_step, l.median_kernel_ns, l.tiny_kernel_pct,
        l.median_launch_latency_ns, l.p90_launch_latency_ns, l.graph_kernel_count,
@@ -46,7 +45,7 @@ SELECT i.*, l.kernel_count, l.kernels_per_step, l.median_kernel_ns, l.tiny_kerne
             THEN least(o.profiler_cost_sum_ns, i.host_wait_short_ns) END AS profiler_idle_ns,
        CASE WHEN o.profiler_cost_sum_ns IS NOT NULL
             THEN 100.0 * least(o.profiler_cost_sum_ns, i.host_wait_short_ns) / nullif(i.host_wait_short_ns, 0) END AS profiler_idle_pct,
-       o.unprofiled_ns AS unprofiled_step_ns, o.traced_ns AS traced_step_ns, o.floor_ns AS gpu_floor_ns, o.gpu_paced,
+       o.unprofiled_ns AS unprofiled_step_ns, o.traced_ns AS traced_step_ns, o.unprofiled_idle_pct,
        CASE WHEN coalesce(f.pytorch, true)
             THEN 'Launch fewer, larger pieces of work: capture the steady-state step in a CUDA graph '
                  || '(torch.cuda.CUDAGraph / torch.compile(mode="reduce-overhead")) so one launch replays all its '
